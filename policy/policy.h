@@ -1,0 +1,117 @@
+/* policy.h — the ldshim policy language: parse, validate, match. Pure C, no CUDA.
+ *
+ * File format (documented in doc/policy.md, example in policy/examples/):
+ *
+ *     # global options (before the first [rule]); every key optional
+ *     state    = full              # stock | memory | full | mismatch
+ *     backend  = auto              # auto | native | mlopart | emulated | off
+ *     probe    = auto              # auto | anchored | clustered | even | off
+ *     map      = balanced          # balanced | physical
+ *     strict   = off               # on | off: a bad policy exits the program (status 3)
+ *     pool     = 4GiB              # cap of released physical memory kept per device
+ *     min_split = 4MiB             # tagged requests smaller than this pass through
+ *
+ *     [rule experts]               # a named rule; names are unique, [A-Za-z0-9_.-]{1,63}
+ *     size       = 112MiB          # exact size, or a range: 64MiB..1GiB (inclusive)
+ *     api        = any             # runtime | driver | any
+ *     occurrence = 1,3,5-8         # optional: which matching requests (1-based) it takes
+ *     placement  = split           # split | domain:N | stock
+ *
+ * Units: B, KiB, MiB, GiB, TiB (powers of 1024) and plain integers (bytes).
+ *
+ * Thread-safety: parsing is reentrant; a parsed ld_policy_t is immutable and may be read
+ * from any thread. ld_policy_match() only reads the policy; occurrence counting is the
+ * caller's (see ld_policy_match). Ownership: ld_policy_t owns its rules array; release it
+ * with ld_policy_free().
+ */
+#ifndef LDSHIM_POLICY_H
+#define LDSHIM_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { LD_API_ANY = 0, LD_API_RUNTIME = 1, LD_API_DRIVER = 2 } ld_api_t;
+typedef enum { LD_PLACE_SPLIT = 0, LD_PLACE_DOMAIN = 1, LD_PLACE_STOCK = 2 } ld_place_t;
+typedef enum { LD_STATE_STOCK = 0, LD_STATE_MEMORY, LD_STATE_FULL, LD_STATE_MISMATCH } ld_state_t;
+typedef enum { LD_BACKEND_AUTO = 0, LD_BACKEND_NATIVE, LD_BACKEND_MLOPART, LD_BACKEND_EMULATED,
+               LD_BACKEND_OFF } ld_backend_kind_t;
+typedef enum { LD_PROBE_AUTO = 0, LD_PROBE_ANCHORED, LD_PROBE_CLUSTERED, LD_PROBE_EVEN,
+               LD_PROBE_OFF } ld_probe_mode_t;
+typedef enum { LD_MAP_BALANCED = 0, LD_MAP_PHYSICAL } ld_map_mode_t;
+
+#define LD_RULE_NAME_MAX 64
+#define LD_MAX_OCC_RANGES 16
+
+typedef struct { uint64_t first, last; } ld_occ_range_t;   /* inclusive, 1-based */
+
+typedef struct {
+    char       name[LD_RULE_NAME_MAX];
+    uint64_t   size_min, size_max;     /* inclusive; exact size: min == max               */
+    ld_api_t   api;
+    int        n_occ;                  /* 0: every occurrence                             */
+    ld_occ_range_t occ[LD_MAX_OCC_RANGES];
+    ld_place_t placement;
+    int        domain;                 /* for LD_PLACE_DOMAIN                             */
+    int        line;                   /* line of the [rule] header, for messages         */
+} ld_rule_t;
+
+typedef struct {
+    ld_state_t        state;           /* default LD_STATE_FULL when a policy is given    */
+    int               state_set;       /* 1 if the file set `state`                       */
+    ld_backend_kind_t backend;         /* default auto                                    */
+    ld_probe_mode_t   probe;           /* default auto                                    */
+    ld_map_mode_t     map;             /* default balanced                                */
+    int               strict;          /* default 0                                       */
+    uint64_t          pool_cap;        /* default 4 GiB                                   */
+    uint64_t          min_split;       /* default 4 MiB                                   */
+    int               n_rules;
+    ld_rule_t        *rules;           /* owned                                           */
+} ld_policy_t;
+
+/* Fill *p with the defaults above and no rules. */
+void ld_policy_init(ld_policy_t *p);
+
+/* Parse `len` bytes of policy text. `fname` is used in messages only.
+ * Returns 0 and fills *out (which the caller releases with ld_policy_free) on success.
+ * Returns -1 on a bad file: *out is left in the ld_policy_init state (no allocation to
+ * free, but calling ld_policy_free is harmless) and `err` holds exactly one line, without
+ * a trailing newline and without the "ldshim: " prefix:
+ *     "<fname>:<line>:<col>: <what was expected>"
+ * Lines and columns are 1-based. */
+int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t *out,
+                    char *err, size_t errlen);
+
+/* Read and parse a file. A missing or unreadable file is an error of the same form with
+ * line and column 0 ("<path>:0:0: cannot open: <strerror>"). */
+int ld_policy_load(const char *path, ld_policy_t *out, char *err, size_t errlen);
+
+void ld_policy_free(ld_policy_t *p);
+
+/* Index of the rule whose size range and api match a request, or -1. At most one rule can
+ * match (overlapping rules are a parse error). Occurrence filtering is separate: the caller
+ * keeps one counter per rule, increments it for every request that matched the rule's size
+ * and api, and asks ld_rule_takes_occurrence(rule, counter_after_increment). */
+int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api);
+int ld_rule_takes_occurrence(const ld_rule_t *r, uint64_t occurrence);
+
+/* Names for messages and reports ("full", "emulated", ...). Never NULL. */
+const char *ld_state_name(ld_state_t s);
+const char *ld_backend_name(ld_backend_kind_t b);
+const char *ld_probe_name(ld_probe_mode_t m);
+const char *ld_map_name(ld_map_mode_t m);
+const char *ld_api_name(ld_api_t a);
+/* Parse one enum word as the file does; -1 if unknown. Used for LDSHIM_STATE etc. */
+int ld_state_parse(const char *s);
+
+/* Parse a size with optional unit ("64MiB", "4096"). Returns 0 on success, -1 on a bad
+ * number, unknown unit or overflow. */
+int ld_parse_size(const char *s, size_t len, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LDSHIM_POLICY_H */

@@ -1,0 +1,101 @@
+/* driver.h — the real CUDA driver, resolved lazily from libcuda.so.1.
+ *
+ * The shim never links against libcuda: the first call of ld_driver() dlopens
+ * "libcuda.so.1" (or $LDSHIM_LIBCUDA, used by the tests' fake driver) and resolves every
+ * entry below with the real dlsym. The shim's own driver calls go through this table, so
+ * they never re-enter the shim's wrappers.
+ *
+ * Thread-safety: ld_driver() is safe from any thread (pthread_once); the table is
+ * immutable afterwards. Entries the driver lacks are NULL; callers check the ones that may
+ * be absent on old drivers (marked "optional"). Fork: the table stays valid in a child.
+ */
+#ifndef LDSHIM_DRIVER_H
+#define LDSHIM_DRIVER_H
+
+#include "shim/cuda_compat.h"
+
+/* X(name, return-less signature). Required entries: a driver lacking one is unusable. */
+#define LD_DRIVER_REQUIRED(X) \
+    X(cuInit, (unsigned int)) \
+    X(cuDriverGetVersion, (int *)) \
+    X(cuGetErrorString, (CUresult, const char **)) \
+    X(cuGetErrorName, (CUresult, const char **)) \
+    X(cuDeviceGet, (CUdevice *, int)) \
+    X(cuDeviceGetCount, (int *)) \
+    X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice)) \
+    X(cuDeviceGetUuid_v2, (CUuuid *, CUdevice)) \
+    X(cuCtxGetCurrent, (CUcontext *)) \
+    X(cuCtxSetCurrent, (CUcontext)) \
+    X(cuCtxGetDevice, (CUdevice *)) \
+    X(cuCtxSynchronize, (void)) \
+    X(cuCtxPushCurrent_v2, (CUcontext)) \
+    X(cuCtxPopCurrent_v2, (CUcontext *)) \
+    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice)) \
+    X(cuDevicePrimaryCtxRelease_v2, (CUdevice)) \
+    X(cuMemAlloc_v2, (CUdeviceptr *, size_t)) \
+    X(cuMemFree_v2, (CUdeviceptr)) \
+    X(cuMemGetAddressRange_v2, (CUdeviceptr *, size_t *, CUdeviceptr)) \
+    X(cuMemGetInfo_v2, (size_t *, size_t *)) \
+    X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t)) \
+    X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t)) \
+    X(cuMemsetD8_v2, (CUdeviceptr, unsigned char, size_t)) \
+    X(cuModuleLoadData, (CUmodule *, const void *)) \
+    X(cuModuleUnload, (CUmodule)) \
+    X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *)) \
+    X(cuModuleGetGlobal_v2, (CUdeviceptr *, size_t *, CUmodule, const char *)) \
+    X(cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int)) \
+    X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                       unsigned, CUstream, void **, void **)) \
+    X(cuStreamCreate, (CUstream *, unsigned int)) \
+    X(cuStreamDestroy_v2, (CUstream)) \
+    X(cuStreamSynchronize, (CUstream)) \
+    X(cuPointerGetAttribute, (void *, CUpointer_attribute, CUdeviceptr))
+
+/* Optional entries: VMM (absent on very old drivers), libraries (12.0+), IPC, peers. */
+#define LD_DRIVER_OPTIONAL(X) \
+    X(cuGetProcAddress_v2, (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *)) \
+    X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)) \
+    X(cuMemAddressFree, (CUdeviceptr, size_t)) \
+    X(cuMemCreate, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, \
+                    unsigned long long)) \
+    X(cuMemRelease, (CUmemGenericAllocationHandle)) \
+    X(cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
+    X(cuMemUnmap, (CUdeviceptr, size_t)) \
+    X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)) \
+    X(cuMemGetAllocationGranularity, (size_t *, const CUmemAllocationProp *, \
+                                      CUmemAllocationGranularity_flags)) \
+    X(cuMemExportToShareableHandle, (void *, CUmemGenericAllocationHandle, \
+                                     CUmemAllocationHandleType, unsigned long long)) \
+    X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *, void *, \
+                                       CUmemAllocationHandleType)) \
+    X(cuLibraryGetGlobal, (CUdeviceptr *, size_t *, CUlibrary, const char *)) \
+    X(cuLibraryGetModule, (CUmodule *, CUlibrary)) \
+    X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *)) \
+    X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *)) \
+    X(cuCtxEnablePeerAccess, (CUcontext, unsigned int)) \
+    X(cuDeviceCanAccessPeer, (int *, CUdevice, CUdevice)) \
+    X(cuEventCreate, (CUevent *, unsigned int)) \
+    X(cuEventRecord, (CUevent, CUstream)) \
+    X(cuEventSynchronize, (CUevent)) \
+    X(cuEventElapsedTime_v2, (float *, CUevent, CUevent)) \
+    X(cuEventDestroy_v2, (CUevent))
+
+typedef struct ld_driver {
+#define LD_DRIVER_FIELD(name, args) CUresult (*name) args;
+    LD_DRIVER_REQUIRED(LD_DRIVER_FIELD)
+    LD_DRIVER_OPTIONAL(LD_DRIVER_FIELD)
+#undef LD_DRIVER_FIELD
+    void *handle;          /* dlopen handle of libcuda */
+} ld_driver_t;
+
+/* The real driver, or NULL when libcuda cannot be loaded or lacks a required entry (the
+ * reason is logged once at info level). Never initializes CUDA (no cuInit). */
+const ld_driver_t *ld_driver(void);
+
+/* The real dlsym (the shim interposes dlsym). Safe before ld_driver(). */
+void *ld_real_dlsym(void *handle, const char *name);
+
+/* "CUDA_ERROR_OUT_OF_MEMORY" style name for messages; never NULL. */
+const char *ld_cu_errname(CUresult r);
+
+#endif /* LDSHIM_DRIVER_H */

@@ -1,0 +1,18 @@
+/* log.h — stderr logging, "ldshim: " prefix, level from LDSHIM_LOG (error|warn|info|debug,
+ * default warn). Never writes to stdout. Thread-safe: one write(2) per message. */
+#ifndef LDSHIM_LOG_H
+#define LDSHIM_LOG_H
+
+enum { LD_LOG_NONE = 0, LD_LOG_ERROR = 1, LD_LOG_WARN = 2, LD_LOG_INFO = 3, LD_LOG_DEBUG = 4 };
+
+extern int ld_log_level;   /* read once from LDSHIM_LOG by ld_log_init() */
+
+void ld_log_init(void);
+void ld_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define LD_ERROR(...) do { if (ld_log_level >= LD_LOG_ERROR) ld_log_write(LD_LOG_ERROR, __VA_ARGS__); } while (0)
+#define LD_WARN(...)  do { if (ld_log_level >= LD_LOG_WARN)  ld_log_write(LD_LOG_WARN,  __VA_ARGS__); } while (0)
+#define LD_INFO(...)  do { if (ld_log_level >= LD_LOG_INFO)  ld_log_write(LD_LOG_INFO,  __VA_ARGS__); } while (0)
+#define LD_DEBUG(...) do { if (ld_log_level >= LD_LOG_DEBUG) ld_log_write(LD_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif
