@@ -1,0 +1,62 @@
+/* ldshim.h — the host API libldshim.so exports to programs that want to look inside.
+ *
+ * A program does not need this header to benefit from the shim. Programs that do use it
+ * should resolve the functions with dlsym(RTLD_DEFAULT, "ldshim_...") so they also run
+ * without the shim (the symbols are then absent).
+ *
+ * All functions are thread-safe and never initialize CUDA.
+ */
+#ifndef LDSHIM_H
+#define LDSHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/ldshim_topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LDSHIM_VERSION_STRING "0.1.0"
+
+/* Copy the published topology of CUDA device ordinal `device` into *out.
+ * Returns 0 when a map is published for it (probe done), -1 otherwise (*out zeroed). */
+int ldshim_get_topology(int device, ldshim_topology_t *out);
+
+typedef struct ldshim_ptr_info {
+    uint64_t base;           /* start of the shim's range containing the pointer */
+    uint64_t size;           /* bytes the caller asked for                         */
+    uint64_t reserved;       /* bytes of VA reserved (granularity-rounded)         */
+    uint64_t slice;          /* bytes per domain slice                             */
+    int      device;
+    int      num_domains;    /* slices in the range                                */
+    int      domain_of[8];   /* domain each slice's memory is homed in (mismatch: 1-d) */
+    char     rule[64];       /* policy rule that tagged it                        */
+    char     backend[16];    /* backend that provided the memory                  */
+} ldshim_ptr_info_t;
+
+/* Describe the shim allocation containing `ptr` (interior pointers too).
+ * Returns 0 and fills *out, or -1 if the pointer is not the shim's. */
+int ldshim_pointer_info(uint64_t ptr, ldshim_ptr_info_t *out);
+
+typedef struct ldshim_stats {
+    uint64_t tagged_allocs, tagged_frees, live_ranges, live_bytes;
+    uint64_t untagged_allocs, untagged_frees;
+    uint64_t pool_hits, pool_misses, pool_trims, pool_bytes;
+    uint64_t fallbacks;
+} ldshim_stats_t;
+
+/* Snapshot of the counters. Always succeeds. */
+void ldshim_get_stats(ldshim_stats_t *out);
+
+/* Write the JSON report now (to LDSHIM_REPORT, or to `path` when not NULL).
+ * Returns 0 on success, -1 (errno set) otherwise. The report is also written at exit. */
+int ldshim_write_report(const char *path);
+
+/* "0.1.0 (state full, backend emulated)" — static storage, never NULL. */
+const char *ldshim_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
