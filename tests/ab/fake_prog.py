@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""fake_prog.py — a stand-in program for the ldshim-ab tests, driven by environment.
+
+It learns its state from LDSHIM_STATE and its run name (e.g. "007-full-r2") from the
+basename of LDSHIM_REPORT, then behaves as FAKE_* variables say:
+
+  FAKE_VALUES   "stock=10,11;full=8"  figure printed by measured run i (cycled by index)
+  FAKE_WARMUP   figure printed by warm-up runs (default 1000: visible if not discarded)
+  FAKE_SLEEP    "stock=0.02;full=0.3" seconds to sleep per state (wall-time metric tests)
+  FAKE_FAIL     "full:r2:exit,memory:r1:timeout,stock:r3:nometric,mismatch:*:exit"
+  FAKE_LOG      file to which one line per run is appended: "<state> <w|r><idx> <LD_PRELOAD>"
+  FAKE_REPORT_STATE  "full=stock": state written into the fake report (default: the real one)
+
+It prints "decode: <figure> ms/step  <1000/figure> tok/s" on stdout, a little noise on
+stderr, and writes a tiny JSON report where LDSHIM_REPORT points, as the shim would.
+"""
+import json
+import os
+import sys
+import time
+
+
+def table(var):
+    out = {}
+    for part in filter(None, os.environ.get(var, "").split(";")):
+        k, _, v = part.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def main():
+    state = os.environ.get("LDSHIM_STATE", "none")
+    report = os.environ.get("LDSHIM_REPORT", "")
+    name = os.path.basename(report)[:-5] if report.endswith(".json") else "0-none-r1"
+    kind_idx = name.rsplit("-", 1)[-1]
+    kind, idx = kind_idx[0], int(kind_idx[1:])
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write("%s %s %s\n" % (state, kind_idx, os.environ.get("LD_PRELOAD", "")))
+    print("fake: starting %s" % name, file=sys.stderr)
+
+    sleep = table("FAKE_SLEEP").get(state)
+    if sleep:
+        time.sleep(float(sleep))
+
+    mode = None
+    for spec in filter(None, os.environ.get("FAKE_FAIL", "").split(",")):
+        st, run, how = spec.split(":")
+        if st == state and (run == "*" or run == kind_idx):
+            mode = how
+    if mode == "exit":
+        print("fake: injected failure in %s" % name, file=sys.stderr)
+        print("fake: last words of %s" % name, file=sys.stderr)
+        return 3
+    if mode == "timeout":
+        time.sleep(60)
+        return 0
+
+    if report:
+        rstate = table("FAKE_REPORT_STATE").get(state, state)
+        with open(report, "w") as f:
+            json.dump({"state": rstate, "backend": "fake"}, f)
+
+    if mode == "nometric":
+        print("fake: nothing to report")
+        return 0
+    if kind == "w":
+        fig = float(os.environ.get("FAKE_WARMUP", "1000"))
+    else:
+        vals = [float(x) for x in table("FAKE_VALUES").get(state, "10").split(",")]
+        fig = vals[(idx - 1) % len(vals)]
+    print("prefill: 45.6 ms")
+    print("decode: %.4f ms/step  %.1f tok/s" % (fig, 1000.0 / fig))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

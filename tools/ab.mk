@@ -1,0 +1,31 @@
+# tools/ab.mk — ldshim-ab (A/B runner for unmodified programs), its CPU suite, serve.py.
+#
+#   make build/bin/ldshim-ab      copy of the tool beside the build (finds ../libldshim.so)
+#   make test-ab                  CPU tests: tests/ab/*.py against fake programs
+#
+# The suite preloads an empty shared object in place of libldshim.so, built without the
+# SAN flags: an ASan-instrumented object would need the ASan runtime preloaded first.
+
+AB_TOOL     := tools/ldshim-ab
+AB_BIN      := $(BUILD)/bin/ldshim-ab
+AB_NULL_SO  := $(BUILD)/tests/ab/libabnull.so
+AB_CFLAGS   := $(filter-out $(SAN_FLAGS),$(CFLAGS))
+
+ALL_TARGETS   += $(AB_BIN)
+TEST_SUITES   += test-ab
+INSTALL_BINS  += $(AB_TOOL)
+INSTALL_DATA  += policy/examples/serve.policy bench/apps/serve.py
+
+$(AB_BIN): $(AB_TOOL)
+	@mkdir -p $(dir $@)
+	cp $< $@ && chmod 0755 $@
+
+$(AB_NULL_SO): tests/ab/null.c
+	@mkdir -p $(dir $@)
+	$(CC) $(AB_CFLAGS) -shared -o $@ $<
+
+.PHONY: test-ab
+test-ab: $(AB_NULL_SO)
+	@mkdir -p $(RESULTS)
+	$(PYTHON) -m py_compile $(AB_TOOL) bench/apps/serve.py
+	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab
