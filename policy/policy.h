@@ -45,6 +45,8 @@ typedef enum { LD_MAP_BALANCED = 0, LD_MAP_PHYSICAL } ld_map_mode_t;
 
 #define LD_RULE_NAME_MAX 64
 #define LD_MAX_OCC_RANGES 16
+#define LD_POLICY_MAX_BYTES (1 << 20)   /* a larger file is refused                        */
+#define LD_POLICY_MAX_RULES 1024        /* more [rule] sections are refused                */
 
 typedef struct { uint64_t first, last; } ld_occ_range_t;   /* inclusive, 1-based */
 
@@ -69,7 +71,7 @@ typedef struct {
     uint64_t          pool_cap;        /* default 4 GiB                                   */
     uint64_t          min_split;       /* default 4 MiB                                   */
     int               n_rules;
-    ld_rule_t        *rules;           /* owned                                           */
+    ld_rule_t        *rules;           /* owned; sorted by (api, size_min), see below     */
 } ld_policy_t;
 
 /* Fill *p with the defaults above and no rules. */
@@ -85,8 +87,15 @@ void ld_policy_init(ld_policy_t *p);
 int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t *out,
                     char *err, size_t errlen);
 
+/* Rules come out of ld_policy_parse sorted by (api, size_min) — the order ld_policy_match
+ * searches — not in file order; ld_rule_t.line keeps the file position. Code that builds or
+ * edits an ld_policy_t by hand calls ld_policy_sort() before matching. Not thread-safe
+ * against concurrent readers of the same policy. */
+void ld_policy_sort(ld_policy_t *p);
+
 /* Read and parse a file. A missing or unreadable file is an error of the same form with
- * line and column 0 ("<path>:0:0: cannot open: <strerror>"). */
+ * line and column 0 ("<path>:0:0: cannot open: <strerror>"; a directory gives EISDIR's
+ * text; a read(2) failure after open gives "<path>:0:0: cannot read: <strerror>"). */
 int ld_policy_load(const char *path, ld_policy_t *out, char *err, size_t errlen);
 
 void ld_policy_free(ld_policy_t *p);
@@ -96,6 +105,9 @@ void ld_policy_free(ld_policy_t *p);
  * keeps one counter per rule, increments it for every request that matched the rule's size
  * and api, and asks ld_rule_takes_occurrence(rule, counter_after_increment). */
 int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api);
+/* (Allocation-free, lock-free, O(log n). `api` is the request's origin, LD_API_RUNTIME or
+ * LD_API_DRIVER; LD_API_ANY (origin unknown) matches rules of every api, the runtime one
+ * first should a runtime and a driver rule both hold the size.) */
 int ld_rule_takes_occurrence(const ld_rule_t *r, uint64_t occurrence);
 
 /* Names for messages and reports ("full", "emulated", ...). Never NULL. */
