@@ -1,0 +1,39 @@
+/* fake_api.h — test hooks exported by the fake driver (build/fake/libcuda.so.1).
+ *
+ * Test programs linked with -lcuda may call these directly; programs that only reach the
+ * driver through a runtime resolve them with dlsym on dlopen("libcuda.so.1").
+ * All of them are thread-safe and never change the fake's state.
+ */
+#ifndef FAKECUDA_API_H
+#define FAKECUDA_API_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Calls of cuCtxSynchronize + cuStreamSynchronize so far in this process. */
+int fakecuda_sync_count(void);
+
+/* Live objects: out[0] plain cuMemAlloc allocations, out[1] VMM physical handles (created or
+ * imported, not yet destroyed: released handles still mapped count), out[2] VA reservations,
+ * out[3] mappings, out[4] exported POSIX fds the caller still holds open. */
+void fakecuda_counts(int out[5]);
+
+/* Domain of the physical memory mapped at ptr: the domain of a LOCALITY_DOMAIN (type 6)
+ * handle; -1 for a type-DEVICE handle, plain cuMemAlloc memory or a module global; -2 when
+ * nothing is mapped there. In MPS mode (fakecuda-devices file) a type-DEVICE handle of
+ * derived device d counts as domain d, like MLOPart. */
+int fakecuda_domain_of(const void *ptr);
+
+/* Device owning the memory at ptr (handle's device for VMM), or -2 when nothing is there. */
+int fakecuda_device_of(const void *ptr);
+
+/* Access flags `device` has on the memory at ptr: for VMM the CUmemAccess_flags last set by
+ * cuMemSetAccess for that device (0 none, 1 read, 3 read-write); for plain memory 3 on its
+ * own device or a peer with access enabled, else 0; -2 when nothing is mapped there. */
+int fakecuda_access_of(const void *ptr, int device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
