@@ -1,0 +1,238 @@
+/* alloc.c — tagged requests become localized ranges; everything else is untouched. */
+#include "shim/alloc.h"
+#include "shim/config.h"
+#include "shim/device.h"
+#include "shim/log.h"
+#include "shim/pool.h"
+#include "shim/vmm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* --- counters ------------------------------------------------------------------------ */
+
+typedef struct {
+    atomic_uint_fast64_t occurrences;      /* requests that matched size + api */
+    atomic_uint_fast64_t matched, allocations, bytes, fallbacks, ipc_refused, passed;
+    atomic_uint_fast64_t bytes_per_domain[LD_MAX_SLICES];
+} rule_ctr_t;
+
+static rule_ctr_t rules[LD_MAX_RULE_STATS];
+static atomic_uint_fast64_t n_tagged, n_tagged_free, n_untagged, n_untagged_free, n_fallback;
+
+#define HIST_SLOTS 4096   /* open addressing on (size, api); full table -> counted as overflow */
+static struct { atomic_uint_fast64_t key; atomic_uint_fast64_t count; } hist[HIST_SLOTS];
+static atomic_uint_fast64_t hist_overflow;
+
+static pthread_mutex_t fb_mu = PTHREAD_MUTEX_INITIALIZER;
+#define MAX_FB 32
+static ld_fallback_t fb[MAX_FB];
+static size_t n_fb;
+
+static void hist_add(uint64_t size, ld_api_t api) {
+    /* key 0 means empty, so store size + 1; sizes are < 2^62 in practice, api in the top two bits. */
+    uint64_t key = ((size + 1) & ((1ull << 62) - 1)) | ((uint64_t)api << 62);
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    for (unsigned i = 0; i < 64; i++) {
+        unsigned s = (unsigned)((h >> 40) + i) % HIST_SLOTS;
+        uint64_t cur = atomic_load_explicit(&hist[s].key, memory_order_acquire);
+        if (cur == key || (cur == 0 && (atomic_compare_exchange_strong(&hist[s].key, &cur, key) || cur == key))) {
+            atomic_fetch_add_explicit(&hist[s].count, 1, memory_order_relaxed);
+            return;
+        }
+    }
+    atomic_fetch_add(&hist_overflow, 1);
+}
+
+static void note_fallback(int rule, const char *why) {
+    atomic_fetch_add(&n_fallback, 1);
+    if (rule >= 0 && rule < LD_MAX_RULE_STATS) atomic_fetch_add(&rules[rule].fallbacks, 1);
+    pthread_mutex_lock(&fb_mu);
+    size_t i;
+    for (i = 0; i < n_fb; i++)
+        if (!strcmp(fb[i].reason, why)) break;
+    if (i == n_fb && n_fb < MAX_FB) snprintf(fb[n_fb++].reason, sizeof fb[0].reason, "%s", why);
+    int first = i < MAX_FB && fb[i].count == 0;
+    if (i < MAX_FB) fb[i].count++;
+    pthread_mutex_unlock(&fb_mu);
+    /* One warning per distinct reason; the report has the counts. */
+    if (first) LD_WARN("rule '%s': falling back to an ordinary allocation: %s",
+                       rule >= 0 && rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[rule].name : "?", why);
+}
+
+/* --- the path ------------------------------------------------------------------------ */
+
+/* The real allocation, with the pool trimmed and one retry on out-of-memory. */
+static CUresult real_alloc(const ld_driver_t *d, CUdeviceptr *dptr, size_t size) {
+    CUresult r = d->cuMemAlloc_v2(dptr, size);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1)) r = d->cuMemAlloc_v2(dptr, size);
+    return r;
+}
+
+static CUresult untagged(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api) {
+    hist_add(size, api);
+    atomic_fetch_add_explicit(&n_untagged, 1, memory_order_relaxed);
+    return real_alloc(d, dptr, size);
+}
+
+static int mirror(int dom, int ndomains, int mismatch) {
+    return mismatch ? ndomains - 1 - dom : dom;
+}
+
+CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
+    const ld_driver_t *d = ld_driver();
+    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dptr || !size || !ld_active() || !ld_cfg.policy.n_rules) return untagged(d, dptr, size, api);
+
+    int ri = ld_policy_match(&ld_cfg.policy, size, api);
+    if (ri < 0 || ri >= LD_MAX_RULE_STATS) return untagged(d, dptr, size, api);
+    const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
+    rule_ctr_t *rc = &rules[ri];
+    uint64_t occ = atomic_fetch_add(&rc->occurrences, 1) + 1;
+    if (!ld_rule_takes_occurrence(rule, occ) || rule->placement == LD_PLACE_STOCK) {
+        atomic_fetch_add(&rc->passed, 1);
+        return real_alloc(d, dptr, size);
+    }
+    atomic_fetch_add(&rc->matched, 1);
+
+    CUdevice dev;
+    CUcontext ctx = NULL;
+    if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return real_alloc(d, dptr, size);       /* no context: the driver gives the stock error */
+    ld_device_t *dv = ld_device_get(d, dev);
+    if (!dv || !dv->backend) {
+        note_fallback(ri, dv ? dv->backend_reason : "device ordinal out of range");
+        return real_alloc(d, dptr, size);
+    }
+    if (size < ld_cfg.policy.min_split || size < dv->gran) {
+        atomic_fetch_add(&rc->passed, 1);
+        return real_alloc(d, dptr, size);
+    }
+
+    int mismatch = ld_cfg.state == LD_STATE_MISMATCH && !ld_cfg.mismatch_map;
+    int nslices, dom[LD_MAX_SLICES];
+    if (rule->placement == LD_PLACE_DOMAIN) {
+        nslices = 1;
+        dom[0] = mirror(rule->domain % dv->ndomains, dv->ndomains, mismatch);
+    } else {
+        nslices = dv->ndomains < LD_MAX_SLICES ? dv->ndomains : LD_MAX_SLICES;
+        for (int i = 0; i < nslices; i++) dom[i] = mirror(i, nslices, mismatch);
+    }
+    ld_range_t r;
+    char why[160] = "";
+    CUresult res = ld_vmm_create(d, dv, size, nslices, dom, &r, why, sizeof why);
+    if (res != CUDA_SUCCESS) {
+        note_fallback(ri, why);
+        return real_alloc(d, dptr, size);
+    }
+    r.ctx = ctx;
+    r.rule = ri;
+    if (ld_registry_insert(&r) != 0) {
+        ld_vmm_destroy(d, &r);
+        note_fallback(ri, "registry insert failed (out of host memory)");
+        return real_alloc(d, dptr, size);
+    }
+    atomic_fetch_add(&rc->allocations, 1);
+    atomic_fetch_add(&rc->bytes, size);
+    for (int i = 0; i < nslices; i++) atomic_fetch_add(&rc->bytes_per_domain[dom[i]], r.slice);
+    atomic_fetch_add(&n_tagged, 1);
+    LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
+             (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
+    *dptr = r.base;
+    return CUDA_SUCCESS;
+}
+
+CUresult ld_free(CUdeviceptr p) {
+    const ld_driver_t *d = ld_driver();
+    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
+    ld_range_t r;
+    int rm = ld_registry_remove(p, &r);
+    if (rm == 1) return CUDA_ERROR_INVALID_VALUE;          /* interior pointer, as the driver says */
+    if (rm != 0) {
+        CUresult res = d->cuMemFree_v2(p);
+        if (res == CUDA_SUCCESS && p) atomic_fetch_add_explicit(&n_untagged_free, 1, memory_order_relaxed);
+        return res;
+    }
+    /* cudaFree/cuMemFree semantics: wait for work that may still use the memory. */
+    CUcontext cur = NULL;
+    d->cuCtxGetCurrent(&cur);
+    int pushed = 0;
+    if (r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS) pushed = 1;
+    CUresult s = d->cuCtxSynchronize();
+    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)p, ld_cu_errname(s));
+    ld_vmm_destroy(d, &r);
+    if (pushed) {
+        CUcontext dummy;
+        d->cuCtxPopCurrent_v2(&dummy);
+    }
+    atomic_fetch_add(&n_tagged_free, 1);
+    return CUDA_SUCCESS;
+}
+
+/* --- report accessors ------------------------------------------------------------------ */
+
+void ld_rule_stats(int i, ld_rule_stats_t *o) {
+    memset(o, 0, sizeof *o);
+    if (i < 0 || i >= LD_MAX_RULE_STATS) return;
+    o->matched = atomic_load(&rules[i].matched);
+    o->allocations = atomic_load(&rules[i].allocations);
+    o->bytes = atomic_load(&rules[i].bytes);
+    o->fallbacks = atomic_load(&rules[i].fallbacks);
+    o->ipc_refused = atomic_load(&rules[i].ipc_refused);
+    o->passed = atomic_load(&rules[i].passed);
+    for (int k = 0; k < LD_MAX_SLICES; k++) o->bytes_per_domain[k] = atomic_load(&rules[i].bytes_per_domain[k]);
+}
+
+void ld_rule_note_ipc_refused(int i) {
+    if (i >= 0 && i < LD_MAX_RULE_STATS) atomic_fetch_add(&rules[i].ipc_refused, 1);
+}
+
+size_t ld_fallbacks(ld_fallback_t *out, size_t max) {
+    pthread_mutex_lock(&fb_mu);
+    size_t n = n_fb;
+    for (size_t i = 0; i < n && i < max; i++) out[i] = fb[i];
+    pthread_mutex_unlock(&fb_mu);
+    return n;
+}
+
+size_t ld_untagged_histogram(ld_hist_entry_t *out, size_t max) {
+    size_t k = 0;
+    for (unsigned s = 0; s < HIST_SLOTS; s++) {
+        uint64_t key = atomic_load(&hist[s].key), c = atomic_load(&hist[s].count);
+        if (!key || !c) continue;
+        if (k < max) {
+            out[k].size = (key & ((1ull << 62) - 1)) - 1;
+            out[k].api = (int)(key >> 62);
+            out[k].count = c;
+        }
+        k++;
+    }
+    return k;
+}
+
+uint64_t ld_untagged_total(void) { return atomic_load(&n_untagged); }
+
+void ld_alloc_counts(ld_alloc_counts_t *o) {
+    o->tagged_allocs = atomic_load(&n_tagged);
+    o->tagged_frees = atomic_load(&n_tagged_free);
+    o->untagged_allocs = atomic_load(&n_untagged);
+    o->untagged_frees = atomic_load(&n_untagged_free);
+    o->fallbacks = atomic_load(&n_fallback);
+}
+
+void ld_alloc_reset(void) {
+    memset(rules, 0, sizeof rules);
+    memset(hist, 0, sizeof hist);
+    atomic_store(&hist_overflow, 0);
+    atomic_store(&n_tagged, 0);
+    atomic_store(&n_tagged_free, 0);
+    atomic_store(&n_untagged, 0);
+    atomic_store(&n_untagged_free, 0);
+    atomic_store(&n_fallback, 0);
+    memset(fb, 0, sizeof fb);
+    n_fb = 0;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    fb_mu = m;
+}

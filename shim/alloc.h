@@ -1,0 +1,46 @@
+/* alloc.h — the allocation path: decide (policy), localize (vmm) or pass through, own the
+ * free of what the shim created, and keep the counters the report prints.
+ *
+ * Every function is thread-safe and makes driver calls only with no shim lock held. */
+#ifndef LDSHIM_ALLOC_H
+#define LDSHIM_ALLOC_H
+
+#include "policy/policy.h"
+#include "shim/driver.h"
+#include "shim/registry.h"
+
+/* cuMemAlloc_v2 semantics. `api` says how the caller reached the shim. */
+CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api);
+
+/* cuMemFree_v2 semantics: shim ranges are synchronized, unmapped and released; an interior
+ * pointer of a shim range gives CUDA_ERROR_INVALID_VALUE; anything else goes to the driver. */
+CUresult ld_free(CUdeviceptr p);
+
+/* Per-rule counters for the report. */
+typedef struct {
+    uint64_t matched, allocations, bytes, fallbacks, ipc_refused, passed;
+    uint64_t bytes_per_domain[LD_MAX_SLICES];
+} ld_rule_stats_t;
+
+#define LD_MAX_RULE_STATS 256
+void ld_rule_stats(int rule, ld_rule_stats_t *out);
+void ld_rule_note_ipc_refused(int rule);
+
+/* Fallback reasons: (reason, count) pairs, at most `max`; returns how many exist. */
+typedef struct { char reason[160]; uint64_t count; } ld_fallback_t;
+size_t ld_fallbacks(ld_fallback_t *out, size_t max);
+
+/* Untagged request sizes, for writing a policy from a discovery run. */
+typedef struct { uint64_t size; int api; uint64_t count; } ld_hist_entry_t;
+size_t ld_untagged_histogram(ld_hist_entry_t *out, size_t max);
+uint64_t ld_untagged_total(void);
+
+typedef struct {
+    uint64_t tagged_allocs, tagged_frees, untagged_allocs, untagged_frees, fallbacks;
+} ld_alloc_counts_t;
+void ld_alloc_counts(ld_alloc_counts_t *out);
+
+/* Forked child: zero the counters. */
+void ld_alloc_reset(void);
+
+#endif

@@ -1,0 +1,82 @@
+/* config.c — environment and policy, read once before main(). */
+#include "shim/config.h"
+#include "shim/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ld_config_t ld_cfg;
+
+static int parse_backend(const char *s) {
+    static const ld_backend_kind_t all[] = {LD_BACKEND_AUTO, LD_BACKEND_NATIVE, LD_BACKEND_MLOPART,
+                                            LD_BACKEND_EMULATED, LD_BACKEND_OFF};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!strcmp(s, ld_backend_name(all[i]))) return (int)all[i];
+    return -1;
+}
+
+int ld_config_init(void) {
+    memset(&ld_cfg, 0, sizeof ld_cfg);
+    ld_policy_init(&ld_cfg.policy);
+    ld_cfg.state = LD_STATE_STOCK;
+
+    const char *rep = getenv("LDSHIM_REPORT");
+    if (rep && *rep) snprintf(ld_cfg.report_path, sizeof ld_cfg.report_path, "%s", rep);
+
+    const char *path = getenv("LDSHIM_POLICY");
+    int strict_fail = 0;
+    const char *sx = getenv("LDSHIM_STRICT");
+    if (sx && !strcmp(sx, "1")) strict_fail = 1;
+    if (path && *path) {
+        snprintf(ld_cfg.policy_path, sizeof ld_cfg.policy_path, "%s", path);
+        char err[512];
+        ld_policy_t p;
+        if (ld_policy_load(path, &p, err, sizeof err) == 0) {
+            ld_cfg.policy = p;
+            ld_cfg.state = p.state_set ? p.state : LD_STATE_FULL;
+        } else {
+            snprintf(ld_cfg.policy_error, sizeof ld_cfg.policy_error, "%s", err);
+            ld_log_write(LD_LOG_ERROR, "%s", err);   /* always shown: the user asked for a policy */
+            /* `strict = on` may be in the file we could not parse: look for it by text. */
+            FILE *f = fopen(path, "r");
+            if (f) {
+                char line[256];
+                while (fgets(line, sizeof line, f)) {
+                    char k[32], v[32];
+                    if (sscanf(line, " %31[a-z_] = %31[a-z]", k, v) == 2 && !strcmp(k, "strict") && !strcmp(v, "on"))
+                        strict_fail = 1;
+                }
+                fclose(f);
+            }
+            if (strict_fail) {
+                ld_log_write(LD_LOG_ERROR, "strict = on: refusing to run with a bad policy (exit status 3)");
+                return 3;
+            }
+            ld_log_write(LD_LOG_ERROR, "running as stock because the policy is bad");
+            ld_policy_free(&p);
+            ld_policy_init(&ld_cfg.policy);
+        }
+    }
+    ld_cfg.backend = ld_cfg.policy.backend;
+
+    const char *st = getenv("LDSHIM_STATE");
+    if (st && *st && !ld_cfg.policy_error[0]) {
+        int s = ld_state_parse(st);
+        if (s < 0) LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch; keeping %s", st, ld_state_name(ld_cfg.state));
+        else ld_cfg.state = (ld_state_t)s;
+    }
+    const char *be = getenv("LDSHIM_BACKEND");
+    if (be && *be) {
+        int b = parse_backend(be);
+        if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", be, ld_backend_name(ld_cfg.backend));
+        else ld_cfg.backend = (ld_backend_kind_t)b;
+    }
+    const char *mm = getenv("LDSHIM_MISMATCH");
+    if (mm && !strcmp(mm, "map")) ld_cfg.mismatch_map = 1;
+    if (ld_cfg.backend == LD_BACKEND_OFF && ld_cfg.state != LD_STATE_STOCK)
+        LD_INFO("backend off: tagged requests pass through; the map is still published");
+    LD_INFO("state %s, backend %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state), ld_backend_name(ld_cfg.backend),
+            ld_cfg.policy.n_rules, path ? ", policy " : "", path ? path : "");
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* config.h — the shim's run-time configuration, read once from the environment and the
+ * policy file by ld_config_init() (called from the library constructor; no CUDA calls).
+ *
+ *   LDSHIM_POLICY   policy file (policy/policy.h); none: nothing is tagged
+ *   LDSHIM_STATE    stock|memory|full|mismatch, overrides the file; default: the file's
+ *                   state, or stock without a policy
+ *   LDSHIM_BACKEND  auto|native|mlopart|emulated|off, overrides the file
+ *   LDSHIM_LOG      error|warn|info|debug (shim/log.h)
+ *   LDSHIM_REPORT   JSON report path written at exit ("%p" expands to the pid)
+ *
+ * Thread-safety: ld_cfg is written only before main() (and in a forked child before it
+ * returns from fork); everything else reads it. */
+#ifndef LDSHIM_CONFIG_H
+#define LDSHIM_CONFIG_H
+
+#include "policy/policy.h"
+
+typedef struct {
+    ld_policy_t policy;        /* rules and options; empty when no valid file            */
+    ld_state_t  state;
+    ld_backend_kind_t backend;
+    char        policy_path[512];
+    char        policy_error[600];  /* first error line, "" if none                       */
+    char        report_path[512];
+    int         mismatch_map;  /* mismatch inverts the published map instead of the memory */
+} ld_config_t;
+
+extern ld_config_t ld_cfg;
+
+/* Parse env + policy. Returns 0, or 3 when `strict = on` and the policy is bad (the
+ * constructor then exits with that status before the program's main runs). */
+int ld_config_init(void);
+
+/* 1 if the shim should alter anything at all (state != stock). */
+static inline int ld_active(void) { return ld_cfg.state != LD_STATE_STOCK; }
+
+#endif

@@ -1,0 +1,45 @@
+/* device.h — per-device facts the allocation path needs, computed once per device the
+ * first time a tagged request reaches it: allocation granularity, domain count, and the
+ * backend chosen for it. Initialization makes driver calls without holding any lock;
+ * concurrent first users wait on a condition variable until it is done.
+ *
+ * Also tracks peer access (which devices may read a device's shim ranges). */
+#ifndef LDSHIM_DEVICE_H
+#define LDSHIM_DEVICE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include "shim/backend.h"
+#include "shim/driver.h"
+
+#define LD_MAX_DEVICES 64
+
+typedef struct ld_device {
+    atomic_int state;                 /* 0 untouched, 1 initializing, 2 ready */
+    int ordinal;
+    int ndomains;                     /* slices per split range                          */
+    int native_domains;               /* what the driver reports (0: attribute unknown)  */
+    int cc_major;
+    size_t gran;                      /* allocation granularity (bytes)                  */
+    const ld_backend_ops_t *backend;  /* NULL: tagged requests pass through               */
+    char backend_reason[200];         /* why this backend (or why none)                  */
+    atomic_ullong peers;              /* bit a: device a may access this device's ranges */
+} ld_device_t;
+
+/* The ready device record for ordinal `dev` (initializing it if needed), or NULL when
+ * dev is out of range. Thread-safe. */
+ld_device_t *ld_device_get(const ld_driver_t *d, CUdevice dev);
+
+/* The record if already initialized, else NULL; never initializes. */
+ld_device_t *ld_device_peek(int dev);
+
+/* Grant `accessor` access to every live range of `owner` and remember it for new ones. */
+void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor);
+
+/* Build the access descriptors for a range on `owner` (owner + its peers). Returns count. */
+int ld_device_access_descs(int owner, CUmemAccessDesc *out, int max);
+
+/* Forked child: forget everything (the child has no CUDA state). */
+void ld_device_reset(void);
+
+#endif

@@ -1,0 +1,69 @@
+/* image.c — does a module image name the ldshim_topology symbol? */
+#include "shim/image.h"
+#include "kernels/ldshim_topology.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FATBIN_MAGIC 0xBA55ED50u
+#define FATBIN_WRAPPER_MAGIC 0x466243B1u
+#define IMAGE_MAX (1ull << 31)
+
+static size_t image_length(const unsigned char *p) {
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == FATBIN_MAGIC) {
+        uint16_t hsize;
+        uint64_t fsize;
+        memcpy(&hsize, p + 6, 2);
+        memcpy(&fsize, p + 8, 8);
+        uint64_t len = (uint64_t)hsize + fsize;
+        return len < IMAGE_MAX ? (size_t)len : 0;
+    }
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2 /* 64-bit */) {
+        uint64_t shoff;
+        uint16_t shentsize, shnum;
+        memcpy(&shoff, p + 0x28, 8);
+        memcpy(&shentsize, p + 0x3A, 2);
+        memcpy(&shnum, p + 0x3C, 2);
+        uint64_t len = shoff + (uint64_t)shentsize * shnum;
+        return len < IMAGE_MAX ? (size_t)len : 0;
+    }
+    return strlen((const char *)p);   /* PTX and other text images are NUL-terminated */
+}
+
+int ld_image_mentions_symbol(const void *image) {
+    if (!image) return 0;
+    const unsigned char *p = image;
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == FATBIN_WRAPPER_MAGIC) {
+        const void *inner;
+        memcpy(&inner, p + 8, sizeof inner);
+        if (!inner) return 0;
+        p = inner;
+    }
+    size_t len = image_length(p);
+    return len && memmem(p, len, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
+}
+
+int ld_file_mentions_symbol(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int found = 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            found = memmem(m, (size_t)st.st_size, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
+            munmap(m, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return found;
+}
+

@@ -1,0 +1,60 @@
+/* init.c — library constructor/destructor and fork handling.
+ *
+ * The constructor reads the environment and the policy and nothing else: no CUDA call
+ * (a CUDA context must not exist before a fork-based program forks). The destructor
+ * writes the report. Released physical memory the pool holds is returned from an atexit
+ * handler registered when the driver is first used, so it runs while the driver is still
+ * alive. */
+#include "shim/alloc.h"
+#include "shim/backend.h"
+#include "shim/config.h"
+#include "shim/device.h"
+#include "shim/log.h"
+#include "shim/pool.h"
+#include "shim/registry.h"
+#include "shim/report.h"
+#include "shim/topology.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int in_child;
+
+static void pool_at_exit(void) { ld_pool_trim(ld_driver(), -1); }
+
+static void before_fork(void) {
+    ld_pool_lock_for_fork();
+    ld_registry_lock_for_fork();
+}
+static void parent_after_fork(void) {
+    ld_registry_unlock_after_fork();
+    ld_pool_unlock_after_fork();
+}
+/* The child has no CUDA context and none of the parent's mappings are usable by it:
+ * start clean. The report is written by the child only if its path contains %p. */
+static void child_after_fork(void) {
+    in_child = 1;
+    ld_registry_reset();
+    ld_pool_reset();
+    ld_device_reset();
+    ld_topology_reset();
+    ld_alloc_reset();
+    if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(1);
+}
+
+__attribute__((constructor)) static void ldshim_init(void) {
+    ld_log_init();
+    int rc = ld_config_init();
+    if (rc) _exit(rc);       /* strict = on with a bad policy: refuse before main() */
+    pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+    if (ld_active()) atexit(pool_at_exit);
+}
+
+__attribute__((destructor)) static void ldshim_fini(void) {
+    if (ld_cfg.report_path[0] && (!in_child || strstr(ld_cfg.report_path, "%p"))) {
+        if (ld_report_write(ld_cfg.report_path) != 0) LD_WARN("cannot write report %s", ld_cfg.report_path);
+    }
+    if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(0);
+}

@@ -1,0 +1,201 @@
+/* report.c — JSON report of state, backend, probe, rules, pool, fallbacks, histogram. */
+#include "shim/report.h"
+#include "shim/alloc.h"
+#include "shim/config.h"
+#include "shim/device.h"
+#include "shim/ldshim.h"
+#include "shim/pool.h"
+#include "shim/registry.h"
+#include "shim/topology.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct { char *p; size_t n, cap; int oom; } buf_t;
+
+static void put(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf_t *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int m = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (m < 0) { b->oom = 1; return; }
+        if ((size_t)m < b->cap - b->n) { b->n += (size_t)m; return; }
+        size_t nc = (b->cap + (size_t)m + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+static void put_str(buf_t *b, const char *s) {
+    if (!s) { put(b, "null"); return; }
+    put(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') put(b, "\\%c", c);
+        else if (c < 0x20) put(b, "\\u%04x", c);
+        else put(b, "%c", c);
+    }
+    put(b, "\"");
+}
+
+static int cmp_hist(const void *a, const void *b) {
+    const ld_hist_entry_t *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? 1 : -1;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+static void build(buf_t *b) {
+    put(b, "{\n  \"ldshim\": \"%s\",\n  \"pid\": %d,\n  \"state\": \"%s\",\n", LDSHIM_VERSION_STRING, (int)getpid(),
+        ld_state_name(ld_cfg.state));
+    put(b, "  \"policy\": ");
+    put_str(b, ld_cfg.policy_path[0] ? ld_cfg.policy_path : NULL);
+    put(b, ",\n  \"policy_error\": ");
+    put_str(b, ld_cfg.policy_error[0] ? ld_cfg.policy_error : NULL);
+    put(b, ",\n  \"backend_setting\": \"%s\",\n", ld_backend_name(ld_cfg.backend));
+
+    /* devices */
+    const char *active_backend = "off", *active_reason = ld_active() ? "no tagged allocation reached a device" : "stock";
+    put(b, "  \"devices\": [");
+    int first = 1;
+    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
+        ld_device_t *dv = ld_device_peek(dev);
+        ld_probe_result_t pr;
+        int probed = ld_topology_result(dev, &pr) == 0;
+        if (!dv && !probed) continue;
+        put(b, "%s\n    {\"device\": %d", first ? "" : ",", dev);
+        first = 0;
+        if (dv) {
+            put(b, ", \"domains\": %d, \"granularity\": %zu, \"backend\": \"%s\", \"backend_reason\": ", dv->ndomains,
+                dv->gran, dv->backend ? dv->backend->name : "off");
+            put_str(b, dv->backend_reason);
+            if (!strcmp(active_backend, "off")) {
+                active_backend = dv->backend ? dv->backend->name : "off";
+                active_reason = dv->backend_reason;
+            }
+        }
+        if (probed) {
+            char *pj = malloc(1 << 16);
+            if (pj) {
+                ld_probe_result_json(&pr, pj, 1 << 16);
+                put(b, ", \"probe\": %s", pj);
+                free(pj);
+            }
+            ldshim_topology_t t;
+            if (ld_topology_get(dev, &t) == 0) {
+                put(b, ", \"published\": {\"flags\": %u, \"aware\": %s, \"inverted\": %s, \"sm_domain\": [", t.flags,
+                    t.flags & LDSHIM_TOPO_AWARE ? "true" : "false", t.flags & LDSHIM_TOPO_INVERTED ? "true" : "false");
+                for (uint32_t i = 0; i < t.num_sms && i < LDSHIM_MAX_SMS; i++) put(b, "%s%u", i ? "," : "", t.sm_domain[i]);
+                put(b, "]}");
+            }
+        } else {
+            put(b, ", \"probe\": null");
+        }
+        put(b, "}");
+    }
+    put(b, "\n  ],\n  \"backend\": \"%s\",\n  \"backend_reason\": ", active_backend);
+    put_str(b, active_reason);
+
+    /* rules */
+    put(b, ",\n  \"rules\": [");
+    for (int i = 0; i < ld_cfg.policy.n_rules && i < LD_MAX_RULE_STATS; i++) {
+        const ld_rule_t *r = &ld_cfg.policy.rules[i];
+        ld_rule_stats_t s;
+        ld_rule_stats(i, &s);
+        put(b, "%s\n    {\"name\": ", i ? "," : "");
+        put_str(b, r->name);
+        put(b, ", \"matched\": %llu, \"allocations\": %llu, \"bytes\": %llu, \"passed_through\": %llu, "
+               "\"fallbacks\": %llu, \"ipc_refused\": %llu, \"bytes_per_domain\": [",
+            (unsigned long long)s.matched, (unsigned long long)s.allocations, (unsigned long long)s.bytes,
+            (unsigned long long)s.passed, (unsigned long long)s.fallbacks, (unsigned long long)s.ipc_refused);
+        int nd = 2;
+        for (int k = 2; k < LD_MAX_SLICES; k++)
+            if (s.bytes_per_domain[k]) nd = k + 1;
+        for (int k = 0; k < nd; k++) put(b, "%s%llu", k ? ", " : "", (unsigned long long)s.bytes_per_domain[k]);
+        put(b, "]}");
+    }
+    put(b, "\n  ],\n");
+
+    ld_pool_stats_t ps;
+    ld_pool_stats(&ps);
+    put(b, "  \"pool\": {\"hits\": %llu, \"misses\": %llu, \"trims\": %llu, \"cached_bytes\": %llu, \"cap\": %llu},\n",
+        (unsigned long long)ps.hits, (unsigned long long)ps.misses, (unsigned long long)ps.trims,
+        (unsigned long long)ps.cached_bytes, (unsigned long long)ps.cap);
+
+    ld_fallback_t fb[32];
+    size_t nfb = ld_fallbacks(fb, 32);
+    put(b, "  \"fallbacks\": [");
+    for (size_t i = 0; i < nfb && i < 32; i++) {
+        put(b, "%s\n    {\"reason\": ", i ? "," : "");
+        put_str(b, fb[i].reason);
+        put(b, ", \"count\": %llu}", (unsigned long long)fb[i].count);
+    }
+    put(b, "%s],\n", nfb ? "\n  " : "");
+
+    size_t nh = ld_untagged_histogram(NULL, 0);
+    ld_hist_entry_t *h = nh ? malloc(nh * sizeof *h) : NULL;
+    if (h) nh = ld_untagged_histogram(h, nh); else nh = 0;
+    if (h) qsort(h, nh, sizeof *h, cmp_hist);
+    put(b, "  \"untagged\": {\"allocations\": %llu, \"histogram\": [", (unsigned long long)ld_untagged_total());
+    for (size_t i = 0; i < nh; i++)
+        put(b, "%s\n    {\"size\": %llu, \"api\": \"%s\", \"count\": %llu}", i ? "," : "", (unsigned long long)h[i].size,
+            ld_api_name((ld_api_t)h[i].api), (unsigned long long)h[i].count);
+    put(b, "%s]},\n", nh ? "\n  " : "");
+    free(h);
+
+    ld_alloc_counts_t c;
+    ld_alloc_counts(&c);
+    put(b, "  \"counts\": {\"tagged_allocs\": %llu, \"tagged_frees\": %llu, \"untagged_allocs\": %llu, "
+           "\"untagged_frees\": %llu, \"fallbacks\": %llu},\n",
+        (unsigned long long)c.tagged_allocs, (unsigned long long)c.tagged_frees, (unsigned long long)c.untagged_allocs,
+        (unsigned long long)c.untagged_frees, (unsigned long long)c.fallbacks);
+    put(b, "  \"live\": {\"ranges\": %zu, \"bytes\": %llu}\n}\n", ld_registry_count(),
+        (unsigned long long)ld_registry_bytes());
+}
+
+/* "%p" -> pid; the rest verbatim. */
+static void expand(const char *in, char *out, size_t n) {
+    size_t k = 0;
+    for (; *in && k + 1 < n; in++) {
+        if (in[0] == '%' && in[1] == 'p') {
+            k += (size_t)snprintf(out + k, n - k, "%d", (int)getpid());
+            in++;
+            if (k >= n) { k = n - 1; break; }
+        } else {
+            out[k++] = *in;
+        }
+    }
+    out[k] = 0;
+}
+
+int ld_report_write(const char *path) {
+    if (!path || !*path) { errno = EINVAL; return -1; }
+    char p[600], tmp[640];
+    expand(path, p, sizeof p);
+    buf_t b = {0};
+    build(&b);
+    if (b.oom || !b.p) { free(b.p); errno = ENOMEM; return -1; }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", p, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { free(b.p); return -1; }
+    size_t off = 0;
+    while (off < b.n) {
+        ssize_t w = write(fd, b.p + off, b.n - off);
+        if (w < 0) { if (errno == EINTR) continue; break; }
+        off += (size_t)w;
+    }
+    int ok = off == b.n;
+    if (close(fd) != 0) ok = 0;
+    free(b.p);
+    if (!ok || rename(tmp, p) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
+    return 0;
+}

@@ -1,0 +1,18 @@
+# shim/shim.mk — build/libldshim.so from every shim/*.c, the policy objects and the
+# embedded probe fatbin ($(SHIM_EXTRA_OBJS), kernels/kernels.mk). No link-time dependency
+# on libcuda or libcudart: both are resolved at run time (shim/driver.c).
+
+SHIM_SRCS := $(wildcard shim/*.c)
+SHIM_OBJS := $(patsubst shim/%.c,$(BUILD)/shim/%.o,$(SHIM_SRCS))
+SHIM_LIB  := $(BUILD)/libldshim.so
+
+$(BUILD)/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h kernels/*.h) | $(BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(SHIM_LIB): $(SHIM_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS)
+	$(CC) -shared -Wl,-soname,libldshim.so -Wl,--no-undefined -Wl,-z,defs -o $@ $^ $(LDFLAGS) -ldl -lpthread
+
+ALL_TARGETS += $(SHIM_LIB)
+INSTALL_LIBS += $(SHIM_LIB)
+INSTALL_HEADERS += shim/ldshim.h kernels/ldshim_topology.h

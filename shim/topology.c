@@ -1,0 +1,246 @@
+/* topology.c — run the probe once per device and publish its map into modules. */
+#include "shim/topology.h"
+#include "shim/config.h"
+#include "shim/device.h"
+#include "shim/log.h"
+#include "shim/image.h"
+#include "shim/vmm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEV 64
+static atomic_int probe_state[MAX_DEV];        /* 0 none, 1 running, 2 published */
+static ld_probe_result_t results[MAX_DEV];
+static ldshim_topology_t published[MAX_DEV];
+
+typedef struct mod {
+    struct mod *next;
+    int kind;
+    void *handle;
+    CUcontext ctx;       /* context current when loaded (modules belong to it)  */
+    int dev;
+    uint64_t done;       /* bit per device already published                    */
+} mod_t;
+static pthread_mutex_t mods_mu = PTHREAD_MUTEX_INITIALIZER;
+static mod_t *mods;
+
+/* --- publication ------------------------------------------------------------------------ */
+
+/* Write dev's map into one module in the current context. */
+static int publish_one(const ld_driver_t *d, const mod_t *m, int dev) {
+    CUdeviceptr p = 0;
+    size_t bytes = 0;
+    CUresult r;
+    if (m->kind == LD_MOD_LIBRARY) {
+        if (!d->cuLibraryGetGlobal) return -1;
+        r = d->cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->handle, LDSHIM_TOPOLOGY_SYMBOL);
+    } else {
+        r = d->cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->handle, LDSHIM_TOPOLOGY_SYMBOL);
+    }
+    if (r != CUDA_SUCCESS) {
+        LD_DEBUG("module %p: no %s (%s)", m->handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
+        return -1;
+    }
+    if (bytes != sizeof(ldshim_topology_t)) {
+        LD_WARN("module %p defines %s with %zu bytes, expected %zu (other ldshim_topology.h version): not published",
+                m->handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t));
+        return -1;
+    }
+    r = d->cuMemcpyHtoD_v2(p, &published[dev], sizeof published[dev]);
+    if (r != CUDA_SUCCESS) {
+        LD_WARN("publishing the map into module %p: %s", m->handle, ld_cu_errname(r));
+        return -1;
+    }
+    LD_DEBUG("published device %d map into %s %p", dev, m->kind == LD_MOD_LIBRARY ? "library" : "module", m->handle);
+    return 0;
+}
+
+/* Relaxed capture mode around the shim's own driver calls, so a capture running in
+ * another thread is not invalidated by them. */
+static CUstreamCaptureMode relax(const ld_driver_t *d) {
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
+    return m;
+}
+static void unrelax(const ld_driver_t *d, CUstreamCaptureMode m) {
+    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
+}
+
+/* Publish dev's map into every recorded module that belongs to it (libraries: into the
+ * current context). Called with dev's context current. */
+static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
+    for (;;) {
+        mod_t snapshot;
+        int found = 0;
+        pthread_mutex_lock(&mods_mu);
+        for (mod_t *m = mods; m; m = m->next) {
+            if (m->done & (1ull << dev)) continue;
+            if (m->kind == LD_MOD_MODULE && (m->dev != dev || m->ctx != cur)) continue;
+            m->done |= 1ull << dev;          /* claim it; the write happens unlocked */
+            snapshot = *m;
+            found = 1;
+            break;
+        }
+        pthread_mutex_unlock(&mods_mu);
+        if (!found) return;
+        publish_one(d, &snapshot, dev);
+    }
+}
+
+/* --- probe ------------------------------------------------------------------------------ */
+
+typedef struct { const ld_driver_t *d; ld_device_t *dv; } loc_ctx_t;
+
+static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *out) {
+    loc_ctx_t *lc = c;
+    ld_range_t r;
+    char why[160];
+    int dom = domain;
+    CUresult res = ld_vmm_create(lc->d, lc->dv, bytes, 1, &dom, &r, why, sizeof why);
+    if (res != CUDA_SUCCESS) return res;
+    r.rule = -1;
+    lc->d->cuCtxGetCurrent(&r.ctx);
+    if (ld_registry_insert(&r) != 0) {
+        ld_vmm_destroy(lc->d, &r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = r.base;
+    return CUDA_SUCCESS;
+}
+
+static void free_localized(void *c, CUdeviceptr p, size_t bytes) {
+    loc_ctx_t *lc = c;
+    (void)bytes;
+    ld_range_t r;
+    if (ld_registry_remove(p, &r) == 0) {
+        lc->d->cuCtxSynchronize();
+        ld_vmm_destroy(lc->d, &r);
+    }
+}
+
+static void apply_state(ldshim_topology_t *t) {
+    if (ld_cfg.state == LD_STATE_FULL || ld_cfg.state == LD_STATE_MISMATCH) t->flags |= LDSHIM_TOPO_AWARE;
+    if (ld_cfg.state == LD_STATE_MISMATCH && ld_cfg.mismatch_map && t->num_domains >= 2) {
+        uint32_t D = t->num_domains;
+        for (uint32_t i = 0; i < t->num_sms && i < LDSHIM_MAX_SMS; i++) t->sm_domain[i] = (uint8_t)(D - 1 - t->sm_domain[i]);
+        for (uint32_t a = 0, b = D - 1; a < b; a++, b--) {
+            uint32_t x = t->sms_per_domain[a];
+            t->sms_per_domain[a] = t->sms_per_domain[b];
+            t->sms_per_domain[b] = x;
+        }
+        t->flags |= LDSHIM_TOPO_INVERTED;
+    }
+}
+
+void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current) {
+    if (!ld_active() || ld_cfg.policy.probe == LD_PROBE_OFF || dev < 0 || dev >= MAX_DEV || !ctx) return;
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&probe_state[dev], &expect, 1)) {
+        if (expect == 2) {       /* a later context on a probed device: publish its modules */
+            CUstreamCaptureMode m = relax(d);
+            int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+            publish_pending(d, dev, ctx);
+            if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+            unrelax(d, m);
+        }
+        return;
+    }
+    CUstreamCaptureMode m = relax(d);
+    int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+
+    ld_device_t *dv = ld_device_get(d, dev);
+    loc_ctx_t lc = {d, dv};
+    ld_probe_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.mode = ld_cfg.policy.probe;
+    o.map = ld_cfg.policy.map;
+    o.ndomains = dv && dv->ndomains ? dv->ndomains : 2;
+    o.use_cache = 1;
+    const char *force = getenv("LDSHIM_PROBE_FORCE");
+    o.force = force && !strcmp(force, "1");
+    if (dv && dv->backend && dv->backend->localizes) {
+        o.alloc_localized = alloc_localized;
+        o.free_localized = free_localized;
+        o.alloc_ctx = &lc;
+    }
+    ld_probe_result_t *res = &results[dev];
+    if (ld_probe_device(d, dev, &o, res) != 0) {
+        LD_WARN("device %d: topology probe could not query the device; no map published", dev);
+        atomic_store(&probe_state[dev], 0);
+    } else {
+        published[dev] = res->published;
+        apply_state(&published[dev]);
+        LD_INFO("device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
+                res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
+        atomic_store(&probe_state[dev], 2);
+        publish_pending(d, dev, ctx);
+    }
+    if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+    unrelax(d, m);
+}
+
+void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const void *image, const char *path) {
+    if (!ld_active() || !handle) return;
+    int mentions = image ? ld_image_mentions_symbol(image) : (path ? ld_file_mentions_symbol(path) : 0);
+    if (!mentions) return;
+    mod_t *m = calloc(1, sizeof *m);
+    if (!m) return;
+    m->kind = kind;
+    m->handle = handle;
+    m->dev = -1;
+    CUdevice dev;
+    if (d->cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
+    pthread_mutex_lock(&mods_mu);
+    m->next = mods;
+    mods = m;
+    pthread_mutex_unlock(&mods_mu);
+    LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
+    if (m->dev >= 0 && m->dev < MAX_DEV && atomic_load(&probe_state[m->dev]) == 2) {
+        CUstreamCaptureMode cm = relax(d);
+        publish_pending(d, m->dev, m->ctx);
+        unrelax(d, cm);
+    }
+}
+
+void ld_topology_forget_module(void *handle) {
+    pthread_mutex_lock(&mods_mu);
+    for (mod_t **pp = &mods; *pp; pp = &(*pp)->next) {
+        if ((*pp)->handle == handle) {
+            mod_t *m = *pp;
+            *pp = m->next;
+            free(m);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mods_mu);
+}
+
+int ld_topology_get(int dev, ldshim_topology_t *out) {
+    if (dev < 0 || dev >= MAX_DEV || atomic_load(&probe_state[dev]) != 2) {
+        if (out) memset(out, 0, sizeof *out);
+        return -1;
+    }
+    if (out) *out = published[dev];
+    return 0;
+}
+
+int ld_topology_result(int dev, ld_probe_result_t *out) {
+    if (dev < 0 || dev >= MAX_DEV || atomic_load(&probe_state[dev]) != 2) return -1;
+    *out = results[dev];
+    return 0;
+}
+
+void ld_topology_reset(void) {
+    for (int i = 0; i < MAX_DEV; i++) atomic_store(&probe_state[i], 0);
+    while (mods) {
+        mod_t *m = mods;
+        mods = m->next;
+        free(m);
+    }
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    mods_mu = mu;
+}

@@ -1,0 +1,85 @@
+/* vmm.c — one localized range = reserve + per-slice create/map + one access grant. */
+#include "shim/vmm.h"
+#include "shim/log.h"
+#include "shim/pool.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static size_t round_up(size_t x, size_t g) { return (x + g - 1) / g * g; }
+
+/* Physical handle for one slice: pool first, then the backend; on out-of-memory trim the
+ * pool once and retry, so cached handles never cost the program memory. */
+static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
+                           CUmemGenericAllocationHandle *h, char *why, size_t n) {
+    if (ld_pool_get(dv->ordinal, domain, bytes, h) == 0) return CUDA_SUCCESS;
+    CUresult r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1))
+        r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
+    return r;
+}
+
+static void put_handle(const ld_driver_t *d, int dev, int domain, size_t bytes, CUmemGenericAllocationHandle h) {
+    if (ld_pool_put(dev, domain, bytes, h) != 0) d->cuMemRelease(h);
+}
+
+CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int nslices,
+                       const int *domain_of, ld_range_t *r, char *why, size_t n) {
+    if (nslices < 1 || nslices > LD_MAX_SLICES) {
+        snprintf(why, n, "bad slice count %d", nslices);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(r, 0, sizeof *r);
+    r->size = size;
+    r->nslices = nslices;
+    r->device = dv->ordinal;
+    r->slice = round_up((size + (size_t)nslices - 1) / (size_t)nslices, dv->gran);
+    r->reserved = r->slice * (size_t)nslices;
+    r->backend = dv->backend->kind;
+
+    CUresult rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
+    if (rc != CUDA_SUCCESS) {
+        snprintf(why, n, "cuMemAddressReserve: %s", ld_cu_errname(rc));
+        return rc;
+    }
+    int created = 0, mapped = 0;
+    for (int i = 0; i < nslices; i++, created++) {
+        r->domain_of[i] = domain_of[i];
+        rc = get_handle(d, dv, domain_of[i], r->slice, &r->handle[i], why, n);
+        if (rc != CUDA_SUCCESS) goto undo;
+    }
+    for (int i = 0; i < nslices; i++, mapped++) {
+        rc = d->cuMemMap(r->base + (CUdeviceptr)i * r->slice, r->slice, 0, r->handle[i], 0);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(why, n, "cuMemMap(slice %d): %s", i, ld_cu_errname(rc));
+            goto undo;
+        }
+    }
+    CUmemAccessDesc acc[LD_MAX_DEVICES];
+    int nacc = ld_device_access_descs(dv->ordinal, acc, LD_MAX_DEVICES);
+    rc = d->cuMemSetAccess(r->base, r->reserved, acc, (size_t)nacc);
+    if (rc != CUDA_SUCCESS) {
+        snprintf(why, n, "cuMemSetAccess: %s", ld_cu_errname(rc));
+        goto undo;
+    }
+    return CUDA_SUCCESS;
+
+undo:
+    for (int i = 0; i < mapped; i++) d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
+    /* Handles that were fine go back to the pool: the failure was not theirs. */
+    for (int i = 0; i < created; i++) put_handle(d, dv->ordinal, domain_of[i], r->slice, r->handle[i]);
+    d->cuMemAddressFree(r->base, r->reserved);
+    r->base = 0;
+    return rc;
+}
+
+void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {
+    for (int i = 0; i < r->nslices; i++) {
+        CUresult rc = d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
+        if (rc != CUDA_SUCCESS)
+            LD_WARN("cuMemUnmap(0x%llx, slice %d): %s", (unsigned long long)r->base, i, ld_cu_errname(rc));
+    }
+    for (int i = 0; i < r->nslices; i++) put_handle(d, r->device, r->domain_of[i], r->slice, r->handle[i]);
+    CUresult rc = d->cuMemAddressFree(r->base, r->reserved);
+    if (rc != CUDA_SUCCESS) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
+}
