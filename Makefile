@@ -15,9 +15,14 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CC        ?= gcc
 PYTHON    ?= python3
 PREFIX    ?= /usr/local
-BUILD     := build
-RESULTS   := $(BUILD)/results
 SAN       ?= 0
+# The sanitizer build lives apart, so `make test` and `make test SAN=1` never mix objects.
+ifeq ($(SAN),1)
+BUILD     ?= build-san
+else
+BUILD     ?= build
+endif
+RESULTS   := $(BUILD)/results
 
 CUDA_INC  := $(CUDA_HOME)/include
 WARN      := -Wall -Wextra -Werror
