@@ -42,26 +42,23 @@ static int search_group(const ld_rule_t *r, int lo, int hi, uint64_t size) {
     return r[a - 1].size_max >= size ? a - 1 : -1;
 }
 
-static int search_api(const ld_rule_t *r, int n, ld_api_t api, uint64_t size) {
-    int lo = group_start(r, n, api);
-    int hi = group_start(r, n, (ld_api_t)(api + 1));
-    return lo < hi ? search_group(r, lo, hi, size) : -1;
-}
-
 /* See policy.h. A request whose api is LD_API_ANY (origin unknown) matches a rule of any
- * api; should both a runtime and a driver rule hold its size, the runtime one is returned. */
+ * api; should both a runtime and a driver rule hold its size, the runtime one is returned.
+ * Cost: two binary searches for the group bounds, at most three within groups. */
 int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api) {
     if (!p || !p->rules || p->n_rules <= 0) return -1;
     if (api != LD_API_ANY && api != LD_API_RUNTIME && api != LD_API_DRIVER) return -1;
     const ld_rule_t *r = p->rules;
     int n = p->n_rules;
-    int i = search_api(r, n, LD_API_ANY, size);
+    int g_rt = group_start(r, n, LD_API_RUNTIME);   /* any: [0, g_rt)        */
+    int g_dr = group_start(r, n, LD_API_DRIVER);    /* runtime: [g_rt, g_dr) */
+    int i = search_group(r, 0, g_rt, size);         /* driver: [g_dr, n)     */
     if (i >= 0) return i;
-    if (api == LD_API_ANY) {
-        i = search_api(r, n, LD_API_RUNTIME, size);
-        return i >= 0 ? i : search_api(r, n, LD_API_DRIVER, size);
+    if (api != LD_API_DRIVER) {
+        i = search_group(r, g_rt, g_dr, size);
+        if (i >= 0 || api == LD_API_RUNTIME) return i;
     }
-    return search_api(r, n, api, size);
+    return search_group(r, g_dr, n, size);
 }
 
 /* See policy.h. Pure; occurrence 0 is never taken by a rule with an occurrence list. */

@@ -74,6 +74,14 @@ static size_t skip_ws(const parser_t *P, size_t p) {
     return p;
 }
 
+/* How many bytes of s[0..n) to quote in a message: at most 32, never half a UTF-8 sequence. */
+static int qlen(const char *s, size_t n) {
+    if (n <= 32) return (int)n;
+    n = 32;
+    while (n > 0 && (((unsigned char)s[n]) & 0xc0) == 0x80) n--;
+    return (int)n;
+}
+
 /* Quote a byte for a message: 'x' when printable ASCII, else 0xNN. */
 static void fmt_byte(unsigned char c, char *buf, size_t n) {
     if (c > 0x20 && c < 0x7f) snprintf(buf, n, "'%c'", c);
@@ -140,7 +148,7 @@ static int parse_enum(parser_t *P, int key, size_t vs, size_t ve, const char *co
         char choices[128];
         ld_pol_choices(words, n, choices, sizeof choices);
         return FAIL(P, vs, "bad value '%.*s' for %s, expected %s",
-                    (int)((e - vs) > 32 ? 32 : (e - vs)), P->text + vs, kKeys[key].name, choices);
+                    qlen(P->text + vs, e - vs), P->text + vs, kKeys[key].name, choices);
     }
     if (expect_end(P, skip_ws(P, e), ve, "the value") != 0) return -1;
     *out = v;
@@ -238,7 +246,7 @@ static int parse_placement(parser_t *P, size_t vs, size_t ve, ld_rule_t *r) {
     } else {
         while (e < ve && !is_ws(t[e])) e++;
         return FAIL(P, vs, "bad value '%.*s' for placement, expected %s",
-                    (int)((e - vs) > 32 ? 32 : (e - vs)), t + vs, kChoices);
+                    qlen(t + vs, e - vs), t + vs, kChoices);
     }
     return expect_end(P, skip_ws(P, e), ve, "the value");
 }
@@ -246,47 +254,44 @@ static int parse_placement(parser_t *P, size_t vs, size_t ve, ld_rule_t *r) {
 static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
     ld_policy_t *g = &P->pol;
     ld_rule_t *r = &P->cur;
-    int v = 0, rc;
+    uint64_t lo, hi;
+    int v = 0;
     switch (key) {
     case K_STATE:
-        rc = parse_enum(P, key, vs, ve, ld_pol_state_words, 4, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_state_words, 4, &v) != 0) return -1;
         g->state = (ld_state_t)v;
         g->state_set = 1;
-        return rc;
+        return 0;
     case K_BACKEND:
-        rc = parse_enum(P, key, vs, ve, ld_pol_backend_words, 5, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_backend_words, 5, &v) != 0) return -1;
         g->backend = (ld_backend_kind_t)v;
-        return rc;
+        return 0;
     case K_PROBE:
-        rc = parse_enum(P, key, vs, ve, ld_pol_probe_words, 5, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_probe_words, 5, &v) != 0) return -1;
         g->probe = (ld_probe_mode_t)v;
-        return rc;
+        return 0;
     case K_MAP:
-        rc = parse_enum(P, key, vs, ve, ld_pol_map_words, 2, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_map_words, 2, &v) != 0) return -1;
         g->map = (ld_map_mode_t)v;
-        return rc;
+        return 0;
     case K_STRICT:
-        rc = parse_enum(P, key, vs, ve, ld_pol_onoff_words, 2, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_onoff_words, 2, &v) != 0) return -1;
         g->strict = v;
-        return rc;
-    case K_POOL: {
-        uint64_t lo, hi;
-        rc = parse_size_value(P, vs, ve, 0, &lo, &hi);
-        if (rc == 0) g->pool_cap = lo;
-        return rc;
-    }
-    case K_MIN_SPLIT: {
-        uint64_t lo, hi;
-        rc = parse_size_value(P, vs, ve, 0, &lo, &hi);
-        if (rc == 0) g->min_split = lo;
-        return rc;
-    }
+        return 0;
+    case K_POOL:
+        if (parse_size_value(P, vs, ve, 0, &lo, &hi) != 0) return -1;
+        g->pool_cap = lo;
+        return 0;
+    case K_MIN_SPLIT:
+        if (parse_size_value(P, vs, ve, 0, &lo, &hi) != 0) return -1;
+        g->min_split = lo;
+        return 0;
     case K_SIZE:
         return parse_size_value(P, vs, ve, 1, &r->size_min, &r->size_max);
     case K_API:
-        rc = parse_enum(P, key, vs, ve, ld_pol_api_words, 3, &v);
+        if (parse_enum(P, key, vs, ve, ld_pol_api_words, 3, &v) != 0) return -1;
         r->api = (ld_api_t)v;
-        return rc;
+        return 0;
     case K_OCCURRENCE:
         return parse_occurrence(P, vs, ve, r);
     case K_PLACEMENT:
@@ -325,7 +330,7 @@ static int key_value_line(parser_t *P, size_t p) {
     int key = -1;
     for (int k = 0; k < K_COUNT; k++)
         if (strlen(kKeys[k].name) == kl && memcmp(kKeys[k].name, t + ks, kl) == 0) key = k;
-    int ql = (int)(kl > 32 ? 32 : kl);
+    int ql = qlen(t + ks, kl);
     if (key < 0) {
         if (P->in_rule)
             return FAIL(P, ks, "unknown key '%.*s' in [rule %s], expected one of: %s", ql,
@@ -407,7 +412,7 @@ static int header_line(parser_t *P, size_t p) {
     if (p == ws) return FAIL(P, ws, "expected a section name: [rule NAME]");
     if (p - ws != 4 || memcmp(t + ws, "rule", 4) != 0)
         return FAIL(P, ws, "unknown section '%.*s', expected [rule NAME]",
-                    (int)((p - ws) > 32 ? 32 : (p - ws)), t + ws);
+                    qlen(t + ws, p - ws), t + ws);
     size_t after = p;
     p = skip_ws(P, p);
     if (p == after && p < P->le && t[p] != ']') {
@@ -514,7 +519,7 @@ int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t
     if (P.len > LD_POLICY_MAX_BYTES) {
         int l, c;
         locate(P.text, LD_POLICY_MAX_BYTES, &l, &c);
-        return fail_at(&P, l, c, "file larger than 1 MiB (%d bytes); a policy must be smaller",
+        return fail_at(&P, l, c, "file larger than 1 MiB (the limit is %d bytes)",
                        LD_POLICY_MAX_BYTES);
     }
     int rc = 0;

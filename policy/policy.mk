@@ -2,7 +2,7 @@
 #
 #   POLICY_OBJS        -fPIC objects linked into build/libldshim.so by shim/shim.mk
 #   make test-policy   CUnit suite (CPU), writes $(RESULTS)/test-policy
-#   make test-policy-fuzz  short libFuzzer smoke (2000 runs + corpus replay), in `make test`
+#   make test-policy-fuzz  short libFuzzer smoke (20000 runs + corpus replay), in `make test`
 #   make fuzz          libFuzzer run of ld_policy_parse for $(FUZZ_SECONDS) s (default 60)
 
 POLICY_SRCS := $(sort $(wildcard policy/*.c))
@@ -44,16 +44,16 @@ fuzz: $(POLICY_FUZZ_BIN)
 	  -dict=$(POLICY_FUZZ_DICT) -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
 	  $(BUILD)/fuzz/corpus $(POLICY_FUZZ_SEEDS)
 
-# CI smoke: replay every seed, then 2000 mutated runs (a few seconds). Fresh corpus dir so
+# CI smoke: replay every seed, then 20000 mutated runs (about a second). Fresh corpus dir so
 # the run never writes into the source tree.
 .PHONY: test-policy-fuzz
 test-policy-fuzz: $(POLICY_FUZZ_BIN) | $(RESULTS)
 	@rm -rf $(BUILD)/fuzz/smoke && mkdir -p $(BUILD)/fuzz/smoke
 	@if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(POLICY_FUZZ_BIN) -runs=2000 -seed=1 -max_len=4096 -timeout=10 \
+	    $(POLICY_FUZZ_BIN) -runs=20000 -seed=1 -max_len=4096 -timeout=10 \
 	    -dict=$(POLICY_FUZZ_DICT) -artifact_prefix=$(BUILD)/fuzz/smoke/ \
 	    $(BUILD)/fuzz/smoke $(POLICY_FUZZ_SEEDS) > $(BUILD)/fuzz/smoke.log 2>&1; then \
-	  echo "1 0" > $(RESULTS)/test-policy-fuzz; echo "test-policy-fuzz: 2000 runs clean"; \
+	  echo "1 0" > $(RESULTS)/test-policy-fuzz; echo "test-policy-fuzz: 20000 runs clean"; \
 	else echo "0 1" > $(RESULTS)/test-policy-fuzz; tail -40 $(BUILD)/fuzz/smoke.log; exit 1; fi
 
 ALL_TARGETS  += $(POLICY_OBJS)

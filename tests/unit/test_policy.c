@@ -301,6 +301,14 @@ static void test_enum_choices(void) {
     EXPECT_ERR("strict = yes\n", 1, 10, "bad value 'yes' for strict, expected off or on");
     EXPECT_ERR("strict = 1\n", 1, 10, "expected off or on");
     EXPECT_ERR("state = full stock\n", 1, 14, "unexpected 's' after the value");
+    /* Long values are quoted to 32 bytes, never cutting a UTF-8 character in half. */
+    char t[128] = "state = x";
+    for (int i = 0; i < 20; i++) strcat(t, "\xc3\xa9");          /* 1 + 40 bytes */
+    strcat(t, "\n");
+    char want[64] = "bad value 'x";
+    for (int i = 0; i < 15; i++) strcat(want, "\xc3\xa9");      /* 31 bytes: 32 would split */
+    strcat(want, "' for state");
+    EXPECT_ERR(t, 1, 9, want);
     EXPECT_ERR("[rule a]\nsize = 1\napi = both\n", 3, 7, "bad value 'both' for api, expected any, runtime or driver");
     EXPECT_ERR("[rule a]\nsize = 1\napi = Runtime\n", 3, 7, "bad value 'Runtime' for api");
 
