@@ -11,7 +11,7 @@ $(BUILD)/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h kernels/*.h) | $(BUIL
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(SHIM_LIB): $(SHIM_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS)
-	$(CC) -shared -Wl,-soname,libldshim.so -Wl,--no-undefined -Wl,-z,defs -o $@ $^ $(LDFLAGS) -ldl -lpthread
+	$(CC) -shared -Wl,-soname,libldshim.so -Wl,--no-undefined -Wl,-z,defs -o $@ $^ $(LDFLAGS) -ldl -lpthread -lm
 
 ALL_TARGETS += $(SHIM_LIB)
 INSTALL_LIBS += $(SHIM_LIB)
