@@ -1,0 +1,29 @@
+# bench/alloc/alloc.mk — allocation micro-benchmark of libldshim (issue 2, "Benchmark").
+#
+#   make build/bench/alloc/bench_alloc     the program (gcc, CUDA runtime + driver)
+#   make bench-alloc                       run it on the GPU: bench/alloc/run.sh (OUT=... for logs)
+#   make test-bench-alloc-selftest         CPU: the program's arguments and the table generator
+
+BENCHALLOC_DIR := bench/alloc
+BENCHALLOC_BIN := $(BUILD)/bench/alloc/bench_alloc
+# libcudart from the toolkit (rpath), libcuda from the stub at link time only (the real one at
+# run time), so the benchmark calls the same exported driver symbols an application does.
+BENCHALLOC_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart \
+                   -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+
+$(BENCHALLOC_BIN): $(BENCHALLOC_DIR)/bench_alloc.c shim/ldshim.h kernels/ldshim_topology.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(BENCHALLOC_LIBS)
+
+ALL_TARGETS += $(BENCHALLOC_BIN)
+
+.PHONY: bench-alloc test-bench-alloc-selftest
+bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
+	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' $(BENCHALLOC_DIR)/run.sh \
+	  --lib $(BUILD)/libldshim.so --bin $(BENCHALLOC_BIN)
+
+test-bench-alloc-selftest: $(BENCHALLOC_BIN) | $(RESULTS)
+	@PYTHON='$(PYTHON)' CUDA_HOME='$(CUDA_HOME)' sh $(BENCHALLOC_DIR)/selftest.sh $(BENCHALLOC_BIN) \
+	  $(RESULTS)/test-bench-alloc-selftest
+
+TEST_SUITES += test-bench-alloc-selftest
