@@ -17,7 +17,7 @@ FAKE_HDRS     := $(wildcard tests/fake/*.h) shim/cuda_compat.h
 FAKE_LIBCUDA  := $(FAKE_DIR)/libcuda.so.1
 FAKE_CUDART   := $(FAKE_DIR)/libcudart.so.13
 FAKE_CUDART_A := $(FAKE_DIR)/libcudart_fake_static.a
-FAKE_PROGS    := $(FAKE_DIR)/t_driver $(FAKE_DIR)/t_runtime $(FAKE_DIR)/t_runtime_static
+FAKE_PROGS    := $(FAKE_DIR)/t_driver $(FAKE_DIR)/t_vmm $(FAKE_DIR)/t_runtime $(FAKE_DIR)/t_runtime_static
 FAKE_POLICIES := $(wildcard tests/fake/policies/*.policy)
 # Iterations of the thread stress case (scaled down under SAN=1).
 FAKE_STRESS_ITERS ?= $(if $(filter 1,$(SAN)),1000,10000)
@@ -49,7 +49,10 @@ $(FAKE_CUDART_A): $(FAKE_DIR)/obj/fake_cudart.o
 
 # Test programs. Never linked against the shim: it arrives through LD_PRELOAD.
 $(FAKE_DIR)/t_driver: tests/fake/t_driver.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
-	$(CC) $(CFLAGS) -fno-lto $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcuda -pthread -ldl
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcuda -pthread -ldl
+
+$(FAKE_DIR)/t_vmm: tests/fake/t_vmm.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcuda -pthread -ldl
 
 $(FAKE_DIR)/t_runtime: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcudart.so
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcudart -pthread -ldl

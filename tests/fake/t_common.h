@@ -28,14 +28,14 @@ static const char *t_prog = "t";
 
 /* The shim's host API, NULL when no shim is loaded. */
 typedef int (*t_ptrinfo_fn)(uint64_t, ldshim_ptr_info_t *);
-static t_ptrinfo_fn t_ptrinfo(void) {
+static __attribute__((unused)) t_ptrinfo_fn t_ptrinfo(void) {
     static t_ptrinfo_fn fn;
     static int done;
     if (!done) { fn = (t_ptrinfo_fn)dlsym(RTLD_DEFAULT, "ldshim_pointer_info"); done = 1; }
     return fn;
 }
 /* 1 and *out filled when the shim owns ptr. */
-static int t_is_shim(uint64_t ptr, ldshim_ptr_info_t *out) {
+static __attribute__((unused)) int t_is_shim(uint64_t ptr, ldshim_ptr_info_t *out) {
     ldshim_ptr_info_t tmp;
     t_ptrinfo_fn fn = t_ptrinfo();
     return fn && fn(ptr, out ? out : &tmp) == 0;
@@ -50,7 +50,7 @@ typedef struct {
     int (*access_of)(const void *, int);
 } t_fake_t;
 static t_fake_t t_fake;
-static void t_fake_init(void) {
+static __attribute__((unused)) void t_fake_init(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
     CHECK(h != NULL);
@@ -66,7 +66,7 @@ static void t_fake_init(void) {
  *   <tag>_shim=0|1  <tag>_slices=N  <tag>_domains=d0,d1,..  (fake's view per slice)
  *   <tag>_expect=e0,e1,..  (shim's domain_of[])  <tag>_device=D  <tag>_rule=NAME
  * For a plain pointer: <tag>_shim=0 <tag>_domains=<domain of base>. */
-static void t_describe(const char *tag, uint64_t p, size_t size) {
+static __attribute__((unused)) void t_describe(const char *tag, uint64_t p, size_t size) {
     ldshim_ptr_info_t in;
     if (!t_is_shim(p, &in)) {
         printf("%s_shim=0\n%s_domains=%d\n%s_device=%d\n", tag, tag, t_fake.domain_of((void *)p), tag,
@@ -89,7 +89,7 @@ static void t_describe(const char *tag, uint64_t p, size_t size) {
 }
 
 /* Write a pattern over every byte of [p, p+n) and read it back. */
-static void t_fill_check(uint64_t p, size_t n, unsigned seed) {
+static __attribute__((unused)) void t_fill_check(uint64_t p, size_t n, unsigned seed) {
     unsigned char *b = (unsigned char *)(uintptr_t)p;
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 131u + seed);
     for (size_t i = 0; i < n; i++)
@@ -100,7 +100,7 @@ static void t_fill_check(uint64_t p, size_t n, unsigned seed) {
 }
 
 /* Sizes given as "8MiB", "4096", "1KiB". */
-static size_t t_size(const char *s) {
+static __attribute__((unused)) size_t t_size(const char *s) {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
     if (!strcmp(end, "KiB")) v <<= 10;
