@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""bench_moe.py — libldmoe against torch._grouped_mm and cuBLAS cublasGemmGroupedBatchedEx.
+
+Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 experts K 2048 N 1536,
+at 8, 64, 512 and 2048 tokens per expert. All peers run in this process on the same inputs.
+Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
+call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
+Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
+unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
+
+Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
+Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe).
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+import ldmoe  # noqa: E402
+
+SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
+TOKENS = [8, 64, 512, 2048]
+
+
+def median_time_us(fn, n_sets, warmup, reps):
+    for i in range(warmup):
+        fn(i % n_sets)
+    torch.cuda.synchronize()
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (a, b) in enumerate(evs):
+        a.record()
+        fn(i % n_sets)
+        b.record()
+    torch.cuda.synchronize()
+    ts = [a.elapsed_time(b) * 1e3 for a, b in evs]
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def copy_bandwidth():
+    n = 1 << 30   # 2 GiB of bf16 per buffer
+    a = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty_like(a)
+    med, _, _ = median_time_us(lambda i: b.copy_(a), 1, 3, 20)
+    return 2 * a.numel() * 2 / (med * 1e-6) / 1e12
+
+
+class Cublas:
+    """cublasGemmGroupedBatchedEx through ctypes: one group of E equal GEMMs (column-major view:
+    C[N x m] = W[K x N]^T * X[K x m])."""
+
+    def __init__(self):
+        torch.ones(8, 8, device="cuda") @ torch.ones(8, 8, device="cuda")   # loads torch's cuBLAS
+        torch.cuda.synchronize()
+        self.lib = None
+        for name in ("libcublas.so.13", "libcublas.so"):
+            try:
+                self.lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                pass
+        if self.lib is None:
+            raise RuntimeError("libcublas not found")
+        self.h = ctypes.c_void_p()
+        rc = self.lib.cublasCreate_v2(ctypes.byref(self.h))
+        if rc:
+            raise RuntimeError("cublasCreate_v2 -> %d" % rc)
+        self.fn = self.lib.cublasGemmGroupedBatchedEx
+
+    def prepare(self, xs, ws, ys, E, m, N, K):
+        I = ctypes.c_int
+        self.E, self.m, self.N, self.K = E, m, N, K
+        self.ta, self.tb = (I * 1)(1), (I * 1)(0)
+        self.ma, self.na, self.ka = (I * 1)(N), (I * 1)(m), (I * 1)(K)
+        self.lda, self.ldb, self.ldc = (I * 1)(K), (I * 1)(K), (I * 1)(N)
+        self.alpha, self.beta = (ctypes.c_float * 1)(1.0), (ctypes.c_float * 1)(0.0)
+        self.gs = (I * 1)(E)
+        x, y = xs, ys
+        self.ptrs = []
+        for w in ws:
+            pa = torch.tensor([w.data_ptr() + e * N * K * 2 for e in range(E)], dtype=torch.int64, device="cuda")
+            pb = torch.tensor([x.data_ptr() + e * m * K * 2 for e in range(E)], dtype=torch.int64, device="cuda")
+            pc = torch.tensor([y.data_ptr() + e * m * N * 2 for e in range(E)], dtype=torch.int64, device="cuda")
+            self.ptrs.append((pa, pb, pc))
+
+    def run(self, i):
+        pa, pb, pc = self.ptrs[i]
+        self.lib.cublasSetStream_v2(self.h, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        vp = ctypes.c_void_p
+        rc = self.fn(self.h, self.ta, self.tb, self.ma, self.na, self.ka, self.alpha,
+                     vp(pa.data_ptr()), 14, self.lda, vp(pb.data_ptr()), 14, self.ldb, self.beta,
+                     vp(pc.data_ptr()), 14, self.ldc, 1, self.gs, 68)
+        if rc:
+            raise RuntimeError("cublasGemmGroupedBatchedEx -> %d" % rc)
+
+
+def rel_err(a, b):
+    return (torch.linalg.norm(a.float() - b.float()) / torch.linalg.norm(b.float())).item()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--sets", type=int, default=3)
+    ap.add_argument("--shapes", default="0,1,2")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
+    a = ap.parse_args()
+    os.makedirs(a.outdir, exist_ok=True)
+    torch.manual_seed(1234)
+    props = torch.cuda.get_device_properties(0)
+    try:
+        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip()
+    except OSError:
+        drv = "?"
+    head = "date %s UTC | GPU %s (%d SMs) | driver %s | torch %s | %s" % (
+        datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), props.name, props.multi_processor_count,
+        drv, torch.__version__, ldmoe.version())
+    print(head, flush=True)
+    bw = copy_bandwidth()
+    print("device-to-device copy: %.2f TB/s (read + write)" % bw, flush=True)
+    cub = None
+    if not a.no_cublas:
+        try:
+            cub = Cublas()
+        except Exception as e:   # noqa: BLE001
+            print("cuBLAS peer unavailable: %s" % e)
+
+    rows = []
+    for si in map(int, a.shapes.split(",")):
+        E, K, N = SHAPES[si]
+        ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
+        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        for m in map(int, a.tokens.split(",")):
+            T = E * m
+            x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+            wbytes = E * N * K * 2
+            flops = 2.0 * T * N * K
+            r = {"E": E, "K": K, "N": N, "m": m}
+            yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
+            r["torch"] = median_time_us(lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs),
+                                        a.sets, a.warmup, a.reps)[0]
+            if cub:
+                yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+                cub.prepare(x, ws, yc, E, m, N, K)
+                cub.run(0)
+                torch.cuda.synchronize()
+                r["cublas_err"] = rel_err(yc, yt)
+                r["cublas"] = median_time_us(cub.run, a.sets, a.warmup, a.reps)[0]
+            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+            tiles = ["64x16", "64x64"] if m <= 96 else ["128x128", "128x256"]
+            variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
+                ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
+            for mode, layout, tile in variants:
+                key = "ldmoe_%s_%s_%s" % (mode, layout, tile)
+                wset = wls if layout == "localized" else ws
+                y.fill_(float("nan"))
+                ldmoe.grouped_mm(x, wset[0], offs, layout=layout, mode=mode, tile=tile, out=y)
+                torch.cuda.synchronize()
+                r[key + "_err"] = rel_err(y, yt)
+                r[key] = median_time_us(
+                    lambda i: ldmoe.grouped_mm(x, wset[i], offs, layout=layout, mode=mode, tile=tile, out=y),
+                    a.sets, a.warmup, a.reps)[0]
+            best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
+                           key=lambda k: r[k])
+            r["best"] = best_key
+            for k in [k for k in r if k in ("torch", "cublas") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
+                r[k + "_tbs"] = wbytes / (r[k] * 1e-6) / 1e12
+                r[k + "_tflops"] = flops / (r[k] * 1e-6) / 1e12
+            rows.append(r)
+            aw = r["ldmoe_aware_localized_auto"]
+            print("E=%3d K=%5d N=%5d m=%4d | torch %8.1f us %5.2f TB/s %6.1f TF | cublas %8s | ldmoe aware %8.1f us "
+                  "%5.2f TB/s %6.1f TF (x%.2f vs torch, err %.1e) | best %s %.1f | static %+.1f%% unaware %+.1f%%" % (
+                      E, K, N, m, r["torch"], r["torch_tbs"], r["torch_tflops"],
+                      "%.1f" % r["cublas"] if "cublas" in r else "-", aw, r["ldmoe_aware_localized_auto_tbs"],
+                      r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw, r["ldmoe_aware_localized_auto_err"],
+                      best_key[len("ldmoe_aware_localized_"):], r[best_key],
+                      100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
+                  flush=True)
+            del x, y, yt
+        del ws, wls
+        torch.cuda.empty_cache()
+
+    with open(os.path.join(a.outdir, "moe-bench.json"), "w") as f:
+        json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
+    lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
+             "| E | K | N | m/expert | torch µs | cuBLAS µs | ldmoe µs (aware, auto tile) | ldmoe TB/s | ldmoe TFLOP/s | "
+             "vs torch | % of copy BW | best tile µs | static vs aware | unaware vs aware | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        aw = r["ldmoe_aware_localized_auto"]
+        lines.append("| %d | %d | %d | %d | %.1f | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s %.1f | %+.1f %% | %+.1f %% | %.1e |" % (
+            r["E"], r["K"], r["N"], r["m"], r["torch"], "%.1f" % r["cublas"] if "cublas" in r else "-", aw,
+            r["ldmoe_aware_localized_auto_tbs"], r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw,
+            100 * r["ldmoe_aware_localized_auto_tbs"] / bw, r["best"][len("ldmoe_aware_localized_"):], r[r["best"]],
+            100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1),
+            r["ldmoe_aware_localized_auto_err"]))
+    with open(os.path.join(a.outdir, "moe-bench.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+/* ldmoe.h — libldmoe: a persistent, locality-domain-aware bf16 grouped GEMM for MoE layers.
+ *
+ *   Y[t, :] = X[t, :] · W[e(t)]ᵀ      X [T, K] bf16 row-major, Y [T, N] bf16, fp32 accumulation
+ *
+ * Tokens are grouped by expert: expert e owns rows offs[e-1] .. offs[e]-1 of X and Y (offs[-1]
+ * = 0), exactly as torch._grouped_mm takes its `offs` (int32 cumulative end offsets, length E,
+ * in device memory). Rows at or beyond offs[E-1] are neither read nor written.
+ *
+ * Weights come in one of two layouts:
+ *   LDMOE_LAYOUT_PLAIN      [E, N, K]
+ *   LDMOE_LAYOUT_LOCALIZED  [D, E, N/D, K]: slice d holds rows d*N/D .. (d+1)*N/D-1 of every
+ *                           expert, so that it can live in one locality domain's memory.
+ *
+ * Scheduling (see doc/moe.md): one CTA per SM; each CTA reads the SM->domain map that libldshim
+ * publishes into this library's `ldshim_topology` device symbol, takes tiles of its own
+ * domain's slice first, and steals other slices only when the launch holds at least
+ * `steal_waves` waves of tiles (or when a slice's domain has no SM). Tile counters live in a
+ * per-(device, stream) workspace and are reset by the last CTA of each launch, so no host reset
+ * is needed between launches.
+ *
+ * Errors are values: every function returns LDMOE_OK (0) or an LDMOE_ERR_* code, and the
+ * calling thread's last-error message (ldmoe_last_error) says what was wrong. The library
+ * prints nothing.
+ */
+#ifndef LDMOE_H
+#define LDMOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LDMOE_VERSION_STRING "0.1.0"
+#define LDMOE_MAX_EXPERTS    1024   /* per-launch expert count bound (prefix sums live in smem) */
+#define LDMOE_MAX_DOMAINS    8
+
+enum ldmoe_status {
+    LDMOE_OK = 0,
+    LDMOE_ERR_INVALID_ARG = 1,   /* null pointer, negative or inconsistent size, bad enum     */
+    LDMOE_ERR_ALIGNMENT = 2,     /* pointer not 16-byte aligned, K or N/D not a multiple of 8 */
+    LDMOE_ERR_UNSUPPORTED = 3,   /* no usable device, too many experts/domains               */
+    LDMOE_ERR_CUDA = 4,          /* a CUDA runtime call or the launch failed                 */
+    LDMOE_ERR_NO_MEMORY = 5      /* workspace allocation failed                              */
+};
+
+enum ldmoe_layout {
+    LDMOE_LAYOUT_PLAIN = 0,
+    LDMOE_LAYOUT_LOCALIZED = 1
+};
+
+enum ldmoe_mode {
+    LDMOE_MODE_AUTO = 0,      /* aware when the published map says so (or nothing is published,
+                                 then the even map), unaware when the map lacks LDSHIM_TOPO_AWARE */
+    LDMOE_MODE_AWARE = 1,     /* per-domain queues, local first, threshold stealing            */
+    LDMOE_MODE_UNAWARE = 2,   /* one shared queue over all tiles (placement state `memory`)    */
+    LDMOE_MODE_STATIC = 3     /* tile i -> CTA i mod grid, no atomics (scheduler-cost baseline) */
+};
+
+enum ldmoe_tile {
+    LDMOE_TILE_AUTO = 0,      /* chosen from T/E                                                */
+    LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
+    LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
+    LDMOE_TILE_128x128 = 3,   /* 128 x 128: prefill (mma.sync)                                   */
+    LDMOE_TILE_128x256 = 4,   /* 128 x 256: prefill (mma.sync), large token counts               */
+    LDMOE_TILE_COUNT_ = 5
+};
+
+#define LDMOE_DEFAULT_STEAL_WAVES 2.0f
+
+/* All arguments of one grouped GEMM. Zero-initialize, then fill; fields added later keep zero
+ * meaning "default". Pointers are device pointers of the current device. */
+typedef struct ldmoe_params {
+    const void    *x;          /* [T, K] bf16, 16-byte aligned                               */
+    const void    *w;          /* [E, N, K] or [D, E, N/D, K] bf16, 16-byte aligned           */
+    const int32_t *offs;       /* [E] int32 cumulative end offsets, device memory            */
+    void          *y;          /* [T, N] bf16, 16-byte aligned                                */
+    int64_t        T;          /* rows of X and Y (>= 0)                                      */
+    int32_t        E, N, K;    /* experts (1..LDMOE_MAX_EXPERTS), output cols, reduction dim  */
+    int32_t        layout;     /* enum ldmoe_layout                                            */
+    int32_t        num_domains;/* D of the localized layout (1..8); ignored for PLAIN (D = 1) */
+    int32_t        mode;       /* enum ldmoe_mode                                              */
+    float          steal_waves;/* <= 0: LDMOE_DEFAULT_STEAL_WAVES; use a tiny value (1e-6) to
+                                  always allow stealing                                        */
+    void          *stream;     /* cudaStream_t (NULL: legacy default stream)                   */
+    int32_t        tile;       /* enum ldmoe_tile                                              */
+    /* Test/debug only: when non-NULL, a device array of 2*debug_cap uint32: entry g counts how
+     * often global tile g was computed, entry debug_cap+g ORs (1 << domain) of the CTAs that
+     * computed it. Costs two atomics per tile. */
+    uint32_t      *debug_tiles;
+    int64_t        debug_cap;
+} ldmoe_params_t;
+
+/* Run Y = X·Wᵀ per expert on `p->stream`. Asynchronous: returns after the launch.
+ * Thread-safe (the per-stream workspace table is locked); calls on different streams run
+ * concurrently. The caller owns all buffers; the library keeps only its small per-(device,
+ * stream) counter workspace (freed by ldmoe_release). */
+int ldmoe_grouped_mm_ex(const ldmoe_params_t *p);
+
+/* Convenience form of ldmoe_grouped_mm_ex with tile = AUTO and no debug array.
+ * steal_waves <= 0 selects the default (2 waves). Thread-safe. */
+int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y,
+                     int64_t T, int E, int N, int K, int layout, int num_domains,
+                     int mode, float steal_waves, void *stream);
+
+/* Convert weights between layouts on `stream` (src and dst must not overlap):
+ * to_localized != 0: [E, N, K] -> [D, E, N/D, K]; else the reverse. N % D == 0, K % 8 == 0,
+ * 16-byte aligned pointers. Asynchronous, thread-safe. */
+int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D,
+                         int to_localized, void *stream);
+
+/* Tile geometry the kernel will use for these sizes (tile = AUTO resolves as the launch would):
+ * *bm weight rows and *bn tokens per tile, and *bound an upper bound on the number of tiles
+ * (global tile ids are < *bound). Any out pointer may be NULL. Pure host computation, no CUDA
+ * call; thread-safe. */
+int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
+                    int *bm, int *bn, int64_t *bound);
+
+/* Test only: overwrite this library's `ldshim_topology` device symbol on the current device
+ * with *topo (as if libldshim had published it); NULL restores what was there before the first
+ * override. Synchronous. Not for concurrent use with running kernels of this library. */
+struct ldshim_topology;
+int ldmoe_debug_set_topology(const struct ldshim_topology *topo);
+
+/* Read back the device symbol as the kernels see it (current device). Synchronous. */
+int ldmoe_get_topology(struct ldshim_topology *out);
+
+/* Free the per-stream workspaces of the current device (synchronizes the device first).
+ * Call only when no ldmoe work is in flight. Thread-safe. */
+int ldmoe_release(void);
+
+/* Static string for a status code, never NULL. Thread-safe. */
+const char *ldmoe_error_string(int status);
+
+/* The calling thread's message for its last failing call ("" if none). Thread-local storage
+ * owned by the library; valid until the thread's next ldmoe call. */
+const char *ldmoe_last_error(void);
+
+/* "0.1.0 (sm_90a wgmma: no)" style string, static storage. */
+const char *ldmoe_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LDMOE_H */

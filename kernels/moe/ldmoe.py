@@ -1,0 +1,223 @@
+"""ldmoe.py — thin ctypes wrapper of libldmoe.so for PyTorch tensors.
+
+    import ldmoe
+    y = ldmoe.grouped_mm(x, w, offs)                    # w [E, N, K], like torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    wl = ldmoe.to_localized(w, 2)                       # [2, E, N/2, K]
+    y = ldmoe.grouped_mm(x, wl, offs, layout="localized", mode="aware")
+
+The library is found through $LDMOE_LIB, then next to this file, then ../../build/ relative to
+it (the source tree), then the dynamic linker's search path. Calls run on
+torch.cuda.current_stream() of the tensors' device and are asynchronous like any CUDA op.
+"""
+import ctypes
+import os
+
+import torch
+
+__all__ = ["grouped_mm", "to_localized", "to_plain", "tile_info", "set_topology", "get_topology",
+           "LdmoeError", "LAYOUTS", "MODES", "TILES"]
+
+LAYOUTS = {"plain": 0, "localized": 1}
+MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
+TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4}
+MAX_SMS = 256
+MAX_DOMAINS = 8
+TOPOLOGY_MAGIC = 0x4C445348
+TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED = 1, 2, 4, 8
+
+
+class LdmoeError(RuntimeError):
+    pass
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("offs", ctypes.c_void_p),
+                ("y", ctypes.c_void_p), ("T", ctypes.c_int64), ("E", ctypes.c_int32),
+                ("N", ctypes.c_int32), ("K", ctypes.c_int32), ("layout", ctypes.c_int32),
+                ("num_domains", ctypes.c_int32), ("mode", ctypes.c_int32),
+                ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p),
+                ("tile", ctypes.c_int32), ("debug_tiles", ctypes.c_void_p),
+                ("debug_cap", ctypes.c_int64)]
+
+
+class Topology(ctypes.Structure):
+    _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
+                ("num_sms", ctypes.c_uint32), ("num_domains", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("sms_per_domain", ctypes.c_uint32 * MAX_DOMAINS),
+                ("sm_domain", ctypes.c_uint8 * MAX_SMS)]
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = [os.environ.get("LDMOE_LIB"), os.path.join(here, "libldmoe.so"),
+             os.path.join(here, "..", "..", "build", "libldmoe.so"), "libldmoe.so"]
+    err = None
+    for c in cands:
+        if not c or (os.sep in c and not os.path.exists(c)):
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+            break
+        except OSError as e:
+            err = e
+    else:
+        raise LdmoeError("libldmoe.so not found (set LDMOE_LIB); last error: %s" % err)
+    lib.ldmoe_grouped_mm_ex.argtypes = [ctypes.POINTER(_Params)]
+    lib.ldmoe_convert_layout.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + [ctypes.c_void_p]
+    lib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [
+        ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]
+    lib.ldmoe_debug_set_topology.argtypes = [ctypes.c_void_p]
+    lib.ldmoe_get_topology.argtypes = [ctypes.c_void_p]
+    lib.ldmoe_error_string.restype = ctypes.c_char_p
+    lib.ldmoe_last_error.restype = ctypes.c_char_p
+    lib.ldmoe_version.restype = ctypes.c_char_p
+    _lib = lib
+    return lib
+
+
+def _check(rc):
+    if rc != 0:
+        lib = _load()
+        raise LdmoeError("ldmoe: %s: %s" % (lib.ldmoe_error_string(rc).decode(),
+                                            lib.ldmoe_last_error().decode()))
+
+
+def _enum(table, v, what):
+    if isinstance(v, int):
+        return v
+    if v not in table:
+        raise ValueError("%s must be one of %s, got %r" % (what, sorted(table), v))
+    return table[v]
+
+
+def _need(t, name, dtype, dev, ndim=None):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s must be a torch.Tensor" % name)
+    if t.dtype != dtype:
+        raise TypeError("%s must be %s, got %s" % (name, dtype, t.dtype))
+    if t.device != dev:
+        raise ValueError("%s is on %s, expected %s" % (name, t.device, dev))
+    if not t.is_contiguous():
+        raise ValueError("%s must be contiguous" % name)
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
+
+
+def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.0, tile="auto",
+               debug_tiles=None):
+    """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
+
+    x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16; offs [E] int32;
+    out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
+    mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
+    debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h)."""
+    lib = _load()
+    lay = _enum(LAYOUTS, layout, "layout")
+    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+        raise ValueError("x must be a CUDA tensor")
+    dev = x.device
+    _need(x, "x", torch.bfloat16, dev, 2)
+    _need(w, "w", torch.bfloat16, dev, 3 if lay == 0 else 4)
+    _need(offs, "offs", torch.int32, dev, 1)
+    T, K = x.shape
+    if lay == 0:
+        E, N, Kw = w.shape
+        D = 1
+    else:
+        D, E, ND, Kw = w.shape
+        N = ND * D
+    if Kw != K:
+        raise ValueError("K mismatch: x has %d, w has %d" % (K, Kw))
+    if offs.shape[0] != E:
+        raise ValueError("offs has %d entries, w has %d experts" % (offs.shape[0], E))
+    if out is None:
+        out = torch.empty((T, N), dtype=torch.bfloat16, device=dev)
+    else:
+        _need(out, "out", torch.bfloat16, dev, 2)
+        if tuple(out.shape) != (T, N):
+            raise ValueError("out must be [%d, %d], got %s" % (T, N, tuple(out.shape)))
+    p = _Params()
+    p.x, p.w, p.offs, p.y = x.data_ptr(), w.data_ptr(), offs.data_ptr(), out.data_ptr()
+    p.T, p.E, p.N, p.K = T, E, N, K
+    p.layout, p.num_domains = lay, D
+    p.mode = _enum(MODES, mode, "mode")
+    p.steal_waves = float(steal_waves)
+    p.tile = _enum(TILES, tile, "tile")
+    if debug_tiles is not None:
+        _need(debug_tiles, "debug_tiles", torch.int32, dev, 1)
+        p.debug_tiles = debug_tiles.data_ptr()
+        p.debug_cap = debug_tiles.numel() // 2
+    with torch.cuda.device(dev):
+        p.stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(lib.ldmoe_grouped_mm_ex(ctypes.byref(p)))
+    return out
+
+
+def tile_info(T, E, N, K, layout="plain", num_domains=1, tile="auto"):
+    """(bm, bn, bound): weight rows and tokens per tile, and an upper bound on tile ids."""
+    lib = _load()
+    bm, bn, bound = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+    _check(lib.ldmoe_tile_info(T, E, N, K, _enum(LAYOUTS, layout, "layout"), num_domains,
+                               _enum(TILES, tile, "tile"), ctypes.byref(bm), ctypes.byref(bn),
+                               ctypes.byref(bound)))
+    return bm.value, bn.value, bound.value
+
+
+def _convert(w, D, to_loc):
+    lib = _load()
+    if to_loc:
+        _need(w, "w", torch.bfloat16, w.device, 3)
+        E, N, K = w.shape
+        if N % D:
+            raise ValueError("N = %d is not a multiple of D = %d" % (N, D))
+        out = torch.empty((D, E, N // D, K), dtype=w.dtype, device=w.device)
+    else:
+        _need(w, "w", torch.bfloat16, w.device, 4)
+        D, E, ND, K = w.shape
+        N = ND * D
+        out = torch.empty((E, N, K), dtype=w.dtype, device=w.device)
+    with torch.cuda.device(w.device):
+        _check(lib.ldmoe_convert_layout(w.data_ptr(), out.data_ptr(), E, N, K, D, int(to_loc),
+                                        torch.cuda.current_stream(w.device).cuda_stream))
+    return out
+
+
+def to_localized(w, D):
+    """[E, N, K] -> [D, E, N/D, K] (new tensor, device kernel)."""
+    return _convert(w, D, True)
+
+
+def to_plain(w):
+    """[D, E, N/D, K] -> [E, N, K] (new tensor, device kernel)."""
+    return _convert(w, w.shape[0], False)
+
+
+def set_topology(sm_domain=None, num_domains=2, flags=TOPO_VALID | TOPO_AWARE, magic=TOPOLOGY_MAGIC):
+    """Test only: override the published map on the current device; None restores it."""
+    lib = _load()
+    if sm_domain is None:
+        _check(lib.ldmoe_debug_set_topology(None))
+        return
+    t = Topology()
+    t.magic, t.version, t.num_sms, t.num_domains, t.flags = magic, 1, len(sm_domain), num_domains, flags
+    for i, d in enumerate(sm_domain):
+        t.sm_domain[i] = d
+        t.sms_per_domain[d] += 1
+    _check(lib.ldmoe_debug_set_topology(ctypes.byref(t)))
+
+
+def get_topology():
+    """The map as this library's kernels see it (a Topology ctypes struct)."""
+    t = Topology()
+    _check(_load().ldmoe_get_topology(ctypes.byref(t)))
+    return t
+
+
+def version():
+    return _load().ldmoe_version().decode()

@@ -1,0 +1,327 @@
+// ldmoe_api.cu — host side of libldmoe: argument validation, tile configuration, per-stream
+// counter workspaces, launches, the layout converter and the test-only topology override.
+//
+// Errors are values with a thread-local message; nothing is printed.
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "kernels/ldshim_topology.h"
+#include "kernels/moe/ldmoe.h"
+#include "kernels/moe/ldmoe_gemm.cuh"
+
+#define LDMOE_API extern "C" __attribute__((visibility("default")))
+
+// The symbol libldshim fills for this module when the module is loaded.
+LDSHIM_DEFINE_TOPOLOGY();
+
+namespace ldmoe {
+
+// Tile configurations: <BM weight rows, BN tokens, warps along M, warps along N, stages>.
+using CfgT1 = Cfg<64, 16, 4, 1, 8>;     // decode, <= 16 tokens per expert; 80 KiB of loads in flight
+using CfgT2 = Cfg<64, 64, 2, 2, 6>;     // decode, <= 96 tokens per expert
+using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill
+using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, long expert segments
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(KParams p) {
+    grouped_mm_body<C>(p, &ldshim_topology);
+}
+
+// plain [E, N, K] <-> localized [D, E, N/D, K], one 16-byte chunk per thread-iteration.
+__global__ void convert_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int E, int N,
+                               int K, int D, int to_localized) {
+    const int64_t kc = K / 8;
+    const int64_t rows = (int64_t)E * N;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int32_t e = (int32_t)(row / N), n = (int32_t)(row - (int64_t)e * N);
+        const int64_t loc = ldmoe_localized_row(E, N, D, e, n);
+        const uint4 *s = src + (to_localized ? row : loc) * kc;
+        uint4 *d = dst + (to_localized ? loc : row) * kc;
+        for (int64_t c = threadIdx.x; c < kc; c += blockDim.x) d[c] = s[c];
+    }
+}
+
+}  // namespace ldmoe
+
+using namespace ldmoe;
+
+// ---------------------------------------------------------------------------------------------
+// errors
+
+static __thread char g_msg[256];
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+static int cuda_fail(cudaError_t e, const char *what) {
+    return fail(LDMOE_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+LDMOE_API const char *ldmoe_error_string(int status) {
+    switch (status) {
+    case LDMOE_OK: return "success";
+    case LDMOE_ERR_INVALID_ARG: return "invalid argument";
+    case LDMOE_ERR_ALIGNMENT: return "misaligned pointer or size";
+    case LDMOE_ERR_UNSUPPORTED: return "unsupported configuration";
+    case LDMOE_ERR_CUDA: return "CUDA error";
+    case LDMOE_ERR_NO_MEMORY: return "out of memory";
+    default: return "unknown ldmoe status";
+    }
+}
+
+LDMOE_API const char *ldmoe_last_error(void) { return g_msg; }
+
+LDMOE_API const char *ldmoe_version(void) {
+    return LDMOE_VERSION_STRING " (mma.sync m16n8k16 bf16; sm_90a wgmma path: no)";
+}
+
+// ---------------------------------------------------------------------------------------------
+// tile configurations
+
+struct TileCfg {
+    int bm, bn, threads, smem;
+    const void *fn;
+};
+
+static TileCfg tile_cfg(int tile) {
+    switch (tile) {
+    case LDMOE_TILE_64x16: return {CfgT1::BM, CfgT1::BN, CfgT1::THREADS, CfgT1::SMEM, (const void *)grouped_mm_kernel<CfgT1>};
+    case LDMOE_TILE_64x64: return {CfgT2::BM, CfgT2::BN, CfgT2::THREADS, CfgT2::SMEM, (const void *)grouped_mm_kernel<CfgT2>};
+    case LDMOE_TILE_128x128: return {CfgT3::BM, CfgT3::BN, CfgT3::THREADS, CfgT3::SMEM, (const void *)grouped_mm_kernel<CfgT3>};
+    default: return {CfgT4::BM, CfgT4::BN, CfgT4::THREADS, CfgT4::SMEM, (const void *)grouped_mm_kernel<CfgT4>};
+    }
+}
+
+// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short.
+static int resolve_tile(int tile, int64_t T, int E) {
+    if (tile != LDMOE_TILE_AUTO) return tile;
+    int64_t avg = E > 0 ? T / E : T;
+    if (avg <= 16) return LDMOE_TILE_64x16;
+    if (avg <= 96) return LDMOE_TILE_64x64;
+    if (avg <= 1024) return LDMOE_TILE_128x128;
+    return LDMOE_TILE_128x256;
+}
+
+static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int tile) {
+    if (T < 0) return fail(LDMOE_ERR_INVALID_ARG, "T = %lld must be >= 0", (long long)T);
+    if (E < 1 || E > LDMOE_MAX_EXPERTS)
+        return fail(E < 1 ? LDMOE_ERR_INVALID_ARG : LDMOE_ERR_UNSUPPORTED, "E = %d must be in 1..%d", E, LDMOE_MAX_EXPERTS);
+    if (N < 1 || K < 1) return fail(LDMOE_ERR_INVALID_ARG, "N = %d and K = %d must be >= 1", N, K);
+    if (layout != LDMOE_LAYOUT_PLAIN && layout != LDMOE_LAYOUT_LOCALIZED)
+        return fail(LDMOE_ERR_INVALID_ARG, "layout %d is neither PLAIN (0) nor LOCALIZED (1)", layout);
+    if (layout == LDMOE_LAYOUT_LOCALIZED && (D < 1 || D > LDMOE_MAX_DOMAINS))
+        return fail(LDMOE_ERR_INVALID_ARG, "num_domains = %d must be in 1..%d for the localized layout", D, LDMOE_MAX_DOMAINS);
+    if (tile < LDMOE_TILE_AUTO || tile >= LDMOE_TILE_COUNT_) return fail(LDMOE_ERR_INVALID_ARG, "tile %d unknown", tile);
+    if (K % 8) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 8 (16-byte rows)", K);
+    if (N % (8 * D)) return fail(LDMOE_ERR_ALIGNMENT, "N = %d must be a multiple of 8*D = %d", N, 8 * D);
+    if (T * (int64_t)(N > K ? N : K) > ((int64_t)1 << 62) / 2)
+        return fail(LDMOE_ERR_INVALID_ARG, "T*max(N,K) too large");
+    return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
+                              int *bm, int *bn, int64_t *bound) {
+    int D = layout == LDMOE_LAYOUT_LOCALIZED ? num_domains : 1;
+    int rc = check_sizes(T, E, N, K, layout, D, tile);
+    if (rc) return rc;
+    TileCfg c = tile_cfg(resolve_tile(tile, T, E));
+    int64_t nbs = (N / D + c.bm - 1) / c.bm;
+    if (bm) *bm = c.bm;
+    if (bn) *bn = c.bn;
+    if (bound) *bound = ((T + c.bn - 1) / c.bn + E) * D * nbs;
+    return LDMOE_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// per-device facts and per-(device, stream) counter workspaces
+
+#define LDMOE_MAX_DEVICES 64
+#define LDMOE_MAX_WORKSPACES 256
+
+struct Workspace { int device; void *stream; unsigned *ctr; };
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_sms[LDMOE_MAX_DEVICES];
+static unsigned g_attr_done[LDMOE_MAX_DEVICES];   // bit t: smem attribute set for tile t
+static Workspace g_ws[LDMOE_MAX_WORKSPACES];
+static int g_nws;
+
+// Caller holds g_lock.
+static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
+    if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
+    cudaError_t e;
+    if (!g_sms[dev]) {
+        int v = 0;
+        if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+            return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
+        g_sms[dev] = v;
+    }
+    if (!(g_attr_done[dev] & (1u << tile))) {
+        if ((e = cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem)) != cudaSuccess)
+            return cuda_fail(e, "cudaFuncSetAttribute(max dynamic shared memory)");
+        g_attr_done[dev] |= 1u << tile;
+    }
+    *sms = g_sms[dev];
+    return LDMOE_OK;
+}
+
+// Caller holds g_lock. A new workspace is zeroed on `stream`, so it is ordered before the launch.
+static int workspace_get(int dev, void *stream, unsigned **out) {
+    for (int i = 0; i < g_nws; ++i)
+        if (g_ws[i].device == dev && g_ws[i].stream == stream) { *out = g_ws[i].ctr; return LDMOE_OK; }
+    if (g_nws == LDMOE_MAX_WORKSPACES)
+        return fail(LDMOE_ERR_UNSUPPORTED, "more than %d streams in use; call ldmoe_release()", LDMOE_MAX_WORKSPACES);
+    unsigned *p = NULL;
+    cudaError_t e = cudaMalloc((void **)&p, kCounterWords * sizeof(unsigned));
+    if (e != cudaSuccess) return fail(LDMOE_ERR_NO_MEMORY, "workspace cudaMalloc: %s", cudaGetErrorString(e));
+    if ((e = cudaMemsetAsync(p, 0, kCounterWords * sizeof(unsigned), (cudaStream_t)stream)) != cudaSuccess) {
+        cudaFree(p);
+        return cuda_fail(e, "workspace cudaMemsetAsync");
+    }
+    g_ws[g_nws++] = Workspace{dev, stream, p};
+    *out = p;
+    return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_release(void) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess) return cuda_fail(e, "cudaDeviceSynchronize");
+    pthread_mutex_lock(&g_lock);
+    int kept = 0;
+    for (int i = 0; i < g_nws; ++i) {
+        if (g_ws[i].device == dev) cudaFree(g_ws[i].ctr);
+        else g_ws[kept++] = g_ws[i];
+    }
+    g_nws = kept;
+    pthread_mutex_unlock(&g_lock);
+    return LDMOE_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// launches
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    const int D = p->layout == LDMOE_LAYOUT_LOCALIZED ? p->num_domains : 1;
+    int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile);
+    if (rc) return rc;
+    if (p->mode < LDMOE_MODE_AUTO || p->mode > LDMOE_MODE_STATIC)
+        return fail(LDMOE_ERR_INVALID_ARG, "mode %d unknown (0 auto, 1 aware, 2 unaware, 3 static)", p->mode);
+    if (!(p->steal_waves == p->steal_waves)) return fail(LDMOE_ERR_INVALID_ARG, "steal_waves is NaN");
+    if (!p->offs) return fail(LDMOE_ERR_INVALID_ARG, "offs is NULL");
+    if (p->T > 0 && (!p->x || !p->w || !p->y))
+        return fail(LDMOE_ERR_INVALID_ARG, "x, w and y must be non-NULL (x=%p w=%p y=%p)", p->x, p->w, p->y);
+    if (!aligned16(p->x) || !aligned16(p->w) || !aligned16(p->y))
+        return fail(LDMOE_ERR_ALIGNMENT, "x, w and y must be 16-byte aligned (x=%p w=%p y=%p)", p->x, p->w, p->y);
+    if (((uintptr_t)p->offs & 3u) != 0) return fail(LDMOE_ERR_ALIGNMENT, "offs must be 4-byte aligned");
+    if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
+    if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
+
+    const int tile = resolve_tile(p->tile, p->T, p->E);
+    const TileCfg c = tile_cfg(tile);
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    unsigned *ctr = NULL;
+    pthread_mutex_lock(&g_lock);
+    rc = device_setup(dev, tile, c, &sms);
+    if (!rc) rc = workspace_get(dev, p->stream, &ctr);
+    pthread_mutex_unlock(&g_lock);
+    if (rc) return rc;
+
+    KParams kp;
+    kp.x = (const __nv_bfloat16 *)p->x;
+    kp.w = (const __nv_bfloat16 *)p->w;
+    kp.offs = p->offs;
+    kp.y = (__nv_bfloat16 *)p->y;
+    kp.T = p->T;
+    kp.E = p->E; kp.N = p->N; kp.K = p->K; kp.D = D; kp.ND = p->N / D;
+    kp.nbs = (kp.ND + c.bm - 1) / c.bm;
+    kp.mode = p->mode;
+    kp.steal_waves = p->steal_waves > 0.f ? p->steal_waves : LDMOE_DEFAULT_STEAL_WAVES;
+    kp.ctr = ctr;
+    kp.dbg = p->debug_tiles;
+    kp.dbg_cap = p->debug_tiles ? p->debug_cap : 0;
+    void *args[] = {&kp};
+    e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)p->stream);
+    if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");
+    g_msg[0] = 0;
+    return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y, int64_t T, int E,
+                               int N, int K, int layout, int num_domains, int mode, float steal_waves,
+                               void *stream) {
+    ldmoe_params_t p;
+    memset(&p, 0, sizeof p);
+    p.x = x; p.w = w; p.offs = offs; p.y = y; p.T = T; p.E = E; p.N = N; p.K = K;
+    p.layout = layout; p.num_domains = num_domains; p.mode = mode; p.steal_waves = steal_waves;
+    p.stream = stream;
+    return ldmoe_grouped_mm_ex(&p);
+}
+
+LDMOE_API int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D, int to_localized,
+                                   void *stream) {
+    if (!src || !dst) return fail(LDMOE_ERR_INVALID_ARG, "src and dst must be non-NULL");
+    if (E < 1 || N < 1 || K < 1 || D < 1 || D > LDMOE_MAX_DOMAINS)
+        return fail(LDMOE_ERR_INVALID_ARG, "E=%d N=%d K=%d D=%d: all >= 1, D <= %d", E, N, K, D, LDMOE_MAX_DOMAINS);
+    if (N % D) return fail(LDMOE_ERR_INVALID_ARG, "N = %d is not a multiple of D = %d", N, D);
+    if (K % 8 || !aligned16(src) || !aligned16(dst))
+        return fail(LDMOE_ERR_ALIGNMENT, "K must be a multiple of 8 and src/dst 16-byte aligned");
+    const size_t bytes = (size_t)E * N * K * 2;
+    if ((const char *)src < (const char *)dst + bytes && (const char *)dst < (const char *)src + bytes)
+        return fail(LDMOE_ERR_INVALID_ARG, "src and dst overlap");
+    int64_t rows = (int64_t)E * N;
+    int grid = (int)(rows < 65536 ? rows : 65536);
+    convert_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>((const uint4 *)src, (uint4 *)dst, E, N, K, D, to_localized);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e, "launch of the layout converter");
+    g_msg[0] = 0;
+    return LDMOE_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// topology (test override)
+
+static ldshim_topology_t g_saved[LDMOE_MAX_DEVICES];
+static bool g_saved_valid[LDMOE_MAX_DEVICES];
+
+LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out) {
+    if (!out) return fail(LDMOE_ERR_INVALID_ARG, "out is NULL");
+    cudaError_t e = cudaMemcpyFromSymbol(out, ldshim_topology, sizeof *out);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyFromSymbol(ldshim_topology)");
+    return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_debug_set_topology(const struct ldshim_topology *topo) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d", dev);
+    pthread_mutex_lock(&g_lock);
+    int rc = LDMOE_OK;
+    if (!g_saved_valid[dev]) {
+        e = cudaMemcpyFromSymbol(&g_saved[dev], ldshim_topology, sizeof(ldshim_topology_t));
+        if (e != cudaSuccess) rc = cuda_fail(e, "cudaMemcpyFromSymbol(ldshim_topology)");
+        else g_saved_valid[dev] = true;
+    }
+    if (!rc) {
+        const ldshim_topology_t *src = topo ? topo : &g_saved[dev];
+        e = cudaMemcpyToSymbol(ldshim_topology, src, sizeof(ldshim_topology_t));
+        if (e != cudaSuccess) rc = cuda_fail(e, "cudaMemcpyToSymbol(ldshim_topology)");
+        else if (!topo) g_saved_valid[dev] = false;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* ldmoe_tiles.h — tile numbering of the grouped GEMM, shared by the kernel, the host launcher
+ * and the CPU tests (plain C, no CUDA needed).
+ *
+ * A tile is (expert e, slice d, n-block b within the slice, m-block m within the expert's
+ * tokens): BM weight rows × BN tokens. With mb[e] = ceil(count_e / BN), prefix[e] = Σ_{i<e} mb[i],
+ * nbs = ceil((N/D) / BM) n-blocks per slice:
+ *
+ *   global id   g = prefix[e]·D·nbs + (d·nbs + b)·mb[e] + m      (order of the shared queue)
+ *   queue d     q = prefix[e]·nbs + b·mb[e] + m                 (order of domain d's queue)
+ *
+ * so consecutive tiles walk the m-blocks of one weight block (the weight block is read from HBM
+ * once and from L2 by the others), then the next weight block of the same expert.
+ * All functions are pure and thread-safe.
+ */
+#ifndef LDMOE_TILES_H
+#define LDMOE_TILES_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define LDMOE_HD __host__ __device__ __forceinline__
+#else
+#define LDMOE_HD static inline
+#endif
+
+typedef struct ldmoe_tile_pos {
+    int32_t e, d, b, m;   /* expert, slice, n-block in slice, m-block */
+} ldmoe_tile_pos_t;
+
+/* Expert whose tile range holds `v` in units of prefix: the largest e with prefix[e] <= v and
+ * prefix[e+1] > v. prefix has E+1 entries, prefix[E] > v required. */
+LDMOE_HD int32_t ldmoe_find_expert(const int32_t *prefix, int32_t E, int64_t v) {
+    int32_t lo = 0, hi = E - 1;           /* answer in [lo, hi] */
+    while (lo < hi) {
+        int32_t mid = (lo + hi + 1) >> 1;
+        if ((int64_t)prefix[mid] <= v) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Decode a global id (shared queue / static order). */
+LDMOE_HD ldmoe_tile_pos_t ldmoe_decode_global(const int32_t *prefix, int32_t E, int32_t D,
+                                              int32_t nbs, int64_t g) {
+    ldmoe_tile_pos_t p;
+    int64_t per = (int64_t)D * nbs;
+    p.e = ldmoe_find_expert(prefix, E, g / per);
+    int64_t r = g - (int64_t)prefix[p.e] * per;
+    int32_t mb = prefix[p.e + 1] - prefix[p.e];
+    int32_t nbg = (int32_t)(r / mb);
+    p.m = (int32_t)(r - (int64_t)nbg * mb);
+    p.d = nbg / nbs;
+    p.b = nbg - p.d * nbs;
+    return p;
+}
+
+/* Decode index q of domain d's queue. */
+LDMOE_HD ldmoe_tile_pos_t ldmoe_decode_queue(const int32_t *prefix, int32_t E, int32_t nbs,
+                                             int32_t d, int64_t q) {
+    ldmoe_tile_pos_t p;
+    p.e = ldmoe_find_expert(prefix, E, q / nbs);
+    int64_t r = q - (int64_t)prefix[p.e] * nbs;
+    int32_t mb = prefix[p.e + 1] - prefix[p.e];
+    p.b = (int32_t)(r / mb);
+    p.m = (int32_t)(r - (int64_t)p.b * mb);
+    p.d = d;
+    return p;
+}
+
+/* Global id of a position (inverse of ldmoe_decode_global). */
+LDMOE_HD int64_t ldmoe_global_id(const int32_t *prefix, int32_t D, int32_t nbs, ldmoe_tile_pos_t p) {
+    int32_t mb = prefix[p.e + 1] - prefix[p.e];
+    return (int64_t)prefix[p.e] * D * nbs + (int64_t)(p.d * nbs + p.b) * mb + p.m;
+}
+
+/* Stealing rule: a CTA whose own queue is empty may take from another domain's queue when the
+ * launch holds at least `steal_waves` waves of tiles, or when that domain has no SM at all
+ * (otherwise its tiles would wait for the last CTA's drain). */
+LDMOE_HD int ldmoe_may_steal(int64_t total_tiles, int32_t grid, float steal_waves,
+                             int32_t sms_in_victim_domain) {
+    return sms_in_victim_domain == 0 || (double)total_tiles >= (double)steal_waves * (double)grid;
+}
+
+/* Row index mapping of the layouts: plain row (e, n) <-> localized row (d, e, r). */
+LDMOE_HD int64_t ldmoe_localized_row(int32_t E, int32_t N, int32_t D, int32_t e, int32_t n) {
+    int32_t nd = N / D;
+    int32_t d = n / nd;
+    return ((int64_t)d * E + e) * nd + (n - d * nd);
+}
+
+#endif /* LDMOE_TILES_H */

@@ -1,0 +1,55 @@
+# kernels/moe/moe.mk — libldmoe.so (persistent domain-aware MoE grouped GEMM), its CPU tests
+# (tests/moe) and GPU tests (tests/gpu/moe).
+#
+#   make build/libldmoe.so       the library; ptxas register/spill report in build/moe-ptxas.log
+#   make test-moe                CPU suite (tile numbering, steal rule, scheduler simulation,
+#                                argument validation through the library)
+#   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
+#   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
+
+LDMOE_DIR      := kernels/moe
+LDMOE_BUILD    := $(BUILD)/moe
+LDMOE_LIB      := $(BUILD)/libldmoe.so
+LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
+LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
+LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_gemm.cuh $(LDMOE_DIR)/ldmoe_sched.cuh \
+                  kernels/ldshim_topology.h
+# sm_90a (Hopper with wgmma/setmaxnreg), sm_90, sm_100 machine code, compute_100 PTX.
+LDMOE_GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90 \
+                  -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100
+LDMOE_NVFLAGS  := -std=c++17 -O3 --threads 0 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+                  -Werror all-warnings -lineinfo $(LDMOE_GENCODE)
+
+$(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(LDMOE_NVFLAGS) -Xptxas -v -c $< -o $@ 2> $(LDMOE_PTXAS).tmp || { cat $(LDMOE_PTXAS).tmp >&2; exit 1; }
+	@mv $(LDMOE_PTXAS).tmp $(LDMOE_PTXAS)
+	@grep -E "spill|Used" $(LDMOE_PTXAS) | grep -v " 0 bytes spill" | grep -i spill >&2 && \
+	  echo "moe: WARNING: spills, see $(LDMOE_PTXAS)" >&2 || true
+
+$(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map
+	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< \
+	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
+
+# ---- CPU tests ----
+LDMOE_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_cpu
+$(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit
+
+.PHONY: test-moe test-gpu-moe bench-moe
+test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
+	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
+
+test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
+
+bench-moe: $(LDMOE_LIB)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) bench/moe/bench_moe.py
+
+ALL_TARGETS     += $(LDMOE_LIB)
+TEST_SUITES     += test-moe
+GPU_TEST_SUITES += test-gpu-moe
+INSTALL_LIBS    += $(LDMOE_LIB)
+INSTALL_HEADERS += $(LDMOE_HEADERS)
+INSTALL_DATA    += $(LDMOE_DIR)/ldmoe.py

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""test_moe.py — GPU tests of libldmoe (needs an NVIDIA GPU, PyTorch).
+
+Correctness against an fp32 reference on fresh random inputs per case (random routing with
+empty experts and counts that are not tile multiples; both layouts; all modes and tiles; the four
+placement states via a fake published map), output poisoned with NaN before every run, and
+scheduler tests: every tile computed exactly once (debug counters) under local-first, stealing,
+unaware and static schedules, with unbalanced (74/66), single-domain and absent maps.
+
+Usage: test_moe.py [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
+"""
+import argparse
+import math
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
+import ldmoe  # noqa: E402
+
+PASSED, FAILED = 0, 0
+TOL = 1e-2
+
+
+def report(ok, name, detail=""):
+    global PASSED, FAILED
+    if ok:
+        PASSED += 1
+    else:
+        FAILED += 1
+    print("%s %s %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
+
+
+def routing(gen, T, E, zero_frac=0.25):
+    """Random counts summing to T with some experts empty; returns (offs int32 cuda, counts)."""
+    alive = [e for e in range(E) if torch.rand((), generator=gen).item() >= zero_frac] or [0]
+    cuts = sorted(torch.randint(0, T + 1, (len(alive) - 1,), generator=gen).tolist())
+    parts = [b - a for a, b in zip([0] + cuts, cuts + [T])]
+    counts = [0] * E
+    for e, c in zip(alive, parts):
+        counts[e] = c
+    offs, run = [], 0
+    for c in counts:
+        run += c
+        offs.append(run)
+    return torch.tensor(offs, dtype=torch.int32, device="cuda"), counts
+
+
+def reference(x, w, counts):
+    out = torch.empty((x.shape[0], w.shape[1]), dtype=torch.float32, device=x.device)
+    s = 0
+    for e, c in enumerate(counts):
+        if c:
+            out[s:s + c] = x[s:s + c].float() @ w[e].float().t()
+        s += c
+    return out
+
+
+def check_out(name, y, ref, T_used):
+    body = y[:T_used].float()
+    tail_ok = bool(torch.isnan(y[T_used:].float()).all()) if T_used < y.shape[0] else True
+    finite = bool(torch.isfinite(body).all())
+    err = (torch.linalg.norm(body - ref[:T_used]) / torch.linalg.norm(ref[:T_used]).clamp_min(1e-30)).item() \
+        if T_used else 0.0
+    ok = finite and tail_ok and err < TOL
+    report(ok, name, "rel_err=%.2e finite=%s untouched_tail=%s" % (err, finite, tail_ok))
+    return ok
+
+
+def fake_map(num_sms, split, seed):
+    """Map of num_sms SMs, whole TPCs, `split[d]` SMs in domain d, TPCs assigned at random."""
+    g = torch.Generator().manual_seed(seed)
+    tpcs = torch.randperm(num_sms // 2, generator=g).tolist()
+    dom = [0] * num_sms
+    k = 0
+    for d, n in enumerate(split):
+        for t in tpcs[k:k + n // 2]:
+            dom[2 * t] = dom[2 * t + 1] = d
+        k += n // 2
+    return dom
+
+
+def test_converter(gen):
+    for (E, N, K, D) in [(3, 64, 72, 2), (8, 1536, 256, 2), (2, 96, 8, 4)]:
+        w = torch.randn((E, N, K), generator=gen, device="cpu").to(torch.bfloat16).cuda()
+        wl = ldmoe.to_localized(w, D)
+        ref = w.view(E, D, N // D, K).permute(1, 0, 2, 3).contiguous()
+        back = ldmoe.to_plain(wl)
+        torch.cuda.synchronize()
+        report(torch.equal(wl, ref) and torch.equal(back, w), "convert E=%d N=%d K=%d D=%d" % (E, N, K, D))
+
+
+def test_errors():
+    x = torch.zeros((16, 100), dtype=torch.bfloat16, device="cuda")
+    w = torch.zeros((2, 64, 100), dtype=torch.bfloat16, device="cuda")
+    offs = torch.tensor([8, 16], dtype=torch.int32, device="cuda")
+    try:
+        ldmoe.grouped_mm(x, w, offs)
+        report(False, "error K%8", "no error raised")
+    except ldmoe.LdmoeError as e:
+        report("multiple of 8" in str(e), "error K%8", str(e))
+    try:
+        ldmoe.grouped_mm(x.float(), w, offs)
+        report(False, "error dtype", "no error raised")
+    except TypeError as e:
+        report(True, "error dtype", str(e))
+
+
+def test_correctness(gen, quick):
+    shapes = [  # T, E, N, K
+        (37, 4, 128, 64), (300, 8, 256, 200), (1000, 16, 768, 512), (64, 1, 192, 128),
+        (2500, 8, 1024, 1024), (130, 128, 1536, 256), (4096, 4, 512, 2048), (8, 32, 256, 4096),
+    ]
+    if quick:
+        shapes = shapes[:4]
+    tiles = ["auto", "64x16", "64x64", "128x128", "128x256"]
+    modes = ["auto", "aware", "unaware", "static"]
+    for si, (T, E, N, K) in enumerate(shapes):
+        for layout in ["plain", "localized"]:
+            for ti, tile in enumerate(tiles):
+                mode = modes[(si + ti) % 4] if tile != "auto" else None
+                for m in ([mode] if mode else modes):
+                    # fresh inputs per case
+                    x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
+                    w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+                    offs, counts = routing(gen, T - (T // 7 if si % 2 else 0), E)
+                    used = sum(counts)
+                    y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+                    ldmoe.grouped_mm(x, wk, offs, layout=layout, mode=m, tile=tile, out=y)
+                    torch.cuda.synchronize()
+                    ref = reference(x, w, counts)
+                    check_out("mm T=%d E=%d N=%d K=%d %s tile=%s mode=%s" % (T, E, N, K, layout, tile, m),
+                              y, ref, used)
+
+
+def test_states(gen, num_sms):
+    """The four placement states as the shim would publish them, mode auto."""
+    even = [(s >> 1) & 1 for s in range(num_sms)]
+    states = {
+        "stock": None,
+        "memory": (even, ldmoe.TOPO_VALID),
+        "full": (even, ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE),
+        "mismatch": ([1 - d for d in even], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE | ldmoe.TOPO_INVERTED),
+    }
+    T, E, N, K = 1500, 8, 1024, 768
+    for name, st in states.items():
+        if st is None:
+            ldmoe.set_topology(None)
+        else:
+            ldmoe.set_topology(st[0], 2, st[1])
+        for layout in ["plain", "localized"]:
+            x = torch.randn((T, K), generator=gen).to(torch.bfloat16).cuda()
+            w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+            offs, counts = routing(gen, T, E)
+            y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+            ldmoe.grouped_mm(x, wk, offs, layout=layout, mode="auto", out=y)
+            torch.cuda.synchronize()
+            check_out("state=%s %s" % (name, layout), y, reference(x, w, counts), sum(counts))
+    ldmoe.set_topology(None)
+
+
+def expected_tiles(counts, N, D, bm, bn):
+    nd = N // D
+    nbs = -(-nd // bm)
+    mb = [-(-c // bn) for c in counts]
+    prefix = [0]
+    for v in mb:
+        prefix.append(prefix[-1] + v)
+    slice_of = {}
+    for e in range(len(counts)):
+        for d in range(D):
+            for b in range(nbs):
+                for m in range(mb[e]):
+                    slice_of[prefix[e] * D * nbs + (d * nbs + b) * mb[e] + m] = d
+    return slice_of
+
+
+def test_scheduler(gen, num_sms):
+    T, E, N, K = 3000, 8, 2048, 256   # 64x64 tiles -> 32 n-blocks x ~47 m-blocks x ... many waves
+    maps = {
+        "74/66": (fake_map(140, [74, 66], 7), 2),
+        "66/66": (fake_map(num_sms, [num_sms // 2, num_sms // 2], 3), 2),
+        "single": ([0] * num_sms, 1),
+        "none": None,
+    }
+    cases = [("aware", 0.0), ("aware", 1e-6), ("aware", 1e9), ("unaware", 0.0), ("static", 0.0)]
+    for mname, mp in maps.items():
+        if mp is None:
+            ldmoe.set_topology(None)
+        else:
+            ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
+        for tile, tt in [("64x64", T), ("128x128", 700)]:
+            for mode, waves in cases:
+                x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
+                w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+                offs, counts = routing(gen, tt, E)
+                wl = ldmoe.to_localized(w, 2)
+                bm, bn, bound = ldmoe.tile_info(tt, E, N, K, "localized", 2, tile)
+                exp = expected_tiles(counts, N, 2, bm, bn)
+                dbg = torch.zeros(2 * bound, dtype=torch.int32, device="cuda")
+                reps = 3   # counters must reset themselves between launches
+                for _ in range(reps):
+                    y = torch.full((tt, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    ldmoe.grouped_mm(x, wl, offs, layout="localized", mode=mode, steal_waves=waves,
+                                     tile=tile, out=y, debug_tiles=dbg)
+                torch.cuda.synchronize()
+                cnt = dbg[:bound].cpu().tolist()
+                dom = dbg[bound:].cpu().tolist()
+                bad = [g for g in range(bound) if cnt[g] != (reps if g in exp else 0)]
+                local = sum(1 for g, d in exp.items() if dom[g] == (1 << d))
+                name = "sched map=%s tile=%s mode=%s waves=%g" % (mname, tile, mode, waves)
+                ok = not bad
+                detail = "tiles=%d wrong=%d local=%d" % (len(exp), len(bad), local)
+                # local-first without stealing, both domains populated: every tile stays home
+                if ok and mode == "aware" and waves >= 1e9 and mname in ("74/66", "66/66"):
+                    ok = local == len(exp)
+                    detail += " (all local expected)"
+                report(ok, name, detail)
+                if mode == "aware" and waves == 0.0:
+                    check_out(name + " output", y, reference(x, w, counts), sum(counts))
+    ldmoe.set_topology(None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--result", help="write '<passed> <failed>' here")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
+    a = ap.parse_args()
+    print("seed %d, %s, %s" % (a.seed, ldmoe.version(), torch.cuda.get_device_name()), flush=True)
+    gen = torch.Generator().manual_seed(a.seed)
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    t = ldmoe.get_topology()
+    print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
+    for fn in (lambda: test_converter(gen), test_errors, lambda: test_correctness(gen, a.quick),
+               lambda: test_states(gen, num_sms), lambda: test_scheduler(gen, num_sms)):
+        try:
+            fn()
+        except Exception:
+            traceback.print_exc()
+            report(False, "exception")
+    print("test-gpu-moe: %d passed, %d failed" % (PASSED, FAILED))
+    if a.result:
+        with open(a.result, "w") as f:
+            f.write("%d %d\n" % (PASSED, FAILED))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+/* test_ldmoe_cpu.c — CPU tests of libldmoe: tile numbering (the kernel's and the tests' shared
+ * contract), the steal rule, the layout row mapping, and argument validation through the real
+ * library (no GPU needed: every rejected call returns before touching CUDA). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/moe/ldmoe.h"
+#include "kernels/moe/ldmoe_tiles.h"
+#include "tests/unit/cunit_main.h"
+
+/* Build a prefix of m-blocks for `counts`. */
+static void make_prefix(const int *counts, int E, int bn, int32_t *prefix) {
+    prefix[0] = 0;
+    for (int e = 0; e < E; ++e) prefix[e + 1] = prefix[e] + (counts[e] + bn - 1) / bn;
+}
+
+static void check_numbering(const int *counts, int E, int D, int nbs, int bn) {
+    int32_t prefix[65];
+    make_prefix(counts, E, bn, prefix);
+    int64_t per = (int64_t)prefix[E] * nbs, total = per * D;
+    unsigned char *seen = calloc(total ? total : 1, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+    int ok_roundtrip = 1, ok_range = 1, ok_block = 1;
+    for (int d = 0; d < D; ++d)
+        for (int64_t q = 0; q < per; ++q) {
+            ldmoe_tile_pos_t p = ldmoe_decode_queue(prefix, E, nbs, d, q);
+            if (p.d != d || p.b < 0 || p.b >= nbs || p.m < 0 || p.m >= prefix[p.e + 1] - prefix[p.e]) ok_block = 0;
+            int64_t g = ldmoe_global_id(prefix, D, nbs, p);
+            if (g < 0 || g >= total) { ok_range = 0; continue; }
+            seen[g]++;
+            ldmoe_tile_pos_t r = ldmoe_decode_global(prefix, E, D, nbs, g);
+            if (r.e != p.e || r.d != p.d || r.b != p.b || r.m != p.m) ok_roundtrip = 0;
+        }
+    int ok_once = 1;
+    for (int64_t g = 0; g < total; ++g) if (seen[g] != 1) ok_once = 0;
+    CU_ASSERT(ok_block);
+    CU_ASSERT(ok_range);
+    CU_ASSERT(ok_roundtrip);
+    CU_ASSERT(ok_once);
+    free(seen);
+}
+
+static void test_numbering_fixed(void) {
+    int counts[6] = {0, 17, 64, 0, 1, 130};
+    check_numbering(counts, 6, 2, 3, 16);
+    check_numbering(counts, 6, 1, 5, 64);
+    check_numbering(counts, 6, 4, 1, 128);
+}
+
+static void test_numbering_random(void) {
+    unsigned s = 12345;
+    for (int it = 0; it < 200; ++it) {
+        int E = 1 + (int)((s = s * 1103515245u + 12345u) >> 16) % 64;
+        int counts[64];
+        for (int e = 0; e < E; ++e) {
+            s = s * 1103515245u + 12345u;
+            counts[e] = ((s >> 16) % 4 == 0) ? 0 : (int)((s >> 8) % 300);
+        }
+        s = s * 1103515245u + 12345u;
+        int D = 1 + (int)(s >> 16) % 4, nbs = 1 + (int)(s >> 20) % 7, bn = 8 << ((s >> 24) % 4);
+        check_numbering(counts, E, D, nbs, bn);
+    }
+}
+
+static void test_single_expert_all_empty_but_one(void) {
+    int32_t prefix[5];
+    int counts[4] = {0, 0, 0, 33};
+    make_prefix(counts, 4, 16, prefix);
+    CU_ASSERT_EQUAL(prefix[4], 3);
+    CU_ASSERT_EQUAL(ldmoe_find_expert(prefix, 4, 0), 3);
+    CU_ASSERT_EQUAL(ldmoe_find_expert(prefix, 4, 2), 3);
+}
+
+static void test_steal_rule(void) {
+    CU_ASSERT_TRUE(ldmoe_may_steal(264, 132, 2.0f, 66));
+    CU_ASSERT_FALSE(ldmoe_may_steal(263, 132, 2.0f, 66));
+    CU_ASSERT_TRUE(ldmoe_may_steal(10, 132, 2.0f, 0));     /* empty domain: always */
+    CU_ASSERT_TRUE(ldmoe_may_steal(1, 132, 1e-6f, 66));
+    CU_ASSERT_FALSE(ldmoe_may_steal(1000000, 132, 1e9f, 66));
+}
+
+static void test_localized_rows(void) {
+    const int E = 3, N = 12, D = 2;
+    unsigned char seen[36] = {0};
+    for (int e = 0; e < E; ++e)
+        for (int n = 0; n < N; ++n) {
+            int64_t r = ldmoe_localized_row(E, N, D, e, n);
+            CU_ASSERT_FATAL(r >= 0 && r < E * N);
+            seen[r]++;
+        }
+    for (int i = 0; i < E * N; ++i) CU_ASSERT_EQUAL(seen[i], 1);
+    CU_ASSERT_EQUAL(ldmoe_localized_row(E, N, D, 0, 6), (int64_t)1 * E * 6 + 0);   /* slice 1, e 0, r 0 */
+    CU_ASSERT_EQUAL(ldmoe_localized_row(E, N, D, 2, 7), (int64_t)(1 * E + 2) * 6 + 1);
+}
+
+#define P(v) ((void *)(uintptr_t)(v))
+
+static ldmoe_params_t good(void) {
+    ldmoe_params_t p;
+    memset(&p, 0, sizeof p);
+    p.x = P(0x10000); p.w = P(0x20000); p.offs = P(0x30000); p.y = P(0x40000);
+    p.T = 0; p.E = 8; p.N = 1024; p.K = 512; p.layout = LDMOE_LAYOUT_LOCALIZED; p.num_domains = 2;
+    return p;
+}
+
+static void test_validation(void) {
+    ldmoe_params_t p = good();
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);   /* T = 0: nothing to do, no CUDA call */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(NULL), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.offs = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT(strstr(ldmoe_last_error(), "offs") != NULL);
+    p = good(); p.T = 5; p.x = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.K = 100;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT(strstr(ldmoe_last_error(), "K = 100") != NULL);
+    p = good(); p.N = 1000;   /* not a multiple of 8*D = 16 */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_ALIGNMENT);
+    p = good(); p.y = P(0x40008);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_ALIGNMENT);
+    p = good(); p.offs = P(0x30002);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_ALIGNMENT);
+    p = good(); p.E = 0;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.E = LDMOE_MAX_EXPERTS + 1;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_UNSUPPORTED);
+    p = good(); p.T = -1;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.mode = 7;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.layout = 3;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.num_domains = 0;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.num_domains = 9;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.tile = 99;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.debug_tiles = (uint32_t *)P(0x50000); p.debug_cap = 0;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.layout = LDMOE_LAYOUT_PLAIN; p.num_domains = 0; p.N = 1000;   /* plain: D = 1, 1000 % 8 == 0 */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm(P(16), P(32), P(64), P(48), 0, 2, 64, 64, 0, 1, 0, 0.f, NULL), LDMOE_OK);
+}
+
+static void test_convert_validation(void) {
+    CU_ASSERT_EQUAL(ldmoe_convert_layout(NULL, P(0x1000), 2, 64, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout(P(0x1000), P(0x1000 + 64), 2, 64, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT(strstr(ldmoe_last_error(), "overlap") != NULL);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout(P(0x1000), P(0x1000000), 2, 63, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout(P(0x1000), P(0x1000000), 2, 64, 60, 2, 1, NULL), LDMOE_ERR_ALIGNMENT);
+}
+
+static void test_tile_info(void) {
+    int bm = 0, bn = 0;
+    int64_t bound = 0;
+    CU_ASSERT_EQUAL(ldmoe_tile_info(64, 8, 14336, 4096, LDMOE_LAYOUT_LOCALIZED, 2, 0, &bm, &bn, &bound), LDMOE_OK);
+    CU_ASSERT_EQUAL(bm, 64);
+    CU_ASSERT_EQUAL(bn, 16);
+    CU_ASSERT_EQUAL(bound, (64 / 16 + 8) * 2 * (7168 / 64));
+    CU_ASSERT_EQUAL(ldmoe_tile_info(8 * 512, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, 0, &bm, &bn, NULL), LDMOE_OK);
+    CU_ASSERT_EQUAL(bm, 128);
+    CU_ASSERT_EQUAL(bn, 128);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(100, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, LDMOE_TILE_64x64, &bm, &bn, &bound), LDMOE_OK);
+    CU_ASSERT_EQUAL(bn, 64);
+    CU_ASSERT_EQUAL(bound, (2 + 8) * 1 * 64);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 63, 0, 1, 0, NULL, NULL, NULL), LDMOE_ERR_ALIGNMENT);
+}
+
+static void test_strings(void) {
+    for (int s = 0; s <= 6; ++s) CU_ASSERT_PTR_NOT_NULL(ldmoe_error_string(s));
+    CU_ASSERT_STRING_EQUAL(ldmoe_error_string(LDMOE_OK), "success");
+    CU_ASSERT(strncmp(ldmoe_version(), LDMOE_VERSION_STRING, strlen(LDMOE_VERSION_STRING)) == 0);
+}
+
+static void register_tests(void) {
+    CU_pSuite s = CU_add_suite("ldmoe_cpu", NULL, NULL);
+    CU_add_test(s, "tile numbering, fixed counts", test_numbering_fixed);
+    CU_add_test(s, "tile numbering, 200 random routings", test_numbering_random);
+    CU_add_test(s, "expert search skips empty experts", test_single_expert_all_empty_but_one);
+    CU_add_test(s, "steal rule", test_steal_rule);
+    CU_add_test(s, "localized row mapping", test_localized_rows);
+    CU_add_test(s, "argument validation", test_validation);
+    CU_add_test(s, "converter validation", test_convert_validation);
+    CU_add_test(s, "tile info", test_tile_info);
+    CU_add_test(s, "strings", test_strings);
+}
