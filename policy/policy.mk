@@ -1,11 +1,13 @@
 # policy/policy.mk — the policy language: objects for the shim, the CUnit suite, the fuzzer.
 #
 #   POLICY_OBJS        -fPIC objects linked into build/libldshim.so by shim/shim.mk
+#   build/bin/ldshim-policy  `check FILE...` / `match FILE SIZE [API]` (policy/cli.c)
 #   make test-policy   CUnit suite (CPU), writes $(RESULTS)/test-policy
 #   make test-policy-fuzz  short libFuzzer smoke (20000 runs + corpus replay), in `make test`
 #   make fuzz          libFuzzer run of ld_policy_parse for $(FUZZ_SECONDS) s (default 60)
 
-POLICY_SRCS := $(sort $(wildcard policy/*.c))
+# policy/cli.c holds main() (the ldshim-policy tool): not part of the library objects.
+POLICY_SRCS := $(filter-out policy/cli.c,$(sort $(wildcard policy/*.c)))
 POLICY_OBJS := $(patsubst policy/%.c,$(BUILD)/policy/%.o,$(POLICY_SRCS))
 POLICY_HDRS := policy/policy.h policy/policy_internal.h
 
@@ -13,14 +15,20 @@ $(BUILD)/policy/%.o: policy/%.c $(POLICY_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+POLICY_CLI := $(BUILD)/bin/ldshim-policy
+$(POLICY_CLI): $(BUILD)/policy/cli.o $(POLICY_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
+
 POLICY_TEST_BIN := $(BUILD)/tests/test_policy
 $(POLICY_TEST_BIN): tests/unit/test_policy.c tests/unit/cunit_main.h $(POLICY_OBJS) $(POLICY_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< $(POLICY_OBJS) -o $@ $(LDFLAGS) -lcunit
 
+# The suite also drives the ldshim-policy tool, found through LDSHIM_POLICY_CLI.
 .PHONY: test-policy
-test-policy: $(POLICY_TEST_BIN) | $(RESULTS)
-	$(POLICY_TEST_BIN) $(RESULTS)/test-policy
+test-policy: $(POLICY_TEST_BIN) $(POLICY_CLI) | $(RESULTS)
+	LDSHIM_POLICY_CLI=$(POLICY_CLI) $(POLICY_TEST_BIN) $(RESULTS)/test-policy
 
 # ---- libFuzzer ---------------------------------------------------------------------------
 # Built with clang regardless of $(CC): gcc has no libFuzzer. The corpus is read-only seeds;
@@ -56,6 +64,7 @@ test-policy-fuzz: $(POLICY_FUZZ_BIN) | $(RESULTS)
 	  echo "1 0" > $(RESULTS)/test-policy-fuzz; echo "test-policy-fuzz: 20000 runs clean"; \
 	else echo "0 1" > $(RESULTS)/test-policy-fuzz; tail -40 $(BUILD)/fuzz/smoke.log; exit 1; fi
 
-ALL_TARGETS  += $(POLICY_OBJS)
+ALL_TARGETS  += $(POLICY_OBJS) $(POLICY_CLI)
+INSTALL_BINS += $(POLICY_CLI)
 TEST_SUITES  += test-policy test-policy-fuzz
 INSTALL_DATA += policy/examples/moe.policy

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "policy/policy.h"
 
@@ -834,6 +835,78 @@ static void test_random_garbage(void) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* ---- the ldshim-policy tool ------------------------------------------------------------------ */
+
+/* Run the tool with `args` (shell words), capture stdout+stderr into out; return exit status. */
+static int run_cli(const char *args, char *out, size_t n) {
+    const char *cli = getenv("LDSHIM_POLICY_CLI");
+    char cmd[512];
+    out[0] = '\0';
+    if (!cli) {
+        fprintf(stderr, "\n  LDSHIM_POLICY_CLI is not set (run through make test-policy)\n");
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", cli, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t used = fread(out, 1, n - 1, f);
+    out[used] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void) {
+    char out[4096];
+    CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ldshim-policy check FILE..."));
+    CU_ASSERT_EQUAL(run_cli("", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
+    CU_ASSERT_EQUAL(run_cli("frobnicate x", out, sizeof out), 2);
+
+    CU_ASSERT_EQUAL(run_cli("check policy/examples/moe.policy", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "policy/examples/moe.policy: ok, 4 rules\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "state full, backend auto, probe auto, map balanced, "
+                                       "strict off, pool 4GiB, min_split 4MiB"));
+    /* File order, whatever order the matcher keeps. */
+    const char *a = strstr(out, "rule experts_up (line 22): size 896MiB, api any, occurrence all, "
+                                "placement split");
+    const char *b = strstr(out, "rule experts_down (line 29): size 448MiB, api runtime, "
+                                "occurrence 1-32, placement split");
+    const char *c = strstr(out, "rule router (line 36): size 16MiB..17MiB, api runtime, "
+                                "occurrence all, placement domain:0");
+    CU_ASSERT_TRUE(a && b && c && a < b && b < c);
+
+    char dir[] = "/tmp/ldshim_cli.XXXXXX", path[128], args[256], want[256];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/crlf.policy", dir);
+    write_file(path, "state = full\r\n", 14);
+    snprintf(args, sizeof args, "check policy/examples/moe.policy '%s'", path);
+    CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
+    snprintf(want, sizeof want, "ldshim: %s:1:13: expected LF line endings, found CR\n", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "moe.policy: ok"));   /* the good file is still checked */
+    snprintf(path, sizeof path, "%s/none.policy", dir);
+    snprintf(args, sizeof args, "match '%s' 1MiB", path);
+    CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot open"));
+    snprintf(path, sizeof path, "%s/crlf.policy", dir);
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 16MiB runtime", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "rule router (line 36)\n");
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 16MiB driver", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "rule driver_workspace (line 42)\n");
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 458752KiB", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "rule experts_down (line 29)\n");
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 448MiB driver", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "untagged\n");
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 1.5GiB", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad size '1.5GiB'"));
+    CU_ASSERT_EQUAL(run_cli("match policy/examples/moe.policy 1MiB cuda", out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "bad api 'cuda': expected runtime, driver or any"));
+}
+
 static void cleanup_globals(void) { ld_policy_free(&g_pol); }
 static int suite_clean(void) { cleanup_globals(); return 0; }
 
@@ -861,6 +934,7 @@ static void register_tests(void) {
     CU_add_test(s, "matching vs brute force", test_match_many);
     CU_add_test(s, "hand-built policy and ld_policy_sort", test_sort_hand_built);
     CU_add_test(s, "random garbage", test_random_garbage);
+    CU_add_test(s, "ldshim-policy tool", test_cli);
 }
 
 #include "tests/unit/cunit_main.h"
