@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""serve.py — a PyTorch MoE serving loop (Mixtral-like) for A/B runs under ldshim.
+
+Random, seeded weights; per layer RMSNorm + grouped-query attention with a KV cache + a
+top-k softmax router whose tokens are grouped by expert and run through three grouped
+GEMMs (w1, w3: [E, ffn, hidden]; w2: [E, hidden, ffn]). One prefill step over
+batch x prefill-tokens, then batched greedy decode steps. Prints, for ldshim-ab:
+
+    prefill: 45.600 ms  179650.1 tok/s
+    decode: 12.345 ms/step  810.2 tok/s
+
+Expert weights are one tensor per layer per matrix, allocated before anything else, so
+each is one cudaMalloc of a distinctive size a policy can tag (--print-sizes lists them;
+the default sizes are multiples of 2 MiB, so PyTorch's caching allocator asks cudaMalloc
+for exactly these sizes). Not modelled: rotary embeddings, sampling other than greedy.
+
+Backends for the expert GEMMs: torch (torch._grouped_mm, default), ldmoe (the project's
+kernels/moe/ldmoe.py over libldmoe.so), loop (one matmul per expert; reference, CPU).
+"""
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+MiB = 1 << 20
+PROG = "serve.py"
+
+
+def fail(msg, code=2):
+    sys.stderr.write("%s: %s\n" % (PROG, msg))
+    sys.exit(code)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="MoE serving loop (prefill + batched decode) for ldshim A/B runs. "
+                    "Defaults: Mixtral-like layers (hidden 4096, ffn 14336, 8 experts, top-2, "
+                    "32 heads, 8 KV heads), 2 layers (~6 GiB).",
+        epilog="Example: ldshim-ab --policy policy/examples/serve.policy --metric "
+               "'decode: ([0-9.]+) ms/step' --lower-is-better -- python3 bench/apps/serve.py")
+    p.add_argument("--layers", type=int, default=2, help="transformer layers (default 2)")
+    p.add_argument("--experts", type=int, default=8, help="experts per layer (default 8)")
+    p.add_argument("--topk", type=int, default=2, help="experts per token (default 2)")
+    p.add_argument("--hidden", type=int, default=4096, help="model width (default 4096)")
+    p.add_argument("--ffn", type=int, default=14336, help="expert FFN width (default 14336)")
+    p.add_argument("--heads", type=int, default=32, help="attention heads (default 32)")
+    p.add_argument("--kv-heads", type=int, default=8, help="KV heads (default 8)")
+    p.add_argument("--vocab", type=int, default=32000, help="vocabulary (default 32000)")
+    p.add_argument("--no-attention", action="store_true",
+                   help="MoE layers only (no attention, no KV cache)")
+    p.add_argument("--batch", type=int, default=32, help="sequences decoded together (32)")
+    p.add_argument("--prefill-tokens", type=int, default=256,
+                   help="prompt tokens per sequence (default 256)")
+    p.add_argument("--steps", type=int, default=32, help="timed decode steps (default 32)")
+    p.add_argument("--warmup-steps", type=int, default=4,
+                   help="untimed decode steps after an untimed prefill (default 4)")
+    p.add_argument("--backend", choices=("torch", "ldmoe", "loop"), default="torch",
+                   help="expert GEMMs: torch._grouped_mm (default), ldmoe, or a per-expert loop")
+    p.add_argument("--layout", choices=("plain", "split"), default="plain",
+                   help="expert weight layout: plain [E, N, K] (default) or split "
+                        "[D, E, N/D, K] (slice d = the half of every expert's rows homed in "
+                        "domain d under a split placement); same bytes either way")
+    p.add_argument("--domains", type=int, default=2, help="D of --layout split (default 2)")
+    p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu "
+                   "(tiny functional runs; float32 unless --dtype)")
+    p.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
+                   help="weights/activations (default bf16 on CUDA, fp32 on CPU)")
+    p.add_argument("--seed", type=int, default=0, help="weight and prompt seed (default 0)")
+    p.add_argument("--check", action="store_true",
+                   help="before timing, compare the backend against the loop reference on "
+                        "layer 0 and fail on a mismatch")
+    p.add_argument("--print-sizes", action="store_true",
+                   help="print the allocation sizes (expert weights first) and what "
+                        "cudaMalloc sees for each, then exit; needs no GPU or torch")
+    a = p.parse_args(argv)
+    for name in ("layers", "experts", "topk", "hidden", "ffn", "heads", "kv_heads", "vocab",
+                 "batch", "prefill_tokens", "steps", "domains"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be at least 1" % name.replace("_", "-"))
+    if a.warmup_steps < 0:
+        p.error("--warmup-steps must be 0 or more")
+    if a.topk > a.experts:
+        p.error("--topk (%d) cannot exceed --experts (%d)" % (a.topk, a.experts))
+    if not a.no_attention and (a.hidden % a.heads or a.heads % a.kv_heads):
+        p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
+    if a.layout == "split" and (a.ffn % a.domains or a.hidden % a.domains):
+        p.error("--layout split needs --ffn and --hidden divisible by --domains")
+    return a
+
+
+# ----------------------------------------------------------------------------- sizes
+
+def torch_segment_bytes(nbytes):
+    """What PyTorch's CUDA caching allocator asks cudaMalloc for when a request of `nbytes`
+    finds no cached block (c10/cuda/CUDACachingAllocator.cpp, expandable_segments off):
+    requests are rounded up to 512 B; <= 1 MiB come from a shared 2 MiB segment, < 10 MiB
+    from a shared 20 MiB segment, larger ones get their own segment rounded up to 2 MiB.
+    Returns (segment bytes, shared?)."""
+    rounded = max(512, (nbytes + 511) // 512 * 512)
+    if rounded <= 1 * MiB:
+        return 2 * MiB, True
+    if rounded < 10 * MiB:
+        return 20 * MiB, True
+    return (rounded + 2 * MiB - 1) // (2 * MiB) * (2 * MiB), False
+
+
+def allocation_plan(a):
+    """[(name, shape, bytes)] of the persistent tensors in allocation order."""
+    elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
+    E, H, F = a.experts, a.hidden, a.ffn
+    plan = []
+    for layer in range(a.layers):
+        for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):
+            shape = [E, n, k] if a.layout == "plain" else [a.domains, E, n // a.domains, k]
+            plan.append(("layer%d.%s" % (layer, w), shape, E * n * k * elem))
+    plan.append(("embed", [a.vocab, H], a.vocab * H * elem))
+    plan.append(("lm_head", [a.vocab, H], a.vocab * H * elem))
+    if not a.no_attention:
+        hd = H // a.heads
+        maxlen = a.prefill_tokens + max(a.steps, a.warmup_steps)
+        for layer in range(a.layers):
+            plan.append(("layer%d.wq" % layer, [H, H], H * H * elem))
+            plan.append(("layer%d.wk" % layer, [a.kv_heads * hd, H], a.kv_heads * hd * H * elem))
+            plan.append(("layer%d.wv" % layer, [a.kv_heads * hd, H], a.kv_heads * hd * H * elem))
+            plan.append(("layer%d.wo" % layer, [H, H], H * H * elem))
+            kv = a.batch * a.kv_heads * maxlen * hd * elem
+            plan.append(("layer%d.k_cache" % layer, [a.batch, a.kv_heads, maxlen, hd], kv))
+            plan.append(("layer%d.v_cache" % layer, [a.batch, a.kv_heads, maxlen, hd], kv))
+    return plan
+
+
+def fmt_bytes(n):
+    return "%d MiB" % (n // MiB) if n % MiB == 0 else "%.2f MiB" % (n / MiB)
+
+
+def print_sizes(a):
+    plan = allocation_plan(a)
+    print("# allocation sizes, in allocation order (expert weights first)")
+    print("# %-16s %-24s %14s %12s  %s" % ("tensor", "shape", "bytes", "", "cudaMalloc sees"))
+    expert_sizes = []
+    for name, shape, nbytes in plan:
+        seg, shared = torch_segment_bytes(nbytes)
+        sees = ("part of a shared %s segment" % fmt_bytes(seg)) if shared else \
+            ("%d (%s)" % (seg, fmt_bytes(seg)))
+        print("  %-16s %-24s %14d %12s  %s" % (name, "x".join(map(str, shape)), nbytes,
+                                               fmt_bytes(nbytes), sees))
+        if ".w" in name and name.split(".")[1] in ("w1", "w2", "w3"):
+            expert_sizes.append(seg)
+    print("# expert weights: %d tensors; policy sizes (what cudaMalloc sees):"
+          % len(expert_sizes))
+    for s in sorted(set(expert_sizes)):
+        print("expert-size: %d  # %s" % (s, fmt_bytes(s)))
+    others = {torch_segment_bytes(n)[0] for nm, _, n in plan if nm.split(".")[-1]
+              not in ("w1", "w2", "w3")}
+    clash = sorted(set(expert_sizes) & others)
+    if clash:
+        print("# warning: other tensors share the expert size(s) %s; a size rule would tag "
+              "them too (use occurrence = ...)" % ", ".join(fmt_bytes(c) for c in clash))
+
+
+# ----------------------------------------------------------------------------- model
+
+def import_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        fail("PyTorch is not installed (%s); install it (pip install torch) to run the "
+             "serving loop (--print-sizes and --help work without it)" % e)
+    import torch
+    return torch
+
+
+def load_ldmoe():
+    here = os.path.dirname(os.path.abspath(__file__))
+    moe_dir = os.path.normpath(os.path.join(here, "..", "..", "kernels", "moe"))
+    if os.path.isdir(moe_dir) and moe_dir not in sys.path:
+        sys.path.insert(0, moe_dir)
+    try:
+        import ldmoe
+    except Exception as e:  # noqa: BLE001 - ImportError, OSError from a missing .so, ...
+        fail("--backend ldmoe is unavailable: cannot import ldmoe (%s: %s); build "
+             "libldmoe.so with `make` and run from the checkout (kernels/moe/ldmoe.py), or "
+             "use --backend torch" % (type(e).__name__, e))
+    if not hasattr(ldmoe, "grouped_mm"):
+        fail("--backend ldmoe: the ldmoe module has no grouped_mm()")
+    return ldmoe
+
+
+class Gemm:
+    """Expert GEMM y[t] = x[t] . W[e(t)]^T over tokens grouped by expert.
+
+    `w` is [E, N, K] (plain) or [D, E, N/D, K] (split); `offs` int32 cumulative end offsets
+    of each expert's rows in x (as torch._grouped_mm takes them)."""
+
+    def __init__(self, torch, backend, layout):
+        self.torch, self.backend, self.layout = torch, backend, layout
+        self.ldmoe = load_ldmoe() if backend == "ldmoe" else None
+
+    def __call__(self, x, w, offs):
+        t = self.torch
+        if self.backend == "ldmoe":
+            return self.ldmoe.grouped_mm(x, w, offs)
+        if self.layout == "split":
+            # One GEMM per domain slice; slice d produces columns [d*N/D, (d+1)*N/D).
+            return t.cat([self._plain(x, w[d], offs) for d in range(w.shape[0])], dim=1)
+        return self._plain(x, w, offs)
+
+    def _plain(self, x, w, offs):
+        if self.backend == "torch":
+            return self.torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+        return loop_grouped_mm(self.torch, x, w, offs)
+
+
+def loop_grouped_mm(torch, x, w, offs):
+    """Reference: one matmul per expert (syncs on offs; for checks and the CPU)."""
+    ends = offs.tolist()
+    out = x.new_empty((x.shape[0], w.shape[-2]))
+    start = 0
+    for e, end in enumerate(ends):
+        if end > start:
+            out[start:end] = x[start:end] @ w[e].transpose(0, 1)
+        start = end
+    return out
+
+
+class Model:
+    def __init__(self, torch, a, dev, dtype):
+        self.t, self.a, self.dev, self.dtype = torch, a, dev, dtype
+        g = torch.Generator(device=dev)
+        g.manual_seed(a.seed)
+        E, H, F = a.experts, a.hidden, a.ffn
+        # Expert weights first, all allocated before any is initialized: each is then a
+        # fresh cudaMalloc of its exact size (no temporary can be cached and split for it).
+        shape = (lambda n, k: (E, n, k)) if a.layout == "plain" else \
+            (lambda n, k: (a.domains, E, n // a.domains, k))
+        self.w1 = [torch.empty(shape(F, H), device=dev, dtype=dtype) for _ in range(a.layers)]
+        self.w3 = [torch.empty(shape(F, H), device=dev, dtype=dtype) for _ in range(a.layers)]
+        self.w2 = [torch.empty(shape(H, F), device=dev, dtype=dtype) for _ in range(a.layers)]
+        for ws, k in ((self.w1, H), (self.w3, H), (self.w2, F)):
+            for w in ws:
+                w.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+        self.embed = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(0, 1, generator=g)
+        self.lm_head = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(
+            0, 1.0 / math.sqrt(H), generator=g)
+        self.gate = [torch.empty((E, H), device=dev, dtype=dtype).normal_(
+            0, 1.0 / math.sqrt(H), generator=g) for _ in range(a.layers)]
+        self.attn = []
+        if not a.no_attention:
+            hd = H // a.heads
+            self.hd = hd
+            self.maxlen = a.prefill_tokens + max(a.steps, a.warmup_steps)
+            for _ in range(a.layers):
+                def lin(n, k):
+                    return torch.empty((n, k), device=dev, dtype=dtype).normal_(
+                        0, 1.0 / math.sqrt(k), generator=g)
+                kv = (a.batch, a.kv_heads, self.maxlen, hd)
+                self.attn.append(dict(
+                    wq=lin(H, H), wk=lin(a.kv_heads * hd, H), wv=lin(a.kv_heads * hd, H),
+                    wo=lin(H, H), k=torch.zeros(kv, device=dev, dtype=dtype),
+                    v=torch.zeros(kv, device=dev, dtype=dtype)))
+        self.gen = g
+
+    @staticmethod
+    def rms(t, x):
+        xf = x.float()
+        return (xf * t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    def attention(self, layer, h, pos, ntok):
+        """h: [B*ntok, H] at positions pos..pos+ntok-1 of every sequence."""
+        t, a, at = self.t, self.a, self.attn[layer]
+        B, hd = a.batch, self.hd
+        q = (h @ at["wq"].T).view(B, ntok, a.heads, hd).transpose(1, 2)
+        k = (h @ at["wk"].T).view(B, ntok, a.kv_heads, hd).transpose(1, 2)
+        v = (h @ at["wv"].T).view(B, ntok, a.kv_heads, hd).transpose(1, 2)
+        at["k"][:, :, pos:pos + ntok] = k
+        at["v"][:, :, pos:pos + ntok] = v
+        kk, vv = at["k"][:, :, :pos + ntok], at["v"][:, :, :pos + ntok]
+        rep = a.heads // a.kv_heads
+        if rep > 1:
+            kk = kk.repeat_interleave(rep, dim=1)
+            vv = vv.repeat_interleave(rep, dim=1)
+        o = t.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=(ntok > 1))
+        return o.transpose(1, 2).reshape(B * ntok, a.heads * hd) @ at["wo"].T
+
+    def moe(self, layer, h, gemm):
+        t, a = self.t, self.a
+        T = h.shape[0]
+        probs = t.softmax((h @ self.gate[layer].T).float(), dim=-1)
+        topv, topi = t.topk(probs, a.topk, dim=-1)
+        topv = topv / topv.sum(-1, keepdim=True)
+        flat_e = topi.reshape(-1)
+        sorted_e, order = t.sort(flat_e, stable=True)
+        tok = order // a.topk
+        xs = h.index_select(0, tok)
+        # Per-expert counts without a host sync (bincount would sync to size its output).
+        counts = t.zeros(a.experts, device=h.device, dtype=t.int64)
+        counts.scatter_add_(0, flat_e, t.ones_like(flat_e))
+        offs = t.cumsum(counts, 0).to(t.int32)
+        g1 = gemm(xs, self.w1[layer], offs)
+        g3 = gemm(xs, self.w3[layer], offs)
+        y = gemm(t.nn.functional.silu(g1) * g3, self.w2[layer], offs)
+        y = y * topv.reshape(-1).index_select(0, order).unsqueeze(1).to(y.dtype)
+        out = t.zeros((T, a.hidden), device=h.device, dtype=t.float32)
+        out.index_add_(0, tok, y.float())
+        return out.to(h.dtype)
+
+    def forward(self, ids, pos, ntok, gemm):
+        """ids: [B*ntok] token ids; returns next ids [B] (greedy, from each last token)."""
+        t, a = self.t, self.a
+        x = self.embed.index_select(0, ids)
+        for layer in range(a.layers):
+            if self.attn:
+                x = x + self.attention(layer, self.rms(t, x), pos, ntok)
+            x = x + self.moe(layer, self.rms(t, x), gemm)
+        last = self.rms(t, x.view(a.batch, ntok, a.hidden)[:, -1])
+        return t.argmax(last @ self.lm_head.T, dim=-1)
+
+
+# ----------------------------------------------------------------------------- timing
+
+class Timer:
+    """CUDA events on a GPU, perf_counter (after the work) on the CPU."""
+
+    def __init__(self, torch, dev):
+        self.t, self.cuda = torch, dev.type == "cuda"
+
+    def start(self):
+        if self.cuda:
+            e = self.t.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def stop(self, s):
+        """Returns a callable giving elapsed ms (resolved later, so steps do not sync)."""
+        if self.cuda:
+            e = self.t.cuda.Event(enable_timing=True)
+            e.record()
+            return lambda: s.elapsed_time(e)
+        ms = (time.perf_counter() - s) * 1e3
+        return lambda: ms
+
+
+def run_check(torch, model, gemm, dev, dtype):
+    """Backend vs the loop reference on layer 0's experts with a random routing."""
+    a = model.a
+    T = 64
+    g = torch.Generator(device=dev)
+    g.manual_seed(a.seed + 1)
+    x = torch.randn((T * a.topk, a.hidden), device=dev, dtype=dtype, generator=g)
+    counts = torch.bincount(torch.randint(0, a.experts, (T * a.topk,), device=dev, generator=g),
+                            minlength=a.experts)
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    ref = Gemm(torch, "loop", a.layout)
+    worst = 0.0
+    for w in (model.w1[0], model.w2[0]):
+        xin = x if w is model.w1[0] else torch.randn((T * a.topk, a.ffn), device=dev,
+                                                     dtype=dtype, generator=g)
+        y, r = gemm(xin, w, offs).float(), ref(xin, w, offs).float()
+        err = ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
+        worst = max(worst, err)
+    tol = 2e-2 if dtype != torch.float32 else 1e-4
+    print("check: backend %s vs loop reference: max relative error %.2e (tolerance %.0e)"
+          % (a.backend, worst, tol))
+    if not worst <= tol:
+        fail("check failed: backend %s disagrees with the reference" % a.backend, 1)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    if a.print_sizes:
+        print_sizes(a)
+        return 0
+    torch = import_torch()
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError as e:
+        fail("bad --device '%s': %s" % (a.device, e))
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            fail("no CUDA GPU is visible to PyTorch (torch.cuda.is_available() is False); "
+                 "use --device cpu with a tiny config for a functional run")
+        if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+            sys.stderr.write("%s: warning: expandable_segments maps memory with cuMemCreate, "
+                             "not cudaMalloc; a size policy will not see the weights\n" % PROG)
+        torch.cuda.set_device(dev)
+    elif dev.type != "cpu":
+        fail("unsupported --device '%s' (cuda, cuda:N or cpu)" % a.device)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[
+        a.dtype or ("bf16" if dev.type == "cuda" else "fp32")]
+    if a.backend == "torch" and not hasattr(torch, "_grouped_mm"):
+        fail("this PyTorch (%s) has no torch._grouped_mm; use --backend loop or ldmoe"
+             % torch.__version__)
+
+    need = sum(n for _, _, n in allocation_plan(a))
+    if dev.type == "cuda":
+        free, total = torch.cuda.mem_get_info(dev)
+        if need * 1.3 > free:
+            fail("this config needs about %.1f GiB of weights and caches but only %.1f GiB "
+                 "is free; shrink --layers/--experts/--ffn/--batch" % (need / 2**30, free / 2**30))
+    gemm = Gemm(torch, a.backend, a.layout)
+    with torch.inference_mode():
+        model = Model(torch, a, dev, dtype)
+        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        print("serve: %s, torch %s, backend %s, layout %s, %d layers, %d experts top-%d, "
+              "hidden %d, ffn %d, %s, batch %d, prefill %d, steps %d, %.2f GiB"
+              % (name, torch.__version__, a.backend, a.layout, a.layers, a.experts, a.topk,
+                 a.hidden, a.ffn, "no attention" if a.no_attention else
+                 "%d/%d heads" % (a.heads, a.kv_heads), a.batch, a.prefill_tokens, a.steps,
+                 need / 2**30))
+        sys.stdout.flush()
+        if a.check:
+            run_check(torch, model, gemm, dev, dtype)
+        prompt = torch.randint(0, a.vocab, (a.batch * a.prefill_tokens,), device=dev,
+                               generator=model.gen)
+        timer = Timer(torch, dev)
+
+        def serve(nsteps):
+            s = timer.start()
+            ids = model.forward(prompt, 0, a.prefill_tokens, gemm)
+            pre = timer.stop(s)
+            steps = []
+            for i in range(nsteps):
+                s = timer.start()
+                ids = model.forward(ids, a.prefill_tokens + i, 1, gemm)
+                steps.append(timer.stop(s))
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            return pre(), [f() for f in steps], ids
+
+        serve(a.warmup_steps)          # compile/tune paths, fill caches, clocks up
+        pre_ms, step_ms, ids = serve(a.steps)
+
+    med = statistics.median(step_ms)
+    p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]
+    ntok = a.batch * a.prefill_tokens
+    print("prefill: %.3f ms  %.1f tok/s  (%d sequences x %d tokens)"
+          % (pre_ms, ntok / (pre_ms / 1e3), a.batch, a.prefill_tokens))
+    print("decode: %.3f ms/step  %.1f tok/s  (batch %d, median of %d steps; mean %.3f, "
+          "p90 %.3f ms)" % (med, a.batch / (med / 1e3), a.batch, len(step_ms),
+                            statistics.mean(step_ms), p90))
+    print("tokens: %s" % " ".join(str(int(x)) for x in ids[:8].tolist()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
