@@ -1,0 +1,287 @@
+/* probe_cache.c — per-GPU topology cache: resolve the directory, write atomically, read
+ * back with every field and the checksum checked. See probe_cache.h for the format. */
+#include "shim/probe_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CACHE_MAGIC "ldshim-topology-cache"
+#define CACHE_MAX_BYTES 8192   /* a full entry for 256 SMs is ~1.2 KB */
+
+static uint64_t fnv1a(const char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
+int ld_cache_dir(const char *opt, char *out, size_t n) {
+    const char *e;
+    int len;
+    if (opt && *opt) len = snprintf(out, n, "%s", opt);
+    else if ((e = getenv("LDSHIM_CACHE_DIR")) && *e) len = snprintf(out, n, "%s", e);
+    else if ((e = getenv("XDG_CACHE_HOME")) && *e) len = snprintf(out, n, "%s/ldshim", e);
+    else if ((e = getenv("HOME")) && *e) len = snprintf(out, n, "%s/.cache/ldshim", e);
+    else return -1;
+    return (len < 0 || (size_t)len >= n) ? -1 : 0;
+}
+
+/* The UUID goes into a file name: keep [A-Za-z0-9-] only. */
+int ld_cache_path(const char *dir, const ld_cache_key_t *key, char *out, size_t n) {
+    char safe[sizeof key->uuid];
+    size_t j = 0;
+    for (size_t i = 0; key->uuid[i] && j + 1 < sizeof safe; i++) {
+        char c = key->uuid[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+        safe[j++] = ok ? c : '_';
+    }
+    safe[j] = 0;
+    int len = snprintf(out, n, "%s/topology-%s-%d.txt", dir, j ? safe : "unknown", key->driver_version);
+    return (len < 0 || (size_t)len >= n) ? -1 : 0;
+}
+
+/* mkdir -p with mode 0700 for the components it creates. */
+static int make_dirs(const char *dir) {
+    char tmp[4096];
+    size_t len = strlen(dir);
+    if (len == 0 || len >= sizeof tmp) { errno = ENAMETOOLONG; return -1; }
+    memcpy(tmp, dir, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (tmp[i] != '/' && tmp[i] != 0) continue;
+        char c = tmp[i];
+        tmp[i] = 0;
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
+        tmp[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
+}
+
+static const char *mode_word(ld_probe_mode_t m) {
+    switch (m) {
+    case LD_PROBE_ANCHORED: return "anchored";
+    case LD_PROBE_CLUSTERED: return "clustered";
+    case LD_PROBE_EVEN: return "even";
+    default: return "other";
+    }
+}
+
+static int map_chars(char *dst, const uint8_t *map, uint32_t n) {
+    for (uint32_t s = 0; s < n; s++) {
+        if (map[s] >= LDSHIM_MAX_DOMAINS) return -1;
+        dst[s] = (char)('0' + map[s]);
+    }
+    dst[n] = 0;
+    return 0;
+}
+
+int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_result_t *r,
+                   char *why, size_t n) {
+    char path[4096], tmp[4200], phys[LDSHIM_MAX_SMS + 1], bal[LDSHIM_MAX_SMS + 1];
+    char body[CACHE_MAX_BYTES];
+    if (r->num_sms == 0 || r->num_sms > LDSHIM_MAX_SMS || map_chars(phys, r->physical, r->num_sms) ||
+        map_chars(bal, r->balanced, r->num_sms)) {
+        snprintf(why, n, "refusing to cache a result with %u SMs or a domain id >= %d", r->num_sms,
+                 LDSHIM_MAX_DOMAINS);
+        return -1;
+    }
+    if (ld_cache_path(dir, key, path, sizeof path)) { snprintf(why, n, "cache path too long"); return -1; }
+    /* The verdict is free text on one line: drop newlines. */
+    char verdict[sizeof r->verdict];
+    snprintf(verdict, sizeof verdict, "%s", r->verdict);
+    for (char *c = verdict; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+    int len = snprintf(body, sizeof body,
+                       CACHE_MAGIC " %d\nuuid %s\ndriver %d\nkmod %s\ntopology_version %u\n"
+                       "num_sms %u\nnum_domains %u\nmode %s\nvalid %d\nattempts %d\n"
+                       "near %.3f\nfar %.3f\nseparation %.5f\ntpcs_moved %d\n"
+                       "physical %s\nbalanced %s\nverdict %s\n",
+                       LD_CACHE_FORMAT, key->uuid, key->driver_version, key->kmod[0] ? key->kmod : "-",
+                       LDSHIM_TOPOLOGY_VERSION, r->num_sms, r->num_domains, mode_word(r->mode_used),
+                       r->valid, r->attempts, r->near_cycles, r->far_cycles, r->separation,
+                       r->tpcs_moved, phys, bal, verdict);
+    if (len < 0 || (size_t)len + 40 >= sizeof body) { snprintf(why, n, "cache entry too large"); return -1; }
+    len += snprintf(body + len, sizeof body - (size_t)len, "checksum %016llx\n",
+                    (unsigned long long)fnv1a(body, (size_t)len));
+    if (make_dirs(dir)) { snprintf(why, n, "cannot create %s: %s", dir, strerror(errno)); return -1; }
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
+    if (fd < 0) { snprintf(why, n, "cannot create %s: %s", tmp, strerror(errno)); return -1; }
+    size_t off = 0;
+    while (off < (size_t)len) {
+        ssize_t w = write(fd, body + off, (size_t)len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    int err = off == (size_t)len ? 0 : (errno ? errno : EIO);
+    if (close(fd) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) {
+        unlink(tmp);
+        snprintf(why, n, "cannot write %s: %s", path, strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+typedef struct { char *p, *end; int line; } cursor_t;
+
+/* Next line's value for `key` ("key value\n"), NUL-terminated in place; NULL on mismatch. */
+static char *field(cursor_t *c, const char *key) {
+    size_t kl = strlen(key);
+    if (c->p >= c->end) return NULL;
+    char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+    if (!nl) return NULL;
+    c->line++;
+    if ((size_t)(nl - c->p) < kl + 1 || memcmp(c->p, key, kl) || c->p[kl] != ' ') return NULL;
+    char *v = c->p + kl + 1;
+    *nl = 0;
+    c->p = nl + 1;
+    return v;
+}
+
+static int parse_u(const char *s, long lo, long hi, long *out) {
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || e == s || *e || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_d(const char *s, double *out) {
+    char *e;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (errno || e == s || *e || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_map(const char *s, uint32_t nsms, uint32_t nd, uint8_t *map) {
+    if (strlen(s) != nsms) return -1;
+    for (uint32_t i = 0; i < nsms; i++) {
+        if (s[i] < '0' || (uint32_t)(s[i] - '0') >= nd) return -1;
+        map[i] = (uint8_t)(s[i] - '0');
+    }
+    return 0;
+}
+
+#define BAD(...) do { snprintf(why, n, __VA_ARGS__); return LD_CACHE_BAD; } while (0)
+
+static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_key_t *key,
+                       ld_probe_result_t *r, char *why, size_t n) {
+    /* Checksum first: the last line covers every byte before it. */
+    if (len < 2 || buf[len - 1] != '\n') BAD("%s: truncated (no final newline)", path);
+    char *last = buf + len - 1;
+    while (last > buf && last[-1] != '\n') last--;
+    unsigned long long want;
+    char tail[64];
+    size_t tl = (size_t)(buf + len - last);
+    if (tl >= sizeof tail) BAD("%s: truncated or corrupted (bad last line)", path);
+    memcpy(tail, last, tl);
+    tail[tl] = 0;
+    if (sscanf(tail, "checksum %16llx\n", &want) != 1) BAD("%s: truncated (no checksum line)", path);
+    if (fnv1a(buf, (size_t)(last - buf)) != want) BAD("%s: corrupted (checksum mismatch)", path);
+
+    cursor_t c = { buf, last, 0 };
+    char *v;
+    long x;
+    if (!(v = field(&c, CACHE_MAGIC))) BAD("%s: not an ldshim topology cache", path);
+    if (parse_u(v, 0, 1 << 30, &x) || x != LD_CACHE_FORMAT)
+        BAD("%s: foreign (cache format %s, this library reads %d)", path, v, LD_CACHE_FORMAT);
+    if (!(v = field(&c, "uuid"))) BAD("%s:%d: expected uuid", path, c.line);
+    if (strcmp(v, key->uuid)) BAD("%s: foreign (written for %s, this GPU is %s)", path, v, key->uuid);
+    if (!(v = field(&c, "driver")) || parse_u(v, 0, 1L << 30, &x)) BAD("%s:%d: expected driver", path, c.line);
+    if (x != key->driver_version)
+        BAD("%s: foreign (written under driver %ld, this is %d)", path, x, key->driver_version);
+    if (!(v = field(&c, "kmod"))) BAD("%s:%d: expected kmod", path, c.line);
+    if (strcmp(v, key->kmod[0] ? key->kmod : "-"))
+        BAD("%s: foreign (written under kernel module %s, this is %s)", path, v, key->kmod[0] ? key->kmod : "-");
+    if (!(v = field(&c, "topology_version")) || parse_u(v, 0, 1L << 30, &x)) BAD("%s:%d: expected topology_version", path, c.line);
+    if (x != LDSHIM_TOPOLOGY_VERSION) BAD("%s: foreign (topology version %ld)", path, x);
+    long nsms, nd;
+    if (!(v = field(&c, "num_sms")) || parse_u(v, 1, LDSHIM_MAX_SMS, &nsms)) BAD("%s:%d: expected num_sms", path, c.line);
+    if (!(v = field(&c, "num_domains")) || parse_u(v, 1, LDSHIM_MAX_DOMAINS, &nd)) BAD("%s:%d: expected num_domains", path, c.line);
+    ld_probe_result_t t;
+    memset(&t, 0, sizeof t);
+    t.num_sms = (uint32_t)nsms;
+    t.num_domains = (uint32_t)nd;
+    if (!(v = field(&c, "mode"))) BAD("%s:%d: expected mode", path, c.line);
+    if (!strcmp(v, "anchored")) t.mode_used = LD_PROBE_ANCHORED;
+    else if (!strcmp(v, "clustered")) t.mode_used = LD_PROBE_CLUSTERED;
+    else if (!strcmp(v, "even")) t.mode_used = LD_PROBE_EVEN;
+    else BAD("%s:%d: unknown mode '%s'", path, c.line, v);
+    if (!(v = field(&c, "valid")) || parse_u(v, 0, 1, &x)) BAD("%s:%d: expected valid 0|1", path, c.line);
+    t.valid = (int)x;
+    if (!(v = field(&c, "attempts")) || parse_u(v, 0, 1000, &x)) BAD("%s:%d: expected attempts", path, c.line);
+    t.attempts = (int)x;
+    if (!(v = field(&c, "near")) || parse_d(v, &t.near_cycles)) BAD("%s:%d: expected near", path, c.line);
+    if (!(v = field(&c, "far")) || parse_d(v, &t.far_cycles)) BAD("%s:%d: expected far", path, c.line);
+    if (!(v = field(&c, "separation")) || parse_d(v, &t.separation)) BAD("%s:%d: expected separation", path, c.line);
+    if (!(v = field(&c, "tpcs_moved")) || parse_u(v, 0, LDSHIM_MAX_SMS, &x)) BAD("%s:%d: expected tpcs_moved", path, c.line);
+    t.tpcs_moved = (int)x;
+    if (!(v = field(&c, "physical")) || parse_map(v, t.num_sms, t.num_domains, t.physical))
+        BAD("%s:%d: expected physical map of %u digits < %u", path, c.line, t.num_sms, t.num_domains);
+    if (!(v = field(&c, "balanced")) || parse_map(v, t.num_sms, t.num_domains, t.balanced))
+        BAD("%s:%d: expected balanced map of %u digits < %u", path, c.line, t.num_sms, t.num_domains);
+    if (!(v = field(&c, "verdict"))) BAD("%s:%d: expected verdict", path, c.line);
+    snprintf(t.verdict, sizeof t.verdict, "%s", v);
+    if (c.p != c.end) BAD("%s:%d: unexpected text before the checksum", path, c.line + 1);
+
+    if (t.num_sms != key->num_sms || t.num_domains != key->num_domains) {
+        snprintf(why, n, "%s: written for %u SMs / %u domains, now %u / %u", path, t.num_sms,
+                 t.num_domains, key->num_sms, key->num_domains);
+        return LD_CACHE_STALE;
+    }
+    r->mode_used = t.mode_used;
+    r->valid = t.valid;
+    r->attempts = t.attempts;
+    memcpy(r->verdict, t.verdict, sizeof r->verdict);
+    r->num_sms = t.num_sms;
+    r->num_domains = t.num_domains;
+    r->near_cycles = t.near_cycles;
+    r->far_cycles = t.far_cycles;
+    r->separation = t.separation;
+    memcpy(r->physical, t.physical, sizeof r->physical);
+    memcpy(r->balanced, t.balanced, sizeof r->balanced);
+    r->tpcs_moved = t.tpcs_moved;
+    return LD_CACHE_HIT;
+}
+
+int ld_cache_load(const char *dir, const ld_cache_key_t *key, ld_probe_result_t *r,
+                  char *why, size_t n) {
+    char path[4096];
+    if (ld_cache_path(dir, key, path, sizeof path)) { snprintf(why, n, "cache path too long"); return LD_CACHE_MISS; }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
+        BAD("%s: cannot open: %s", path, strerror(errno));
+    }
+    char *buf = malloc(CACHE_MAX_BYTES + 1);
+    if (!buf) { close(fd); BAD("%s: out of memory", path); }
+    size_t len = 0;
+    for (;;) {
+        ssize_t got = read(fd, buf + len, CACHE_MAX_BYTES + 1 - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        len += (size_t)got;
+        if (len > CACHE_MAX_BYTES) break;
+    }
+    close(fd);
+    int rc;
+    if (len > CACHE_MAX_BYTES) { snprintf(why, n, "%s: corrupted (larger than %d bytes)", path, CACHE_MAX_BYTES); rc = LD_CACHE_BAD; }
+    else if (memchr(buf, 0, len)) { snprintf(why, n, "%s: corrupted (NUL byte)", path); rc = LD_CACHE_BAD; }
+    else { buf[len] = 0; rc = parse_entry(buf, len, path, key, r, why, n); }
+    free(buf);
+    return rc;
+}
