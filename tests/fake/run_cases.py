@@ -149,11 +149,21 @@ def stderr_matches(pattern, count=None):
     return check
 
 
-def ldshim_lines(n):
+def stderr_only(allowed):
+    """stderr holds nothing but lines matching `allowed` (e.g. the probe's fallback warning,
+    which the fake's NO_BINARY_FOR_GPU answer causes in every process that probes)."""
     def check(_, res):
-        lines = [l for l in res.stderr.splitlines() if l.startswith("ldshim:")]
+        stray = [l for l in res.stderr.splitlines() if not re.search(allowed, l)]
+        if stray:
+            raise Fail("stray stderr: %s" % " | ".join(stray)[:300])
+    return check
+
+
+def ldshim_lines(n, pattern=r"^ldshim: "):
+    def check(_, res):
+        lines = [l for l in res.stderr.splitlines() if re.search(pattern, l)]
         if len(lines) != n:
-            raise Fail("%d 'ldshim:' lines on stderr, expected %d: %s" % (len(lines), n, " | ".join(lines)[:300]))
+            raise Fail("%d stderr lines match /%s/, expected %d: %s" % (len(lines), pattern, n, " | ".join(lines)[:300]))
     return check
 
 
@@ -250,6 +260,13 @@ def check_reuse_report(r):
         raise Fail("report: devices %s" % r["devices"])
 
 
+def check_discover_report(r, api):
+    report_shape(r)
+    hist = [h for h in r["untagged"]["histogram"] if h["size"] == 8 * MiB]
+    if len(hist) != 1 or hist[0]["api"] != api or hist[0]["count"] != 1:
+        raise Fail("untagged histogram %s, expected one 8MiB %s request" % (r["untagged"]["histogram"], api))
+
+
 def check_fallback_report(r):
     report_shape(r)
     total = sum(f["count"] for f in r["fallbacks"])
@@ -296,6 +313,22 @@ def cases(a):
     C.append(Case("a/link/mismatch", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(native, LDSHIM_STATE="mismatch"),
                   expect={"a_shim": 1, "a_domains": "1,0", "a_expect": "1,0"}))
+    C.append(Case("a/link/memory-state", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+                  env=dict(native, LDSHIM_STATE="memory"), expect=split_native))
+    # api = runtime | driver: cudart's requests are "runtime", direct driver calls "driver".
+    C.append(Case("a/api/driver-vs-runtime-rule", "t_driver", ["alloc", "link", "8MiB"], "api.policy",
+                  expect={"a_shim": 0}))
+    C.append(Case("a/api/driver-rule", "t_driver", ["alloc", "link", "16MiB"], "api.policy",
+                  expect={"a_shim": 1, "a_rule": "drv_only"}))
+    # What cuGetProcAddress hands out counts as "runtime" (cudart's path; a program calling it
+    # directly cannot be told apart from static cudart).
+    C.append(Case("a/api/gpa-counts-as-runtime", "t_driver", ["alloc", "gpa13000", "8MiB"], "api.policy",
+                  expect={"a_shim": 1, "a_rule": "rt_only"}))
+    for prog in ("t_runtime", "t_runtime_static"):
+        C.append(Case("a/api/%s-rule" % prog, prog, ["alloc", "8MiB"], "api.policy",
+                      expect={"a_shim": 1, "a_rule": "rt_only"}))
+        C.append(Case("a/api/%s-vs-driver-rule" % prog, prog, ["alloc", "16MiB"], "api.policy",
+                      expect={"a_shim": 0}))
     C.append(Case("a/link/range-rule", "t_driver", ["alloc", "link", "32MiB"], "native.policy", env=native,
                   expect=split_native))
     for prog in ("t_runtime", "t_runtime_static"):
@@ -370,24 +403,33 @@ def cases(a):
                   timeout=600 if a.san else 120))
 
     # i. fork after first use.
-    C.append(Case("i/fork", "t_driver", ["fork", "8MiB"], "emulated.policy", quiet=True,
-                  expect={"parent_shim": 1, "child_shim": 1, "child_status": 0}))
+    C.append(Case("i/fork", "t_driver", ["fork", "8MiB"], "emulated.policy",
+                  expect={"parent_shim": 1, "child_shim": 1, "child_status": 0},
+                  checks=[stderr_only(r"^ldshim: probe: ")]))
 
     # j. bad policies.
     C.append(Case("j/bad-syntax", "t_driver", ["alloc", "link", "8MiB"], "bad_syntax.policy",
                   expect={"a_shim": 0, "a_domains": -1},
-                  checks=[ldshim_lines(1), stderr_matches(r"^ldshim: \S*bad_syntax\.policy:5:\d+: \S")]))
+                  checks=[ldshim_lines(1, r"^ldshim: \S+:\d+:\d+: "),
+                          stderr_matches(r"^ldshim: \S*bad_syntax\.policy:5:1[34]: \S")]))
     C.append(Case("j/strict", "t_driver", ["alloc", "link", "8MiB"], "strict_bad.policy", rc=3,
                   zero_counts=False,
                   checks=[stderr_matches(r"^ldshim: \S*strict_bad\.policy:6:\d+: \S"),
                           no_stdout]))
     C.append(Case("j/missing", "t_driver", ["alloc", "link", "8MiB"], "/nonexistent/ldshim-test.policy",
                   expect={"a_shim": 0, "a_domains": -1},
-                  checks=[ldshim_lines(1), stderr_matches(r"^ldshim: /nonexistent/ldshim-test\.policy:0:0: ")]))
+                  checks=[ldshim_lines(1, r"^ldshim: \S+:\d+:\d+: "),
+                          stderr_matches(r"^ldshim: /nonexistent/ldshim-test\.policy:0:0: ")]))
 
     # k. the report.
     C.append(Case("k/report", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
                   checks=[report_check(check_reuse_report)]))
+
+    for prog, args, api in (("t_driver", ["alloc", "link", "8MiB"], "driver"),
+                            ("t_runtime", ["alloc", "8MiB"], "runtime"),
+                            ("t_runtime_static", ["alloc", "8MiB"], "runtime")):
+        C.append(Case("k/discover/%s" % prog, prog, args, "discover.policy", expect={"a_shim": 0},
+                      checks=[report_check(lambda r, api=api: check_discover_report(r, api))]))
 
     # l. two devices, peer access.
     two = {"FAKE_CUDA_DEVICES": 2}
