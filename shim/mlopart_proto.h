@@ -113,4 +113,43 @@ int ld_mlo_recv_rep(int sock, const ld_mlo_req_t *req, ld_mlo_rep_t *r, int *fd_
 char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *const *add);
 void ld_mlo_env_free(char **env);
 
+/* --- Client side (shim/mlopart_client.c): one helper process seen from the shim. ------
+ *
+ * Thread-safety: none; the backend holds one mutex per helper around every call.
+ * Ownership: the struct owns the socket and the child process until kill/quit/forget. */
+typedef struct {
+    int      pid;        /* helper process, 0 when none */
+    int      sock;       /* the shim's end, -1 when none */
+    uint64_t next_id;
+} ld_mlo_helper_t;
+
+#define LD_MLO_HELPER_INIT { 0, -1, 1 }
+
+/* Where the helper binary is: $LDSHIM_MLOPART_HELPER (test setting), else the directory of
+ * the object holding this code (libldshim.so) + "/ldshim-mlopart-helper". 0 or -1 + why. */
+int ld_mlo_helper_path(char *out, size_t n, char *why, size_t wn);
+
+/* Spawn the helper for GPU `uuid` and run START with `ndomains`. 0: ready, *ndev = devices
+ * it sees. -1: why holds the reason and nothing is left running (a helper that declined is
+ * given `timeout_ms` to clean up its daemon and directory, then killed). Uses posix_spawn:
+ * safe from any thread of a multi-threaded program. */
+int ld_mlo_helper_spawn(ld_mlo_helper_t *h, const char *path, const char *uuid, int ndomains,
+                        int timeout_ms, int *ndev, char *why, size_t n);
+
+/* One request/reply. LD_MLO_IO_OK: *rep is valid (rep->status may be a per-request CUDA
+ * error) and *fd_out holds the fd of a successful ALLOC (caller closes). Any other value:
+ * the helper is broken; the caller should ld_mlo_helper_kill() it. */
+int ld_mlo_helper_call(ld_mlo_helper_t *h, ld_mlo_op_t op, int domain, uint64_t bytes,
+                       int timeout_ms, ld_mlo_rep_t *rep, int *fd_out);
+
+/* Polite stop: QUIT, wait (up to timeout_ms) for the socket's EOF, which comes only after
+ * the helper's supervisor removed the daemon and directory; then reap. Kills on timeout. */
+void ld_mlo_helper_quit(ld_mlo_helper_t *h, int timeout_ms);
+
+/* Broken helper: SIGKILL it, wait up to timeout_ms for its cleanup (EOF), reap. */
+void ld_mlo_helper_kill(ld_mlo_helper_t *h, int timeout_ms);
+
+/* In a forked child: close this process's copy of the socket, signal nothing. */
+void ld_mlo_helper_forget(ld_mlo_helper_t *h);
+
 #endif /* LDSHIM_MLOPART_PROTO_H */

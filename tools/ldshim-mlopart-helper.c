@@ -150,6 +150,7 @@ static int serve_alloc(helper_t *h, const ld_mlo_req_t *q) {
     static int failed_once;
     if (ld_mlo_hook("hang-alloc")) for (;;) pause();
     if (ld_mlo_hook("crash-alloc")) _exit(3);
+    if (ld_mlo_hook("slow-alloc")) sleep(1);
     if (ld_mlo_hook("garbage-reply")) {
         static const char junk[sizeof(ld_mlo_rep_t)] = "this is not a reply";
         return ld_mlo_write_all(h->sock, junk, sizeof junk, -1, 0, ld_mlo_deadline(1000));

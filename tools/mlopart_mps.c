@@ -226,6 +226,7 @@ static void stop_daemon(mps_t *m) {
 /* The supervisor's life; never returns. */
 static void supervise(const char *uuid, int timeout_ms, int lifeline, int events) {
     mps_t m = { .daemon = 0 };
+    prctl(PR_SET_NAME, "ldshim-mlo-sup");
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);

@@ -1,0 +1,22 @@
+# tests/mlopart/mlopart.mk — CPU suite `test-mlopart`: the MLOPart backend, its helper and
+# protocol, against the fake driver (build/fake/libcuda.so.1) and the fake MPS control
+# script tests/mlopart/fake-mps-control. Each case checks that no helper, supervisor or
+# daemon process and no private directory is left behind.
+
+# (This file is read before tools/mlopart.mk, which builds the objects: name them here.)
+MLO_T_OBJS   := $(addprefix $(BUILD)/mlopart/obj/,backend_mlopart.o mlopart_client.o \
+                  mlopart_proto.o driver.o log.o)
+MLO_T_HELPER := $(BUILD)/ldshim-mlopart-helper
+MLO_TEST     := $(BUILD)/mlopart/test_mlopart
+
+$(MLO_TEST): tests/mlopart/test_mlopart.c tests/unit/cunit_main.h $(MLO_T_OBJS) shim/mlopart_proto.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(MLO_T_OBJS) $(LDFLAGS) -lcunit -ldl -pthread
+
+.PHONY: test-mlopart
+test-mlopart: $(MLO_TEST) $(MLO_T_HELPER) $(BUILD)/fake/libcuda.so.1 | $(RESULTS)
+	LD_LIBRARY_PATH=$(BUILD)/fake LDSHIM_MLOPART_HELPER=$(MLO_T_HELPER) \
+	  LDSHIM_MPS_CONTROL=$(CURDIR)/tests/mlopart/fake-mps-control \
+	  $(MLO_TEST) $(RESULTS)/test-mlopart
+
+TEST_SUITES += test-mlopart
