@@ -46,7 +46,7 @@ typedef enum { LD_MAP_BALANCED = 0, LD_MAP_PHYSICAL } ld_map_mode_t;
 #define LD_RULE_NAME_MAX 64
 #define LD_MAX_OCC_RANGES 16
 #define LD_POLICY_MAX_BYTES (1 << 20)   /* a larger file is refused                        */
-#define LD_POLICY_MAX_RULES 1024        /* more [rule] sections are refused                */
+#define LD_POLICY_MAX_RULES 256         /* more [rule] sections are refused (shim stats cap) */
 
 typedef struct { uint64_t first, last; } ld_occ_range_t;   /* inclusive, 1-based */
 
@@ -104,10 +104,10 @@ void ld_policy_free(ld_policy_t *p);
  * match (overlapping rules are a parse error). Occurrence filtering is separate: the caller
  * keeps one counter per rule, increments it for every request that matched the rule's size
  * and api, and asks ld_rule_takes_occurrence(rule, counter_after_increment). */
-int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api);
-/* (Allocation-free, lock-free, O(log n). `api` is the request's origin, LD_API_RUNTIME or
+/* Allocation-free, lock-free, O(log n). `api` is the request's origin, LD_API_RUNTIME or
  * LD_API_DRIVER; LD_API_ANY (origin unknown) matches rules of every api, the runtime one
- * first should a runtime and a driver rule both hold the size.) */
+ * first should a runtime and a driver rule both hold the size. */
+int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api);
 int ld_rule_takes_occurrence(const ld_rule_t *r, uint64_t occurrence);
 
 /* Names for messages and reports ("full", "emulated", ...). Never NULL. */
