@@ -1,0 +1,321 @@
+/* ldshim-probe — run the topology probe on every visible GPU and show the SM→domain map.
+ *
+ * Links the probe statically (shim/probe*.c, driver.c, log.c, the embedded kernels), so it
+ * runs without LD_PRELOAD. Exit status: 0 every probed device has a map (measured, cached
+ * or the even fallback), 1 a device could not be probed, 2 bad usage, 3 no driver or GPU.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/driver.h"
+#include "shim/log.h"
+#include "shim/probe.h"
+#include "shim/probe_classify.h"
+
+static void usage(FILE *f) {
+    fputs("usage: ldshim-probe [options]\n"
+          "Measure which locality domain each SM of every visible GPU is near, validate the\n"
+          "result, and print the SM->domain map (see doc/probe.md).\n\n"
+          "  --mode M        auto (default) | anchored | clustered | even\n"
+          "                  auto: anchored where the driver can place memory per domain\n"
+          "                  (CUDA >= 13.4), else clustered. anchored without such memory\n"
+          "                  measures ordinary (interleaved) memory: expect no separation.\n"
+          "  --map M         balanced (default) | physical: which map is published\n"
+          "  --device N      probe only CUDA device N\n"
+          "  --domains N     expected domain count (default: the driver's, else 2)\n"
+          "  --force         ignore the cache (a valid result rewrites it); also\n"
+          "                  LDSHIM_PROBE_FORCE=1\n"
+          "  --no-cache      neither read nor write the cache\n"
+          "  --cache-dir D   cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
+          "                  ~/.cache/ldshim)\n"
+          "  --json          one JSON object per device and line, for machines\n"
+          "  -h, --help      this text\n"
+          "Log level: LDSHIM_LOG=error|warn|info|debug (stderr).\n", f);
+}
+
+/* ---- memory for the anchored mode -------------------------------------------------- */
+
+typedef struct {
+    const ld_driver_t *drv;
+    CUdevice dev;
+    int native;                   /* 1: VMM memory placed per locality domain            */
+    size_t gran;
+    CUmemGenericAllocationHandle h[LDSHIM_MAX_DOMAINS];
+    CUdeviceptr va[LDSHIM_MAX_DOMAINS];
+} tool_mem_t;
+
+/* Native placement (CUDA 13.4 location type, id = device | domain << 8) when the driver
+ * accepts it; checked once per device by allocating and releasing one granule. */
+static int native_probe(tool_mem_t *m) {
+    const ld_driver_t *d = m->drv;
+    if (!d->cuMemCreate || !d->cuMemRelease || !d->cuMemAddressReserve || !d->cuMemMap ||
+        !d->cuMemSetAccess || !d->cuMemGetAllocationGranularity)
+        return 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = LD_CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN;
+    prop.location.id = LD_LOCALITY_LOCATION_ID(m->dev, 0);
+    if (d->cuMemGetAllocationGranularity(&m->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !m->gran)
+        return 0;
+    CUmemGenericAllocationHandle h;
+    if (d->cuMemCreate(&h, m->gran, &prop, 0) != CUDA_SUCCESS) return 0;
+    d->cuMemRelease(h);
+    return 1;
+}
+
+static CUresult mem_alloc(void *ctx, int domain, size_t bytes, CUdeviceptr *out) {
+    tool_mem_t *m = ctx;
+    const ld_driver_t *d = m->drv;
+    if (!m->native) return d->cuMemAlloc_v2(out, bytes);
+    size_t sz = (bytes + m->gran - 1) / m->gran * m->gran;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = LD_CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN;
+    prop.location.id = LD_LOCALITY_LOCATION_ID(m->dev, domain);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va = 0;
+    CUresult r = d->cuMemCreate(&h, sz, &prop, 0);
+    if (r != CUDA_SUCCESS) return r;
+    if ((r = d->cuMemAddressReserve(&va, sz, m->gran, 0, 0)) != CUDA_SUCCESS) { d->cuMemRelease(h); return r; }
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, m->dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    if ((r = d->cuMemMap(va, sz, 0, h, 0)) != CUDA_SUCCESS ||
+        (r = d->cuMemSetAccess(va, sz, &acc, 1)) != CUDA_SUCCESS) {
+        d->cuMemUnmap(va, sz);
+        d->cuMemAddressFree(va, sz);
+        d->cuMemRelease(h);
+        return r;
+    }
+    m->h[domain] = h;
+    m->va[domain] = va;
+    *out = va;
+    return CUDA_SUCCESS;
+}
+
+static void mem_free(void *ctx, CUdeviceptr p, size_t bytes) {
+    tool_mem_t *m = ctx;
+    const ld_driver_t *d = m->drv;
+    if (!m->native) { d->cuMemFree_v2(p); return; }
+    size_t sz = (bytes + m->gran - 1) / m->gran * m->gran;
+    d->cuMemUnmap(p, sz);
+    d->cuMemAddressFree(p, sz);
+    for (int i = 0; i < LDSHIM_MAX_DOMAINS; i++)
+        if (m->va[i] == p && m->h[i]) { d->cuMemRelease(m->h[i]); m->h[i] = 0; m->va[i] = 0; break; }
+}
+
+/* ---- picture ----------------------------------------------------------------------- */
+
+static const char *source_name(uint32_t flags) {
+    static const char *const n[] = { "none", "even map", "anchored", "clustered", "cache" };
+    uint32_t s = (flags & LDSHIM_TOPO_SOURCE_MASK) >> LDSHIM_TOPO_SOURCE_SHIFT;
+    return s < 5 ? n[s] : "unknown";
+}
+
+static const char *mode_word(ld_probe_mode_t m) {
+    return m == LD_PROBE_ANCHORED ? "anchored" : m == LD_PROBE_CLUSTERED ? "clustered" : "even";
+}
+
+static void print_picture(int dev, const char *name, const char *uuid, const ld_probe_result_t *r, int physical) {
+    uint32_t n = r->num_sms, nd = r->num_domains, pc[LDSHIM_MAX_DOMAINS], bc[LDSHIM_MAX_DOMAINS];
+    ld_count_domains(r->physical, n, nd, pc);
+    ld_count_domains(r->balanced, n, nd, bc);
+    printf("GPU %d  %s  %s  %u SMs, %u domains\n", dev, name, uuid, n, nd);
+    if (r->from_cache)
+        printf("  source   cache (of a %s probe, %d attempt%s)\n", mode_word(r->mode_used), r->attempts,
+               r->attempts == 1 ? "" : "s");
+    else
+        printf("  source   %s, measured now: %d attempt%s, %.1f ms\n",
+               r->valid ? mode_word(r->mode_used) : "even map (fallback)", r->attempts,
+               r->attempts == 1 ? "" : "s", r->elapsed_ms);
+    printf("  verdict  %s%s\n", r->valid ? "VALID  " : "NOT VALIDATED  ", r->verdict);
+    if (r->near_cycles > 0)
+        printf("  latency  near %.0f / far %.0f cycles per hop (far/near %.3f)%s\n", r->near_cycles, r->far_cycles,
+               r->far_cycles / r->near_cycles, r->valid ? "" : "  [last attempt]");
+    printf("  domains  physical");
+    for (uint32_t d = 0; d < nd; d++) printf("%s%u", d ? " / " : " ", pc[d]);
+    printf("   balanced");
+    for (uint32_t d = 0; d < nd; d++) printf("%s%u", d ? " / " : " ", bc[d]);
+    printf("   TPCs moved: %d\n", r->tpcs_moved);
+    printf("  map      %s, published with source '%s' flags 0x%x; a cell is one TPC (SMs 2t, 2t+1):\n"
+           "           its SMs' domains, * = moved by balancing\n",
+           physical ? "physical" : "balanced", source_name(r->published.flags), r->published.flags);
+    const uint8_t *map = physical ? r->physical : r->balanced;
+    uint32_t ntpc = (n + 1) / 2;
+    printf("           TPC ");
+    for (uint32_t c = 0; c < 16 && c < ntpc; c++) printf("%4u", c);
+    printf("\n");
+    for (uint32_t row = 0; row * 16 < ntpc; row++) {
+        uint32_t first = row * 32, last = (row + 1) * 32 - 1 < n - 1 ? (row + 1) * 32 - 1 : n - 1;
+        printf("     SM %3u-%-3u", first, last);
+        for (uint32_t t = row * 16; t < (row + 1) * 16 && t < ntpc; t++) {
+            char cell[4] = "   ";
+            uint32_t s = 2 * t;
+            cell[0] = (char)('0' + map[s]);
+            cell[1] = s + 1 < n ? (char)('0' + map[s + 1]) : '-';
+            int moved = r->physical[s] != r->balanced[s] || (s + 1 < n && r->physical[s + 1] != r->balanced[s + 1]);
+            cell[2] = moved && !physical ? '*' : ' ';
+            printf(" %s", cell);
+        }
+        printf("\n");
+    }
+    for (uint32_t d = 0; d < nd; d++) {
+        printf("  domain %u TPCs:", d);
+        for (uint32_t t = 0; t < ntpc; t++)
+            if (map[2 * t] == d) printf(" %u", t);
+        printf("\n");
+    }
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+static int parse_mode(const char *s, ld_probe_mode_t *m) {
+    if (!strcmp(s, "auto")) *m = LD_PROBE_AUTO;
+    else if (!strcmp(s, "anchored")) *m = LD_PROBE_ANCHORED;
+    else if (!strcmp(s, "clustered")) *m = LD_PROBE_CLUSTERED;
+    else if (!strcmp(s, "even")) *m = LD_PROBE_EVEN;
+    else return -1;
+    return 0;
+}
+
+static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *base, int json, int physical) {
+    CUdevice dev;
+    CUresult r = d->cuDeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "ldshim-probe: device %d: %s\n", ordinal, ld_cu_errname(r));
+        return 1;
+    }
+    char name[256] = "unknown GPU";
+    CUresult (*get_name)(char *, int, CUdevice) = NULL;
+    if (d->cuGetProcAddress_v2 &&
+        d->cuGetProcAddress_v2("cuDeviceGetName", (void **)&get_name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+                               NULL) == CUDA_SUCCESS && get_name)
+        get_name(name, sizeof name, dev);
+    char uuid[48] = "GPU-?";
+    CUuuid u;
+    if (d->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    }
+    CUcontext ctx;
+    if ((r = d->cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS || (r = d->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS) {
+        fprintf(stderr, "ldshim-probe: device %d: cannot create a context: %s\n", ordinal, ld_cu_errname(r));
+        return 1;
+    }
+    ld_probe_opts_t o = *base;
+    tool_mem_t mem;
+    memset(&mem, 0, sizeof mem);
+    mem.drv = d;
+    mem.dev = dev;
+    if (o.ndomains <= 0) {
+        int nd = 0;
+        if (d->cuDeviceGetAttribute(&nd, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) == CUDA_SUCCESS && nd >= 1)
+            o.ndomains = nd;
+        else
+            o.ndomains = 2;
+    }
+    mem.native = native_probe(&mem);
+    if (mem.native || o.mode == LD_PROBE_ANCHORED) {
+        o.alloc_localized = mem_alloc;
+        o.free_localized = mem_free;
+        o.alloc_ctx = &mem;
+    }
+    if (o.mode == LD_PROBE_ANCHORED && !mem.native)
+        LD_INFO("device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
+    ld_probe_result_t res;
+    int rc = ld_probe_device(d, dev, &o, &res);
+    CUcontext popped;
+    d->cuCtxPopCurrent_v2(&popped);
+    d->cuDevicePrimaryCtxRelease_v2(dev);
+    if (rc != 0) {
+        fprintf(stderr, "ldshim-probe: device %d: %s\n", ordinal, res.verdict);
+        return 1;
+    }
+    if (json) {
+        static char buf[16384];
+        ld_probe_result_json(&res, buf, sizeof buf);
+        printf("{\"device\":%d,\"name\":\"", ordinal);
+        for (const char *c = name; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
+        printf("\",\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s}\n", uuid,
+               mem.native ? "native" : o.alloc_localized ? "ordinary" : "none", buf);
+    } else {
+        print_picture(ordinal, name, uuid, &res, physical);
+        if (o.alloc_localized && !mem.native)
+            printf("  note     anchored mode measured ordinary (interleaved) memory: no separation is expected\n");
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static const struct option longopts[] = {
+        { "mode", required_argument, NULL, 'm' }, { "map", required_argument, NULL, 'p' },
+        { "device", required_argument, NULL, 'd' }, { "domains", required_argument, NULL, 'n' },
+        { "force", no_argument, NULL, 'f' }, { "no-cache", no_argument, NULL, 'N' },
+        { "cache-dir", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+    ld_probe_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.mode = LD_PROBE_AUTO;
+    o.map = LD_MAP_BALANCED;
+    o.use_cache = 1;
+    int json = 0, only = -1, c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (parse_mode(optarg, &o.mode)) {
+                fprintf(stderr, "ldshim-probe: --mode %s: expected auto, anchored, clustered or even\n", optarg);
+                return 2;
+            }
+            break;
+        case 'p':
+            if (!strcmp(optarg, "balanced")) o.map = LD_MAP_BALANCED;
+            else if (!strcmp(optarg, "physical")) o.map = LD_MAP_PHYSICAL;
+            else { fprintf(stderr, "ldshim-probe: --map %s: expected balanced or physical\n", optarg); return 2; }
+            break;
+        case 'd':
+            only = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || only < 0) { fprintf(stderr, "ldshim-probe: --device %s: expected a device number >= 0\n", optarg); return 2; }
+            break;
+        case 'n':
+            o.ndomains = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || o.ndomains < 1 || o.ndomains > LDSHIM_MAX_DOMAINS) {
+                fprintf(stderr, "ldshim-probe: --domains %s: expected 1..%d\n", optarg, LDSHIM_MAX_DOMAINS);
+                return 2;
+            }
+            break;
+        case 'f': o.force = 1; break;
+        case 'N': o.use_cache = 0; break;
+        case 'c': o.cache_dir = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
+    ld_log_init();
+    const ld_driver_t *d = ld_driver();
+    if (!d) {
+        fprintf(stderr, "ldshim-probe: cannot load the NVIDIA driver library (libcuda.so.1); is a driver installed?\n");
+        return 3;
+    }
+    CUresult r = d->cuInit(0);
+    int count = 0;
+    if (r == CUDA_SUCCESS) r = d->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS || count == 0) {
+        fprintf(stderr, "ldshim-probe: no usable GPU: %s\n", r != CUDA_SUCCESS ? ld_cu_errname(r) : "no CUDA devices");
+        return 3;
+    }
+    if (only >= count) { fprintf(stderr, "ldshim-probe: --device %d: only %d device%s visible\n", only, count, count == 1 ? "" : "s"); return 2; }
+    int failed = 0;
+    for (int i = 0; i < count; i++)
+        if (only < 0 || i == only) {
+            failed |= probe_one(d, i, &o, json, o.map == LD_MAP_PHYSICAL);
+            if (!json && only < 0 && i + 1 < count) printf("\n");
+        }
+    return failed ? 1 : 0;
+}
