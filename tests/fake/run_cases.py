@@ -387,6 +387,19 @@ def cases(a):
         C.append(Case("f/oom/%s/noshim" % prog, prog, args, shim=False, env=lim, expect={"rc": 2}))
         C.append(Case("f/oom/%s" % prog, prog, args, "nopool.policy", env=lim, expect={"rc": 2}))
 
+    # Pooled physical memory never costs the app memory: on OOM the pool is trimmed and the
+    # request retried (an untagged request, and a tagged one of another slice size).
+    def trimmed(r):
+        report_shape(r)
+        if r["pool"]["trims"] < 1:
+            raise Fail("pool trims %d after an OOM with a full pool" % r["pool"]["trims"])
+    for u in ("4MiB", "16MiB"):
+        lim = {"FAKE_CUDA_MEM_LIMIT": 20 * MiB if u == "16MiB" else 10 * MiB}
+        C.append(Case("f/pool-trim/%s/noshim" % u, "t_driver", ["trim", "8MiB", u], shim=False, env=lim,
+                      expect={"t_shim": 0, "rc": 0}))
+        C.append(Case("f/pool-trim/%s" % u, "t_driver", ["trim", "8MiB", u], "emulated.policy", env=lim,
+                      expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
+
     # g. stock state: identical to no shim, silent.
     for prog in ("t_driver", "t_runtime", "t_runtime_static"):
         base = Case("g/stock/%s/noshim" % prog, prog, ["stock", "8MiB", "1MiB"], shim=False)

@@ -29,6 +29,7 @@ static const char *usage =
     "  fork SIZE             allocate, fork, child allocates/frees its own, parent frees\n"
     "  reuse SIZE N          allocate/free the same tagged size N times\n"
     "  twodev SIZE           tagged allocation on device 1, peer access from device 0\n"
+    "  trim T U              allocate+free T, then allocate U (pooled memory must not cost U)\n"
     "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n";
 
 static CUcontext ctx0;
@@ -351,6 +352,20 @@ static int case_twodev(size_t size) {
     return 0;
 }
 
+static int case_trim(size_t t, size_t u) {
+    CUdeviceptr p = 0, q = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, t), CUDA_SUCCESS);
+    printf("t_shim=%d\n", t_is_shim(p, NULL));
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    CUresult r = cuMemAlloc_v2(&q, u);
+    printf("rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) {
+        t_fill_check(q, u, 8);
+        CHECK_RC(cuMemFree_v2(q), CUDA_SUCCESS);
+    }
+    return 0;
+}
+
 static int case_publish(void) {
     char image[128];
     snprintf(image, sizeof image, "FAKEMOD v1 globals=%s:%zu,other:64 functions=k", LDSHIM_TOPOLOGY_SYMBOL,
@@ -402,6 +417,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "fork")) { ARGS(1); rc = case_fork(t_size(argv[2])); }
     else if (!strcmp(c, "reuse")) { ARGS(2); rc = case_reuse(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "twodev")) { ARGS(1); rc = case_twodev(t_size(argv[2])); }
+    else if (!strcmp(c, "trim")) { ARGS(2); rc = case_trim(t_size(argv[2]), t_size(argv[3])); }
     else if (!strcmp(c, "publish")) { ARGS(0); rc = case_publish(); }
     else { fprintf(stderr, "t_driver: unknown case '%s'\n%s", c, usage); return 2; }
     teardown();
