@@ -270,16 +270,18 @@ static void check_pointer(const buffer_t *b, pinfo_fn pinfo, int expect_shim, co
              b->name, (int)a.type, a.device, a.devicePointer, (void *)(uintptr_t)interior);
     (void)cudaGetLastError();
 
-    // Legacy IPC works on ordinary memory and must be refused (with an error, not a crash) on
-    // the shim's VMM ranges.
+    // Legacy IPC must be refused (an error, not a crash) on the shim's VMM ranges. On ordinary
+    // memory the result is whatever the driver says (a VM may not support IPC): for untagged
+    // buffers it goes on stdout, so every run must agree with the run without the shim.
     if (!b->driver_api) {
         cudaIpcMemHandle_t h;
         e = cudaIpcGetMemHandle(&h, b->p);
         (void)cudaGetLastError();
         if (mine && e == cudaSuccess)
             fail("%s: cudaIpcGetMemHandle succeeded on a shim range (expected an error)", b->name);
-        if (!mine && e != cudaSuccess)
-            fail("%s: cudaIpcGetMemHandle failed on ordinary memory: %s", b->name, cudaGetErrorName(e));
+        if (!mine)
+            note("%s: cudaIpcGetMemHandle on ordinary memory: %s", b->name, cudaGetErrorName(e));
+        if (!b->rule) printf("ipc     %-7s %s\n", b->name, cudaGetErrorName(e));
     }
 }
 

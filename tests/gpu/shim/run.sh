@@ -65,21 +65,27 @@ run() {
   local name=$1 mode=$2 policy=$3 state=$4; shift 5
   local f=$logs/${name//\//_}
   rm -f "$f.json"
+  out=$f.out; err=$f.err; rep=$f.json
+  if [ "$mode" = shim ] && [ ! -r "$lib" ]; then
+    : >"$out"; echo "run.sh: $lib missing" >"$err"; rc=99; return
+  fi
+  # The preload is set by `env`, which execs the program: `timeout` itself must not carry the
+  # shim (its copy would write the report again when it exits).
   if [ "$mode" = shim ]; then
-    env LD_PRELOAD="$prefix$lib" LDSHIM_POLICY="$policy" LDSHIM_STATE="$state" LDSHIM_LOG=info \
-        LDSHIM_REPORT="$f.json" LDSHIM_CACHE_DIR="$cache" \
+    timeout -k 5 "$TMO" env LD_PRELOAD="$prefix$lib" LDSHIM_POLICY="$policy" LDSHIM_STATE="$state" \
+        LDSHIM_LOG=info LDSHIM_REPORT="$f.json" LDSHIM_CACHE_DIR="$cache" \
         ${prefix:+ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0} \
-        timeout -k 5 "$TMO" "$@" >"$f.out" 2>"$f.err"
+        "$@" >"$f.out" 2>"$f.err"
   else
-    env -u LD_PRELOAD -u LDSHIM_POLICY -u LDSHIM_STATE -u LDSHIM_REPORT \
-        timeout -k 5 "$TMO" "$@" >"$f.out" 2>"$f.err"
+    timeout -k 5 "$TMO" env -u LD_PRELOAD -u LDSHIM_POLICY -u LDSHIM_STATE -u LDSHIM_REPORT \
+        "$@" >"$f.out" 2>"$f.err"
   fi
   rc=$?
-  out=$f.out; err=$f.err; rep=$f.json
 }
 
 # Why a run failed, in one line: exit status plus the first FAIL/error lines of stderr.
 why_rc() {
+  [ "$rc" -eq 99 ] && { echo "not run: $lib missing"; return; }
   local r="exit $rc"
   [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && r="timed out after ${TMO}s"
   [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && r="killed by signal $((rc - 128))"

@@ -92,6 +92,64 @@ expect leak_cycle-bad-expect 2 "none, pool or nopool" "$bin/leak_cycle" --expect
 expect leak_cycle-no-cap 2 "needs --pool-cap-mib" "$bin/leak_cycle" --expect pool
 expect leak_cycle-no-gpu 2 "no usable CUDA device" "$bin/leak_cycle" --expect none
 
+# run.sh's own logic against fake programs (shell scripts that print fixed checksums and write
+# the report a correct shim would write), an empty preload library and a fake python.
+fk=$tmp/fake; mkdir -p "$fk/bin"
+echo 'int ldshim_fake_marker;' >"$fk/empty.c"
+${CC:-cc} -shared -fPIC -o "$fk/libfake.so" "$fk/empty.c"
+cat >"$fk/report.sh" <<'EOF2'
+# report.sh RULE=N...: write the report a correct shim would write for state $LDSHIM_STATE
+[ -n "${LDSHIM_REPORT:-}" ] && [ -e "${LD_PRELOAD:-/absent}" ] || exit 0
+st=${LDSHIM_STATE:-memory}; rules=""; sep=""
+for r in "$@"; do
+  n=${r#*=}; [ "$st" = stock ] && n=0
+  rules="$rules$sep{\"name\": \"${r%%=*}\", \"matched\": $n, \"allocations\": $n, \"bytes\": 8388608, \"bytes_per_domain\": [4194304, 4194304], \"fallbacks\": 0}"; sep=", "
+done
+hits=0; [ -n "${FAKE_HITS:-}" ] && hits=$FAKE_HITS
+printf '{"state": "%s", "backend": "%s", "rules": [%s], "pool": {"hits": %s, "cap": 2147483648}, "fallbacks": [], "untagged": {"histogram": [{"size": 50331655, "api": "runtime", "count": 1}]}, "live": {"ranges": 0, "bytes": 0}}\n' \
+  "$st" "$([ "$st" = stock ] && echo off || echo emulated)" "$rules" "$hits" >"$LDSHIM_REPORT"
+EOF2
+for v in shared static; do
+  cat >"$fk/bin/alloc_check_$v" <<EOF2
+#!/bin/sh
+echo "t64 fnv 0123456789abcdef"
+[ "\${LDSHIM_STATE:-none}" = "\${FAKE_BREAK:-}" ] && echo "t1g fnv changed"
+sh "$fk/report.sh" t64=1 t96p1=1 t1g=1 drv40=1
+exit 0
+EOF2
+done
+cat >"$fk/bin/leak_cycle" <<EOF2
+#!/bin/sh
+case "\$LDSHIM_POLICY" in *nopool*) h=0 ;; *) h=198 ;; esac
+FAKE_HITS=\$h sh "$fk/report.sh" small=100 large=100
+exit 0
+EOF2
+cat >"$fk/python" <<EOF2
+#!/bin/sh
+case "\$1" in
+  -c) exit 0 ;;
+  *check_report.py) exec $PY "\$@" ;;
+  *torch_check.py) echo "matmul sha256=\${PYTORCH_NO_CUDA_MEMORY_CACHING:-0}"
+     [ "\${LDSHIM_STATE:-none}" = "\${FAKE_BREAK:-}" ] && echo "changed"
+     sh "$fk/report.sh" torch64=2 torch36=3; exit 0 ;;
+esac
+exit 9
+EOF2
+chmod +x "$fk/bin/"* "$fk/python"
+RUN="bash $here/run.sh --lib $fk/libfake.so --bin $fk/bin"
+expect run-sh-fake-all-ok 0 "gpu-shim: 21 passed, 0 failed" env TMPDIR="$fk" PYTHON="$fk/python" OUT= $RUN --results "$fk/r1"
+expect run-sh-fake-result 0 "^21 0$" cat "$fk/r1"
+expect run-sh-fake-mismatch 1 "FAIL alloc/static/mismatch: stdout differs from alloc_shared_base.out" \
+  env TMPDIR="$fk" PYTHON="$fk/python" FAKE_BREAK=mismatch OUT= $RUN --results "$fk/r2"
+expect run-sh-fake-mismatch-count 0 "^18 3$" cat "$fk/r2"
+expect run-sh-fake-torch 1 "FAIL torch/cached/mismatch: stdout differs" \
+  env TMPDIR="$fk" PYTHON="$fk/python" FAKE_BREAK=mismatch OUT= $RUN --results "$fk/r2" --only torch
+expect run-sh-fake-nolib 1 "FAIL alloc/shared/memory: not run: .*absent.so missing" \
+  env TMPDIR="$fk" PYTHON="$fk/python" OUT= bash "$here/run.sh" --lib "$fk/absent.so" --bin "$fk/bin" --results "$fk/r3" --only alloc
+mkdir -p "$fk/out"
+expect run-sh-fake-out 0 "logs in .OUT/gpu-shim-logs.tar.gz" env TMPDIR="$fk" PYTHON="$fk/python" OUT="$fk/out" $RUN --results "$fk/r4" --only leak
+expect run-sh-fake-out-files 0 "leak_pool.json" tar -tzf "$fk/out/gpu-shim-logs.tar.gz"
+
 echo "test-gpu-shim-selftest: $p passed, $f failed"
 echo "$p $f" >"$result"
 [ "$f" -eq 0 ]
