@@ -25,7 +25,7 @@ $(AB_NULL_SO): tests/ab/null.c
 	$(CC) $(AB_CFLAGS) -shared -o $@ $<
 
 .PHONY: test-ab
-test-ab: $(AB_NULL_SO)
+test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy
 	@mkdir -p $(RESULTS)
 	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $(AB_TOOL) bench/apps/serve.py
-	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab
+	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) LDSHIM_POLICY_CLI=$(abspath $(BUILD)/bin/ldshim-policy) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab

@@ -10,6 +10,9 @@ basename of LDSHIM_REPORT, then behaves as FAKE_* variables say:
   FAKE_FAIL     "full:r2:exit,memory:r1:timeout,stock:r3:nometric,mismatch:*:exit"
   FAKE_LOG      file to which one line per run is appended: "<state> <w|r><idx> <LD_PRELOAD>"
   FAKE_REPORT_STATE  "full=stock": state written into the fake report (default: the real one)
+  FAKE_TAGGED   "full=6": counts.tagged_allocs in the report per state (default 0)
+  FAKE_POLICY_ERROR  policy_error written into the report
+  FAKE_HIST     "939524096x6,2097152x40": the report's untagged histogram (size x count)
 
 It prints "decode: <figure> ms/step  <1000/figure> tok/s" on stdout, a little noise on
 stderr, and writes a tiny JSON report where LDSHIM_REPORT points, as the shim would.
@@ -32,8 +35,8 @@ def main():
     state = os.environ.get("LDSHIM_STATE", "none")
     report = os.environ.get("LDSHIM_REPORT", "")
     name = os.path.basename(report)[:-5] if report.endswith(".json") else "0-none-r1"
-    kind_idx = name.rsplit("-", 1)[-1]
-    kind, idx = kind_idx[0], int(kind_idx[1:])
+    kind_idx = name.rsplit("-", 1)[-1]          # "r2", "w1"; "discover" for --discover
+    kind, idx = kind_idx[0], int(kind_idx[1:]) if kind_idx[1:].isdigit() else 1
     if os.environ.get("FAKE_LOG"):
         with open(os.environ["FAKE_LOG"], "a") as f:
             f.write("%s %s %s\n" % (state, kind_idx, os.environ.get("LD_PRELOAD", "")))
@@ -58,8 +61,17 @@ def main():
 
     if report:
         rstate = table("FAKE_REPORT_STATE").get(state, state)
+        rep = {"state": rstate, "backend": "fake",
+               "policy_error": os.environ.get("FAKE_POLICY_ERROR") or None,
+               "counts": {"tagged_allocs": int(table("FAKE_TAGGED").get(state, "0")),
+                          "fallbacks": 0},
+               "untagged": {"allocations": 0, "histogram": []}}
+        for ent in filter(None, os.environ.get("FAKE_HIST", "").split(",")):
+            size, count = ent.split("x")
+            rep["untagged"]["histogram"].append({"size": int(size), "api": "runtime",
+                                                 "count": int(count)})
         with open(report, "w") as f:
-            json.dump({"state": rstate, "backend": "fake"}, f)
+            json.dump(rep, f)
 
     if mode == "nometric":
         print("fake: nothing to report")

@@ -312,6 +312,58 @@ class TestFailures(ToolCase):
         self.assertIn("runs asked for state 'full' but the shim reported 'stock'", r.stdout)
 
 
+class TestReports(ToolCase):
+    HIST = {"FAKE_HIST": "2097152x40,939524096x6,262144000x2,33554432x4,512x900"}
+
+    def test_discover(self):
+        r = self.ab("--out", self.out, "--discover", env=self.HIST)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([(s, k) for s, k, _ in self.logged()], [("stock", "discover")])
+        lines = r.stdout.splitlines()
+        rows = [ln.split() for ln in lines if ln.strip() and ln.split()[0].isdigit()]
+        # largest total bytes first: 896 MiB x 6, 250 MiB x 2, 32 MiB x 4, 2 MiB x 40, 512 B
+        self.assertEqual([int(x[0]) for x in rows],
+                         [939524096, 262144000, 33554432, 2097152, 512])
+        self.assertIn("size      = 896MiB      # 6 allocation(s)", r.stdout)
+        self.assertIn("placement = split", r.stdout)
+        self.assertNotIn("size      = 512", r.stdout)   # below min_split: not suggested
+        self.assertTrue(os.path.isfile(os.path.join(self.out, "reports", "discover.json")))
+
+    def test_histogram_of_existing_report(self):
+        rep = os.path.join(self.tmp, "r.json")
+        with open(rep, "w") as f:
+            json.dump({"untagged": {"histogram": [{"size": 939524096, "api": "runtime",
+                                                   "count": 6}]}}, f)
+        r = subprocess.run([sys.executable, TOOL, "--histogram", rep], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("896MiB", r.stdout)
+        r = subprocess.run([sys.executable, TOOL, "--histogram", self.log], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot read a JSON report", r.stderr)
+
+    def test_policy_that_tags_nothing_is_flagged(self):
+        pol = os.path.join(self.tmp, "p.policy")
+        with open(pol, "w") as f:
+            f.write("[rule x]\nsize = 1GiB\n")
+        r = self.ab_metric("--runs", "1", "--warmup", "0", "--policy", pol,
+                           env={"FAKE_TAGGED": "full=6"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("in state 'memory' the policy tagged no allocation", r.stdout)
+        self.assertIn("in state 'mismatch' the policy tagged no allocation", r.stdout)
+        self.assertNotIn("in state 'full' the policy", r.stdout)
+        self.assertNotIn("in state 'stock' the policy", r.stdout)
+
+    def test_policy_error_reported(self):
+        r = self.ab_metric("--runs", "1", "--warmup", "0", "--states", "stock,full",
+                           env={"FAKE_POLICY_ERROR": "p.policy:3:1: expected a key",
+                                "FAKE_REPORT_STATE": "full=stock"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("the shim rejected the policy: p.policy:3:1: expected a key", r.stdout)
+        self.assertIn("! policy error: p.policy:3:1", r.stderr)
+
+
 class TestFilesAndEnv(ToolCase):
     def test_files_written_and_parseable(self):
         r = self.ab_metric("--runs", "2", env={"FAKE_VALUES": "stock=10;full=8"})

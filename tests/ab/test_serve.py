@@ -101,6 +101,26 @@ class TestServeNoGpu(unittest.TestCase):
         with open(POLICIES[1]) as f:
             self.assertRegex(f.read(), r"(?m)^backend\s*=\s*emulated")
 
+    def test_policies_parse_and_tag_exactly_the_expert_size(self):
+        """With the project's own parser (build/bin/ldshim-policy, built by `make test-ab`)."""
+        cli = os.environ.get("LDSHIM_POLICY_CLI") or os.path.join(ROOT, "build", "bin",
+                                                                  "ldshim-policy")
+        self.assertTrue(os.access(cli, os.X_OK), "%s missing: run make test-ab" % cli)
+        sizes, text = expert_sizes()
+        others = [int(m) for m in re.findall(r"^  (?!layer\d\.w[123] )\S+ +\S+ +\d+ +\S+ MiB"
+                                             r"  (\d+) ", text, re.M)]
+        self.assertGreater(len(others), 5)
+        for pol in POLICIES:
+            r = subprocess.run([cli, "check", pol], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for size, want in [(sizes[0], "rule experts"), (sizes[0] - 2 * MiB, "untagged"),
+                               (sizes[0] + 2 * MiB, "untagged")] + \
+                    [(o, "untagged") for o in others]:
+                r = subprocess.run([cli, "match", pol, str(size)], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(r.stdout.startswith(want), (pol, size, r.stdout))
+
     def test_shrunk_config_prints_rounded_size(self):
         sizes, _ = expert_sizes("--experts", "6", "--hidden", "1000", "--ffn", "3000",
                                 "--heads", "8", "--kv-heads", "4")
