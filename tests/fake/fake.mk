@@ -49,13 +49,13 @@ $(FAKE_CUDART_A): $(FAKE_DIR)/obj/fake_cudart.o
 
 # Test programs. Never linked against the shim: it arrives through LD_PRELOAD.
 $(FAKE_DIR)/t_driver: tests/fake/t_driver.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcuda -pthread -ldl
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
 
 $(FAKE_DIR)/t_vmm: tests/fake/t_vmm.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcuda -pthread -ldl
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
 
 $(FAKE_DIR)/t_runtime: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcudart.so
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -lcudart -pthread -ldl
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcudart -pthread -ldl
 
 $(FAKE_DIR)/t_runtime_static: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_CUDART_A)
 	$(CC) $(CFLAGS) -DFAKE_STATIC_CUDART $< -o $@ $(LDFLAGS) $(FAKE_CUDART_A) -pthread -ldl

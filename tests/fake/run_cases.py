@@ -450,6 +450,7 @@ def cases(a):
                   expect={"d1_shim": 0, "d1_device": 1, "enable_peer": 0, "access_after_dev0": 3}))
     C.append(Case("l/twodev", "t_driver", ["twodev", "8MiB"], "emulated.policy", env=two,
                   expect={"d1_shim": 1, "d1_device": "1,1", "info_device": 1, "access_before_dev1": 3,
+                          "access_before_dev0": 0,
                           "enable_peer": 0, "access_after_dev0": 3, "access_after_dev0_last": 3}))
     C.append(Case("l/twodev/native", "t_driver", ["twodev", "8MiB"], "native.policy",
                   env=dict(two, FAKE_CUDA_DOMAINS=2),
