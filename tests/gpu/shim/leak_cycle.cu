@@ -3,10 +3,11 @@
  * Runs N cycles of cudaMalloc + cudaMemset + cudaFree over sizes that
  * tests/gpu/shim/leak_pool.policy / leak_nopool.policy tag, then checks with cudaMemGetInfo
  * that device memory is back to its baseline, net of exactly what the shim's pool says it
- * keeps (ldshim_get_stats().pool_bytes). With --oom-trim it then asks for an untagged buffer
- * that only fits when the pool gives its memory back (free + pool - margin): the design says
- * the pool must never cost the application memory. After that buffer is freed, memory must be
- * back at the baseline with the pool empty.
+ * keeps (ldshim_get_stats().pool_bytes). With the pool on, ldshim_pool_trim() (what the shim
+ * runs at exit) must then release exactly that and bring memory back to the baseline.
+ * With --oom-trim it instead asks for an untagged buffer that only fits when the pool gives
+ * its memory back (free + pool - margin): the pool must never cost the application memory.
+ * After that buffer is freed, memory must be back at the baseline net of the pool.
  *
  * Prints FAIL lines on stderr; exit 0 pass, 1 a check failed, 2 usage/CUDA error.
  */
@@ -47,6 +48,7 @@ __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
 
 typedef int (*pinfo_fn)(uint64_t, ldshim_ptr_info_t *);
 typedef void (*stats_fn)(ldshim_stats_t *);
+typedef uint64_t (*trim_fn)(void);
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -177,6 +179,24 @@ int main(int argc, char **argv) {
         }
     }
     check_back("after the loop", baseline, after, s1.pool_bytes, tol);
+
+    // What the shim does at exit (ldshim_pool_trim, exported beside shim/ldshim.h's API): after
+    // it the pool holds nothing and memory is back at the baseline.
+    trim_fn trim = (trim_fn)dlsym(RTLD_DEFAULT, "ldshim_pool_trim");
+    if (want_pool && !oom_trim) {
+        if (!trim) {
+            fail("ldshim_pool_trim is not exported: cannot check the trimmed pool returns every byte");
+        } else {
+            uint64_t released = trim();
+            ldshim_stats_t s2;
+            memset(&s2, 0, sizeof s2);
+            stats(&s2);
+            if (released != s1.pool_bytes || s2.pool_bytes != 0)
+                fail("ldshim_pool_trim released %" PRIu64 " MiB of %" PRIu64 " MiB cached; %" PRIu64 " MiB left",
+                     released / MiB, s1.pool_bytes / MiB, s2.pool_bytes / MiB);
+            check_back("after ldshim_pool_trim", baseline, free_mem(), s2.pool_bytes, tol);
+        }
+    }
 
     if (oom_trim) {
         // Without the pool's memory this request does not fit: the shim must trim and retry.

@@ -72,7 +72,7 @@ run() {
   # The preload is set by `env`, which execs the program: `timeout` itself must not carry the
   # shim (its copy would write the report again when it exits).
   if [ "$mode" = shim ]; then
-    timeout -k 5 "$TMO" env LD_PRELOAD="$prefix$lib" LDSHIM_POLICY="$policy" LDSHIM_STATE="$state" \
+    timeout -k 5 "$TMO" env -u LDSHIM_MISMATCH -u LDSHIM_BACKEND -u LDSHIM_STRICT LD_PRELOAD="$prefix$lib" LDSHIM_POLICY="$policy" LDSHIM_STATE="$state" \
         LDSHIM_LOG=info LDSHIM_REPORT="$f.json" LDSHIM_CACHE_DIR="$cache" \
         ${prefix:+ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0} \
         "$@" >"$f.out" 2>"$f.err"
