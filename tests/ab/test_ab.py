@@ -354,6 +354,11 @@ class TestReports(ToolCase):
         self.assertIn("in state 'mismatch' the policy tagged no allocation", r.stdout)
         self.assertNotIn("in state 'full' the policy", r.stdout)
         self.assertNotIn("in state 'stock' the policy", r.stdout)
+        self.assertIn("full: backend fake, 6 tagged", r.stdout)
+        _, rows = self.summary()
+        self.assertEqual(rows["full"]["tagged_allocs"], 6)
+        self.assertEqual(rows["memory"]["tagged_allocs"], 0)
+        self.assertEqual(rows["full"]["backends"], ["fake"])
 
     def test_policy_error_reported(self):
         r = self.ab_metric("--runs", "1", "--warmup", "0", "--states", "stock,full",
