@@ -20,3 +20,28 @@ test-mlopart: $(MLO_TEST) $(MLO_T_HELPER) $(BUILD)/fake/libcuda.so.1 | $(RESULTS
 	  $(MLO_TEST) $(RESULTS)/test-mlopart
 
 TEST_SUITES += test-mlopart
+
+# ---- GPU suite (tests/gpu/mlopart/, whose fragment the top Makefile would not read) ------
+#   make test-gpu-mlopart        on the GPU machine, part of `make test-gpu` (run.sh --help)
+#   make test-mlopart-selftest   CPU, part of `make test`: the GPU program builds and parses
+#                                its arguments; the bench runs on the fake driver
+MLOGPU_BIN     := $(BUILD)/mlopart/mlopart_gpu
+MLOGPU_NVFLAGS := -O2 -std=c++17 $(CUDA_GENCODE) -I. -Ikernels -Xcompiler -Wall,-Wextra,-Werror \
+                  $(if $(filter 1,$(SAN)),-Xcompiler -fsanitize=address$(comma)undefined)
+comma := ,
+
+$(MLOGPU_BIN): tests/gpu/mlopart/mlopart_gpu.cu $(MLO_T_OBJS) shim/mlopart_proto.h shim/backend.h
+	@mkdir -p $(@D)
+	$(NVCC) $(MLOGPU_NVFLAGS) -o $@ $< $(MLO_T_OBJS) -ldl -lpthread
+
+.PHONY: test-gpu-mlopart test-mlopart-selftest
+test-gpu-mlopart: $(MLOGPU_BIN) $(MLO_T_HELPER) | $(RESULTS)
+	@bash tests/gpu/mlopart/run.sh --bin $(MLOGPU_BIN) --helper $(MLO_T_HELPER) \
+	  --results $(RESULTS)/test-gpu-mlopart
+
+test-mlopart-selftest: $(MLOGPU_BIN) $(MLO_T_HELPER) $(BUILD)/mlopart/mlopart_bench \
+                       $(BUILD)/fake/libcuda.so.1 | $(RESULTS)
+	@sh tests/mlopart/selftest.sh $(BUILD) $(RESULTS)/test-mlopart-selftest
+
+GPU_TEST_SUITES += test-gpu-mlopart
+TEST_SUITES     += test-mlopart-selftest

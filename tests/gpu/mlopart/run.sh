@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# run.sh — GPU suite of the MLOPart backend (make test-gpu-mlopart). Needs an NVIDIA GPU, the
+# MPS binaries on PATH, and permission to start a private MPS daemon (root on the lent H200).
+#
+# Cases (each prints "ok   NAME" or "FAIL NAME: reason"):
+#   decline   a real private MPS daemon in MLOPart mode; on a one-die GPU the client sees one
+#             device and the backend declines with exactly one log line; nothing left behind
+#   single    LDSHIM_MLOPART_TEST_SINGLE=1: helper allocates, exports, passes the fd, the
+#             program imports, maps, writes/reads every byte by kernel and cudaMemcpy, frees;
+#             device memory back to baseline; nothing left behind
+#   leftovers after each: no process carrying the run's marker variable (helper, supervisor,
+#             daemon, server), no new nvidia-cuda-mps-* process, the private TMPDIR empty
+# Logs go to $OUT/gpu-mlopart/ when OUT is set (else build/mlopart/gpu-logs/).
+set -u
+
+usage() {
+  cat <<'USAGE'
+usage: tests/gpu/mlopart/run.sh [--bin PROGRAM] [--helper PATH] [--results FILE] [--help]
+  --bin PROGRAM   mlopart_gpu (default build/mlopart/mlopart_gpu)
+  --helper PATH   ldshim-mlopart-helper (default build/ldshim-mlopart-helper)
+  --results FILE  write "<passed> <failed>" there (default build/results/test-gpu-mlopart)
+Environment: OUT (log destination), MLOGPU_TIMEOUT (seconds per run, default 60).
+USAGE
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+bin=$root/build/mlopart/mlopart_gpu
+helper=$root/build/ldshim-mlopart-helper
+results=$root/build/results/test-gpu-mlopart
+while [ $# -gt 0 ]; do
+  case $1 in
+    --help|-h) usage; exit 0 ;;
+    --bin) bin=$2; shift 2 ;;
+    --helper) helper=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+logs=${OUT:+$OUT/gpu-mlopart}
+logs=${logs:-$root/build/mlopart/gpu-logs}
+mkdir -p "$logs" "$(dirname "$results")"
+tmo=${MLOGPU_TIMEOUT:-60}
+pass=0; fail=0
+ok()   { echo "ok   $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+
+{
+  echo "== $(date -u +%FT%TZ) $(hostname)"
+  nvidia-smi --query-gpu=name,uuid,driver_version,compute_mode --format=csv,noheader 2>&1
+  command -v nvidia-cuda-mps-control || echo "nvidia-cuda-mps-control: not on PATH"
+} > "$logs/env.txt"
+for f in "$bin" "$helper"; do
+  [ -x "$f" ] || { echo "FAIL setup: $f missing (make test-gpu-mlopart builds it)"; echo "0 1" > "$results"; exit 1; }
+done
+
+mps_count() { local n; n=$(pgrep -c -f 'nvidia-cuda-mps-(control|server)' 2>/dev/null); echo "${n:-0}"; }
+
+# Processes whose environment carries $1 (readable for our own uid, and for root all).
+marked() {
+  local n=0 p
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = "$$" ] && continue
+    tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "$1" && { n=$((n + 1)); echo "  $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" >&2; }
+  done
+  echo $n
+}
+
+run_case() {
+  local name=$1 mode=$2
+  local tag="LDMLO_GPU_TAG=$$-$name" tmp
+  tmp=$(mktemp -d /tmp/ldmlo-gpu-XXXXXX)
+  local before; before=$(mps_count)
+  local t0=$SECONDS
+  env "$tag" TMPDIR="$tmp" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$helper" \
+    timeout -k 5 "$tmo" "$bin" "$mode" > "$logs/$name.out" 2> "$logs/$name.err"
+  local rc=$?
+  local secs=$((SECONDS - t0))
+  # Leftovers: wait up to 10 s for the supervisor's cleanup.
+  local left=1 procs=0 ents=0 after=0 i
+  for i in $(seq 1 50); do
+    procs=$(marked "$tag" 2>>"$logs/$name.leftovers")
+    ents=$(find "$tmp" -mindepth 1 2>/dev/null | wc -l)
+    after=$(mps_count)
+    if [ "$procs" -eq 0 ] && [ "$ents" -eq 0 ] && [ "$after" -le "$before" ]; then left=0; break; fi
+    sleep 0.2
+  done
+  find "$tmp" -mindepth 1 >> "$logs/$name.leftovers" 2>/dev/null
+  rm -rf "$tmp"
+  sed 's/^/    /' "$logs/$name.out"
+  grep -q . "$logs/$name.err" && sed 's/^/    stderr: /' "$logs/$name.err"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then bad "$name" "timed out after ${tmo}s"
+  elif [ $rc -ne 0 ]; then bad "$name" "exit $rc ($(grep -m1 FAIL "$logs/$name.out" || echo 'see log'))"
+  else ok "$name (${secs}s)"; fi
+  if [ $left -ne 0 ]; then
+    bad "$name-leftovers" "$procs marked process(es), $ents entries in TMPDIR, mps processes $before -> $after"
+  else
+    ok "$name-leftovers"
+  fi
+}
+
+run_case decline decline
+# Exactly one backend line when declining (info level), and no warning.
+n=$(grep -c 'ldshim: mlopart:' "$logs/decline.err" 2>/dev/null); n=${n:-0}
+if grep -q '^PASS decline' "$logs/decline.out"; then
+  [ "$n" -eq 1 ] && ok "decline-one-log-line" || bad "decline-one-log-line" "$n 'ldshim: mlopart:' lines"
+fi
+run_case single single
+if grep -q '^PASS bytes' "$logs/single.out"; then
+  if grep -q 'ldshim:.*\(warn\|backend off\|failed\)' "$logs/single.err"; then bad "single-no-warning" "$(grep -m1 ldshim: "$logs/single.err")"; else ok "single-no-warning"; fi
+fi
+
+echo "$pass $fail" > "$results"
+echo "test-gpu-mlopart: $pass passed, $fail failed (logs in $logs)"
+[ $fail -eq 0 ]
