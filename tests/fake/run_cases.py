@@ -342,6 +342,24 @@ def cases(a):
             C.append(Case("a/%s/entry-%s" % (prog, how), prog, ["entry", how, "8MiB"], "native.policy",
                           env=native, expect=split_native))
 
+    # Placement variants and occurrences (rules.policy).
+    C.append(Case("a/rules/domain-pin", "t_driver", ["seq", "12MiB", 1], "rules.policy", env=native,
+                  expect={"s1_shim": 1, "s1_domains": 1, "s1_expect": 1, "s1_rule": "pinned"}))
+    C.append(Case("a/rules/domain-pin-mismatch", "t_driver", ["seq", "12MiB", 1], "rules.policy",
+                  env=dict(native, LDSHIM_STATE="mismatch"), expect={"s1_shim": 1, "s1_domains": 0}))
+    C.append(Case("a/rules/occurrence", "t_driver", ["seq", "10MiB", 4], "rules.policy", env=native,
+                  expect={"s1_shim": 0, "s2_shim": 1, "s2_domains": "0,1", "s3_shim": 0, "s4_shim": 1,
+                          "s4_rule": "occ"}))
+    C.append(Case("a/rules/placement-stock", "t_driver", ["seq", "14MiB", 1], "rules.policy", env=native,
+                  expect={"s1_shim": 0, "s1_domains": -1}))
+
+    def below_min_split(r):
+        t = rule_of(r, "tiny")
+        if t["matched"] != 1 or t["allocations"] != 0:
+            raise Fail("rule tiny: matched %d allocations %d, expected 1 0" % (t["matched"], t["allocations"]))
+    C.append(Case("a/rules/below-min-split", "t_driver", ["seq", "2MiB", 1], "rules.policy", env=native,
+                  expect={"s1_shim": 0, "s1_domains": -1}, checks=[report_check(below_min_split)]))
+
     # b. untagged sizes and per-thread variants pass through untouched.
     pt = {"u_shim": 0, "u_domains": -1, "ptds_sym": "cuMemcpyHtoD_v2_ptds", "ptds_lib": "libcuda.so.1",
           "ptds_same_as_dlsym": 1, "ptds_dtoh_sym": "cuMemcpyDtoH_v2_ptds"}

@@ -30,6 +30,7 @@ static const char *usage =
     "  reuse SIZE N          allocate/free the same tagged size N times\n"
     "  twodev SIZE           tagged allocation on device 1, peer access from device 0\n"
     "  trim T U              allocate+free T, then allocate U (pooled memory must not cost U)\n"
+    "  seq SIZE N            N allocations of SIZE kept live, each described, then freed\n"
     "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n";
 
 static CUcontext ctx0;
@@ -366,6 +367,20 @@ static int case_trim(size_t t, size_t u) {
     return 0;
 }
 
+static int case_seq(size_t size, int n) {
+    CUdeviceptr p[16];
+    CHECK(n >= 1 && n <= 16);
+    for (int i = 0; i < n; i++) {
+        char tag[16];
+        CHECK_RC(cuMemAlloc_v2(&p[i], size), CUDA_SUCCESS);
+        snprintf(tag, sizeof tag, "s%d", i + 1);
+        t_describe(tag, p[i], size);
+        t_fill_check(p[i], size, (unsigned)i);
+    }
+    for (int i = 0; i < n; i++) CHECK_RC(cuMemFree_v2(p[i]), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_publish(void) {
     char image[128];
     snprintf(image, sizeof image, "FAKEMOD v1 globals=%s:%zu,other:64 functions=k", LDSHIM_TOPOLOGY_SYMBOL,
@@ -418,6 +433,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "reuse")) { ARGS(2); rc = case_reuse(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "twodev")) { ARGS(1); rc = case_twodev(t_size(argv[2])); }
     else if (!strcmp(c, "trim")) { ARGS(2); rc = case_trim(t_size(argv[2]), t_size(argv[3])); }
+    else if (!strcmp(c, "seq")) { ARGS(2); rc = case_seq(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "publish")) { ARGS(0); rc = case_publish(); }
     else { fprintf(stderr, "t_driver: unknown case '%s'\n%s", c, usage); return 2; }
     teardown();
