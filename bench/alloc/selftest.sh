@@ -86,6 +86,33 @@ grep -v "^shim-2" "$tmp/good.tsv" >"$tmp/missing.tsv"
 expect table-missing-run 1 "untagged 4 KiB: missing run" $MT "$tmp/missing.tsv"
 expect table-no-file 1 "cannot read" $MT "$tmp/absent.tsv"
 
+# run.sh end to end against a fake bench_alloc (prints fixed rows per mode) and an empty library.
+fk=$tmp/fake; mkdir -p "$fk/out"
+echo 'int ldshim_bench_fake;' >"$fk/empty.c"
+${CC:-cc} -shared -fPIC -o "$fk/libfake.so" "$fk/empty.c"
+cat >"$fk/bench_alloc" <<'EOF2'
+#!/bin/sh
+mode=$2; sizes="2097152 33554432 67108864 536870912 1073741824"
+case $mode in
+  info) printf 'info\tgpu\tFake GPU\n'; [ -n "${LD_PRELOAD:-}" ] && printf 'info\tshim\t0.1.0 (fake)\n'; exit 0 ;;
+  untagged) for b in 4096 1048576 67108864; do printf 'row\tuntagged\tcycle\t%s\t1000\t10.00\t12.00\t-\n' $b; done ;;
+  malloc) for b in $sizes; do printf 'row\tmalloc\tcycle\t%s\t50\t60.0\t70.0\t-\n' $b; done ;;
+  vmm) for b in $sizes; do printf 'row\tvmm\t1handle\t%s\t50\t50.0\t55.0\t-\n' $b; printf 'row\tvmm\t2handles\t%s\t50\t80.0\t90.0\t-\n' $b; done ;;
+  tagged) for b in $sizes; do printf 'row\ttagged\tcycle\t%s\t50\t84.0\t95.0\tslices=2\n' $b; done ;;
+  pool) for b in $sizes; do for v in malloc free cycle; do printf 'row\tpool\t%s\t%s\t50\t2.0\t3.0\thits=106\n' $v $b; done; done ;;
+esac
+[ "$mode" = "${FAKE_FAIL:-}" ] && { echo "fake failure" >&2; exit 1; }
+exit 0
+EOF2
+chmod +x "$fk/bench_alloc"
+expect run-sh-fake-table 0 "^\| 1 GiB \| 60.0 / 70.0 \| 50.0 / 55.0 \| 80.0 / 90.0 \| 84.0 / 95.0 \| 1.05× \| 1.68× \| yes \| slices=2 \|$" \
+  env OUT="$fk/out" bash "$here/run.sh" --lib "$fk/libfake.so" --bin "$fk/bench_alloc" --iters 30
+expect run-sh-fake-files 0 "alloc-.*\.md" ls "$fk/out"
+expect run-sh-fake-shim-version 0 "libldshim: 0.1.0 \(fake\)" cat "$fk/out"/alloc-*.md
+expect run-sh-fake-command 0 "cold.*LD_PRELOAD=libldshim.so LDSHIM_POLICY=bench/alloc/cold.policy bench_alloc --mode tagged --iters 30" cat "$fk/out"/alloc-*.md
+expect run-sh-fake-step-fails 1 "step pool .* exited 1" env OUT="$fk/out" FAKE_FAIL=pool bash "$here/run.sh" --lib "$fk/libfake.so" --bin "$fk/bench_alloc"
+expect run-sh-no-lib 2 "not built" bash "$here/run.sh" --lib "$fk/absent.so" --bin "$fk/bench_alloc"
+
 echo "test-bench-alloc-selftest: $p passed, $f failed"
 echo "$p $f" >"$result"
 [ "$f" -eq 0 ]

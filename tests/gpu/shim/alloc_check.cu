@@ -348,6 +348,7 @@ int main(int argc, char **argv) {
         CK(cudaGetLastError());
         CK(cudaMemcpy(w2 + 1, w1 + 3, MiB, cudaMemcpyDeviceToDevice));
         CK(cudaMemset(w1 + 5, 0x11, MiB));
+        CKD(cuMemsetD8_v2((CUdeviceptr)(uintptr_t)(w2 + 9), 0x22, MiB));
         CK(cudaMemcpy2D(w2, 4099, w1 + 7, 5003, 1001, 100, cudaMemcpyDeviceToDevice));
         CK(cudaMemcpy(stage, w2, MiB, cudaMemcpyDeviceToHost));
         CK(cudaDeviceSynchronize());

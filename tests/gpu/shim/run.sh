@@ -158,6 +158,9 @@ fi
 
 # --- torch: an unmodified PyTorch program -----------------------------------------------------
 if want torch; then
+  # The shim sees PyTorch's cudaMalloc segments only with expandable segments off (the default
+  # in 2.x; pinned here so a changed default cannot silently bypass the rule).
+  export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False
   pol=$here/torch.policy
   prog=$here/torch_check.py
   if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
