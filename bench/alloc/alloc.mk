@@ -19,7 +19,7 @@ ALL_TARGETS += $(BENCHALLOC_BIN)
 
 .PHONY: bench-alloc test-bench-alloc-selftest
 bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
-	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' $(BENCHALLOC_DIR)/run.sh \
+	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' bash $(BENCHALLOC_DIR)/run.sh \
 	  --lib $(BUILD)/libldshim.so --bin $(BENCHALLOC_BIN)
 
 test-bench-alloc-selftest: $(BENCHALLOC_BIN) | $(RESULTS)

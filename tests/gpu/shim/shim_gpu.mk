@@ -32,7 +32,7 @@ $(SHIMGPU_BIN)/leak_cycle: $(SHIMGPU_DIR)/leak_cycle.cu $(SHIMGPU_HDRS) | $(SHIM
 shimgpu-progs: $(SHIMGPU_PROGS)
 
 test-gpu-shim: $(SHIMGPU_PROGS) $(BUILD)/libldshim.so | $(RESULTS)
-	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' $(SHIMGPU_DIR)/run.sh \
+	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' bash $(SHIMGPU_DIR)/run.sh \
 	  --lib $(BUILD)/libldshim.so --bin $(SHIMGPU_BIN) --results $(RESULTS)/test-gpu-shim
 
 test-gpu-shim-selftest: $(SHIMGPU_PROGS) | $(RESULTS)
