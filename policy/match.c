@@ -21,25 +21,31 @@ void ld_policy_sort(ld_policy_t *p) {
         qsort(p->rules, (size_t)p->n_rules, sizeof p->rules[0], rule_cmp);
 }
 
+// NOTES: both searches are the branch-free "halve and keep the upper part if it still
+// qualifies" form: random request sizes would mispredict a branchy binary search.
+
 /* First index in [0, n) whose api is >= api. */
 static int group_start(const ld_rule_t *r, int n, ld_api_t api) {
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (r[mid].api < api) lo = mid + 1; else hi = mid;
+    if (n <= 0 || r[0].api >= api) return 0;
+    const ld_rule_t *base = r;          /* invariant: base->api < api */
+    for (int m = n; m > 1;) {
+        int half = m / 2;
+        base = base[half].api < api ? base + half : base;
+        m -= half;
     }
-    return lo;
+    return (int)(base - r) + 1;
 }
 
 /* The rule of group [lo, hi) (disjoint ranges sorted by size_min) that holds size, or -1. */
 static int search_group(const ld_rule_t *r, int lo, int hi, uint64_t size) {
-    int a = lo, b = hi;
-    while (a < b) {
-        int mid = a + (b - a) / 2;
-        if (r[mid].size_min <= size) a = mid + 1; else b = mid;
+    if (hi <= lo) return -1;
+    const ld_rule_t *base = r + lo;     /* ends at the last rule with size_min <= size, if any */
+    for (int m = hi - lo; m > 1;) {
+        int half = m / 2;
+        base = base[half].size_min <= size ? base + half : base;
+        m -= half;
     }
-    if (a == lo) return -1;
-    return r[a - 1].size_max >= size ? a - 1 : -1;
+    return base->size_min <= size && size <= base->size_max ? (int)(base - r) : -1;
 }
 
 /* See policy.h. A request whose api is LD_API_ANY (origin unknown) matches a rule of any
