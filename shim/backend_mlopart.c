@@ -104,8 +104,53 @@ static void mark_dead(gpu_t *g, const char *fmt, ...) {
     ld_mlo_helper_kill(&g->h, ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS));
 }
 
+/* Prove the whole path once per domain before saying yes: one granule created by the
+ * helper, exported, passed, imported here, released. 0, or -1 with err (helper stopped). */
+static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err, size_t n) {
+    size_t gran = 2u << 20;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t q = 0;
+    if (drv->cuMemGetAllocationGranularity &&
+        drv->cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
+        gran = q;
+    int timeout = ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS);
+    for (int d = 0; d < g->ndomains; d++) {
+        ld_mlo_rep_t rep;
+        int fd = -1;
+        int io = ld_mlo_helper_call(&g->h, LD_MLO_OP_ALLOC, d, gran, timeout, &rep, &fd);
+        if (io != LD_MLO_IO_OK) {
+            snprintf(err, n, "probe allocation in domain %d: helper %s", d, ld_mlo_io_str(io));
+            ld_mlo_helper_kill(&g->h, timeout);
+            return -1;
+        }
+        if (rep.status != CUDA_SUCCESS) {
+            snprintf(err, n, "probe allocation in domain %d: %.150s", d, rep.msg);
+            ld_mlo_helper_quit(&g->h, timeout);
+            return -1;
+        }
+        CUmemGenericAllocationHandle h;
+        CUresult r = drv->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fd);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, n, "probe import of the helper's fd (domain %d): "
+                     "cuMemImportFromShareableHandle: %s", d, ld_cu_errname(r));
+            ld_mlo_helper_quit(&g->h, timeout);
+            return -1;
+        }
+        drv->cuMemRelease(h);
+    }
+    return 0;
+}
+
 /* With g->mu held: start the helper unless done. 0 when ready. */
-static int ensure_started(gpu_t *g, int ndomains, char *why, size_t n) {
+static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int ndomains,
+                          char *why, size_t n) {
     if (g->state == GPU_READY) return 0;
     if (g->state == GPU_DEAD) {
         snprintf(why, n, "%s", g->why);
@@ -119,12 +164,14 @@ static int ensure_started(gpu_t *g, int ndomains, char *why, size_t n) {
                ld_mlo_helper_spawn(&g->h, path, g->uuid, ndomains,
                                    ld_mlo_timeout_ms(LD_MLO_START_TIMEOUT_MS), &ndev, err,
                                    sizeof err) == 0) {
-        g->state = GPU_READY;
         g->ndomains = ndomains;
         g->ndevices = ndev;
-        LD_INFO("mlopart: %s: helper pid %d ready, %d MPS device(s) for %d domains", g->uuid,
-                g->h.pid, ndev, ndomains);
-        return 0;
+        if (probe_path(drv, dev, g, err, sizeof err) == 0) {
+            g->state = GPU_READY;
+            LD_INFO("mlopart: %s: helper pid %d ready, %d MPS device(s) for %d domains",
+                    g->uuid, g->h.pid, ndev, ndomains);
+            return 0;
+        }
     }
     /* Declining at start is not a surprise (most GPUs have no MLOPart): info level, the
      * core reports the backend it picked instead. */
@@ -144,7 +191,7 @@ static int mlopart_available(const ld_driver_t *drv, CUdevice dev, int ndomains,
     gpu_t *g = gpu_for(drv, dev, why, n);
     if (!g) return -1;
     pthread_mutex_lock(&g->mu);
-    int rc = ensure_started(g, ndomains, why, n);
+    int rc = ensure_started(drv, dev, g, ndomains, why, n);
     pthread_mutex_unlock(&g->mu);
     return rc;
 }
@@ -158,7 +205,7 @@ static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain,
     gpu_t *g = gpu_for(drv, dev, why, n);
     if (!g) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&g->mu);
-    if (g->state == GPU_NEW && ensure_started(g, 2, why, n) != 0) {
+    if (g->state == GPU_NEW && ensure_started(drv, dev, g, 2, why, n) != 0) {
         pthread_mutex_unlock(&g->mu);
         return CUDA_ERROR_NOT_SUPPORTED;
     }

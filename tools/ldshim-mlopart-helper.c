@@ -146,8 +146,19 @@ static CUresult use_device(helper_t *h, int ord, CUdevice *dev) {
     return h->cu.cuCtxSetCurrent(h->ctx[ord]);
 }
 
+/* Test hooks fire from the ALLOC after the first `after=N` ones (the shim's start-up probe
+ * allocations are ALLOCs too). */
+static int hooks_armed(void) {
+    static int served;
+    const char *s = getenv("LDSHIM_MLOPART_TEST_HOOK"), *a = s ? strstr(s, "after=") : NULL;
+    int after = a ? atoi(a + 6) : 0;
+    return served++ >= after;
+}
+
 static int serve_alloc(helper_t *h, const ld_mlo_req_t *q) {
     static int failed_once;
+    int hooks_armed_now = hooks_armed();
+    if (!hooks_armed_now) goto real;
     if (ld_mlo_hook("hang-alloc")) for (;;) pause();
     if (ld_mlo_hook("crash-alloc")) _exit(3);
     if (ld_mlo_hook("slow-alloc")) sleep(1);
@@ -165,6 +176,7 @@ static int serve_alloc(helper_t *h, const ld_mlo_req_t *q) {
         failed_once = 1;
         return reply(h, q, CUDA_ERROR_OUT_OF_MEMORY, 0, -1, "test hook: out of memory");
     }
+real:
     if (q->domain < 0 || q->domain >= h->ndomains || q->bytes == 0)
         return reply(h, q, CUDA_ERROR_INVALID_VALUE, 0, -1,
                      "bad request: domain %d of %d, %llu bytes", (int)q->domain, h->ndomains,
@@ -193,7 +205,7 @@ static int serve_alloc(helper_t *h, const ld_mlo_req_t *q) {
                      cu_name(h, r));
     }
     int rc;
-    if (ld_mlo_hook("nofd-reply")) {
+    if (ld_mlo_hook("nofd-reply") && hooks_armed_now) {
         ld_mlo_rep_t rep;
         ld_mlo_rep_init(&rep, q, 0, "");
         rep.has_fd = 1;

@@ -399,10 +399,17 @@ static CUresult create(int domain, CUmemGenericAllocationHandle *h) {
     return ld_backend_mlopart.create(drv, 0, domain, SLICE, h, why, sizeof why);
 }
 
-/* Must run before any other case imports: FAKE_CUDA_FAIL makes the first import fail. */
+/* Must run before any other case imports: FAKE_CUDA_FAIL fails this process's 1st and 4th
+ * import. The 1st is available()'s probe: decline. Then a new start probes with imports 2
+ * and 3, and create()'s import (the 4th) fails: the backend turns off. */
 static void test_import_failure(void) {
     begin(NULL, 5000);
-    CU_ASSERT_EQUAL(avail(), 0);
+    CU_ASSERT_NOT_EQUAL(avail(), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "probe import"));
+    CU_ASSERT_EQUAL(err_lines("declined: probe import"), 0);   /* info level: not shown */
+    end();
+    begin(NULL, 5000);
+    CU_ASSERT_EQUAL_FATAL(avail(), 0);
     CUmemGenericAllocationHandle h = 0;
     CU_ASSERT_NOT_EQUAL(create(0, &h), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(h, 0);
@@ -548,7 +555,7 @@ static void test_threads(void) {
 }
 
 static void test_transient_error(void) {
-    begin("fail-alloc-once", 5000);
+    begin("after=2,fail-alloc-once", 5000);   /* after the 2 start-up probe ALLOCs */
     CU_ASSERT_EQUAL_FATAL(avail(), 0);
     CUmemGenericAllocationHandle h = 0;
     CU_ASSERT_EQUAL(create(0, &h), CUDA_ERROR_OUT_OF_MEMORY);
@@ -593,11 +600,11 @@ static void broken_case(const char *hooks, int timeout_ms, int kill_it, const ch
 }
 
 static void test_helper_killed(void) { broken_case(NULL, 5000, 1, "EOF", 3000); }
-static void test_helper_crash_mid_request(void) { broken_case("crash-alloc", 5000, 0, "EOF", 3000); }
-static void test_helper_hang(void) { broken_case("hang-alloc", 1200, 0, "timeout", 4000); }
-static void test_garbage_reply(void) { broken_case("garbage-reply", 5000, 0, "garbage", 3000); }
-static void test_short_reply(void) { broken_case("short-reply", 5000, 0, "EOF", 3000); }
-static void test_fd_not_sent(void) { broken_case("nofd-reply", 5000, 0, "file descriptor not received", 3000); }
+static void test_helper_crash_mid_request(void) { broken_case("after=2,crash-alloc", 5000, 0, "EOF", 3000); }
+static void test_helper_hang(void) { broken_case("after=2,hang-alloc", 1200, 0, "timeout", 4000); }
+static void test_garbage_reply(void) { broken_case("after=2,garbage-reply", 5000, 0, "garbage", 3000); }
+static void test_short_reply(void) { broken_case("after=2,short-reply", 5000, 0, "EOF", 3000); }
+static void test_fd_not_sent(void) { broken_case("after=2,nofd-reply", 5000, 0, "file descriptor not received", 3000); }
 
 /* Start-up failures: available() says why, nothing is left, the why reaches the caller. */
 static void start_fails(const char *mode, const char *devices, const char *control,
@@ -731,14 +738,15 @@ static void program_killed(const char *hooks, int from_thread) {
     end();
 }
 
-static void test_program_killed(void) { program_killed("hang-alloc", 0); }
-static void test_program_killed_thread(void) { program_killed("slow-alloc", 1); }
+static void test_program_killed(void) { program_killed("after=2,hang-alloc", 0); }
+static void test_program_killed_thread(void) { program_killed("after=2,slow-alloc", 1); }
 
 static void register_tests(void) {
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     signal(SIGPIPE, SIG_IGN);
     /* Read once by the fake at its first call: the first import in this process fails. */
-    setenv("FAKE_CUDA_FAIL", "cuMemImportFromShareableHandle:1:1", 1);
+    /* (The second entry counts only the calls the first let through: 3 + 1 = the 4th.) */
+    setenv("FAKE_CUDA_FAIL", "cuMemImportFromShareableHandle:1:1,cuMemImportFromShareableHandle:3:1", 1);
     ld_log_init();
     drv = ld_driver();
     if (!drv || drv->cuInit(0) != CUDA_SUCCESS || !getenv("LDSHIM_MLOPART_HELPER")) {
