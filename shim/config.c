@@ -53,7 +53,7 @@ int ld_config_init(void) {
                 ld_log_write(LD_LOG_ERROR, "strict = on: refusing to run with a bad policy (exit status 3)");
                 return 3;
             }
-            ld_log_write(LD_LOG_ERROR, "running as stock because the policy is bad");
+            LD_INFO("running as stock because the policy is bad");
             ld_policy_free(&p);
             ld_policy_init(&ld_cfg.policy);
         }

@@ -16,16 +16,20 @@ typedef void *(*dlsym_fn)(void *, const char *);
 dlsym_fn ld_real_dlsym_ptr;
 static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 
-static void find_real_dlsym(void) {
+/* Sanitizers call dlsym while they start, before their own state exists: nothing on the
+ * dlsym path may be instrumented. */
+#define LD_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+LD_NO_SANITIZE static void find_real_dlsym(void) {
     /* glibc >= 2.34 versions dlsym GLIBC_2.34; older x86-64 GLIBC_2.2.5, aarch64 GLIBC_2.17. */
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
     for (size_t i = 0; i < sizeof versions / sizeof *versions && !ld_real_dlsym_ptr; i++)
         ld_real_dlsym_ptr = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
 }
 
-void ld_dlsym_init(void) { pthread_once(&dlsym_once, find_real_dlsym); }
+LD_NO_SANITIZE void ld_dlsym_init(void) { pthread_once(&dlsym_once, find_real_dlsym); }
 
-void *ld_real_dlsym(void *handle, const char *name) {
+LD_NO_SANITIZE void *ld_real_dlsym(void *handle, const char *name) {
     pthread_once(&dlsym_once, find_real_dlsym);
     return ld_real_dlsym_ptr ? ld_real_dlsym_ptr(handle, name) : NULL;
 }
