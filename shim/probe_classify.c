@@ -15,15 +15,37 @@
 
 #define MEDIAN_STACK 4096
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* k-th smallest of v[0..n) (0-based); reorders v. Quickselect: O(n) expected, which keeps
+ * the 512 per-line medians of the clustered mode cheap. */
+static double select_kth(double *v, size_t n, size_t k) {
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                double t = v[i]; v[i] = v[j]; v[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return v[k];
+    }
+    return v[k];
 }
 
 static double median_of_doubles(double *v, size_t n) {   /* reorders v */
     if (n == 0) return 0.0;
-    qsort(v, n, sizeof *v, cmp_double);
-    return (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    double hi = select_kth(v, n, n / 2);
+    if (n & 1) return hi;
+    double lo = v[0];                                     /* max of the lower half */
+    for (size_t i = 1; i < n / 2; i++) if (v[i] > lo) lo = v[i];
+    return 0.5 * (lo + hi);
 }
 
 double ld_median(const float *v, size_t n) {
@@ -206,9 +228,12 @@ static double *correlation_matrix(const float *lat, uint32_t n, uint32_t nl) {
         corr[(size_t)s * n + s] = 1.0;
         for (uint32_t t = s + 1; t < n; t++) {
             const double *a = z + (size_t)s * nl, *b = z + (size_t)t * nl;
-            double dot = 0.0;
-            for (uint32_t l = 0; l < nl; l++) dot += a[l] * b[l];
-            corr[(size_t)s * n + t] = corr[(size_t)t * n + s] = dot;
+            double acc[4] = { 0.0, 0.0, 0.0, 0.0 };   /* independent sums: 4x the throughput */
+            uint32_t l = 0;
+            for (; l + 4 <= nl; l += 4)
+                for (int u = 0; u < 4; u++) acc[u] += a[l + u] * b[l + u];
+            for (; l < nl; l++) acc[0] += a[l] * b[l];
+            corr[(size_t)s * n + t] = corr[(size_t)t * n + s] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         }
     }
     free(z);

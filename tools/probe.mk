@@ -39,7 +39,7 @@ test-probe: $(PROBE_UNIT) | $(RESULTS)
 # GPU programs (built here with nvcc; run only on the GPU machine).
 PROBE_GPU_BINS := $(PROBE_GPU_DIR)/topo_check $(PROBE_GPU_DIR)/topo_module.fatbin $(PROBE_BENCH) \
                   $(PROBE_GPU_DIR)/ctx_time
-probe-gpu-build: $(PROBE_TOOL) $(PROBE_GPU_BINS)
+probe-gpu-build: $(PROBE_TOOL) $(PROBE_GPU_BINS) $(SHIM_LIB)
 
 $(PROBE_GPU_DIR)/topo_check: tests/gpu/probe/topo_check.cu kernels/ldshim_topology.h shim/ldshim.h
 	@mkdir -p $(@D)
