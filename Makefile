@@ -62,7 +62,8 @@ all: real-all
 
 # Component fragments. shim/shim.mk links every shim/*.c plus $(SHIM_EXTRA_OBJS) (the
 # embedded probe fatbin from kernels/kernels.mk) into build/libldshim.so.
-include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk tests/*.mk tests/*/*.mk bench/*.mk))
+include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk tests/*.mk tests/*/*.mk \
+                         tests/*/*/*.mk bench/*.mk bench/*/*.mk))
 
 real-all: $(ALL_TARGETS)
 
