@@ -98,14 +98,15 @@ static int dir_entries(const char *dir, char *first, size_t n) {
 /* Wait (bounded) for no marked process and an empty TMPDIR; CU_ASSERT both. */
 static void assert_clean(void) {
     char who[256] = "", what[256] = "";
-    int procs = 0, ents = 0;
-    for (int i = 0; i < 800; i++) {           /* up to 8 s (the hang-quit case needs ~6) */
+    int procs = 0, ents = 0, i;
+    for (i = 0; i < 800; i++) {           /* up to 8 s (the hang-quit case needs ~6) */
         while (waitpid(-1, NULL, WNOHANG) > 0) {}
         procs = marked_procs(who, sizeof who);
         ents = dir_entries(g_tmp, what, sizeof what);
         if (procs == 0 && ents == 0) break;
         usleep(10000);
     }
+    if (getenv("LDMLO_TEST_VERBOSE")) fprintf(stderr, "  (clean after %d polls)\n", i);
     if (procs) fprintf(stderr, "\n  leftover process: %s\n", who);
     if (ents) fprintf(stderr, "\n  leftover in %s: %s\n", g_tmp, what);
     CU_ASSERT_EQUAL(procs, 0);
@@ -540,7 +541,7 @@ static void *hammer(void *arg) {
 }
 
 static void test_threads(void) {
-    begin("partial-reply,partial-request", 10000);   /* byte-wise messages on both sides */
+    begin(NULL, 10000);
     /* No available() first: create() starts the helper lazily, once. */
     pthread_t t[6];
     tally_t r[6] = { { 0, 0 } };
@@ -551,6 +552,21 @@ static void test_threads(void) {
     CU_ASSERT_EQUAL(fail, 0);
     assert_fake_empty();
     CU_ASSERT_EQUAL(marked_procs(NULL, 0) >= 3, 1);   /* one helper + supervisor + daemon */
+    end();
+}
+
+/* Messages written byte by byte on both sides (1 ms apart) still make one request each. */
+static void test_partial_messages(void) {
+    begin("partial-reply,partial-request", 10000);
+    CU_ASSERT_EQUAL_FATAL(avail(), 0);
+    CUmemGenericAllocationHandle h[2];
+    CU_ASSERT_EQUAL_FATAL(create(0, &h[0]), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(create(1, &h[1]), CUDA_SUCCESS);
+    CUdeviceptr base = map_handles(h, 2);
+    CU_ASSERT_FATAL(base != 0);
+    CU_ASSERT_EQUAL(fake_domain_of((void *)(uintptr_t)(base + SLICE)), 1);
+    unmap_handles(base, h, 2);
+    assert_fake_empty();
     end();
 }
 
@@ -769,7 +785,8 @@ static void register_tests(void) {
     CU_add_test(b, "import failure turns the backend off", test_import_failure);
     CU_add_test(b, "happy path: two domains mapped, bytes read back", test_happy_path);
     CU_add_test(b, "cross-process bytes through the helper's fd", test_cross_process);
-    CU_add_test(b, "6 threads, lazy start, byte-wise messages", test_threads);
+    CU_add_test(b, "6 threads, lazy start", test_threads);
+    CU_add_test(b, "partial writes and reads on both sides", test_partial_messages);
     CU_add_test(b, "per-request error is transient", test_transient_error);
     CU_add_test(b, "helper killed between requests", test_helper_killed);
     CU_add_test(b, "helper crashes mid-request", test_helper_crash_mid_request);
