@@ -7,6 +7,8 @@
  * released before it returns; the caller's current context is left current.
  *
  * Env: LDSHIM_PROBE_FORCE=1 ignores (and, when the new result is valid, rewrites) the cache.
+ *      LDSHIM_PROBE_DUMP=<dir> writes every attempt's raw latency matrix there as CSV (for
+ *      tuning the classifier offline; off by default).
  */
 #include "shim/probe.h"
 
@@ -75,6 +77,27 @@ static int check(probe_t *p, CUresult r, const char *what) {
     if (r == CUDA_SUCCESS) return 0;
     if (!p->err[0]) snprintf(p->err, sizeof p->err, "%s: %s", what, cu_name(p->drv, r));
     return -1;
+}
+
+/* LDSHIM_PROBE_DUMP: one CSV per attempt, a row per SM ("sm,v0,v1,..."). Best effort. */
+static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, const float *lat, uint32_t rows_per_sm,
+                        uint32_t cols) {
+    const char *dir = getenv("LDSHIM_PROBE_DUMP");
+    if (!dir || !*dir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s-dev%d-attempt%u.csv", dir, mode, (int)p->dev, attempt + 1);
+    FILE *f = fopen(path, "we");
+    if (!f) { LD_WARN("probe: LDSHIM_PROBE_DUMP: cannot write %s", path); return; }
+    /* anchored: rows_per_sm = domains, stored [d][sm][chunk]; clustered: 1, [sm][line] */
+    for (uint32_t d = 0; d < rows_per_sm; d++)
+        for (uint32_t s = 0; s < p->num_sms; s++) {
+            fprintf(f, "%u", s);
+            if (rows_per_sm > 1) fprintf(f, ",d%u", d);
+            const float *row = lat + ((size_t)d * p->num_sms + s) * cols;
+            for (uint32_t c = 0; c < cols; c++) fprintf(f, ",%.1f", (double)row[c]);
+            fputc('\n', f);
+        }
+    fclose(f);
 }
 
 /* ---- kernels ----------------------------------------------------------------------- */
@@ -255,6 +278,7 @@ static int run_anchored(probe_t *p, const ld_probe_opts_t *o, ld_probe_result_t 
         for (uint32_t a = 0; a < LD_PROBE_ATTEMPTS; a++) {
             r->attempts++;
             if (anchored_measure(p, &m, lat, a)) { rc = -1; break; }
+            dump_matrix("anchored", p, a, lat, p->nd, LD_PROBE_CHUNKS);
             ld_classify_t c;
             int k = ld_classify_anchored(lat, p->nd, p->num_sms, LD_PROBE_CHUNKS, r->physical, &c);
             memcpy(pref, r->physical, p->num_sms);
@@ -282,6 +306,7 @@ static int run_clustered(probe_t *p, ld_probe_result_t *r, const uint8_t *labels
         for (uint32_t a = 0; a < LD_PROBE_ATTEMPTS; a++) {
             r->attempts++;
             if (clustered_measure(p, &m, lat, a)) { rc = -1; break; }
+            dump_matrix("clustered", p, a, lat, 1, LD_PROBE_LINES);
             ld_classify_t c;
             int k = ld_classify_clustered(lat, p->num_sms, LD_PROBE_LINES, p->nd, labels, r->physical, &c);
             r->near_cycles = c.near_cycles;

@@ -31,6 +31,8 @@ static void usage(FILE *f) {
           "  --cache-dir D   cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
           "                  ~/.cache/ldshim)\n"
           "  --json          one JSON object per device and line, for machines\n"
+          "  --classify FILE re-run the classifier on a matrix dumped with LDSHIM_PROBE_DUMP\n"
+          "                  (clustered-*.csv or anchored-*.csv); needs no GPU\n"
           "  -h, --help      this text\n"
           "Log level: LDSHIM_LOG=error|warn|info|debug (stderr).\n", f);
 }
@@ -169,6 +171,74 @@ static void print_picture(int dev, const char *name, const char *uuid, const ld_
     }
 }
 
+/* ---- offline classification of a LDSHIM_PROBE_DUMP file ---------------------------- */
+
+/* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order). */
+static int classify_file(const char *path, int nd, int json) {
+    FILE *f = fopen(path, "re");
+    if (!f) { perror(path); return 2; }
+    size_t cap = 1u << 20, n = 0;
+    float *v = malloc(cap * sizeof *v);
+    char *line = NULL;
+    size_t lcap = 0;
+    uint32_t rows = 0, cols = 0, doms = 0;
+    int bad = !v;
+    while (!bad && getline(&line, &lcap, f) > 0) {
+        char *p = strchr(line, ',');
+        if (!p) continue;
+        p++;
+        if (*p == 'd') {                                  /* anchored: domain column */
+            uint32_t d = (uint32_t)strtoul(p + 1, &p, 10);
+            if (d + 1 > doms) doms = d + 1;
+            if (*p == ',') p++;
+        }
+        uint32_t c = 0;
+        for (char *e; *p && *p != '\n'; p = *e == ',' ? e + 1 : e, c++) {
+            double x = strtod(p, &e);
+            if (e == p) { bad = 1; break; }
+            if (n == cap) { bad = 1; break; }
+            v[n++] = (float)x;
+        }
+        if (cols && c != cols) bad = 1;
+        cols = c;
+        rows++;
+    }
+    free(line);
+    fclose(f);
+    uint32_t nsms = doms ? rows / doms : rows;
+    if (bad || !rows || !cols || nsms > LDSHIM_MAX_SMS) {
+        fprintf(stderr, "ldshim-probe: %s: not a LDSHIM_PROBE_DUMP matrix\n", path);
+        free(v);
+        return 2;
+    }
+    ld_probe_result_t r;
+    memset(&r, 0, sizeof r);
+    ld_classify_t c;
+    int rc = doms ? ld_classify_anchored(v, doms, nsms, cols, r.physical, &c)
+                  : ld_classify_clustered(v, nsms, cols, (uint32_t)nd, NULL, r.physical, &c);
+    free(v);
+    r.mode_used = doms ? LD_PROBE_ANCHORED : LD_PROBE_CLUSTERED;
+    r.valid = rc == 0;
+    r.attempts = 1;
+    r.num_sms = nsms;
+    r.num_domains = doms ? doms : (uint32_t)nd;
+    r.near_cycles = c.near_cycles;
+    r.far_cycles = c.far_cycles;
+    r.separation = c.separation;
+    snprintf(r.verdict, sizeof r.verdict, "%s", c.verdict);
+    r.tpcs_moved = ld_balance_map(r.physical, nsms, r.num_domains, r.balanced);
+    ld_topology_fill(&r.published, r.balanced, nsms, r.num_domains, r.valid, 1,
+                     doms ? LDSHIM_SOURCE_ANCHORED : LDSHIM_SOURCE_CLUSTERED);
+    if (json) {
+        static char buf[16384];
+        ld_probe_result_json(&r, buf, sizeof buf);
+        printf("{\"file\":\"%s\",\"probe\":%s}\n", path, buf);
+    } else {
+        print_picture(-1, "(offline)", path, &r, 0);
+    }
+    return rc < 0 ? 1 : 0;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static int parse_mode(const char *s, ld_probe_mode_t *m) {
@@ -256,13 +326,15 @@ int main(int argc, char **argv) {
         { "device", required_argument, NULL, 'd' }, { "domains", required_argument, NULL, 'n' },
         { "force", no_argument, NULL, 'f' }, { "no-cache", no_argument, NULL, 'N' },
         { "cache-dir", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+        { "classify", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 } };
     ld_probe_opts_t o;
     memset(&o, 0, sizeof o);
     o.mode = LD_PROBE_AUTO;
     o.map = LD_MAP_BALANCED;
     o.use_cache = 1;
     int json = 0, only = -1, c;
+    const char *classify = NULL;
     char *end;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -292,12 +364,14 @@ int main(int argc, char **argv) {
         case 'N': o.use_cache = 0; break;
         case 'c': o.cache_dir = optarg; break;
         case 'j': json = 1; break;
+        case 'C': classify = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
     ld_log_init();
+    if (classify) return classify_file(classify, o.ndomains > 0 ? o.ndomains : 2, json);
     const ld_driver_t *d = ld_driver();
     if (!d) {
         fprintf(stderr, "ldshim-probe: cannot load the NVIDIA driver library (libcuda.so.1); is a driver installed?\n");

@@ -885,7 +885,20 @@ static void test_drv_clustered(void) {
     stub_reset(132, 33);
     ld_probe_opts_t o = opts_for(LD_PROBE_CLUSTERED, 0);
     ld_probe_result_t r;
+    setenv("LDSHIM_PROBE_DUMP", tmpdir, 1);
     int rc, warns = probe_capture(&o, &r, "ldshim:", &rc);
+    unsetenv("LDSHIM_PROBE_DUMP");
+    char path[400], line[8192];
+    snprintf(path, sizeof path, "%s/clustered-dev0-attempt1.csv", tmpdir);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    int rows = 0, commas = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (rows++ == 0) for (char *c = line; *c; c++) commas += *c == ',';
+    }
+    if (f) fclose(f);
+    CU_ASSERT_EQUAL(rows, 132);                        /* LDSHIM_PROBE_DUMP: a row per SM */
+    CU_ASSERT_EQUAL(commas, LD_PROBE_LINES);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(warns, 0);
     CU_ASSERT_EQUAL(r.valid, 1);

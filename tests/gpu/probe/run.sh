@@ -53,7 +53,9 @@ if [ $rc -eq 3 ]; then
 fi
 
 # --- clustered ---------------------------------------------------------------------------
-T 60 "$TOOL" --json --force --mode clustered --device 0 --cache-dir "$TMP/cache" > "$LOG/clustered.json" 2> "$LOG/clustered.err"
+mkdir -p "$LOG/dump"   # raw latency matrices of this run and the anchored one (LDSHIM_PROBE_DUMP)
+LDSHIM_PROBE_DUMP="$LOG/dump" LDSHIM_LOG=info T 60 "$TOOL" --json --force --mode clustered --device 0 --cache-dir "$TMP/cache" > "$LOG/clustered.json" 2> "$LOG/clustered.err"
+cat "$LOG/clustered.err"
 rc=$?
 J=$(cat "$LOG/clustered.json")
 phys=$(echo "$J" | field_map physical)
@@ -91,7 +93,7 @@ if [ "${same:-0}" -ge 19 ] && [ "$valid20" -ge 19 ]; then ok "repeat20 ($same/20
 else bad repeat20 "only ${same:-0}/20 identical maps, $valid20/20 valid (see repeat.maps)"; fi
 
 # --- anchored on ordinary memory ---------------------------------------------------------
-T 60 "$TOOL" --json --force --no-cache --mode anchored --device 0 > "$LOG/anchored.json" 2> "$LOG/anchored.err"
+LDSHIM_PROBE_DUMP="$LOG/dump" T 60 "$TOOL" --json --force --no-cache --mode anchored --device 0 > "$LOG/anchored.json" 2> "$LOG/anchored.err"
 J=$(cat "$LOG/anchored.json")
 warns=$(grep -c 'even map' "$LOG/anchored.err")
 mem=$(echo "$J" | field memory)
