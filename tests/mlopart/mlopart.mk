@@ -24,7 +24,9 @@ TEST_SUITES += test-mlopart
 # ---- GPU suite (tests/gpu/mlopart/, whose fragment the top Makefile would not read) ------
 #   make test-gpu-mlopart        on the GPU machine, part of `make test-gpu` (run.sh --help)
 #   make test-mlopart-selftest   CPU, part of `make test`: the GPU program builds and parses
-#                                its arguments; the bench runs on the fake driver
+#                                its arguments; the bench runs on the fake driver; a fake
+#                                test program runs under build/libldshim.so with
+#                                `backend = mlopart` (helper found beside the library)
 MLOGPU_BIN     := $(BUILD)/mlopart/mlopart_gpu
 MLOGPU_NVFLAGS := -O2 -std=c++17 $(CUDA_GENCODE) -I. -Ikernels -Xcompiler -Wall,-Wextra,-Werror \
                   $(if $(filter 1,$(SAN)),-Xcompiler -fsanitize=address$(comma)undefined)
@@ -40,8 +42,8 @@ test-gpu-mlopart: $(MLOGPU_BIN) $(MLO_T_HELPER) | $(RESULTS)
 	  --results $(RESULTS)/test-gpu-mlopart
 
 test-mlopart-selftest: $(MLOGPU_BIN) $(MLO_T_HELPER) $(BUILD)/mlopart/mlopart_bench \
-                       $(BUILD)/fake/libcuda.so.1 | $(RESULTS)
-	@sh tests/mlopart/selftest.sh $(BUILD) $(RESULTS)/test-mlopart-selftest
+                       $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/t_driver $(BUILD)/libldshim.so | $(RESULTS)
+	@PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh tests/mlopart/selftest.sh $(BUILD) $(RESULTS)/test-mlopart-selftest
 
 GPU_TEST_SUITES += test-gpu-mlopart
 TEST_SUITES     += test-mlopart-selftest

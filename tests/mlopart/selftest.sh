@@ -27,6 +27,29 @@ check "bench csv has 11 rows" test "$(wc -l < "$tmp/out/mlopart_bench.csv" 2>/de
 sleep 0.5
 check "bench leaves no private directory" test -z "$(ls -A "$tmp/t")"
 [ $rc -eq 0 ] || cat "$tmp/bench.txt" "$tmp/out/mlopart_bench.err" 2>/dev/null
+
+# The real preload library, policy `backend = mlopart`, helper found beside it by dladdr:
+# slices come back homed in domains 0 and 1 (fake MLOPart), and nothing is left at exit.
+mkdir -p "$tmp/t2"
+tag="LDMLO_SELFTEST_TAG=$$"
+env "$tag" TMPDIR="$tmp/t2" LD_LIBRARY_PATH="$build/fake" LD_PRELOAD="${PRELOAD_PREFIX:-}$build/libldshim.so" \
+  LDSHIM_POLICY="$root/tests/mlopart/mlopart.policy" LDSHIM_LOG=info \
+  LDSHIM_MPS_CONTROL="$root/tests/mlopart/fake-mps-control" \
+  "$build/fake/t_driver" range 32MiB > "$tmp/shim.out" 2> "$tmp/shim.err"
+rc=$?
+check "t_driver under libldshim.so with backend = mlopart exits 0" test $rc -eq 0
+check "slices from the mlopart backend" grep -qx 'r_backend=mlopart' "$tmp/shim.out"
+check "slices homed in domains 0,1" grep -qx 'r_domains=0,1' "$tmp/shim.out"
+check "helper started once, beside the library" test "$(grep -c 'mlopart: GPU-.*ready' "$tmp/shim.err")" -eq 1
+left=1
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  n=0
+  for p in /proc/[0-9]*; do tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -qx "$tag" && n=$((n + 1)); done
+  if [ $n -eq 0 ] && [ -z "$(ls -A "$tmp/t2")" ]; then left=0; break; fi
+  sleep 0.2
+done
+check "nothing left after the program exits" test $left -eq 0
+[ $rc -eq 0 ] || cat "$tmp/shim.out" "$tmp/shim.err"
 rm -rf "$tmp"
 echo "$pass $fail" > "$result"
 [ $fail -eq 0 ]

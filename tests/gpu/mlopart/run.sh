@@ -61,7 +61,7 @@ marked() {
   local n=0 p
   for p in /proc/[0-9]*; do
     [ "${p#/proc/}" = "$$" ] && continue
-    tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "$1" && { n=$((n + 1)); echo "  $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" >&2; }
+    tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -qx "$1" && { n=$((n + 1)); echo "  $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" >&2; }
   done
   echo $n
 }
