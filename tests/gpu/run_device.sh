@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# run_device.sh — one call on the GPU machine: build, every GPU suite, every benchmark.
+#
+#   bash tests/gpu/run_device.sh [--skip-build] [--only "suite ..."] [--bench "alloc probe mlopart ab"]
+#
+# Logs go to a work folder; at the end everything is packed into $OUT/logs.tgz (the device
+# tool returns at most 8 files) and a one-line-per-step summary is printed and written to
+# $OUT/summary.txt. Each step has its own timeout so one hang cannot eat the whole call.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/build/device-out}
+W=$(mktemp -d /tmp/ldshim-device.XXXXXX)
+mkdir -p "$OUT"
+suites="test-gpu-shim test-gpu-probe test-gpu-mlopart test-gpu-moe"
+benches="alloc probe mlopart ab"
+build=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --help|-h) sed -n '2,10p' "$0"; exit 0 ;;
+    --skip-build) build=0; shift ;;
+    --only) suites=$2; shift 2 ;;
+    --bench) benches=$2; shift 2 ;;
+    *) echo "run_device.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+summary=$W/summary.txt
+step() {  # step NAME TIMEOUT CMD...
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s.%N)
+  timeout "$t" "$@" > "$W/$name.log" 2>&1
+  local rc=$?
+  printf '%-28s rc=%-3s %6.1fs\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$summary"
+  return $rc
+}
+{ date -u; nvidia-smi; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'; } > "$W/env.txt" 2>&1
+if [ $build = 1 ]; then
+  step build 420 make -j"$(nproc)" all || { tail -40 "$W/build.log"; }
+fi
+export OUT_ROOT=$W
+for s in $suites; do
+  OUT=$W/$s step "$s" 300 make --no-print-directory "$s"
+done
+for b in $benches; do
+  case $b in
+    alloc)   OUT=$W/bench-alloc step bench-alloc 240 bash bench/alloc/run.sh ;;
+    probe)   OUT=$W/bench-probe step bench-probe 180 make --no-print-directory probe-bench ;;
+    mlopart) OUT=$W/bench-mlopart step bench-mlopart 120 make --no-print-directory bench-mlopart ;;
+    ab)      OUT=$W/bench-ab step bench-ab 300 sh bench/ab/run_serve_ab.sh ;;
+  esac
+done
+cp -r "$ROOT/build/results" "$W/results" 2>/dev/null
+tar -C "$W" -czf "$OUT/logs.tgz" . 2>/dev/null
+cp "$summary" "$OUT/summary.txt"
+echo "== summary"; cat "$summary"
+for f in "$W"/*.log; do
+  if grep -qE "FAIL|Error|error:" "$f"; then echo "== tail of $(basename "$f")"; grep -E "FAIL|rror" "$f" | tail -8; fi
+done
