@@ -39,8 +39,8 @@ static double rng_gauss(void) {
 }
 
 /* Interleaved truth: `ntpc0` TPCs in domain 0, the rest in 1, shuffled over TPC ids (as on
- * real chips, where domains are not contiguous ranges of SM ids). Relabelled so SM 0 is in
- * domain 0 (what the clustered mode reports without anchored labels). */
+ * real chips, where domains are not contiguous ranges of SM ids). Clustered tests that
+ * compare maps directly use seeds whose SM 0 lands in domain 0 (they assert it). */
 static void make_truth(uint8_t *truth, uint32_t nsms, uint32_t ntpc0, uint64_t seed) {
     uint32_t ntpc = (nsms + 1) / 2;
     uint8_t tpc[LDSHIM_MAX_SMS];
@@ -358,6 +358,20 @@ static void test_clustered_uneven_and_labels(void) {
     CU_ASSERT_EQUAL(ld_classify_clustered(lat, 140, LD_PROBE_LINES, 2, labels, map, &c), 0);
     for (int s = 0; s < 140; s++) CU_ASSERT_EQUAL(map[s], 1 - truth[s]);
     CU_ASSERT_PTR_NOT_NULL(strstr(c.verdict, "from anchored"));
+    free(lat);
+}
+
+static void test_clustered_spikes(void) {
+    /* 1 % of the samples stalled by thousands of cycles (interrupts, page walks). */
+    uint8_t truth[132], map[132];
+    make_truth(truth, 132, 33, 80);
+    float *lat = make_clustered(truth, 132, LD_PROBE_LINES, 2, 30, 8, 81);
+    rng_seed(82);
+    for (int i = 0; i < 132 * LD_PROBE_LINES; i++)
+        if (rng_unit() < 0.01) lat[i] += (float)(3000 + 20000 * rng_unit());
+    ld_classify_t c;
+    CU_ASSERT_EQUAL(ld_classify_clustered(lat, 132, LD_PROBE_LINES, 2, NULL, map, &c), 0);
+    for (int s = 0; s < 132; s++) CU_ASSERT_EQUAL(map[s], truth[s] ^ truth[0]);   /* SM 0's group is 0 */
     free(lat);
 }
 
@@ -1183,6 +1197,7 @@ static void register_tests(void) {
     CU_add_test(s, "anchored on interleaved memory rejected", test_anchored_ordinary_memory);
     CU_add_test(s, "clustered H200-shaped data recovers 66/66", test_clustered_h200_shape);
     CU_add_test(s, "clustered uneven and anchored labels", test_clustered_uneven_and_labels);
+    CU_add_test(s, "clustered with 1 % stalled samples", test_clustered_spikes);
     CU_add_test(s, "clustered no structure rejected", test_clustered_no_structure);
     CU_add_test(s, "clustered TPC split rejected", test_clustered_tpc_split);
     CU_add_test(s, "clustered three domains", test_clustered_three_domains);
