@@ -27,10 +27,10 @@ done
 summary=$W/summary.txt
 step() {  # step NAME TIMEOUT CMD...
   local name=$1 t=$2; shift 2
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   timeout "$t" "$@" > "$W/$name.log" 2>&1
   local rc=$?
-  printf '%-28s rc=%-3s %6.1fs\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$summary"
+  printf '%-28s rc=%-3s %6d ms\n' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )) | tee -a "$summary"
   return $rc
 }
 { date -u; nvidia-smi; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'; } > "$W/env.txt" 2>&1
