@@ -3,6 +3,7 @@
 #include "shim/mlopart_proto.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -210,6 +211,33 @@ static void report(int fd, const char *fmt, ...) {
     }
 }
 
+/* LDSHIM_MLOPART_DEBUG_LOGS=dir (diagnosis): keep copies of the daemon's log files. */
+static void keep_logs(const mps_t *m) {
+    const char *dest = getenv("LDSHIM_MLOPART_DEBUG_LOGS");
+    if (!dest || !*dest) return;
+    mkdir(dest, 0700);
+    char src_dir[PATH_MAX + 8];
+    snprintf(src_dir, sizeof src_dir, "%s/log", m->dir);
+    DIR *d = opendir(src_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char from[PATH_MAX + 300], to[PATH_MAX + 300];
+        snprintf(from, sizeof from, "%s/%s", src_dir, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dest, e->d_name);
+        int in = open(from, O_RDONLY | O_CLOEXEC | O_NONBLOCK), out = -1;
+        struct stat sb;
+        if (in >= 0 && fstat(in, &sb) == 0 && S_ISREG(sb.st_mode))
+            out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        char buf[8192];
+        ssize_t k;
+        while (out >= 0 && (k = read(in, buf, sizeof buf)) > 0)
+            if (write(out, buf, (size_t)k) != k) break;
+        if (in >= 0) close(in);
+        if (out >= 0) close(out);
+    }
+    if (d) closedir(d);
+}
+
 /* Stop the daemon politely, then firmly. */
 static void stop_daemon(mps_t *m) {
     if (m->daemon <= 0) return;
@@ -342,6 +370,7 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
         if (k <= 0) break;
     }
     stop_daemon(&m);
+    keep_logs(&m);
     ld_mps_rmtree(m.dir);
     ld_mlo_env_free(m.env);
     _exit(0);   /* closes our copy of the helper's socket: the shim now sees EOF */

@@ -659,10 +659,19 @@ static void test_hang_start(void) {
 static void test_v3_form(void) {
     begin(NULL, 5000);
     setenv("FAKE_MPS_MODE", "v3only", 1);
+    char keep[300], out[400];
+    snprintf(keep, sizeof keep, "%s-keep", g_tmp);
+    setenv("LDSHIM_MLOPART_DEBUG_LOGS", keep, 1);
     CU_ASSERT_EQUAL(avail(), 0);
     CU_ASSERT_EQUAL(file_has(g_log, "client: server create --uid="), 1);
     CU_ASSERT_EQUAL(file_has(g_log, "--locality-domains=true"), 1);
     end();
+    unsetenv("LDSHIM_MLOPART_DEBUG_LOGS");
+    /* The daemon's output was kept for diagnosis before the directory went. */
+    snprintf(out, sizeof out, "%s/daemon.out", keep);
+    CU_ASSERT(access(out, R_OK) == 0);
+    unlink(out);
+    rmdir(keep);
 }
 
 static void test_single_mode(void) {

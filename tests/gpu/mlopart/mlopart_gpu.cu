@@ -62,10 +62,10 @@ static void usage(FILE *f) {
             "Prints 'PASS ...' or 'FAIL: ...' lines on stdout; exit 0 when all checks pass.\n");
 }
 
-static int cycle(const ld_driver_t *drv, int dev, size_t slice) {
+/* free0: free device memory before the helper existed (its MPS server uses memory too). */
+static int cycle(const ld_driver_t *drv, int dev, size_t slice, size_t free0) {
     const int nd = 2;
-    size_t free0 = 0, total = 0;
-    RT(cudaMemGetInfo(&free0, &total));
+    size_t total = 0;
     char why[256] = "";
     std::vector<CUmemGenericAllocationHandle> h(nd);
     for (int d = 0; d < nd; d++) {
@@ -140,6 +140,8 @@ int main(int argc, char **argv) {
     ld_log_init();
     RT(cudaSetDevice(dev));
     RT(cudaFree(0));
+    size_t free0 = 0, total = 0;
+    RT(cudaMemGetInfo(&free0, &total));
     const ld_driver_t *drv = ld_driver();
     if (!drv) { printf("FAIL: cannot load libcuda.so.1\n"); return 1; }
     char why[256] = "";
@@ -157,6 +159,6 @@ int main(int argc, char **argv) {
         ld_backend_mlopart.shutdown(0);
         return 1;
     }
-    if (cycle(drv, dev, slice)) { ld_backend_mlopart.shutdown(0); return 1; }
+    if (cycle(drv, dev, slice, free0)) { ld_backend_mlopart.shutdown(0); return 1; }
     return g_fail;
 }

@@ -73,6 +73,7 @@ run_case() {
   local before; before=$(mps_count)
   local t0=$SECONDS
   env "$tag" TMPDIR="$tmp" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$helper" \
+    LDSHIM_MLOPART_DEBUG_LOGS="$logs/$name-mps-logs" \
     timeout -k 5 "$tmo" "$bin" "$mode" > "$logs/$name.out" 2> "$logs/$name.err"
   local rc=$?
   local secs=$((SECONDS - t0))
