@@ -64,7 +64,9 @@ enum ldmoe_tile {
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
     LDMOE_TILE_128x128 = 3,   /* 128 x 128: prefill (mma.sync)                                   */
     LDMOE_TILE_128x256 = 4,   /* 128 x 256: prefill (mma.sync), large token counts               */
-    LDMOE_TILE_COUNT_ = 5
+    LDMOE_TILE_WG_256x128 = 5,/* 256 x 128: prefill, wgmma; Hopper (compute capability 9.0) only */
+    LDMOE_TILE_WG_128x128 = 6,/* 128 x 128: prefill, wgmma; Hopper only                           */
+    LDMOE_TILE_COUNT_ = 7
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f
@@ -112,8 +114,9 @@ int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D,
 
 /* Tile geometry the kernel will use for these sizes (tile = AUTO resolves as the launch would):
  * *bm weight rows and *bn tokens per tile, and *bound an upper bound on the number of tiles
- * (global tile ids are < *bound). Any out pointer may be NULL. Pure host computation, no CUDA
- * call; thread-safe. */
+ * (global tile ids are < *bound). Any out pointer may be NULL. Host computation; for AUTO it
+ * asks the current device's compute capability (no GPU: answers as for a non-Hopper one).
+ * Thread-safe. */
 int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
                     int *bm, int *bn, int64_t *bound);
 
@@ -137,7 +140,7 @@ const char *ldmoe_error_string(int status);
  * owned by the library; valid until the thread's next ldmoe call. */
 const char *ldmoe_last_error(void);
 
-/* "0.1.0 (sm_90a wgmma: no)" style string, static storage. */
+/* Version and kernel paths, e.g. "0.1.0 (decode: mma.sync ...)", static storage. */
 const char *ldmoe_version(void);
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@ __all__ = ["grouped_mm", "to_localized", "to_plain", "tile_info", "set_topology"
 
 LAYOUTS = {"plain": 0, "localized": 1}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
-TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4}
+TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4, "wg256x128": 5, "wg128x128": 6}
 MAX_SMS = 256
 MAX_DOMAINS = 8
 TOPOLOGY_MAGIC = 0x4C445348

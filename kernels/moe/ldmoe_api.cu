@@ -19,10 +19,13 @@ LDSHIM_DEFINE_TOPOLOGY();
 namespace ldmoe {
 
 // Tile configurations: <BM weight rows, BN tokens, warps along M, warps along N, stages>.
-using CfgT1 = Cfg<64, 16, 4, 1, 8>;     // decode, <= 16 tokens per expert; 80 KiB of loads in flight
-using CfgT2 = Cfg<64, 64, 2, 2, 6>;     // decode, <= 96 tokens per expert
-using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill
-using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, long expert segments
+// Decode tiles stream weights: enough stages that >= 90 KiB of weights are in flight per SM.
+using CfgT1 = Cfg<64, 16, 4, 1, 16>;    // decode, <= 16 tokens per expert; 120 KiB of weights in flight
+using CfgT2 = Cfg<64, 64, 2, 2, 12>;    // decode, <= 96 tokens per expert; 88 KiB of weights in flight
+using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync (any sm_80+)
+using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, mma.sync, long expert segments
+using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 weight rows x 128 tokens
+using CfgT6 = Cfg<128, 128, 2, 4, 6, true>;   // prefill, wgmma (sm_90a): 128 x 128
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(KParams p) {
@@ -79,7 +82,7 @@ LDMOE_API const char *ldmoe_error_string(int status) {
 LDMOE_API const char *ldmoe_last_error(void) { return g_msg; }
 
 LDMOE_API const char *ldmoe_version(void) {
-    return LDMOE_VERSION_STRING " (mma.sync m16n8k16 bf16; sm_90a wgmma path: no)";
+    return LDMOE_VERSION_STRING " (decode: mma.sync m16n8k16; prefill: sm_90a wgmma, mma.sync elsewhere)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -95,16 +98,35 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_64x16: return {CfgT1::BM, CfgT1::BN, CfgT1::THREADS, CfgT1::SMEM, (const void *)grouped_mm_kernel<CfgT1>};
     case LDMOE_TILE_64x64: return {CfgT2::BM, CfgT2::BN, CfgT2::THREADS, CfgT2::SMEM, (const void *)grouped_mm_kernel<CfgT2>};
     case LDMOE_TILE_128x128: return {CfgT3::BM, CfgT3::BN, CfgT3::THREADS, CfgT3::SMEM, (const void *)grouped_mm_kernel<CfgT3>};
-    default: return {CfgT4::BM, CfgT4::BN, CfgT4::THREADS, CfgT4::SMEM, (const void *)grouped_mm_kernel<CfgT4>};
+    case LDMOE_TILE_128x256: return {CfgT4::BM, CfgT4::BN, CfgT4::THREADS, CfgT4::SMEM, (const void *)grouped_mm_kernel<CfgT4>};
+    case LDMOE_TILE_WG_256x128: return {CfgT5::BM, CfgT5::BN, CfgT5::THREADS, CfgT5::SMEM, (const void *)grouped_mm_kernel<CfgT5>};
+    default: return {CfgT6::BM, CfgT6::BN, CfgT6::THREADS, CfgT6::SMEM, (const void *)grouped_mm_kernel<CfgT6>};
     }
 }
 
-// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short.
+static bool is_wgmma_tile(int tile) { return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128; }
+
+// Whether the current device runs the sm_90a wgmma kernels (compute capability exactly 9.0).
+// A failing query (no GPU) answers no.
+static bool device_has_wgmma(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) { cudaGetLastError(); return false; }
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return major == 9 && minor == 0;
+}
+
+// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short;
+// prefill takes the wgmma tile where the device has it.
 static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
     int64_t avg = E > 0 ? T / E : T;
     if (avg <= 16) return LDMOE_TILE_64x16;
     if (avg <= 96) return LDMOE_TILE_64x64;
+    if (device_has_wgmma()) return LDMOE_TILE_WG_256x128;
     if (avg <= 1024) return LDMOE_TILE_128x128;
     return LDMOE_TILE_128x256;
 }
@@ -229,6 +251,8 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
 
     const int tile = resolve_tile(p->tile, p->T, p->E);
+    if (is_wgmma_tile(tile) && !device_has_wgmma())
+        return fail(LDMOE_ERR_UNSUPPORTED, "tile %d uses wgmma, which needs a compute capability 9.0 GPU", tile);
     const TileCfg c = tile_cfg(tile);
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include "kernels/moe/ldmoe_sched.cuh"
+#include "kernels/moe/ldmoe_wgmma_ops.cuh"
 
 namespace ldmoe {
 
@@ -29,24 +30,35 @@ struct KParams {
 constexpr int kBK = 64;          // k per stage: one 128-byte row of bf16
 constexpr int kRowBytes = kBK * 2;
 
-template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_>
+// WG = false: mma.sync, weights on the MMA's M side (swap A/B), WARPS_M x WARPS_N warps.
+// WG = true (sm_90a): two warpgroups, each one wgmma m64 x n(BM) x k16 per 16 k: tokens on the
+// MMA's M side (64 per warpgroup, BN = 128), weights on its N side (BM = 128 or 256).
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, bool WG_ = false>
 struct Cfg {
     static constexpr int BM = BM_, BN = BN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int STAGES = STAGES_;
+    static constexpr bool WG = WG_;
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    // Stages not being refilled while one computes. 1 for both paths: the wgmma path waits for
+    // its k-step's group before the next barrier (wait_group 0). NOTES: keeping one group in
+    // flight (wait_group 1, LAG 2) makes ptxas serialize the wgmmas (C7518), because the
+    // scheduler's divergent code sits between issue and wait.
+    static constexpr int LAG = 1;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;   // per-warp tile
     static constexpr int MI = WM / 16, NI = WN / 8;
     static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int EPI_LD = BM + 8;                         // padded bf16 row (tokens x n)
-    static constexpr int EPI_BYTES = BN * EPI_LD * 2;
+    static constexpr int EPI_BYTES = WG ? 0 : BN * EPI_LD * 2;   // wgmma stores from registers
     static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
-    static constexpr int SMEM = STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
+    static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static constexpr int A_CHUNKS = BM * 8, B_CHUNKS = BN * 8;    // 16-byte chunks per stage
     static constexpr int A_ITERS = (A_CHUNKS + THREADS - 1) / THREADS;
     static constexpr int B_ITERS = (B_CHUNKS + THREADS - 1) / THREADS;
-    static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile");
-    static_assert(NI == 1 || NI % 2 == 0, "B fragments load in pairs");
+    static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
+    static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
+    static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256)), "wgmma tile");
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
@@ -58,6 +70,32 @@ __device__ __forceinline__ uint32_t swz(int r, int c) { return r * kRowBytes + (
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
     int n = valid ? 16 : 0;   // src-size 0: zero-fill, nothing read
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+// Shared-memory matrix descriptor for wgmma: K-major rows of 128 bytes, 128-byte swizzle, 8-row
+// core groups 1024 bytes apart (SBO); LBO is unused for swizzled K-major operands (encoded 1).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Generic-proxy writes (cp.async) must be fenced before the async proxy (wgmma) reads them.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() {
@@ -117,7 +155,9 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
 
 template <class C>
 __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo) {
-    extern __shared__ __align__(1024) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // 1024-byte aligned base: the wgmma swizzle pattern follows absolute address bits.
+    unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned char *ring = smem;
     __nv_bfloat16 *epi = reinterpret_cast<__nv_bfloat16 *>(smem + C::STAGES * C::STAGE_BYTES);
     int32_t *prefix = reinterpret_cast<int32_t *>(smem + C::STAGES * C::STAGE_BYTES + C::EPI_BYTES);
@@ -267,18 +307,21 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     // ---- 4. compute side ----
     const int wm0 = (warp / C::WARPS_N) * C::WM;   // weight-row offset of this warp
     const int wn0 = (warp % C::WARPS_N) * C::WN;   // token offset of this warp
-    float acc[C::MI][C::NI][4];
+    float acc[C::WG ? 1 : C::MI][C::WG ? 1 : C::NI][4];   // mma.sync accumulators
+    float wacc[C::WG ? C::WG_ACC : 1];                     // wgmma accumulators
     #pragma unroll
-    for (int i = 0; i < C::MI; ++i)
+    for (int i = 0; i < (C::WG ? 1 : C::MI); ++i)
         #pragma unroll
-        for (int j = 0; j < C::NI; ++j)
+        for (int j = 0; j < (C::WG ? 1 : C::NI); ++j)
             #pragma unroll
             for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+    #pragma unroll
+    for (int i = 0; i < (C::WG ? C::WG_ACC : 1); ++i) wacc[i] = 0.f;
 
     // The ticket just consumed from s_next[0] is replaced by a split claim, like every later one.
     if (tid == 0 && ld_tk >= 0) { pend = true; pend_slot = 0; pend_v = cl.issue(&pend_q, &pend_fast); }
     #pragma unroll 1
-    for (int s = 0; s < C::STAGES - 1; ++s) {
+    for (int s = 0; s < C::STAGES - C::LAG; ++s) {
         // Short K can switch tiles inside the prologue: resolve each claim (and publish it with
         // a barrier) before the load side can read its slot.
         if (tid == 0 && pend) { s_next[pend_slot] = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
@@ -286,15 +329,23 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
         load_stage(s);
         cp_commit();
     }
-    int rd = 0, wr = C::STAGES - 1;
+    int rd = 0, wr = C::STAGES - C::LAG;
 
     #pragma unroll 1
     for (;;) {
-        cp_wait<C::STAGES - 2>();
-        __syncthreads();
-        if (tid == 0 && pend) { s_next[pend_slot] = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
+        cp_wait<C::STAGES - C::LAG - 1>();
+        if constexpr (C::WG) fence_proxy_async();
+        // s_ring_tk[rd] was published >= 1 barrier ago; the barrier's reduction makes the exit
+        // test visibly uniform, which keeps ptxas from serializing the wgmmas (C7518).
         const int64_t tk = s_ring_tk[rd];
-        if (tk < 0) break;
+        const bool done = __syncthreads_or(tk < 0);
+        // Resolve the claim as late as possible (before the switch that follows the next one
+        // reads its slot), so the atomic's latency hides behind a whole tile of loads.
+        if (tid == 0 && pend && (ld_k == nk - 1 || ld_tk < 0)) {
+            s_next[pend_slot] = cl.resolve(pend_v, pend_q, pend_fast);
+            pend = false;
+        }
+        if (done) break;
         const int kstep = s_ring_k[rd];
         load_stage(wr);
         cp_commit();
@@ -302,6 +353,21 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
 
         const uint32_t a_base = smem_u32(ring + rd * C::STAGE_BYTES);
         const uint32_t b_base = a_base + C::A_BYTES;
+        if constexpr (C::WG) {
+            // warpgroup wg: tokens wg*64.. (MMA A, from the B region) x all BM weight rows (MMA B)
+            const uint32_t tok_base = b_base + (warp >> 2) * 64 * kRowBytes;
+            wg_fence_acc(wacc);
+            wg_fence();
+            #pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk) {
+                const int acc_in = kstep != 0 || kk != 0;   // first k of a tile starts from zero
+                if constexpr (C::BM == 256) wgmma_m64n256k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(a_base + kk * 32), acc_in);
+                else wgmma_m64n128k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(a_base + kk * 32), acc_in);
+            }
+            wg_commit();
+            wg_fence_acc(wacc);
+            wg_wait<0>();   // all four done: the stage may be refilled after the next barrier
+        } else {
         #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk) {
             uint32_t af[C::MI][4], bf[C::NI][2];
@@ -325,9 +391,34 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                 #pragma unroll
                 for (int j = 0; j < C::NI; ++j) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
+        }
         rd = rd + 1 == C::STAGES ? 0 : rd + 1;
 
-        if (kstep == nk - 1) {   // ---- epilogue: stage through smem, 16-byte coalesced stores ----
+        if constexpr (C::WG) {
+          if (kstep == nk - 1) {   // ---- wgmma epilogue: bf16x2 stores from registers ----
+            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+            wg_wait<0>();
+            wg_fence_acc(wacc);
+            const int g = lane >> 2, q = lane & 3;
+            const int tt = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+            #pragma unroll
+            for (int j = 0; j < (C::WG ? C::WG_ACC / 4 : 0); ++j) {
+                const int n = j * 8 + 2 * q;
+                if (n < t.nrows) {
+                    if (tt < t.rows)
+                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + tt) * p.N + t.n0 + n) =
+                            __floats2bfloat162_rn(wacc[4 * j], wacc[4 * j + 1]);
+                    if (tt + 8 < t.rows)
+                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + tt + 8) * p.N + t.n0 + n) =
+                            __floats2bfloat162_rn(wacc[4 * j + 2], wacc[4 * j + 3]);
+                }
+            }
+            if (p.dbg && tid == 0 && t.gid < p.dbg_cap) {
+                atomicAdd(&p.dbg[t.gid], 1u);
+                atomicOr(&p.dbg[p.dbg_cap + t.gid], 1u << my_dom);
+            }
+          }
+        } else if (kstep == nk - 1) {   // ---- epilogue: stage through smem, 16-byte coalesced stores ----
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
             const int g = lane >> 2, q = lane & 3;
             #pragma unroll

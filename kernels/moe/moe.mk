@@ -13,19 +13,23 @@ LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
 LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_gemm.cuh $(LDMOE_DIR)/ldmoe_sched.cuh \
+                  $(LDMOE_DIR)/ldmoe_wgmma_ops.cuh \
                   kernels/ldshim_topology.h
-# sm_90a (Hopper with wgmma/setmaxnreg), sm_90, sm_100 machine code, compute_100 PTX.
-LDMOE_GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90 \
+# sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
+# always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels
+# are trap stubs outside sm_90a and the host selects them only on compute capability 9.0.
+LDMOE_GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a \
                   -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100
 LDMOE_NVFLAGS  := -std=c++17 -O3 --threads 0 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
                   -Werror all-warnings -lineinfo $(LDMOE_GENCODE)
 
 $(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(LDMOE_NVFLAGS) -Xptxas -v -c $< -o $@ 2> $(LDMOE_PTXAS).tmp || { cat $(LDMOE_PTXAS).tmp >&2; exit 1; }
-	@mv $(LDMOE_PTXAS).tmp $(LDMOE_PTXAS)
-	@grep -E "spill|Used" $(LDMOE_PTXAS) | grep -v " 0 bytes spill" | grep -i spill >&2 && \
-	  echo "moe: WARNING: spills, see $(LDMOE_PTXAS)" >&2 || true
+	@# private temp names: concurrent makes in a shared tree must not trample each other
+	$(NVCC) $(LDMOE_NVFLAGS) -Xptxas -v -c $< -o $@.$$$$.tmp 2> $(LDMOE_PTXAS).$$$$.tmp && mv -f $@.$$$$.tmp $@ && \
+	  mv -f $(LDMOE_PTXAS).$$$$.tmp $(LDMOE_PTXAS) || { cat $(LDMOE_PTXAS).$$$$.tmp >&2; rm -f $@.$$$$.tmp $(LDMOE_PTXAS).$$$$.tmp; exit 1; }
+	@if grep -q "spill stores" $(LDMOE_PTXAS) && grep "spill stores" $(LDMOE_PTXAS) | grep -qv " 0 bytes spill stores"; then \
+	  echo "moe: WARNING: register spills, see $(LDMOE_PTXAS)" >&2; fi
 
 $(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map
 	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< \
