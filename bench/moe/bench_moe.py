@@ -123,7 +123,7 @@ def main():
     except OSError:
         drv = "?"
     head = "date %s UTC | GPU %s (%d SMs) | driver %s | torch %s | %s" % (
-        datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), props.name, props.multi_processor_count,
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), props.name, props.multi_processor_count,
         drv, torch.__version__, ldmoe.version())
     print(head, flush=True)
     bw = copy_bandwidth()
@@ -158,7 +158,7 @@ def main():
                 r["cublas_err"] = rel_err(yc, yt)
                 r["cublas"] = median_time_us(cub.run, a.sets, a.warmup, a.reps)[0]
             y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            tiles = ["64x16", "64x64"] if m <= 96 else ["128x128", "128x256"]
+            tiles = ["64x16", "64x64"] if m <= 96 else ["128x256", "wg256x128", "wg128x128"]
             variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
                 ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
             for mode, layout, tile in variants:
