@@ -492,7 +492,6 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     p.nd = out->num_domains;
     int ok = (pushed || (caller && cur_dev == dev)) ? measure(&p, mode, o, out)
            : (snprintf(out->verdict, sizeof out->verdict, "no context for device %d", (int)dev), 0);
-    if (ok) drv->cuCtxSynchronize();
     if (pushed) {
         CUcontext popped;
         drv->cuCtxPopCurrent_v2(&popped);
