@@ -6,6 +6,10 @@
  * cache a validated result. Everything the probe allocates (module, stream, buffers) is
  * released before it returns; the caller's current context is left current.
  *
+ * Thread-safety: ld_probe_device keeps no state between calls (everything lives on its
+ * stack or is freed before it returns), so calls for different devices may run at once; the
+ * caller runs it once per device. ld_probe_result_json only reads its argument.
+ *
  * Env: LDSHIM_PROBE_FORCE=1 ignores (and, when the new result is valid, rewrites) the cache.
  *      LDSHIM_PROBE_DUMP=<dir> writes every attempt's raw latency matrix there as CSV (for
  *      tuning the classifier offline; off by default).

@@ -18,6 +18,7 @@
 # Logs go to $OUT/probe-gpu when OUT is set, else $BUILD/probe/gpu-logs. Each failure prints
 # what was expected and where the log is. Runs in well under 90 s on an H200.
 set -u
+case "${1:-}" in -h|--help) echo "usage: tests/gpu/probe/run.sh [RESULT_FILE]   (or: make test-gpu-probe); see the header of this file"; exit 0;; esac
 res=${1:-}
 B=${BUILD:-build}
 PP=${PRELOAD_PREFIX:-}
