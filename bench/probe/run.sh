@@ -9,7 +9,7 @@
 # Results go to $OUT/probe-bench when OUT is set, else $BUILD/probe/bench; results.txt holds
 # the summary to copy under bench/results/.
 set -u
-case "${1:-}" in -h|--help) echo "usage: bench/probe/run.sh   (or: make probe-bench); results under $OUT/probe-bench or $BUILD/probe/bench"; exit 0;; esac
+case "${1:-}" in -h|--help) echo 'usage: bench/probe/run.sh   (or: make probe-bench); results under $OUT/probe-bench or $BUILD/probe/bench'; exit 0;; esac
 B=${BUILD:-build}
 PP=${PRELOAD_PREFIX:-}
 D=${OUT:+$OUT/probe-bench}
