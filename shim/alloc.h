@@ -22,7 +22,7 @@ typedef struct {
     uint64_t bytes_per_domain[LD_MAX_SLICES];
 } ld_rule_stats_t;
 
-#define LD_MAX_RULE_STATS 256
+#define LD_MAX_RULE_STATS LD_POLICY_MAX_RULES
 void ld_rule_stats(int rule, ld_rule_stats_t *out);
 void ld_rule_note_ipc_refused(int rule);
 
