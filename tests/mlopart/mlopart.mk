@@ -29,8 +29,7 @@ TEST_SUITES += test-mlopart
 #                                `backend = mlopart` (helper found beside the library)
 MLOGPU_BIN     := $(BUILD)/mlopart/mlopart_gpu
 MLOGPU_NVFLAGS := -O2 -std=c++17 $(CUDA_GENCODE) -I. -Ikernels -Xcompiler -Wall,-Wextra,-Werror \
-                  $(if $(filter 1,$(SAN)),-Xcompiler -fsanitize=address$(comma)undefined)
-comma := ,
+                  $(if $(filter 1,$(SAN)),-Xcompiler -fsanitize=address -Xcompiler -fsanitize=undefined)
 
 $(MLOGPU_BIN): tests/gpu/mlopart/mlopart_gpu.cu $(MLO_T_OBJS) shim/mlopart_proto.h shim/backend.h
 	@mkdir -p $(@D)
