@@ -7,9 +7,10 @@
 #
 # Environment: OUT (results folder), PYTHON (default python3), SHIM (default
 # build/libldshim.so), RUNS (measured runs per state, default 4), STEPS (decode steps per run,
-# default 64), SERVE_ARGS (extra serve.py options, e.g. "--layers 1").
-# Writes: env.txt, sizes.txt, discovery.log + discovery-report.json (a run with the shim and
-# no policy: the report's histogram of untagged sizes), ab/ (ldshim-ab: runs.csv, runs.json,
+# default 64), BACKEND (serve.py --backend: torch, default, or ldmoe), SERVE_ARGS (extra
+# serve.py options, e.g. "--layers 1").
+# Writes: env.txt, sizes.txt, discovery.txt + discovery.log + discovery/reports/ (a run with
+# the shim and no policy: the histogram of untagged sizes), ab/ (ldshim-ab: runs.csv, runs.json,
 # summary.json, plot.svg, plot.png when matplotlib is importable, reports/), ab.log, table.txt.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,14 +19,18 @@ PYTHON=${PYTHON:-python3}
 SHIM=${SHIM:-$ROOT/build/libldshim.so}
 RUNS=${RUNS:-4}
 STEPS=${STEPS:-64}
-SERVE_ARGS=${SERVE_ARGS:-}
-OUT=${OUT:-$ROOT/bench/results/ab-serve-$(date -u +%Y%m%d-%H%M%S)}
+BACKEND=${BACKEND:-torch}
+SERVE_ARGS="--backend $BACKEND ${SERVE_ARGS:-}"
+OUT=${OUT:-$ROOT/bench/results/ab-serve-$BACKEND-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || exit 2
 
 if [ ! -f "$SHIM" ]; then
   echo "run_serve_ab.sh: $SHIM not found: build it with make first" >&2; exit 2
 fi
-if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+# CPU_DRY_RUN=1 skips the GPU check: a functional run of this script with
+# SERVE_ARGS="--device cpu <tiny config>" and any shared object as SHIM.
+if [ "${CPU_DRY_RUN:-0}" != 1 ] &&
+   ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "run_serve_ab.sh: $PYTHON has no CUDA-enabled PyTorch" >&2; exit 2
 fi
 
@@ -41,12 +46,13 @@ fi
 # shellcheck disable=SC2086
 "$PYTHON" bench/apps/serve.py --print-sizes $SERVE_ARGS > "$OUT/sizes.txt" 2>&1
 
-# Discovery: the shim preloaded, no policy; its report lists the untagged allocation sizes.
+# Discovery: the shim preloaded in state stock; its report lists the untagged allocation
+# sizes (every process writes <name>.<pid>.json; ldshim-ab merges them).
 start=$(date +%s)
 # shellcheck disable=SC2086
-LD_PRELOAD="$SHIM${LD_PRELOAD:+:$LD_PRELOAD}" LDSHIM_REPORT="$OUT/discovery-report.json" \
-  LDSHIM_LOG=info timeout 120 "$PYTHON" bench/apps/serve.py --steps 8 --check $SERVE_ARGS \
-  > "$OUT/discovery.log" 2>&1
+"$PYTHON" tools/ldshim-ab --shim "$SHIM" --discover --timeout 150 --env LDSHIM_LOG=info \
+  --out "$OUT/discovery" -- "$PYTHON" bench/apps/serve.py --steps 8 --check $SERVE_ARGS \
+  > "$OUT/discovery.txt" 2> "$OUT/discovery.log"
 echo "discovery run: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/discovery.log"
 
 # The A/B run. --check makes every run compare its expert GEMMs with a reference, so a run

@@ -65,6 +65,9 @@ def parse_args(argv=None):
                         "[D, E, N/D, K] (slice d = the half of every expert's rows homed in "
                         "domain d under a split placement); same bytes either way")
     p.add_argument("--domains", type=int, default=2, help="D of --layout split (default 2)")
+    p.add_argument("--ldmoe-mode", choices=("auto", "aware", "unaware", "static"),
+                   default="auto", help="scheduling mode of --backend ldmoe (default auto: "
+                   "what the shim publishes for the state)")
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu "
                    "(tiny functional runs; float32 unless --dtype)")
     p.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
@@ -196,14 +199,18 @@ class Gemm:
     `w` is [E, N, K] (plain) or [D, E, N/D, K] (split); `offs` int32 cumulative end offsets
     of each expert's rows in x (as torch._grouped_mm takes them)."""
 
-    def __init__(self, torch, backend, layout):
+    def __init__(self, torch, backend, layout, ldmoe_mode="auto"):
         self.torch, self.backend, self.layout = torch, backend, layout
         self.ldmoe = load_ldmoe() if backend == "ldmoe" else None
+        self.ldmoe_mode = ldmoe_mode
 
     def __call__(self, x, w, offs):
         t = self.torch
         if self.backend == "ldmoe":
-            return self.ldmoe.grouped_mm(x, w, offs)
+            # mode auto: the kernel follows the map the shim published (aware in state full).
+            return self.ldmoe.grouped_mm(x, w, offs, mode=self.ldmoe_mode,
+                                         layout="plain" if self.layout == "plain"
+                                         else "localized")
         if self.layout == "split":
             # One GEMM per domain slice; slice d produces columns [d*N/D, (d+1)*N/D).
             return t.cat([self._plain(x, w[d], offs) for d in range(w.shape[0])], dim=1)
@@ -402,7 +409,9 @@ def main(argv=None):
         if need * 1.3 > free:
             fail("this config needs about %.1f GiB of weights and caches but only %.1f GiB "
                  "is free; shrink --layers/--experts/--ffn/--batch" % (need / 2**30, free / 2**30))
-    gemm = Gemm(torch, a.backend, a.layout)
+    if a.backend == "ldmoe" and dev.type != "cuda":
+        fail("--backend ldmoe needs a CUDA device")
+    gemm = Gemm(torch, a.backend, a.layout, a.ldmoe_mode)
     with torch.inference_mode():
         model = Model(torch, a, dev, dtype)
         name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"

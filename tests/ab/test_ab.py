@@ -244,6 +244,15 @@ class TestVerdicts(ToolCase):
         self.assertTrue(all(x["figure"] == 1000.0 for x in warm))
         self.assertEqual(len(self.logged()), 10)
 
+    def test_too_few_runs_gives_no_verdict(self):
+        r = self.ab_metric("--runs", "2", "--states", "stock,full",
+                           env={"FAKE_VALUES": "stock=10;full=5"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, rows = self.summary()
+        self.assertAlmostEqual(rows["full"]["speedup"], 2.0)
+        self.assertEqual(rows["full"]["verdict"], "too few runs")
+        self.assertIsNone(rows["full"]["ci_low"])
+
     def test_seed_makes_results_identical(self):
         env = dict(self.DESIGN)
         outs = []
@@ -289,12 +298,12 @@ class TestFailures(ToolCase):
         self.assertRegex(r.stdout, r"-memory-r1: timeout after 1.5s")
 
     def test_state_with_no_good_runs(self):
-        r = self.ab_metric("--runs", "2", env={"FAKE_FAIL": "mismatch:*:exit"})
+        r = self.ab_metric("--runs", "3", env={"FAKE_FAIL": "mismatch:*:exit"})
         self.assertEqual(r.returncode, 1)
         _, rows = self.summary()
         self.assertEqual(rows["mismatch"]["ok"], 0)
         self.assertEqual(rows["mismatch"]["verdict"], "no successful runs")
-        self.assertRegex(r.stdout, r"mismatch +0/2 .*no successful runs")
+        self.assertRegex(r.stdout, r"mismatch +0/3 .*no successful runs")
         self.assertEqual(rows["full"]["verdict"], "within noise")
 
     def test_metric_never_matches(self):
@@ -327,7 +336,24 @@ class TestReports(ToolCase):
         self.assertIn("size      = 896MiB      # 6 allocation(s)", r.stdout)
         self.assertIn("placement = split", r.stdout)
         self.assertNotIn("size      = 512", r.stdout)   # below min_split: not suggested
-        self.assertTrue(os.path.isfile(os.path.join(self.out, "reports", "discover.json")))
+        reps = os.listdir(os.path.join(self.out, "reports"))
+        self.assertEqual(len(reps), 1)
+        self.assertRegex(reps[0], r"^discover\.\d+\.json$")
+
+    def test_reports_of_wrapper_processes_are_merged(self):
+        """A child process that also loaded the shim writes its own <run>.<pid>.json."""
+        env = dict(self.HIST, FAKE_SPAWN_CHILD="1", FAKE_TAGGED="full=6")
+        r = self.ab_metric("--runs", "1", "--warmup", "0", "--states", "stock,full",
+                           env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.out, "runs.json")) as f:
+            runs = {x["state"]: x for x in json.load(f)}
+        self.assertEqual(len(runs["full"]["reports"]), 2)
+        self.assertEqual(runs["full"]["tagged_allocs"], 12)
+        r = self.ab("--out", os.path.join(self.tmp, "d"), "--discover", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2 process report(s)", r.stdout)
+        self.assertIn("size      = 896MiB      # 12 allocation(s)", r.stdout)
 
     def test_histogram_of_existing_report(self):
         rep = os.path.join(self.tmp, "r.json")

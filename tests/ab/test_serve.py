@@ -173,7 +173,7 @@ class TestServeRun(unittest.TestCase):
             self.assertEqual(rows["stock"]["ok"], 2)
             self.assertEqual(rows["full"]["ok"], 2)
             self.assertGreater(rows["full"]["median"], 0.0)
-            self.assertIn(rows["full"]["verdict"], ("faster", "slower", "within noise"))
+            self.assertEqual(rows["full"]["verdict"], "too few runs")   # 2 runs a side
 
 
 if __name__ == "__main__":
