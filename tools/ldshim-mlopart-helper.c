@@ -69,7 +69,9 @@ static void usage(FILE *f) {
         "  --parent PID  exit when this process is no longer the parent\n"
         "  --pdeathsig   die with SIGKILL when the spawning thread exits\n"
         "Environment: LDSHIM_MPS_CONTROL (test: control binary), LDSHIM_LIBCUDA,\n"
-        "LDSHIM_MLOPART_TIMEOUT_MS, LDSHIM_MLOPART_TEST_SINGLE, LDSHIM_MLOPART_TEST_HOOK.\n",
+        "LDSHIM_MLOPART_TIMEOUT_MS, LDSHIM_MLOPART_TEST_SINGLE, LDSHIM_MLOPART_TEST_HOOK,\n"
+        "LDSHIM_MLOPART_CLIENT_CVD=1 (keep CUDA_VISIBLE_DEVICES=<uuid> in the MPS client),\n"
+        "LDSHIM_MLOPART_DEBUG_LOGS=dir (keep the MPS logs).\n",
         LD_MLO_HELPER_FD);
 }
 
@@ -120,8 +122,11 @@ static int start_cuda(helper_t *h, const char *dir, char *err, size_t n) {
     setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1);
     /* NOTES: the daemon was started with CUDA_VISIBLE_DEVICES=GPU-<uuid>; MPS remaps its
      * devices for clients and documents that clients must not set it. The derived MLOPart
-     * devices carry their own UUIDs, which the physical one would filter out. */
-    unsetenv("CUDA_VISIBLE_DEVICES");
+     * devices carry their own UUIDs, which the physical one would filter out.
+     * LDSHIM_MLOPART_CLIENT_CVD=1 sets it anyway (for a driver that wants it). */
+    const char *cvd = getenv("LDSHIM_MLOPART_CLIENT_CVD");
+    if (cvd && !strcmp(cvd, "1")) setenv("CUDA_VISIBLE_DEVICES", h->uuid, 1);
+    else unsetenv("CUDA_VISIBLE_DEVICES");
     if (load_cuda(h, err, n)) return -1;
     CUresult r = h->cu.cuInit(0);
     if (r != CUDA_SUCCESS) {

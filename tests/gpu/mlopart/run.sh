@@ -8,6 +8,7 @@
 #   single    LDSHIM_MLOPART_TEST_SINGLE=1: helper allocates, exports, passes the fd, the
 #             program imports, maps, writes/reads every byte by kernel and cudaMemcpy, frees;
 #             device memory back to baseline; nothing left behind
+#   single-cvd  the same with LDSHIM_MLOPART_CLIENT_CVD=1 (the client keeps the UUID filter)
 #   leftovers after each: no process carrying the run's marker variable (helper, supervisor,
 #             daemon, server), no new nvidia-cuda-mps-* process, the private TMPDIR empty
 # Logs go to $OUT/gpu-mlopart/ when OUT is set (else build/mlopart/gpu-logs/).
@@ -67,12 +68,12 @@ marked() {
 }
 
 run_case() {
-  local name=$1 mode=$2
+  local name=$1 mode=$2 extra=${3:-MLOGPU_NOTHING=1}
   local tag="LDMLO_GPU_TAG=$$-$name" tmp
   tmp=$(mktemp -d /tmp/ldmlo-gpu-XXXXXX)
   local before; before=$(mps_count)
   local t0=$SECONDS
-  env "$tag" TMPDIR="$tmp" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$helper" \
+  env "$tag" "$extra" TMPDIR="$tmp" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$helper" \
     LDSHIM_MLOPART_DEBUG_LOGS="$logs/$name-mps-logs" \
     timeout -k 5 "$tmo" "$bin" "$mode" > "$logs/$name.out" 2> "$logs/$name.err"
   local rc=$?
@@ -110,6 +111,9 @@ run_case single single
 if grep -q '^PASS bytes' "$logs/single.out"; then
   if grep -q 'ldshim:.*\(warn\|backend off\|failed\)' "$logs/single.err"; then bad "single-no-warning" "$(grep -m1 ldshim: "$logs/single.err")"; else ok "single-no-warning"; fi
 fi
+
+# The same with CUDA_VISIBLE_DEVICES=GPU-<uuid> kept in the helper's client environment.
+run_case single-cvd single LDSHIM_MLOPART_CLIENT_CVD=1
 
 echo "$pass $fail" > "$results"
 echo "test-gpu-mlopart: $pass passed, $fail failed (logs in $logs)"
