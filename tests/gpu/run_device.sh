@@ -36,6 +36,9 @@ step() {  # step NAME TIMEOUT CMD...
 { date -u; nvidia-smi; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'; } > "$W/env.txt" 2>&1
 if [ $build = 1 ]; then
   step build 420 make -j"$(nproc)" all || { tail -40 "$W/build.log"; }
+else
+  step build-core 300 make -j"$(nproc)" build/libldshim.so build/ldshim-probe build/ldshim-mlopart-helper \
+    || { tail -40 "$W/build-core.log"; }
 fi
 export OUT_ROOT=$W
 for s in $suites; do
