@@ -1,5 +1,5 @@
 #!/bin/sh
-# run.sh — MLOPart helper per-request cost on the GPU (make bench-mlopart). < 60 s on an H200.
+# run.sh — MLOPart helper per-request cost on the GPU (make bench-mlopart). < 60 s on an H200 (killed after 100 s).
 # Writes the table to stdout and, when OUT is set, $OUT/mlopart_bench.{txt,csv} plus the
 # stderr log; copy the txt to bench/results/mlopart_request_cost.txt to record it.
 set -u
@@ -20,7 +20,7 @@ done
 err=${OUT:+$OUT/mlopart_bench.err}
 err=${err:-/dev/stderr}
 # shellcheck disable=SC2086
-LDSHIM_MLOPART_HELPER=$helper LDSHIM_LOG=info timeout -k 5 120 "$bin" $args 2> "$err"
+LDSHIM_MLOPART_HELPER=$helper LDSHIM_LOG=info timeout -k 5 100 "$bin" $args 2> "$err"
 rc=$?
 [ $rc -eq 0 ] || { echo "mlopart_bench failed (exit $rc)"; [ "$err" != /dev/stderr ] && cat "$err"; }
 exit $rc
