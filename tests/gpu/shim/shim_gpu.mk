@@ -2,7 +2,9 @@
 #
 #   make test-gpu-shim            on the GPU machine (part of `make test-gpu`): see run.sh --help
 #   make test-gpu-shim-selftest   CPU (part of `make test`): the report checker against fixtures,
-#                                 the GPU programs build and parse their arguments
+#                                 the GPU programs build and parse their arguments, run.sh's logic
+#   make test-gpu-shim-onfake     CPU (part of `make test`): leak_cycle against the fake driver
+#                                 under the real shim, with negative controls
 #
 # The programs are not in ALL_TARGETS: they are test binaries, built on demand.
 
@@ -28,7 +30,16 @@ $(SHIMGPU_BIN)/alloc_check_static: $(SHIMGPU_DIR)/alloc_check.cu $(SHIMGPU_HDRS)
 $(SHIMGPU_BIN)/leak_cycle: $(SHIMGPU_DIR)/leak_cycle.cu $(SHIMGPU_HDRS) | $(SHIMGPU_BIN)
 	$(NVCC) $(SHIMGPU_NVFLAGS) -cudart static -o $@ $< $(SHIMGPU_NVLIBS)
 
-.PHONY: test-gpu-shim test-gpu-shim-selftest shimgpu-progs
+# leak_cycle built for the CPU (4 MiB / 16 MiB cycles) against the fake runtime of tests/fake,
+# run under the real shim by test-gpu-shim-onfake.
+SHIMGPU_FAKE_LEAK := $(SHIMGPU_BIN)/leak_cycle_fake
+$(SHIMGPU_FAKE_LEAK): $(SHIMGPU_DIR)/leak_cycle.cu $(SHIMGPU_DIR)/fake_rt_extras.c $(SHIMGPU_HDRS) \
+                      $(BUILD)/fake/libcudart.so | $(SHIMGPU_BIN)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -I. -Ikernels -I$(CUDA_INC) $(SAN_FLAGS) \
+	  -DLEAK_SIZE_SMALL='(4 * MiB)' -DLEAK_SIZE_LARGE='(16 * MiB)' -o $@ \
+	  -x c++ $(SHIMGPU_DIR)/leak_cycle.cu $(SHIMGPU_DIR)/fake_rt_extras.c -L$(BUILD)/fake -lcudart -ldl
+
+.PHONY: test-gpu-shim test-gpu-shim-selftest test-gpu-shim-onfake shimgpu-progs
 shimgpu-progs: $(SHIMGPU_PROGS)
 
 test-gpu-shim: $(SHIMGPU_PROGS) $(BUILD)/libldshim.so | $(RESULTS)
@@ -39,5 +50,10 @@ test-gpu-shim-selftest: $(SHIMGPU_PROGS) | $(RESULTS)
 	@PYTHON='$(PYTHON)' CUDA_HOME='$(CUDA_HOME)' sh $(SHIMGPU_DIR)/selftest.sh $(SHIMGPU_BIN) \
 	  $(RESULTS)/test-gpu-shim-selftest
 
+test-gpu-shim-onfake: $(SHIMGPU_FAKE_LEAK) $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 \
+                      $(BUILD)/fake/libcudart.so.13 | $(RESULTS)
+	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' sh $(SHIMGPU_DIR)/onfake.sh \
+	  $(SHIMGPU_FAKE_LEAK) $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-gpu-shim-onfake
+
 GPU_TEST_SUITES += test-gpu-shim
-TEST_SUITES     += test-gpu-shim-selftest
+TEST_SUITES     += test-gpu-shim-selftest test-gpu-shim-onfake
