@@ -3,6 +3,7 @@
 #   make build/bench/alloc/bench_alloc     the program (gcc, CUDA runtime + driver)
 #   make bench-alloc                       run it on the GPU: bench/alloc/run.sh (OUT=... for logs)
 #   make test-bench-alloc-selftest         CPU: the program's arguments and the table generator
+#   make test-bench-alloc-onfake           CPU: every mode against the fake driver under the shim
 
 BENCHALLOC_DIR := bench/alloc
 BENCHALLOC_BIN := $(BUILD)/bench/alloc/bench_alloc
@@ -17,7 +18,7 @@ $(BENCHALLOC_BIN): $(BENCHALLOC_DIR)/bench_alloc.c shim/ldshim.h kernels/ldshim_
 
 ALL_TARGETS += $(BENCHALLOC_BIN)
 
-.PHONY: bench-alloc test-bench-alloc-selftest
+.PHONY: bench-alloc test-bench-alloc-selftest test-bench-alloc-onfake
 bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
 	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' bash $(BENCHALLOC_DIR)/run.sh \
 	  --lib $(BUILD)/libldshim.so --bin $(BENCHALLOC_BIN)
@@ -26,4 +27,10 @@ test-bench-alloc-selftest: $(BENCHALLOC_BIN) | $(RESULTS)
 	@PYTHON='$(PYTHON)' CUDA_HOME='$(CUDA_HOME)' sh $(BENCHALLOC_DIR)/selftest.sh $(BENCHALLOC_BIN) \
 	  $(RESULTS)/test-bench-alloc-selftest
 
-TEST_SUITES += test-bench-alloc-selftest
+# bench_alloc against the fake driver (tests/fake) under the real shim: modes and validity checks.
+test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 \
+                         $(BUILD)/fake/libcudart.so.13 | $(RESULTS)
+	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh $(BENCHALLOC_DIR)/onfake.sh $(BENCHALLOC_BIN) \
+	  $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-bench-alloc-onfake
+
+TEST_SUITES += test-bench-alloc-selftest test-bench-alloc-onfake
