@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — allocation benchmark of libldshim: runs bench_alloc without and with the shim and
 # writes a markdown table (date, GPU, driver, commands) to $OUT/alloc-<date>.md (or
-# build/bench/alloc/ without OUT), the raw rows beside it, and prints the table.
+# build/bench/alloc/ without OUT), the raw rows and stderr beside it (.tsv), and prints the table.
 set -u
 
 usage() {
@@ -45,10 +45,11 @@ prefix=${LDSHIM_PRELOAD_PREFIX:-}
 day=$(date -u +%Y-%m-%d)
 dest=${OUT:-$root/build/bench/alloc}
 mkdir -p "$dest"
-raw=$dest/alloc-$day.tsv
+raw=$dest/alloc-$day.tsv      # rows, then the programs' stderr as "log" lines (2 files in all)
 md=$dest/alloc-$day.md
-errlog=$dest/alloc-$day.log
-: >"$raw"; : >"$errlog"
+errlog=$(mktemp "${TMPDIR:-/tmp}/ldshim-bench-alloc.XXXXXX")
+trap 'rm -f "$errlog"' EXIT
+: >"$raw"
 status=0
 
 # step LABEL shim|base POLICY ARGS...: appends "cmd"/"row"/"info" lines tagged with LABEL.
@@ -66,7 +67,7 @@ step() {
   fi
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then
-    echo "run.sh: step $label ($shown) exited $rc; see $(basename "$errlog")" >&2
+    echo "run.sh: step $label ($shown) exited $rc; its stderr is in $(basename "$raw") (log lines)" >&2
     tail -3 "$errlog" >&2
     status=1
   fi
@@ -87,7 +88,8 @@ drvver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 "$PY" "$here/make_table.py" "$raw" --driver "${drvver:-unknown}" --commit "$commit" \
   --command "bench/alloc/run.sh --iters $iters" >"$md" || status=1
+sed 's/^/log\t/' "$errlog" >>"$raw"
 cat "$md"
 echo
-echo "run.sh: table $md, raw rows $raw, stderr $errlog"
+echo "run.sh: table $md, raw rows and stderr $raw"
 exit $status
