@@ -31,6 +31,7 @@
 
 enum {
     kParentCheckMs = 500,   /* how often an idle helper checks that its parent lives */
+    kMpsRetryMs = 100,      /* between client attempts while the MPS server starts     */
     kMaxDevices = 16,
 };
 
@@ -78,7 +79,9 @@ static void usage(FILE *f) {
 static const char *cu_name(const helper_t *h, CUresult r) {
     const char *s = NULL;
     if (h->cu.cuGetErrorName && h->cu.cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
-    return "CUDA error";
+    static char buf[32];   /* the helper is single-threaded */
+    snprintf(buf, sizeof buf, "CUresult %d", (int)r);
+    return buf;
 }
 
 static int reply(helper_t *h, const ld_mlo_req_t *q, int32_t status, int32_t value, int fd,
@@ -114,7 +117,12 @@ static int load_cuda(helper_t *h, char *err, size_t n) {
 }
 
 /* Become an MPS client of the private server and count what it shows us. */
-static int start_cuda(helper_t *h, const char *dir, char *err, size_t n) {
+/* An MPS server still initializing (or restarting) refuses clients for a moment. */
+static int mps_not_ready(CUresult r) {
+    return r == CUDA_ERROR_MPS_SERVER_NOT_READY || r == CUDA_ERROR_MPS_CONNECTION_FAILED;
+}
+
+static int start_cuda(helper_t *h, const char *dir, int budget_ms, char *err, size_t n) {
     char pipe_dir[4200], log_dir[4200];
     snprintf(pipe_dir, sizeof pipe_dir, "%s/pipe", dir);
     snprintf(log_dir, sizeof log_dir, "%s/log", dir);
@@ -128,7 +136,10 @@ static int start_cuda(helper_t *h, const char *dir, char *err, size_t n) {
     if (cvd && !strcmp(cvd, "1")) setenv("CUDA_VISIBLE_DEVICES", h->uuid, 1);
     else unsetenv("CUDA_VISIBLE_DEVICES");
     if (load_cuda(h, err, n)) return -1;
-    CUresult r = h->cu.cuInit(0);
+    CUresult r;
+    int64_t until = ld_mlo_now_ms() + budget_ms;
+    while ((r = h->cu.cuInit(0)) != CUDA_SUCCESS && mps_not_ready(r) && ld_mlo_now_ms() < until)
+        usleep(kMpsRetryMs * 1000);
     if (r != CUDA_SUCCESS) {
         snprintf(err, n, "cuInit as MPS client failed: %s", cu_name(h, r));
         return -(int)r;
@@ -311,7 +322,7 @@ int main(int argc, char **argv) {
         reply(&h, &q, CUDA_ERROR_NOT_SUPPORTED, 0, -1, "%s", err);
         return 1;   /* our exit closes the lifeline: the supervisor cleans up */
     }
-    int rc = start_cuda(&h, dir, err, sizeof err);
+    int rc = start_cuda(&h, dir, start_ms / 2, err, sizeof err);
     if (rc) {
         reply(&h, &q, rc < 0 ? -rc : CUDA_ERROR_NOT_SUPPORTED, 0, -1, "%s", err);
         return 1;
@@ -322,6 +333,20 @@ int main(int argc, char **argv) {
               "MLOPart shows %d device(s) for %s, expected %d (one per locality domain)%s",
               h.ndevices, h.uuid, want, h.ndevices == 1 ? ": this GPU is not split" : "");
         return 1;
+    }
+    /* Create the contexts now, so that a server still starting is waited for here and not
+     * in the first request. */
+    int64_t until = ld_mlo_now_ms() + start_ms / 2;
+    for (int d = 0; d < h.ndevices; d++) {
+        CUdevice dev;
+        CUresult r;
+        while ((r = use_device(&h, d, &dev)) != CUDA_SUCCESS && mps_not_ready(r) &&
+               ld_mlo_now_ms() < until)
+            usleep(kMpsRetryMs * 1000);
+        if (r != CUDA_SUCCESS) {
+            reply(&h, &q, r, h.ndevices, -1, "context on MPS device %d: %s", d, cu_name(&h, r));
+            return 1;
+        }
     }
     if (reply(&h, &q, CUDA_SUCCESS, h.ndevices, -1, "ready")) return 1;
 

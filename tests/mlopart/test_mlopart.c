@@ -691,6 +691,22 @@ static void test_single_mode(void) {
     end();
 }
 
+/* The MPS server refuses its first clients while it starts: the helper retries cuInit and
+ * the context creation instead of declining. (The fake reads FAKE_CUDA_FAIL in the helper;
+ * this process read its own copy at start.) */
+static void test_server_not_ready(void) {
+    begin(NULL, 5000);
+    char *saved = strdup(getenv("FAKE_CUDA_FAIL"));
+    setenv("FAKE_CUDA_FAIL", "cuInit:1:807,cuDevicePrimaryCtxRetain:1:807", 1);
+    CU_ASSERT_EQUAL(avail(), 0);
+    setenv("FAKE_CUDA_FAIL", saved, 1);
+    free(saved);
+    CUmemGenericAllocationHandle h;
+    CU_ASSERT_EQUAL(create(1, &h), CUDA_SUCCESS);
+    drv->cuMemRelease(h);
+    end();
+}
+
 static void test_hang_quit(void) {
     /* A daemon that ignores `quit` is terminated after the bounded wait. */
     begin(NULL, 5000);
@@ -810,6 +826,7 @@ static void register_tests(void) {
     CU_add_test(b, "helper hangs at start", test_hang_start);
     CU_add_test(b, "MPS v3 locality-domains form", test_v3_form);
     CU_add_test(b, "test-single mode", test_single_mode);
+    CU_add_test(b, "MPS server not ready at first", test_server_not_ready);
     CU_add_test(b, "daemon ignores quit", test_hang_quit);
     CU_add_test(b, "forked child forgets the helper", test_fork_child_forgets);
     CU_add_test(b, "program SIGKILLed mid-request", test_program_killed);
