@@ -28,7 +28,7 @@ using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 we
 using CfgT6 = Cfg<128, 128, 2, 4, 6, true>;   // prefill, wgmma (sm_90a): 128 x 128
 
 template <class C>
-__global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(KParams p) {
+__global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
     grouped_mm_body<C>(p, &ldshim_topology);
 }
 
@@ -162,6 +162,32 @@ LDMOE_API int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int nu
 }
 
 // ---------------------------------------------------------------------------------------------
+// TMA descriptors (cuTensorMapEncodeTiled, reached through the runtime: no link-time libcuda)
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static encode_tiled_fn g_encode;   // set once under g_lock
+
+static int get_encoder(encode_tiled_fn *out);
+
+// A row-major bf16 [rows, K] matrix read in boxes of 64 k x box_rows, 128-byte swizzled.
+static int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64_t rows, int K, int box_rows,
+                    const char *what) {
+    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
+    cuuint64_t strides[1] = {(cuuint64_t)K * 2};
+    cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows};
+    cuuint32_t estr[2] = {1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return fail(LDMOE_ERR_CUDA, "cuTensorMapEncodeTiled(%s: %lld x %d) failed with CUresult %d", what,
+                    (long long)rows, K, (int)r);
+    return LDMOE_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
 // per-device facts and per-(device, stream) counter workspaces
 
 #define LDMOE_MAX_DEVICES 64
@@ -212,6 +238,21 @@ static int workspace_get(int dev, void *stream, unsigned **out) {
     return LDMOE_OK;
 }
 
+// Caller holds g_lock.
+static int get_encoder(encode_tiled_fn *out) {
+    if (!g_encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+            return fail(LDMOE_ERR_UNSUPPORTED, "driver lacks cuTensorMapEncodeTiled (needs CUDA 12 driver): %s",
+                        cudaGetErrorString(e));
+        g_encode = (encode_tiled_fn)fn;
+    }
+    *out = g_encode;
+    return LDMOE_OK;
+}
+
 LDMOE_API int ldmoe_release(void) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -258,13 +299,18 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
     unsigned *ctr = NULL;
+    encode_tiled_fn enc = NULL;
     pthread_mutex_lock(&g_lock);
     rc = device_setup(dev, tile, c, &sms);
+    if (!rc) rc = get_encoder(&enc);
     if (!rc) rc = workspace_get(dev, p->stream, &ctr);
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
 
     KParams kp;
+    memset(&kp, 0, sizeof kp);
+    if ((rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
+    if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.bn, "tokens"))) return rc;
     kp.x = (const __nv_bfloat16 *)p->x;
     kp.w = (const __nv_bfloat16 *)p->w;
     kp.offs = p->offs;

@@ -1,11 +1,19 @@
-// ldmoe_gemm.cuh — the persistent grouped-GEMM kernel (mma.sync m16n8k16 bf16, sm_80+).
+// ldmoe_gemm.cuh — the persistent grouped-GEMM kernel body (mma.sync sm_80+, wgmma sm_90a).
 //
-// Swap A/B: weight rows (N of the output) sit on the MMA's M side and tokens on its N side, so
-// 8..64 tokens per expert do not waste the tensor cores. Operands stream through a
-// kStages-deep cp.async ring (16-byte copies, 128-byte swizzled rows of 64 bf16). The ring
-// never drains between tiles: loads of the next tile start while the current one computes,
-// and each stage records which tile and k-step it holds.
+// Operands stream through a kStages-deep ring of shared-memory stages, each filled by two TMA
+// boxes (64 k x BM weight rows, 64 k x BN tokens; 128-byte rows, 128-byte swizzle) that complete
+// on the stage's mbarrier. One thread issues them, so the bytes in flight per SM are bounded
+// by the ring, not by per-thread load slots. The ring never drains between tiles: loads of the
+// next tile start while the current one computes, and each stage records its tile and k-step.
+//
+// mma.sync path (decode): weight rows on the MMA's M side, tokens on its N side (swap A/B), so
+// 8..64 tokens per expert do not waste the tensor cores. wgmma path (prefill): tokens on M
+// (two warpgroups x 64), weight rows on N (128 or 256).
+//
+// NOTES: every k-step ends with wgmma.wait_group 0. Keeping one group in flight across the
+// loop's barrier and the loader's divergent code makes ptxas serialize the wgmmas (C7518).
 #pragma once
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include "kernels/moe/ldmoe_sched.cuh"
@@ -14,6 +22,8 @@
 namespace ldmoe {
 
 struct KParams {
+    CUtensorMap tm_w;   // weights as a [E*N, K] bf16 matrix, box 64 k x BM rows, 128-byte swizzle
+    CUtensorMap tm_x;   // tokens  as a [T, K] bf16 matrix,   box 64 k x BN rows, 128-byte swizzle
     const __nv_bfloat16 *x;
     const __nv_bfloat16 *w;
     const int32_t *offs;
@@ -39,11 +49,6 @@ struct Cfg {
     static constexpr int STAGES = STAGES_;
     static constexpr bool WG = WG_;
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-    // Stages not being refilled while one computes. 1 for both paths: the wgmma path waits for
-    // its k-step's group before the next barrier (wait_group 0). NOTES: keeping one group in
-    // flight (wait_group 1, LAG 2) makes ptxas serialize the wgmmas (C7518), because the
-    // scheduler's divergent code sits between issue and wait.
-    static constexpr int LAG = 1;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;   // per-warp tile
     static constexpr int MI = WM / 16, NI = WN / 8;
     static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
@@ -53,9 +58,6 @@ struct Cfg {
     static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
-    static constexpr int A_CHUNKS = BM * 8, B_CHUNKS = BN * 8;    // 16-byte chunks per stage
-    static constexpr int A_ITERS = (A_CHUNKS + THREADS - 1) / THREADS;
-    static constexpr int B_ITERS = (B_CHUNKS + THREADS - 1) / THREADS;
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
     static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256)), "wgmma tile");
@@ -67,9 +69,28 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) {
 // Byte offset of 16-byte chunk c of row r in a swizzled [rows][64 bf16] tile.
 __device__ __forceinline__ uint32_t swz(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    int n = valid ? 16 : 0;   // src-size 0: zero-fill, nothing read
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t ok;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+    } while (!ok);
+}
+// One 2-D box of a tensor map into shared memory; completes on `bar` (rows past the tensor's
+// end and k past K arrive as zeros).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+        ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 // Shared-memory matrix descriptor for wgmma: K-major rows of 128 bytes, 128-byte swizzle, 8-row
 // core groups 1024 bytes apart (SBO); LBO is unused for swizzled K-major operands (encoded 1).
@@ -91,15 +112,11 @@ template <int N> __device__ __forceinline__ void wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
-// Generic-proxy writes (cp.async) must be fenced before the async proxy (wgmma) reads them.
+// Generic-proxy accesses of shared memory are ordered before later async-proxy (TMA) ones.
 __device__ __forceinline__ void fence_proxy_async() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 __device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -124,7 +141,7 @@ struct Tile {
     int32_t nrows;      // valid weight rows (<= BM)
     int32_t n0;         // first output column
     int32_t dom;        // slice
-    const __nv_bfloat16 *wrow;   // first weight row of the tile
+    int32_t wrow_idx;   // first weight row of the tile, as a row of the [E*N, K] weight matrix
 };
 
 __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefix, int BM, int BN,
@@ -149,7 +166,7 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
     t.nrows = p.ND - r0 < BM ? p.ND - r0 : BM;
     t.n0 = pos.d * p.ND + r0;
     t.dom = pos.d;
-    t.wrow = p.w + (((int64_t)pos.d * p.E + pos.e) * p.ND + r0) * p.K;
+    t.wrow_idx = (int32_t)(((int64_t)pos.d * p.E + pos.e) * p.ND + r0);
     return t;
 }
 
@@ -163,7 +180,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     int32_t *prefix = reinterpret_cast<int32_t *>(smem + C::STAGES * C::STAGE_BYTES + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];   // tile ticket held by each stage (-1: none)
     __shared__ int32_t s_ring_k[C::STAGES];    // k-step held by each stage
-    __shared__ int64_t s_next[2];              // claimed-ahead tickets
+    __shared__ __align__(8) uint64_t s_full[C::STAGES];   // stage landed (TMA transaction count)
     __shared__ int32_t s_warp_sum[32];
     __shared__ int32_t s_domcnt[LDMOE_MAX_DOMAINS];
     __shared__ int32_t s_mode;
@@ -221,7 +238,17 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     const int64_t per_queue = mode == kModeAware ? tiles_per_slice : total;
     const int my_dom = (int)(ldshim_sm_domain(topo, D) % D);
 
+    // ---- 3. load side: thread 0 claims tiles and issues one TMA box of weights and one of
+    // tokens per stage; the stage's mbarrier completes when both boxes have landed ----
+    const int nk = (p.K + kBK - 1) / kBK;
     Claimer cl;
+    int64_t ld_tk = -1;     // thread 0: tile being loaded
+    int64_t next_tk = -1;   // thread 0: claimed ahead
+    int ld_k = 0;
+    int32_t ld_wrow = 0, ld_tok = 0;
+    bool pend = false, pend_fast = false;   // split claim in flight (thread 0)
+    int32_t pend_q = 0;
+    unsigned pend_v = 0;
     if (tid == 0) {
         cl.ctr = p.ctr; cl.per_queue = per_queue; cl.total = total; cl.D = D; cl.my_dom = my_dom;
         cl.mode = mode; cl.cur = 0; cl.empty_mask = 0; cl.allow_mask = 1u << my_dom;
@@ -230,77 +257,38 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
         if (mode == kModeAware)
             for (int d = 0; d < D; ++d)
                 if (ldmoe_may_steal(total, gridDim.x, p.steal_waves, s_domcnt[d])) cl.allow_mask |= 1u << d;
-        s_next[0] = cl.slow_claim();
-        s_next[1] = cl.slow_claim();
+        for (int st = 0; st < C::STAGES; ++st) mbar_init(smem_u32(&s_full[st]), 1);
+        fence_mbar_init();
+        ld_tk = cl.slow_claim();
+        next_tk = cl.slow_claim();
+        if (ld_tk >= 0) {
+            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
+            ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0;
+        }
+        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
     }
-    __syncthreads();
 
-    // ---- 3. load side ----
-    const int nk = (p.K + kBK - 1) / kBK;
-    int64_t ld_tk = s_next[0];
-    int ld_slot_next = 1;                 // s_next slot the load side reads at its next switch
-    int ld_k = 0;
-    Tile lt;
-    if (ld_tk >= 0) lt = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-    // per-thread copy assignment, fixed across k-steps
-    const __nv_bfloat16 *a_src[C::A_ITERS];
-    const __nv_bfloat16 *b_src[C::B_ITERS];
-    bool a_ok[C::A_ITERS], b_ok[C::B_ITERS];
-    auto setup_copies = [&]() {
-        #pragma unroll
-        for (int i = 0; i < C::A_ITERS; ++i) {
-            int idx = tid + i * C::THREADS, r = idx >> 3, c = idx & 7;
-            a_ok[i] = idx < C::A_CHUNKS && r < lt.nrows;
-            a_src[i] = a_ok[i] ? lt.wrow + (int64_t)r * p.K + c * 8 : p.w;
-        }
-        #pragma unroll
-        for (int i = 0; i < C::B_ITERS; ++i) {
-            int idx = tid + i * C::THREADS, r = idx >> 3, c = idx & 7;
-            b_ok[i] = idx < C::B_CHUNKS && r < lt.rows;
-            b_src[i] = b_ok[i] ? p.x + (lt.tok0 + r) * p.K + c * 8 : p.x;
-        }
-    };
-    if (ld_tk >= 0) setup_copies();
-
-    // pending split claim (thread 0)
-    bool pend = false, pend_fast = false;
-    int pend_slot = 0;
-    int32_t pend_q = 0;
-    unsigned pend_v = 0;
-
+    // Thread 0 only. The tile after next was claimed (split) at the previous switch, a whole
+    // tile of loads ago, so resolving it here rarely waits for the atomic.
     auto load_stage = [&](int slot) {
-        if (tid == 0) { s_ring_tk[slot] = ld_tk; s_ring_k[slot] = ld_k; }
+        s_ring_tk[slot] = ld_tk;
+        s_ring_k[slot] = ld_k;
         if (ld_tk < 0) return;
-        const uint32_t a_base = smem_u32(ring + slot * C::STAGE_BYTES);
-        const uint32_t b_base = a_base + C::A_BYTES;
-        const int kofs = ld_k * kBK;
-        #pragma unroll
-        for (int i = 0; i < C::A_ITERS; ++i) {
-            int idx = tid + i * C::THREADS;
-            if (C::A_CHUNKS % C::THREADS == 0 || idx < C::A_CHUNKS) {
-                int r = idx >> 3, c = idx & 7;
-                bool ok = a_ok[i] && kofs + c * 8 < p.K;
-                cp_async16(a_base + swz(r, c), ok ? a_src[i] + kofs : p.w, ok);
-            }
-        }
-        #pragma unroll
-        for (int i = 0; i < C::B_ITERS; ++i) {
-            int idx = tid + i * C::THREADS;
-            if (C::B_CHUNKS % C::THREADS == 0 || idx < C::B_CHUNKS) {
-                int r = idx >> 3, c = idx & 7;
-                bool ok = b_ok[i] && kofs + c * 8 < p.K;
-                cp_async16(b_base + swz(r, c), ok ? b_src[i] + kofs : p.x, ok);
-            }
-        }
-        if (++ld_k == nk) {   // switch the load side to the next claimed tile
+        const uint32_t a_dst = smem_u32(ring + slot * C::STAGE_BYTES), bar = smem_u32(&s_full[slot]);
+        fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
+        mbar_expect_tx(bar, (uint32_t)C::STAGE_BYTES);
+        tma_load_2d(a_dst, &p.tm_w, ld_k * kBK, ld_wrow, bar);
+        tma_load_2d(a_dst + C::A_BYTES, &p.tm_x, ld_k * kBK, ld_tok, bar);
+        if (++ld_k == nk) {
             ld_k = 0;
-            ld_tk = s_next[ld_slot_next];
+            ld_tk = next_tk;
+            next_tk = -1;
+            if (pend) { next_tk = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
+            if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
             if (ld_tk >= 0) {
-                lt = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-                setup_copies();
-                if (tid == 0) { pend = true; pend_slot = ld_slot_next; pend_v = cl.issue(&pend_q, &pend_fast); }
+                const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
+                ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0;
             }
-            ld_slot_next ^= 1;
         }
     };
 
@@ -318,38 +306,24 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     #pragma unroll
     for (int i = 0; i < (C::WG ? C::WG_ACC : 1); ++i) wacc[i] = 0.f;
 
-    // The ticket just consumed from s_next[0] is replaced by a split claim, like every later one.
-    if (tid == 0 && ld_tk >= 0) { pend = true; pend_slot = 0; pend_v = cl.issue(&pend_q, &pend_fast); }
-    #pragma unroll 1
-    for (int s = 0; s < C::STAGES - C::LAG; ++s) {
-        // Short K can switch tiles inside the prologue: resolve each claim (and publish it with
-        // a barrier) before the load side can read its slot.
-        if (tid == 0 && pend) { s_next[pend_slot] = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
-        __syncthreads();
-        load_stage(s);
-        cp_commit();
-    }
-    int rd = 0, wr = C::STAGES - C::LAG;
+    if (tid == 0)
+        for (int st = 0; st < C::STAGES - 1; ++st) load_stage(st);
+    __syncthreads();   // mbarrier init and the prologue's stage tickets are visible
+    int rd = 0, wr = C::STAGES - 1;
+    uint32_t phase = 0;   // parity of the current fill of stage rd
 
     #pragma unroll 1
     for (;;) {
-        cp_wait<C::STAGES - C::LAG - 1>();
-        if constexpr (C::WG) fence_proxy_async();
-        // s_ring_tk[rd] was published >= 1 barrier ago; the barrier's reduction makes the exit
-        // test visibly uniform, which keeps ptxas from serializing the wgmmas (C7518).
+        // s_ring_tk[rd] was published >= 1 barrier ago. The barrier also orders every thread's
+        // reads of stage wr (computed last iteration) before thread 0 refills it. Its reduction
+        // makes the exit test visibly uniform, which keeps ptxas from serializing the wgmmas.
         const int64_t tk = s_ring_tk[rd];
         const bool done = __syncthreads_or(tk < 0);
-        // Resolve the claim as late as possible (before the switch that follows the next one
-        // reads its slot), so the atomic's latency hides behind a whole tile of loads.
-        if (tid == 0 && pend && (ld_k == nk - 1 || ld_tk < 0)) {
-            s_next[pend_slot] = cl.resolve(pend_v, pend_q, pend_fast);
-            pend = false;
-        }
         if (done) break;
         const int kstep = s_ring_k[rd];
-        load_stage(wr);
-        cp_commit();
+        if (tid == 0) load_stage(wr);
         wr = wr + 1 == C::STAGES ? 0 : wr + 1;
+        mbar_wait(smem_u32(&s_full[rd]), phase);
 
         const uint32_t a_base = smem_u32(ring + rd * C::STAGE_BYTES);
         const uint32_t b_base = a_base + C::A_BYTES;
@@ -392,7 +366,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                 for (int j = 0; j < C::NI; ++j) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
         }
-        rd = rd + 1 == C::STAGES ? 0 : rd + 1;
+        if (++rd == C::STAGES) { rd = 0; phase ^= 1; }
 
         if constexpr (C::WG) {
           if (kstep == nk - 1) {   // ---- wgmma epilogue: bf16x2 stores from registers ----
@@ -448,7 +422,6 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
             }
         }
     }
-    cp_wait<0>();
 }
 
 }  // namespace ldmoe
