@@ -87,8 +87,9 @@ run() {
 why_rc() {
   [ "$rc" -eq 99 ] && { echo "not run: $lib missing"; return; }
   local r="exit $rc"
-  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && r="timed out after ${TMO}s"
-  [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && r="killed by signal $((rc - 128))"
+  [ "$rc" -gt 128 ] && r="killed by signal $((rc - 128))"
+  [ "$rc" -eq 124 ] && r="timed out after ${TMO}s"
+  [ "$rc" -eq 137 ] && r="killed (SIGKILL: timed out after ${TMO}s, or out of host memory)"
   local msg
   msg=$(grep -E 'FAIL|error|Error|Traceback|ldshim: .*(error|fatal)' "$err" | head -3 | tr '\n' '|' | cut -c1-400)
   [ -n "$msg" ] || msg=$(tail -2 "$err" | tr '\n' '|' | cut -c1-300)
