@@ -6,6 +6,9 @@
 //                         MLOPart really splits, it must accept and the cycle below runs
 //   mlopart_gpu single    LDSHIM_MLOPART_TEST_SINGLE=1: one MPS device stands for both
 //                         domains; the real cross-process path end to end
+//   mlopart_gpu crash     test-single; the helper is SIGKILLed after one good slice: the next
+//                         create() fails cleanly, the slice already imported stays usable,
+//                         and the supervisor still removes the real daemon and server
 //
 // The cycle: available(); create() one slice per domain (helper cuMemCreate -> export ->
 // SCM_RIGHTS -> import here); reserve, map, set access; a kernel writes every byte, cudaMemcpy
@@ -19,6 +22,8 @@ extern "C" {
 #include "shim/mlopart_proto.h"
 }
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,11 +58,76 @@ __global__ void verify(const uint32_t *p, size_t n, uint32_t seed, unsigned long
     if (b) atomicAdd(bad, b);
 }
 
+/* Our child running the helper (its supervisor is the helper's child, not ours). */
+static int helper_pid(void) {
+    DIR *d = opendir("/proc");
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[64], buf[512], comm[64] = "", state = 0;
+        int ppid = 0;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) sscanf(buf, "%*d (%63[^)]) %c %d", comm, &state, &ppid);
+        fclose(f);
+        if (ppid == getpid() && state != 'Z' && !strncmp(comm, "ldshim-mlopart", 14)) found = pid;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* One good slice, kill the helper, then: create() fails fast, the good slice still works. */
+static int crash(const ld_driver_t *drv, int dev, size_t slice) {
+    char why[256] = "";
+    CUmemGenericAllocationHandle h;
+    CUresult r = ld_backend_mlopart.create(drv, dev, 0, slice, &h, why, sizeof why);
+    if (r != CUDA_SUCCESS) { printf("FAIL: create before the crash: %s (%s)\n", ld_cu_errname(r), why); return 1; }
+    int hp = helper_pid();
+    if (hp <= 0) { printf("FAIL: cannot find the helper process\n"); return 1; }
+    kill(hp, SIGKILL);
+    usleep(100000);
+    CUmemGenericAllocationHandle h2;
+    r = ld_backend_mlopart.create(drv, dev, 1, slice, &h2, why, sizeof why);
+    CHECK(r != CUDA_SUCCESS, "create() after the helper was killed succeeded");
+    if (r != CUDA_SUCCESS) printf("PASS crash: create() after SIGKILL of helper %d fails: %s (%s)\n", hp, ld_cu_errname(r), why);
+    else drv->cuMemRelease(h2);
+    r = ld_backend_mlopart.create(drv, dev, 1, slice, &h2, why, sizeof why);
+    CHECK(r != CUDA_SUCCESS, "the backend did not stay off after the crash");
+    /* Memory imported before the crash belongs to this process now. */
+    CUdeviceptr base = 0;
+    CU(drv->cuMemAddressReserve(&base, slice, 0, 0, 0));
+    CU(drv->cuMemMap(base, slice, 0, h, 0));
+    CUmemAccessDesc a;
+    memset(&a, 0, sizeof a);
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = dev;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(drv->cuMemSetAccess(base, slice, &a, 1));
+    uint32_t *p = (uint32_t *)(uintptr_t)base;
+    fill<<<264, 256>>>(p, slice / 4, 77u);
+    unsigned long long *dbad, kbad = 1;
+    RT(cudaMalloc(&dbad, sizeof *dbad));
+    RT(cudaMemset(dbad, 0, sizeof *dbad));
+    verify<<<264, 256>>>(p, slice / 4, 77u, dbad);
+    RT(cudaMemcpy(&kbad, dbad, sizeof kbad, cudaMemcpyDeviceToHost));
+    RT(cudaFree(dbad));
+    CHECK(kbad == 0, "slice imported before the crash reads back wrong: %llu words", kbad);
+    if (!kbad) printf("PASS crash: the slice imported before the crash still works\n");
+    CU(drv->cuMemUnmap(base, slice));
+    CU(drv->cuMemAddressFree(base, slice));
+    CU(drv->cuMemRelease(h));
+    ld_backend_mlopart.shutdown(0);
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mlopart_gpu decline|single [--slice-mib N] [--device D]\n"
+            "usage: mlopart_gpu decline|single|crash [--slice-mib N] [--device D]\n"
             "  decline  MLOPart as the GPU offers it (declines on one-die GPUs)\n"
             "  single   LDSHIM_MLOPART_TEST_SINGLE=1: one device stands for every domain\n"
+            "  crash    test-single; the helper is killed mid-run, the backend turns off\n"
             "Needs LDSHIM_MLOPART_HELPER=<build>/ldshim-mlopart-helper (no libldshim.so here).\n"
             "Prints 'PASS ...' or 'FAIL: ...' lines on stdout; exit 0 when all checks pass.\n");
 }
@@ -131,11 +201,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--slice-mib") && i + 1 < argc) slice = (size_t)atol(argv[++i]) * MiB;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) dev = atoi(argv[++i]);
-        else if (!mode && (!strcmp(argv[i], "decline") || !strcmp(argv[i], "single"))) mode = argv[i];
+        else if (!mode && (!strcmp(argv[i], "decline") || !strcmp(argv[i], "single") || !strcmp(argv[i], "crash"))) mode = argv[i];
         else { fprintf(stderr, "mlopart_gpu: bad argument '%s'\n", argv[i]); usage(stderr); return 2; }
     }
     if (!mode || slice == 0 || slice % (2 * MiB)) { usage(stderr); return 2; }
-    if (!strcmp(mode, "single")) setenv("LDSHIM_MLOPART_TEST_SINGLE", "1", 1);
+    if (strcmp(mode, "decline") != 0) setenv("LDSHIM_MLOPART_TEST_SINGLE", "1", 1);
     else unsetenv("LDSHIM_MLOPART_TEST_SINGLE");
     ld_log_init();
     RT(cudaSetDevice(dev));
@@ -158,6 +228,10 @@ int main(int argc, char **argv) {
         printf("FAIL: available() in test-single mode: %s\n", why);
         ld_backend_mlopart.shutdown(0);
         return 1;
+    }
+    if (!strcmp(mode, "crash")) {
+        int rc = crash(drv, dev, slice);
+        return rc ? rc : g_fail;
     }
     if (cycle(drv, dev, slice, free0)) { ld_backend_mlopart.shutdown(0); return 1; }
     return g_fail;

@@ -9,6 +9,8 @@
 #             program imports, maps, writes/reads every byte by kernel and cudaMemcpy, frees;
 #             device memory back to baseline; nothing left behind
 #   single-cvd  the same with LDSHIM_MLOPART_CLIENT_CVD=1 (the client keeps the UUID filter)
+#   crash     test-single; the helper is SIGKILLed after one good slice: create() then fails,
+#             one warning, the earlier slice still works, the supervisor cleans up the daemon
 #   leftovers after each: no process carrying the run's marker variable (helper, supervisor,
 #             daemon, server), no new nvidia-cuda-mps-* process, the private TMPDIR empty
 # Logs go to $OUT/gpu-mlopart/ when OUT is set (else build/mlopart/gpu-logs/).
@@ -114,6 +116,12 @@ fi
 
 # The same with CUDA_VISIBLE_DEVICES=GPU-<uuid> kept in the helper's client environment.
 run_case single-cvd single LDSHIM_MLOPART_CLIENT_CVD=1
+# The helper SIGKILLed mid-run: one warning, the backend off, the real daemon still cleaned up.
+run_case crash crash
+if grep -q '^PASS crash: create' "$logs/crash.out"; then
+  n=$(grep -c 'backend off' "$logs/crash.err" 2>/dev/null); n=${n:-0}
+  [ "$n" -eq 1 ] && ok "crash-one-warning" || bad "crash-one-warning" "$n 'backend off' lines"
+fi
 
 echo "$pass $fail" > "$results"
 echo "test-gpu-mlopart: $pass passed, $fail failed (logs in $logs)"
