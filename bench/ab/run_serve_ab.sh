@@ -50,7 +50,7 @@ fi
 # sizes (every process writes <name>.<pid>.json; ldshim-ab merges them).
 start=$(date +%s)
 # shellcheck disable=SC2086
-"$PYTHON" tools/ldshim-ab --shim "$SHIM" --discover --timeout 150 --env LDSHIM_LOG=info \
+"$PYTHON" tools/ldshim-ab --shim "$SHIM" --discover --timeout 90 --env LDSHIM_LOG=info \
   --out "$OUT/discovery" -- "$PYTHON" bench/apps/serve.py --steps 8 --check $SERVE_ARGS \
   > "$OUT/discovery.txt" 2> "$OUT/discovery.log"
 echo "discovery run: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/discovery.log"
@@ -60,7 +60,7 @@ echo "discovery run: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/dis
 # shellcheck disable=SC2086
 "$PYTHON" tools/ldshim-ab --shim "$SHIM" --policy bench/ab/serve-emulated.policy \
   --states stock,memory,full,mismatch --runs "$RUNS" --warmup 1 --order abba --seed 1 \
-  --timeout 150 --metric 'decode: ([0-9.]+) ms/step' --lower-is-better --unit ms/step \
+  --timeout 60 --metric 'decode: ([0-9.]+) ms/step' --lower-is-better --unit ms/step \
   --out "$OUT/ab" -- "$PYTHON" bench/apps/serve.py --steps "$STEPS" --check $SERVE_ARGS \
   > "$OUT/table.txt" 2> "$OUT/ab.log"
 rc=$?
