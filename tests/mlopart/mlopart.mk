@@ -35,12 +35,19 @@ $(MLOGPU_BIN): tests/gpu/mlopart/mlopart_gpu.cu $(MLO_T_OBJS) shim/mlopart_proto
 	@mkdir -p $(@D)
 	$(NVCC) $(MLOGPU_NVFLAGS) -o $@ $< $(MLO_T_OBJS) -ldl -lpthread
 
-.PHONY: test-gpu-mlopart test-mlopart-selftest
-test-gpu-mlopart: $(MLOGPU_BIN) $(MLO_T_HELPER) | $(RESULTS)
-	@bash tests/gpu/mlopart/run.sh --bin $(MLOGPU_BIN) --helper $(MLO_T_HELPER) \
-	  --results $(RESULTS)/test-gpu-mlopart
+# An unmodified CUDA program for the `preload` case (dynamic cudart, like most programs).
+MLOGPU_PRE := $(BUILD)/mlopart/preload_check
+$(MLOGPU_PRE): tests/gpu/mlopart/preload_check.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 $(CUDA_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -cudart shared \
+	  -Xlinker -rpath,$(CUDA_HOME)/lib64 -o $@ $<
 
-test-mlopart-selftest: $(MLOGPU_BIN) $(MLO_T_HELPER) $(BUILD)/mlopart/mlopart_bench \
+.PHONY: test-gpu-mlopart test-mlopart-selftest
+test-gpu-mlopart: $(MLOGPU_BIN) $(MLOGPU_PRE) $(MLO_T_HELPER) $(BUILD)/libldshim.so | $(RESULTS)
+	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' bash tests/gpu/mlopart/run.sh --bin $(MLOGPU_BIN) \
+	  --helper $(MLO_T_HELPER) --lib $(BUILD)/libldshim.so --results $(RESULTS)/test-gpu-mlopart
+
+test-mlopart-selftest: $(MLOGPU_BIN) $(MLOGPU_PRE) $(MLO_T_HELPER) $(BUILD)/mlopart/mlopart_bench \
                        $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/t_driver $(BUILD)/libldshim.so | $(RESULTS)
 	@PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh tests/mlopart/selftest.sh $(BUILD) $(RESULTS)/test-mlopart-selftest
 

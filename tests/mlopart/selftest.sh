@@ -12,6 +12,7 @@ not() { ! "$@"; }
 check "mlopart_gpu --help" "$build/mlopart/mlopart_gpu" --help
 check "mlopart_gpu rejects a bad mode" not "$build/mlopart/mlopart_gpu" bogus
 check "gpu run.sh --help" bash "$root/tests/gpu/mlopart/run.sh" --help
+check "preload_check --help" "$build/mlopart/preload_check" --help
 check "bench --help" "$build/mlopart/mlopart_bench" --help
 check "bench rejects odd sizes" not "$build/mlopart/mlopart_bench" --sizes 3
 check "bench run.sh --help" sh "$root/bench/mlopart/run.sh" --help

@@ -11,6 +11,9 @@
 #   single-cvd  the same with LDSHIM_MLOPART_CLIENT_CVD=1 (the client keeps the UUID filter)
 #   crash     test-single; the helper is SIGKILLed after one good slice: create() then fails,
 #             one warning, the earlier slice still works, the supervisor cleans up the daemon
+#   preload   preload_check (an unmodified CUDA program) under libldshim.so with
+#             `backend = mlopart` and test-single: bytes right, report names the backend, the
+#             helper found beside the library, cleanup at exit
 #   leftovers after each: no process carrying the run's marker variable (helper, supervisor,
 #             daemon, server), no new nvidia-cuda-mps-* process, the private TMPDIR empty
 # Logs go to $OUT/gpu-mlopart/ when OUT is set (else build/mlopart/gpu-logs/).
@@ -18,11 +21,14 @@ set -u
 
 usage() {
   cat <<'USAGE'
-usage: tests/gpu/mlopart/run.sh [--bin PROGRAM] [--helper PATH] [--results FILE] [--help]
-  --bin PROGRAM   mlopart_gpu (default build/mlopart/mlopart_gpu)
+usage: tests/gpu/mlopart/run.sh [--bin PROGRAM] [--helper PATH] [--lib PATH] [--results FILE] [--help]
+  --bin PROGRAM   mlopart_gpu (default build/mlopart/mlopart_gpu); preload_check beside it
+  --lib PATH      libldshim.so for the preload case (default build/libldshim.so; the
+                  helper must sit beside it, as `make` builds and installs them)
   --helper PATH   ldshim-mlopart-helper (default build/ldshim-mlopart-helper)
   --results FILE  write "<passed> <failed>" there (default build/results/test-gpu-mlopart)
-Environment: OUT (log destination), MLOGPU_TIMEOUT (seconds per run, default 60).
+Environment: OUT (log destination), MLOGPU_TIMEOUT (seconds per run, default 60),
+LDSHIM_PRELOAD_PREFIX (sanitizer runtimes to preload before the library).
 USAGE
 }
 
@@ -30,12 +36,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 bin=$root/build/mlopart/mlopart_gpu
 helper=$root/build/ldshim-mlopart-helper
+lib=$root/build/libldshim.so
 results=$root/build/results/test-gpu-mlopart
 while [ $# -gt 0 ]; do
   case $1 in
     --help|-h) usage; exit 0 ;;
     --bin) bin=$2; shift 2 ;;
     --helper) helper=$2; shift 2 ;;
+    --lib) lib=$2; shift 2 ;;
     --results) results=$2; shift 2 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -70,14 +78,19 @@ marked() {
 }
 
 run_case() {
-  local name=$1 mode=$2 extra=${3:-MLOGPU_NOTHING=1}
+  local name=$1 mode=$2 extra=${3:-MLOGPU_NOTHING=1} prog=${4:-$bin}
+  shift 4 2>/dev/null || shift $#
+  local more=("$@")
   local tag="LDMLO_GPU_TAG=$$-$name" tmp
   tmp=$(mktemp -d /tmp/ldmlo-gpu-XXXXXX)
   local before; before=$(mps_count)
   local t0=$SECONDS
-  env "$tag" "$extra" TMPDIR="$tmp" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$helper" \
+  local helper_env="LDSHIM_MLOPART_HELPER=$helper"
+  [ "$name" = preload ] && helper_env="MLOGPU_NOTHING=2"    # found beside the library
+  # Extra assignments (the preload ones) go after `timeout`, onto the program alone.
+  env "$tag" "$extra" TMPDIR="$tmp" LDSHIM_LOG=info "$helper_env" \
     LDSHIM_MLOPART_DEBUG_LOGS="$logs/$name-mps-logs" \
-    timeout -k 5 "$tmo" "$bin" "$mode" > "$logs/$name.out" 2> "$logs/$name.err"
+    timeout -k 5 "$tmo" env ${more[@]+"${more[@]}"} "$prog" $mode > "$logs/$name.out" 2> "$logs/$name.err"
   local rc=$?
   local secs=$((SECONDS - t0))
   # Leftovers: wait up to 10 s for the supervisor's cleanup.
@@ -121,6 +134,18 @@ run_case crash crash
 if grep -q '^PASS crash: create' "$logs/crash.out"; then
   n=$(grep -c 'backend off' "$logs/crash.err" 2>/dev/null); n=${n:-0}
   [ "$n" -eq 1 ] && ok "crash-one-warning" || bad "crash-one-warning" "$n 'backend off' lines"
+fi
+
+# The real preload library, `backend = mlopart`, an unmodified program; the helper is found
+# beside the library (no LDSHIM_MLOPART_HELPER for this one), cleanup happens at exit.
+pre=$(dirname "$bin")/preload_check
+if [ -x "$pre" ] && [ -f "$lib" ]; then
+  run_case preload "" MLOGPU_NOTHING=1 "$pre" "LD_PRELOAD=${LDSHIM_PRELOAD_PREFIX:-}$lib" \
+    LDSHIM_POLICY="$here/preload.policy" LDSHIM_MLOPART_TEST_SINGLE=1 LDSHIM_REPORT="$logs/preload.json"
+  if grep -q '"backend": "mlopart"' "$logs/preload.json" 2>/dev/null; then ok "preload-backend-mlopart"
+  else bad "preload-backend-mlopart" "report does not name backend mlopart (see $logs/preload.json, preload.err)"; fi
+else
+  bad "preload" "$pre or $lib missing"
 fi
 
 echo "$pass $fail" > "$results"
