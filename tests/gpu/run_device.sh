@@ -46,7 +46,7 @@ for s in $suites; do
 done
 for b in $benches; do
   case $b in
-    alloc)   OUT=$W/bench-alloc step bench-alloc 240 bash bench/alloc/run.sh ;;
+    alloc)   OUT=$W/bench-alloc step bench-alloc 240 make --no-print-directory bench-alloc ;;
     probe)   OUT=$W/bench-probe step bench-probe 180 make --no-print-directory probe-bench ;;
     mlopart) OUT=$W/bench-mlopart step bench-mlopart 120 make --no-print-directory bench-mlopart ;;
     ab)      OUT=$W/bench-ab step bench-ab 300 sh bench/ab/run_serve_ab.sh ;;
