@@ -165,7 +165,7 @@ int ld_mlo_helper_spawn(ld_mlo_helper_t *h, const char *path, const char *uuid, 
     sigfillset(&all);
     sigdelset(&all, SIGKILL);
     sigdelset(&all, SIGSTOP);
-    int rc = -1, err = 0;
+    int err = 0;
     pid_t pid = 0;
     if (!env) { snprintf(why, n, "out of memory"); goto out_sock; }
     if ((err = posix_spawn_file_actions_init(&fa))) goto out_env;
@@ -207,6 +207,5 @@ out_sock:
         return -1;
     }
     if (ndev) *ndev = rep.value;
-    rc = 0;
-    return rc;
+    return 0;
 }
