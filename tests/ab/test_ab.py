@@ -447,6 +447,14 @@ class TestFilesAndEnv(ToolCase):
                          os.path.join(self.out, "reports"))
         self.assertEqual(self.logged()[0][2], shim_path() + ":" + shim_path())
 
+    def test_quiet_and_command_options_after_dashdash(self):
+        r = self.ab("--out", self.out, "--runs", "1", "--warmup", "0", "--states", "stock",
+                    "--quiet", cmd=[FAKE, "--runs", "7"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotRegex(r.stderr, r"(?m)^\[")
+        with open(os.path.join(self.out, "runs.json")) as f:
+            self.assertEqual(json.load(f)[0]["command"], [FAKE, "--runs", "7"])
+
     def test_no_preload(self):
         r = self.ab_metric("--runs", "1", "--warmup", "0", "--states", "stock",
                            "--no-preload", shim=False)
