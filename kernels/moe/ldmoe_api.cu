@@ -20,8 +20,9 @@ namespace ldmoe {
 
 // Tile configurations: <BM weight rows, BN tokens, warps along M, warps along N, stages>.
 // Decode tiles stream weights: enough stages that >= 90 KiB of weights are in flight per SM.
-using CfgT1 = Cfg<64, 16, 4, 1, 16>;    // decode, <= 16 tokens per expert; 120 KiB of weights in flight
-using CfgT2 = Cfg<64, 64, 2, 2, 12>;    // decode, <= 96 tokens per expert; 88 KiB of weights in flight
+// Stages of 2 k-blocks: 256 contiguous bytes of each weight row per stage.
+using CfgT1 = Cfg<64, 16, 4, 1, 8, false, 2>;   // decode, <= 16 tokens per expert; 112 KiB of weights in flight
+using CfgT2 = Cfg<64, 64, 2, 2, 6, false, 2>;   // decode, <= 96 tokens per expert; 80 KiB of weights in flight
 using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync (any sm_80+)
 using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, mma.sync, long expert segments
 using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 weight rows x 128 tokens

@@ -43,15 +43,19 @@ constexpr int kRowBytes = kBK * 2;
 // WG = false: mma.sync, weights on the MMA's M side (swap A/B), WARPS_M x WARPS_N warps.
 // WG = true (sm_90a): two warpgroups, each one wgmma m64 x n(BM) x k16 per 16 k: tokens on the
 // MMA's M side (64 per warpgroup, BN = 128), weights on its N side (BM = 128 or 256).
-template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, bool WG_ = false>
+// KSUB: k-blocks of 64 per stage (one TMA box each), so one stage reads KSUB*128 contiguous
+// bytes of every weight row.
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_, bool WG_ = false, int KSUB_ = 1>
 struct Cfg {
+    static constexpr int KSUB = KSUB_;
     static constexpr int BM = BM_, BN = BN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int STAGES = STAGES_;
     static constexpr bool WG = WG_;
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;   // per-warp tile
     static constexpr int MI = WM / 16, NI = WN / 8;
-    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
+    static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int EPI_LD = BM + 8;                         // padded bf16 row (tokens x n)
     static constexpr int EPI_BYTES = WG ? 0 : BN * EPI_LD * 2;   // wgmma stores from registers
@@ -60,7 +64,7 @@ struct Cfg {
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
-    static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256)), "wgmma tile");
+    static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256) && KSUB == 1), "wgmma tile");
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
@@ -240,7 +244,11 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
 
     // ---- 3. load side: thread 0 claims tiles and issues one TMA box of weights and one of
     // tokens per stage; the stage's mbarrier completes when both boxes have landed ----
-    const int nk = (p.K + kBK - 1) / kBK;
+    const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);   // stages per tile
+    // Each CTA starts every tile at its own k offset (spread over the K range) so that the SMs
+    // do not stream the same column band of many rows at once (DRAM channel camping on
+    // power-of-two row strides).
+    const int ld_rot = (int)(((int64_t)blockIdx.x * nk) / gridDim.x);
     Claimer cl;
     int64_t ld_tk = -1;     // thread 0: tile being loaded
     int64_t next_tk = -1;   // thread 0: claimed ahead
@@ -277,8 +285,14 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
         const uint32_t a_dst = smem_u32(ring + slot * C::STAGE_BYTES), bar = smem_u32(&s_full[slot]);
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         mbar_expect_tx(bar, (uint32_t)C::STAGE_BYTES);
-        tma_load_2d(a_dst, &p.tm_w, ld_k * kBK, ld_wrow, bar);
-        tma_load_2d(a_dst + C::A_BYTES, &p.tm_x, ld_k * kBK, ld_tok, bar);
+        int kb = ld_k + ld_rot;
+        kb = kb >= nk ? kb - nk : kb;
+        #pragma unroll
+        for (int sub = 0; sub < C::KSUB; ++sub) {
+            const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
+            tma_load_2d(a_dst + sub * C::A_SUB, &p.tm_w, k0, ld_wrow, bar);
+            tma_load_2d(a_dst + C::A_BYTES + sub * C::B_SUB, &p.tm_x, k0, ld_tok, bar);
+        }
         if (++ld_k == nk) {
             ld_k = 0;
             ld_tk = next_tk;
@@ -343,21 +357,23 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
             wg_wait<0>();   // all four done: the stage may be refilled after the next barrier
         } else {
         #pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
+        for (int kq = 0; kq < C::KSUB * kBK / 16; ++kq) {
+            const int kk = kq & 3;
+            const uint32_t a_sub = a_base + (kq >> 2) * C::A_SUB, b_sub = b_base + (kq >> 2) * C::B_SUB;
             uint32_t af[C::MI][4], bf[C::NI][2];
             #pragma unroll
             for (int i = 0; i < C::MI; ++i) {
                 int r = wm0 + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
-                ldsm_x4(a_base + swz(r, c), af[i][0], af[i][1], af[i][2], af[i][3]);
+                ldsm_x4(a_sub + swz(r, c), af[i][0], af[i][1], af[i][2], af[i][3]);
             }
             if constexpr (C::NI == 1) {
                 int r = wn0 + (lane & 7), c = kk * 2 + ((lane >> 3) & 1);
-                ldsm_x2(b_base + swz(r, c), bf[0][0], bf[0][1]);
+                ldsm_x2(b_sub + swz(r, c), bf[0][0], bf[0][1]);
             } else {
                 #pragma unroll
                 for (int j = 0; j < C::NI / 2; ++j) {
                     int r = wn0 + j * 16 + (lane & 7) + ((lane >> 4) << 3), c = kk * 2 + ((lane >> 3) & 1);
-                    ldsm_x4(b_base + swz(r, c), bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1]);
+                    ldsm_x4(b_sub + swz(r, c), bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1]);
                 }
             }
             #pragma unroll
