@@ -8,6 +8,7 @@ basename of LDSHIM_REPORT ("<name>.%p.json"), then behaves as FAKE_* variables s
   FAKE_WARMUP   figure printed by warm-up runs (default 1000: visible if not discarded)
   FAKE_SLEEP    "stock=0.02;full=0.3" seconds to sleep per state (wall-time metric tests)
   FAKE_FAIL     "full:r2:exit,memory:r1:timeout,stock:r3:nometric,mismatch:*:exit"
+                (modes: exit = status 3, timeout = sleep 60 s, nometric, segv = SIGSEGV)
   FAKE_LOG      file to which one line per run is appended: "<state> <w|r><idx> <LD_PRELOAD>"
   FAKE_REPORT_STATE  "full=stock": state written into the fake report (default: the real one)
   FAKE_TAGGED   "full=6": counts.tagged_allocs in the report per state (default 0)
@@ -80,6 +81,9 @@ def main():
         print("fake: injected failure in %s" % name, file=sys.stderr)
         print("fake: last words of %s" % name, file=sys.stderr)
         return 3
+    if mode == "segv":
+        import signal
+        os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "timeout":
         time.sleep(60)
         return 0

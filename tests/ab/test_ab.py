@@ -162,10 +162,10 @@ class TestOrdering(ToolCase):
 
     def test_random_order_deterministic_given_seed(self):
         orders = []
-        for _ in range(2):
+        for i in range(2):
             os.path.exists(self.log) and os.unlink(self.log)
-            r = self.ab_metric("--runs", "3", "--warmup", "0", "--order", "random",
-                               "--seed", "7")
+            r = self.ab("--out", os.path.join(self.tmp, "o%d" % i), "--runs", "3",
+                        "--warmup", "0", "--order", "random", "--seed", "7")
             self.assertEqual(r.returncode, 0, r.stderr)
             orders.append([(s, k) for s, k, _ in self.logged()])
         self.assertEqual(orders[0], orders[1])
@@ -269,19 +269,23 @@ class TestVerdicts(ToolCase):
 class TestFailures(ToolCase):
     def test_failures_excluded_and_reported(self):
         env = {"FAKE_VALUES": "stock=10;memory=10;full=8;mismatch=12",
-               "FAKE_FAIL": "full:r2:exit,memory:r1:timeout,stock:r3:nometric"}
+               "FAKE_FAIL": "full:r2:exit,memory:r1:timeout,stock:r3:nometric,"
+                            "mismatch:r4:segv"}
         r = self.ab_metric("--runs", "4", "--timeout", "1.5", env=env)
         self.assertEqual(r.returncode, 1, r.stderr)
         s, rows = self.summary()
         self.assertEqual((rows["full"]["ok"], rows["full"]["failed"]), (3, 1))
         self.assertEqual((rows["memory"]["ok"], rows["memory"]["failed"]), (3, 1))
         self.assertEqual((rows["stock"]["ok"], rows["stock"]["failed"]), (3, 1))
-        self.assertEqual(rows["mismatch"]["ok"], 4)
+        self.assertEqual((rows["mismatch"]["ok"], rows["mismatch"]["failed"]), (3, 1))
         self.assertEqual(rows["full"]["figures"], [8.0, 8.0, 8.0])
         self.assertEqual(rows["full"]["verdict"], "faster")
         with open(os.path.join(self.out, "runs.json")) as f:
             runs = {x["name"].split("-", 1)[1]: x for x in json.load(f)}
         self.assertEqual(runs["full-r2"]["exit_code"], 3)
+        self.assertEqual(runs["mismatch-r1"]["exit_code"], 0)
+        self.assertEqual(runs["mismatch-r4"]["exit_code"], -11)
+        self.assertEqual(runs["mismatch-r4"]["status"], "killed by SIGSEGV")
         self.assertEqual(runs["full-r2"]["status"], "exit 3")
         self.assertIn("fake: injected failure in", runs["full-r2"]["stderr_tail"][-2])
         self.assertIsNone(runs["memory-r1"]["exit_code"])
@@ -525,6 +529,12 @@ class TestUsageErrors(ToolCase):
                  expect="shim not found")
         self.bad("--out", self.out, "--policy", os.path.join(self.tmp, "none.policy"),
                  expect="cannot read policy file")
+
+    def test_out_dir_with_old_results(self):
+        r = self.ab_metric("--runs", "1", "--warmup", "0", "--states", "stock")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        os.unlink(self.log)
+        self.bad("--out", self.out, expect="already holds results")
 
     def test_bad_env(self):
         self.bad("--out", self.out, "--env", "NOEQUALS", expect="bad --env 'NOEQUALS'")
