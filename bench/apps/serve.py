@@ -116,8 +116,8 @@ def allocation_plan(a):
     elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
     E, H, F = a.experts, a.hidden, a.ffn
     plan = []
-    for layer in range(a.layers):
-        for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):
+    for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):   # as Model allocates them
+        for layer in range(a.layers):
             shape = [E, n, k] if a.layout == "plain" else [a.domains, E, n // a.domains, k]
             plan.append(("layer%d.%s" % (layer, w), shape, E * n * k * elem))
     plan.append(("embed", [a.vocab, H], a.vocab * H * elem))
