@@ -47,9 +47,10 @@ done
 case $lib in /*) ;; *) lib=$PWD/$lib ;; esac
 case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 PY=${PYTHON:-python3}
-TMO=${SHIMGPU_TIMEOUT:-120}
+TMO=${SHIMGPU_TIMEOUT:-60}   # per run; a normal run takes 2-10 s
 prefix=${LDSHIM_PRELOAD_PREFIX:-}
 
+[ -z "${OUT:-}" ] || mkdir -p "$OUT" || { echo "run.sh: cannot create OUT=$OUT" >&2; exit 2; }
 logs=$(mktemp -d "${TMPDIR:-/tmp}/ldshim-gpu-shim.XXXXXX")
 cache=$logs/probe-cache
 mkdir -p "$cache"
