@@ -221,8 +221,12 @@ mkdir -p "$(dirname "$results")"
 echo "$passed $failed" > "$results"
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
   cp "$summary" "$OUT/gpu-shim-summary.txt"
-  tar -C "$logs" -czf "$OUT/gpu-shim-logs.tar.gz" --exclude probe-cache . 2>/dev/null
-  echo "gpu-shim: logs in \$OUT/gpu-shim-logs.tar.gz"
+  if tar -C "$logs" -czf "$OUT/gpu-shim-logs.tar.gz" --exclude probe-cache . 2>/dev/null; then
+    rm -rf "$logs"
+    echo "gpu-shim: logs in \$OUT/gpu-shim-logs.tar.gz"
+  else
+    echo "gpu-shim: could not pack the logs into \$OUT; they stay in $logs"
+  fi
 else
   echo "gpu-shim: logs in $logs"
 fi
