@@ -158,7 +158,7 @@ def main():
                 r["cublas_err"] = rel_err(yc, yt)
                 r["cublas"] = median_time_us(cub.run, a.sets, a.warmup, a.reps)[0]
             y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            tiles = ["64x16", "64x64"] if m <= 96 else ["128x256", "wg256x128", "wg128x128"]
+            tiles = ["64x16", "64x16k4", "64x64", "64x64k4"] if m <= 96 else ["128x256", "wg256x128", "wg128x128", "wg256x128k2", "wg128x128k2"]
             variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
                 ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
             for mode, layout, tile in variants:

@@ -66,7 +66,11 @@ enum ldmoe_tile {
     LDMOE_TILE_128x256 = 4,   /* 128 x 256: prefill (mma.sync), large token counts               */
     LDMOE_TILE_WG_256x128 = 5,/* 256 x 128: prefill, wgmma; Hopper (compute capability 9.0) only */
     LDMOE_TILE_WG_128x128 = 6,/* 128 x 128: prefill, wgmma; Hopper only                           */
-    LDMOE_TILE_COUNT_ = 7
+    LDMOE_TILE_64x16_K4 = 7,  /* 64 x 16, 256 k per stage (512 contiguous bytes per weight row)   */
+    LDMOE_TILE_64x64_K4 = 8,  /* 64 x 64, 256 k per stage                                          */
+    LDMOE_TILE_WG_256x128_K2 = 9,  /* wgmma 256 x 128, 128 k per stage; Hopper only              */
+    LDMOE_TILE_WG_128x128_K2 = 10, /* wgmma 128 x 128, 128 k per stage; Hopper only              */
+    LDMOE_TILE_COUNT_ = 11
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f

@@ -27,6 +27,12 @@ using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync (any sm_80+)
 using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, mma.sync, long expert segments
 using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 weight rows x 128 tokens
 using CfgT6 = Cfg<128, 128, 2, 4, 6, true>;   // prefill, wgmma (sm_90a): 128 x 128
+// Stages of 4 k-blocks: 512 contiguous bytes of each weight row per stage.
+using CfgT7 = Cfg<64, 16, 4, 1, 4, false, 4>;  // decode, 96 KiB of weights in flight
+using CfgT8 = Cfg<64, 64, 2, 2, 3, false, 4>;  // decode, 64 KiB of weights in flight
+// wgmma with 128 k per stage: half the barriers and waits per FLOP, fewer stages.
+using CfgT9 = Cfg<256, 128, 2, 4, 2, true, 2>;
+using CfgT10 = Cfg<128, 128, 2, 4, 3, true, 2>;
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -101,11 +107,18 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_128x128: return {CfgT3::BM, CfgT3::BN, CfgT3::THREADS, CfgT3::SMEM, (const void *)grouped_mm_kernel<CfgT3>};
     case LDMOE_TILE_128x256: return {CfgT4::BM, CfgT4::BN, CfgT4::THREADS, CfgT4::SMEM, (const void *)grouped_mm_kernel<CfgT4>};
     case LDMOE_TILE_WG_256x128: return {CfgT5::BM, CfgT5::BN, CfgT5::THREADS, CfgT5::SMEM, (const void *)grouped_mm_kernel<CfgT5>};
-    default: return {CfgT6::BM, CfgT6::BN, CfgT6::THREADS, CfgT6::SMEM, (const void *)grouped_mm_kernel<CfgT6>};
+    case LDMOE_TILE_WG_128x128: return {CfgT6::BM, CfgT6::BN, CfgT6::THREADS, CfgT6::SMEM, (const void *)grouped_mm_kernel<CfgT6>};
+    case LDMOE_TILE_64x16_K4: return {CfgT7::BM, CfgT7::BN, CfgT7::THREADS, CfgT7::SMEM, (const void *)grouped_mm_kernel<CfgT7>};
+    case LDMOE_TILE_64x64_K4: return {CfgT8::BM, CfgT8::BN, CfgT8::THREADS, CfgT8::SMEM, (const void *)grouped_mm_kernel<CfgT8>};
+    case LDMOE_TILE_WG_256x128_K2: return {CfgT9::BM, CfgT9::BN, CfgT9::THREADS, CfgT9::SMEM, (const void *)grouped_mm_kernel<CfgT9>};
+    default: return {CfgT10::BM, CfgT10::BN, CfgT10::THREADS, CfgT10::SMEM, (const void *)grouped_mm_kernel<CfgT10>};
     }
 }
 
-static bool is_wgmma_tile(int tile) { return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128; }
+static bool is_wgmma_tile(int tile) {
+    return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128 || tile == LDMOE_TILE_WG_256x128_K2 ||
+           tile == LDMOE_TILE_WG_128x128_K2;
+}
 
 // Whether the current device runs the sm_90a wgmma kernels (compute capability exactly 9.0).
 // A failing query (no GPU) answers no.

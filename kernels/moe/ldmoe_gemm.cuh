@@ -64,7 +64,7 @@ struct Cfg {
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
-    static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256) && KSUB == 1), "wgmma tile");
+    static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256)), "wgmma tile");
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
@@ -245,10 +245,12 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     // ---- 3. load side: thread 0 claims tiles and issues one TMA box of weights and one of
     // tokens per stage; the stage's mbarrier completes when both boxes have landed ----
     const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);   // stages per tile
-    // Each CTA starts every tile at its own k offset (spread over the K range) so that the SMs
-    // do not stream the same column band of many rows at once (DRAM channel camping on
-    // power-of-two row strides).
-    const int ld_rot = (int)(((int64_t)blockIdx.x * nk) / gridDim.x);
+    // Each tile starts at its own k offset so that the SMs do not stream the same column band
+    // of many rows at once (DRAM channel camping on power-of-two row strides). Offsets follow a
+    // Fibonacci-hash (Weyl) sequence of the ticket: tiles claimed together get offsets spread
+    // evenly over [0, nk), whichever CTAs take them.
+    int ld_rot = 0;
+    auto rot_of = [&](int64_t tk) { return (int)(((uint64_t)((uint32_t)tk * 2654435769u) * (uint32_t)nk) >> 32); };
     Claimer cl;
     int64_t ld_tk = -1;     // thread 0: tile being loaded
     int64_t next_tk = -1;   // thread 0: claimed ahead
@@ -271,7 +273,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
         next_tk = cl.slow_claim();
         if (ld_tk >= 0) {
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-            ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0;
+            ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0; ld_rot = rot_of(ld_tk);
         }
         if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
     }
@@ -301,7 +303,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
             if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
             if (ld_tk >= 0) {
                 const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-                ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0;
+                ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0; ld_rot = rot_of(ld_tk);
             }
         }
     };
@@ -343,14 +345,18 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
         const uint32_t b_base = a_base + C::A_BYTES;
         if constexpr (C::WG) {
             // warpgroup wg: tokens wg*64.. (MMA A, from the B region) x all BM weight rows (MMA B)
-            const uint32_t tok_base = b_base + (warp >> 2) * 64 * kRowBytes;
             wg_fence_acc(wacc);
             wg_fence();
             #pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk) {
-                const int acc_in = kstep != 0 || kk != 0;   // first k of a tile starts from zero
-                if constexpr (C::BM == 256) wgmma_m64n256k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(a_base + kk * 32), acc_in);
-                else wgmma_m64n128k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(a_base + kk * 32), acc_in);
+            for (int sub = 0; sub < C::KSUB; ++sub) {
+                const uint32_t tok_base = b_base + sub * C::B_SUB + (warp >> 2) * 64 * kRowBytes;
+                const uint32_t w_base = a_base + sub * C::A_SUB;
+                #pragma unroll
+                for (int kk = 0; kk < kBK / 16; ++kk) {
+                    const int acc_in = kstep != 0 || sub != 0 || kk != 0;   // a tile's first k starts from zero
+                    if constexpr (C::BM == 256) wgmma_m64n256k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(w_base + kk * 32), acc_in);
+                    else wgmma_m64n128k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(w_base + kk * 32), acc_in);
+                }
             }
             wg_commit();
             wg_fence_acc(wacc);
