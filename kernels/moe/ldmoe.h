@@ -59,7 +59,9 @@ enum ldmoe_mode {
 };
 
 enum ldmoe_tile {
-    LDMOE_TILE_AUTO = 0,      /* chosen from T/E                                                */
+    LDMOE_TILE_AUTO = 0,      /* chosen from T/E: <= 16 tokens/expert 64x16_K4, <= 96 64x64_K4,
+                                 else WG_256x128_K2 on compute capability 9.0, else 128x128
+                                 (<= 1024) or 128x256 (mma.sync)                                  */
     LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
     LDMOE_TILE_128x128 = 3,   /* 128 x 128: prefill (mma.sync)                                   */

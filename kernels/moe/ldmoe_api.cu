@@ -133,14 +133,16 @@ static bool device_has_wgmma(void) {
     return major == 9 && minor == 0;
 }
 
-// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short;
-// prefill takes the wgmma tile where the device has it.
+// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short and
+// read 512 contiguous bytes per weight row per stage; prefill takes the wgmma tile where the
+// device has it. Chosen from bench/results/moe-2026-11-29.md (H200): the K4 decode tiles beat
+// the K2 ones by 5-25 %, wg256x128k2 was the fastest prefill tile in 5 of 6 cases.
 static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
     int64_t avg = E > 0 ? T / E : T;
-    if (avg <= 16) return LDMOE_TILE_64x16;
-    if (avg <= 96) return LDMOE_TILE_64x64;
-    if (device_has_wgmma()) return LDMOE_TILE_WG_256x128;
+    if (avg <= 16) return LDMOE_TILE_64x16_K4;
+    if (avg <= 96) return LDMOE_TILE_64x64_K4;
+    if (device_has_wgmma()) return LDMOE_TILE_WG_256x128_K2;
     if (avg <= 1024) return LDMOE_TILE_128x128;
     return LDMOE_TILE_128x256;
 }
