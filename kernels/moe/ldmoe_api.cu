@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
@@ -159,8 +160,9 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
     if (tile < LDMOE_TILE_AUTO || tile >= LDMOE_TILE_COUNT_) return fail(LDMOE_ERR_INVALID_ARG, "tile %d unknown", tile);
     if (K % 8) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 8 (16-byte rows)", K);
     if (N % (8 * D)) return fail(LDMOE_ERR_ALIGNMENT, "N = %d must be a multiple of 8*D = %d", N, 8 * D);
-    if (T * (int64_t)(N > K ? N : K) > ((int64_t)1 << 62) / 2)
-        return fail(LDMOE_ERR_INVALID_ARG, "T*max(N,K) too large");
+    // TMA coordinates and dimensions are 32-bit: token rows and weight rows must fit.
+    if (T > INT32_MAX) return fail(LDMOE_ERR_UNSUPPORTED, "T = %lld exceeds 2^31-1 rows", (long long)T);
+    if ((int64_t)E * N > INT32_MAX) return fail(LDMOE_ERR_UNSUPPORTED, "E*N = %lld exceeds 2^31-1 weight rows", (long long)E * N);
     return LDMOE_OK;
 }
 

@@ -127,6 +127,10 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_UNSUPPORTED);
     p = good(); p.T = -1;
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.T = (int64_t)1 << 31;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_UNSUPPORTED);
+    p = good(); p.E = 1024; p.N = 1 << 21;   /* 2^31 weight rows */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_UNSUPPORTED);
     p = good(); p.mode = 7;
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.layout = 3;
