@@ -25,7 +25,13 @@ $(AB_NULL_SO): tests/ab/null.c
 	$(CC) $(AB_CFLAGS) -shared -o $@ $<
 
 .PHONY: test-ab
-test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy
+# The suite also runs the real shim over the fake CUDA of tests/fake (end to end).
+AB_REAL_DEPS := $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13 \
+                $(BUILD)/fake/t_runtime
+
+test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy $(AB_REAL_DEPS)
 	@mkdir -p $(RESULTS)
 	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $(AB_TOOL) bench/apps/serve.py
-	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) LDSHIM_POLICY_CLI=$(abspath $(BUILD)/bin/ldshim-policy) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab
+	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) AB_REAL_SHIM=$(abspath $(BUILD)/libldshim.so) \
+	  AB_FAKE_DIR=$(abspath $(BUILD)/fake) AB_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' \
+	  LDSHIM_POLICY_CLI=$(abspath $(BUILD)/bin/ldshim-policy) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab

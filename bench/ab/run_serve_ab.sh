@@ -46,7 +46,7 @@ fi
 # shellcheck disable=SC2086
 "$PYTHON" bench/apps/serve.py --print-sizes $SERVE_ARGS > "$OUT/sizes.txt" 2>&1
 
-# Discovery: the shim preloaded in state stock; its report lists the untagged allocation
+# Discovery: the shim preloaded in state full, no policy; its report lists the untagged allocation
 # sizes (every process writes <name>.<pid>.json; ldshim-ab merges them).
 start=$(date +%s)
 # shellcheck disable=SC2086

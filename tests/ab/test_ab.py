@@ -331,7 +331,8 @@ class TestReports(ToolCase):
     def test_discover(self):
         r = self.ab("--out", self.out, "--discover", env=self.HIST)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual([(s, k) for s, k, _ in self.logged()], [("stock", "discover")])
+        # state full: the shim's stock state passes through and fills no histogram
+        self.assertEqual([(s, k) for s, k, _ in self.logged()], [("full", "discover")])
         lines = r.stdout.splitlines()
         rows = [ln.split() for ln in lines if ln.strip() and ln.split()[0].isdigit()]
         # largest total bytes first: 896 MiB x 6, 250 MiB x 2, 32 MiB x 4, 2 MiB x 40, 512 B
@@ -397,6 +398,50 @@ class TestReports(ToolCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("the shim rejected the policy: p.policy:3:1: expected a key", r.stdout)
         self.assertIn("! policy error: p.policy:3:1", r.stderr)
+
+
+class TestRealShim(ToolCase):
+    """The real build/libldshim.so over the project's fake CUDA (tests/fake): the report
+    format, tagged counts per state and the per-process merge, end to end."""
+
+    def setUp(self):
+        super().setUp()
+        build = os.path.join(ROOT, "build")
+        self.shim = os.environ.get("AB_REAL_SHIM") or os.path.join(build, "libldshim.so")
+        self.fake = os.environ.get("AB_FAKE_DIR") or os.path.join(build, "fake")
+        self.prog = os.path.join(self.fake, "t_runtime")
+        for f in (self.shim, self.prog, os.path.join(self.fake, "libcuda.so.1")):
+            self.assertTrue(os.path.isfile(f), "%s missing: run make test-ab" % f)
+        # A SAN=1 shim needs the sanitizer runtimes first in LD_PRELOAD.
+        self.common = ["--shim", self.shim, "--env", "LD_LIBRARY_PATH=" + self.fake,
+                       "--preload-prefix", os.environ.get("AB_PRELOAD_PREFIX", ""),
+                       "--env", "LDSHIM_CACHE_DIR=" + os.path.join(self.tmp, "cache")]
+
+    def test_tagged_counts_per_state(self):
+        pol = os.path.join(self.tmp, "e.policy")
+        with open(pol, "w") as f:
+            f.write("backend = emulated\n[rule w]\nsize = 8MiB\nplacement = split\n")
+        r = self.ab("--out", self.out, "--runs", "1", "--warmup", "0", "--policy", pol,
+                    *self.common, shim=False, cmd=[self.prog, "alloc", "8MiB"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        _, rows = self.summary()
+        self.assertEqual(rows["stock"]["tagged_allocs"], 0)
+        self.assertEqual(rows["stock"]["backends"], ["off"])
+        for st in ("memory", "full", "mismatch"):
+            self.assertEqual(rows[st]["tagged_allocs"], 1, st)
+            self.assertEqual(rows[st]["backends"], ["emulated"], st)
+        self.assertNotIn("warning", r.stdout)
+
+    def test_discover_histogram_across_processes(self):
+        script = "%s alloc 8MiB && %s alloc 12MiB && %s alloc 12MiB" % ((self.prog,) * 3)
+        r = self.ab("--out", self.out, "--discover", *self.common, shim=False,
+                    cmd=["/bin/sh", "-c", script])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()
+                and ln.split()[0].isdigit()]
+        self.assertEqual([(int(x[0]), int(x[2])) for x in rows],
+                         [(12582912, 2), (8388608, 1)])
+        self.assertIn("size      = 12MiB      # 2 allocation(s)", r.stdout)
 
 
 class TestFilesAndEnv(ToolCase):
