@@ -148,13 +148,14 @@ CUresult ld_free(CUdeviceptr p) {
     const ld_driver_t *d = ld_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     ld_range_t r;
-    int rm = ld_registry_remove(p, &r);
-    if (rm == 1) return CUDA_ERROR_INVALID_VALUE;          /* interior pointer, as the driver says */
-    if (rm != 0) {
+    /* Read-locked lookup first: untagged frees never take the registry's write lock. */
+    if (ld_registry_find(p, &r) != 0) {
         CUresult res = d->cuMemFree_v2(p);
         if (res == CUDA_SUCCESS && p) atomic_fetch_add_explicit(&n_untagged_free, 1, memory_order_relaxed);
         return res;
     }
+    if (r.base != p) return CUDA_ERROR_INVALID_VALUE;      /* interior pointer, as the driver says */
+    if (ld_registry_remove(p, &r) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
     /* cudaFree/cuMemFree semantics: wait for work that may still use the memory. */
     CUcontext cur = NULL;
     d->cuCtxGetCurrent(&cur);

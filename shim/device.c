@@ -125,22 +125,9 @@ ld_device_t *ld_device_peek(int dev) {
     return atomic_load(&devices[dev].state) == 2 ? &devices[dev] : NULL;
 }
 
-int ld_device_access_descs(int owner, CUmemAccessDesc *out, int max) {
-    int k = 0;
-    out[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    out[k].location.id = owner;
-    out[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    k++;
-    if (owner < 0 || owner >= LD_MAX_DEVICES) return k;
-    unsigned long long peers = atomic_load(&devices[owner].peers);
-    for (int a = 0; a < LD_MAX_DEVICES && k < max; a++) {
-        if (a == owner || !(peers & (1ull << a))) continue;
-        out[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        out[k].location.id = a;
-        out[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        k++;
-    }
-    return k;
+unsigned long long ld_device_access_mask(int owner) {
+    if (owner < 0 || owner >= LD_MAX_DEVICES) return 0;
+    return atomic_load(&devices[owner].peers) | (1ull << owner);
 }
 
 void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor) {

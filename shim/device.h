@@ -36,8 +36,8 @@ ld_device_t *ld_device_peek(int dev);
 /* Grant `accessor` access to every live range of `owner` and remember it for new ones. */
 void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor);
 
-/* Build the access descriptors for a range on `owner` (owner + its peers). Returns count. */
-int ld_device_access_descs(int owner, CUmemAccessDesc *out, int max);
+/* Bit per device that may access `owner`'s ranges, owner's own bit included. */
+unsigned long long ld_device_access_mask(int owner);
 
 /* Forked child: forget everything (the child has no CUDA state). */
 void ld_device_reset(void);

@@ -18,6 +18,7 @@
 #include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/topology.h"
 
@@ -82,6 +83,7 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
         if (psize) *psize = r.size;
         return CUDA_SUCCESS;
     }
+    if (ld_pool_contains(p)) return CUDA_ERROR_NOT_FOUND;   /* freed by the program, kept by the pool */
     return d->cuMemGetAddressRange_v2(pbase, psize, p);
 }
 

@@ -53,6 +53,11 @@ void ldshim_get_stats(ldshim_stats_t *out);
  * Returns 0 on success, -1 (errno set) otherwise. The report is also written at exit. */
 int ldshim_write_report(const char *path);
 
+/* Release every freed range the shim keeps for reuse (the pool), returning its device
+ * memory to the driver. Returns the bytes released. The pool is also trimmed
+ * automatically when an allocation runs out of memory, and at exit. */
+uint64_t ldshim_pool_trim(void);
+
 /* "0.1.0 (state full, backend emulated)" — static storage, never NULL. */
 const char *ldshim_version(void);
 

@@ -1,63 +1,78 @@
-/* pool.c — capped cache of released physical handles (pool.h). */
+/* pool.c — capped cache of whole freed ranges (pool.h). */
 #include "shim/pool.h"
 #include "shim/config.h"
 #include "shim/log.h"
+#include "shim/vmm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct entry {
     struct entry *next;
-    int dev, domain;
-    size_t bytes;
-    CUmemGenericAllocationHandle h;
+    ld_range_t r;
 } entry_t;
 
+#define POOL_DEVICES 64
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static entry_t *head;                     /* most recent first: reuse warm handles */
-static uint64_t cached[64];               /* bytes per device */
+static entry_t *head;                     /* most recent first: reuse warm ranges */
+static uint64_t cached[POOL_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
 
-int ld_pool_get(int dev, int domain, size_t bytes, CUmemGenericAllocationHandle *out) {
+static int same_shape(const ld_range_t *r, int dev, int nslices, size_t slice, const int *dom) {
+    if (r->device != dev || r->nslices != nslices || r->slice != slice) return 0;
+    for (int i = 0; i < nslices; i++)
+        if (r->domain_of[i] != dom[i]) return 0;
+    return 1;
+}
+
+int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out) {
     pthread_mutex_lock(&mu);
     for (entry_t **pp = &head; *pp; pp = &(*pp)->next) {
         entry_t *e = *pp;
-        if (e->dev == dev && e->domain == domain && e->bytes == bytes) {
+        if (same_shape(&e->r, dev, nslices, slice, domain_of)) {
             *pp = e->next;
-            if (dev >= 0 && dev < 64) cached[dev] -= bytes;
+            cached[dev] -= e->r.reserved;
             pthread_mutex_unlock(&mu);
-            *out = e->h;
+            *out = e->r;
             free(e);
-            atomic_fetch_add(&hits, 1);
+            atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
             return 0;
         }
     }
     pthread_mutex_unlock(&mu);
-    atomic_fetch_add(&misses, 1);
+    atomic_fetch_add_explicit(&misses, 1, memory_order_relaxed);
     return -1;
 }
 
-int ld_pool_put(int dev, int domain, size_t bytes, CUmemGenericAllocationHandle h) {
+int ld_pool_keep(const ld_range_t *r) {
     uint64_t cap = ld_cfg.policy.pool_cap;
-    if (!cap || dev < 0 || dev >= 64 || bytes > cap) return -1;
+    int dev = r->device;
+    if (!cap || dev < 0 || dev >= POOL_DEVICES || r->reserved > cap) return -1;
     entry_t *e = malloc(sizeof *e);
     if (!e) return -1;
-    e->dev = dev;
-    e->domain = domain;
-    e->bytes = bytes;
-    e->h = h;
+    e->r = *r;
     pthread_mutex_lock(&mu);
-    if (cached[dev] + bytes > cap) {
+    if (cached[dev] + r->reserved > cap) {
         pthread_mutex_unlock(&mu);
         free(e);
         return -1;
     }
     e->next = head;
     head = e;
-    cached[dev] += bytes;
+    cached[dev] += r->reserved;
     pthread_mutex_unlock(&mu);
     return 0;
+}
+
+int ld_pool_contains(CUdeviceptr p) {
+    if (!__atomic_load_n(&head, __ATOMIC_RELAXED)) return 0;   /* empty pool: no lock */
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (entry_t *e = head; e && !found; e = e->next) found = p >= e->r.base && p < e->r.base + e->r.reserved;
+    pthread_mutex_unlock(&mu);
+    return found;
 }
 
 uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
@@ -65,11 +80,11 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
     pthread_mutex_lock(&mu);
     for (entry_t **pp = &head; *pp;) {
         entry_t *e = *pp;
-        if (dev < 0 || e->dev == dev) {
+        if (dev < 0 || e->r.device == dev) {
             *pp = e->next;
             e->next = take;
             take = e;
-            if (e->dev >= 0 && e->dev < 64) cached[e->dev] -= e->bytes;
+            cached[e->r.device] -= e->r.reserved;
         } else {
             pp = &e->next;
         }
@@ -79,8 +94,8 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
     while (take) {
         entry_t *e = take;
         take = e->next;
-        if (d && d->cuMemRelease) d->cuMemRelease(e->h);
-        freed += e->bytes;
+        if (d) ld_vmm_teardown(d, &e->r);
+        freed += e->r.reserved;
         free(e);
     }
     if (freed) {
@@ -97,7 +112,7 @@ void ld_pool_stats(ld_pool_stats_t *out) {
     out->cap = ld_cfg.policy.pool_cap;
     uint64_t c = 0;
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < 64; i++) c += cached[i];
+    for (int i = 0; i < POOL_DEVICES; i++) c += cached[i];
     pthread_mutex_unlock(&mu);
     out->cached_bytes = c;
 }
@@ -108,7 +123,7 @@ void ld_pool_reset(void) {
         head = e->next;
         free(e);
     }
-    for (int i = 0; i < 64; i++) cached[i] = 0;
+    memset(cached, 0, sizeof cached);
     atomic_store(&hits, 0);
     atomic_store(&misses, 0);
     atomic_store(&trims, 0);

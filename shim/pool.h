@@ -1,9 +1,12 @@
-/* pool.h — released physical handles kept for reuse, per (device, domain, bytes).
+/* pool.h — freed localized ranges kept whole (VA reserved, slices mapped, access granted)
+ * for reuse by the next request of the same shape: (device, slice count, slice bytes,
+ * domain of each slice).
  *
- * Creating localized memory is slow (10-13x an ordinary allocation above 32 MiB on
- * B300), so freed slices are kept up to a byte cap per device (policy `pool`) and handed
- * to the next request of the same shape. On out-of-memory the allocation path trims the
- * pool and retries, so the pool never costs the program memory it needs.
+ * Creating localized memory is slow (10-13x an ordinary allocation above 32 MiB on B300)
+ * and even re-mapping pooled handles costs a reserve, a map per slice and an access grant;
+ * a kept range costs none of that, so a pooled re-allocation is a lookup. The pool holds at
+ * most `pool` bytes (policy) per device; on out-of-memory the allocation path trims it and
+ * retries, so it never costs the program memory it needs.
  *
  * Thread-safety: all functions; the mutex is never held across a driver call. */
 #ifndef LDSHIM_POOL_H
@@ -12,21 +15,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "shim/driver.h"
+#include "shim/registry.h"
 
-/* Take a cached handle. Returns 0 and sets *out on a hit, -1 on a miss. */
-int ld_pool_get(int dev, int domain, size_t bytes, CUmemGenericAllocationHandle *out);
+/* Take a kept range of this shape. 0 and *out filled on a hit (out->size is stale: the
+ * caller sets it), -1 on a miss. */
+int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out);
 
-/* Offer a released handle. Returns 0 if the pool kept it; -1 if the caller must release
- * it (cap reached or pool disabled). */
-int ld_pool_put(int dev, int domain, size_t bytes, CUmemGenericAllocationHandle h);
+/* Offer a freed range. 0 if the pool kept it (the caller must not tear it down); -1 if the
+ * caller must tear it down (cap reached or pool disabled). */
+int ld_pool_keep(const ld_range_t *r);
 
-/* Release cached handles of `dev` (-1: every device). Returns bytes released. */
+/* 1 if `p` lies inside a kept (freed) range: such addresses are freed memory to the
+ * program, although the driver still has them mapped. */
+int ld_pool_contains(CUdeviceptr p);
+
+/* Tear down kept ranges of `dev` (-1: every device). Returns bytes released. */
 uint64_t ld_pool_trim(const ld_driver_t *d, int dev);
 
 typedef struct { uint64_t hits, misses, trims, cached_bytes, cap; } ld_pool_stats_t;
 void ld_pool_stats(ld_pool_stats_t *out);
 
-/* Forked child: forget the parent's handles without releasing them. */
+/* Forked child: forget the parent's ranges without touching the driver. */
 void ld_pool_reset(void);
 void ld_pool_lock_for_fork(void);
 void ld_pool_unlock_after_fork(void);

@@ -27,6 +27,7 @@ typedef struct ld_range {
     int         rule;          /* policy rule index                                      */
     int         backend;       /* ld_backend_kind_t that created the handles             */
     int         domain_of[LD_MAX_SLICES];          /* physical domain of each slice      */
+    unsigned long long access_mask;                /* devices granted access (bit per device) */
     CUmemGenericAllocationHandle handle[LD_MAX_SLICES];
 } ld_range_t;
 

@@ -8,19 +8,31 @@
 
 static size_t round_up(size_t x, size_t g) { return (x + g - 1) / g * g; }
 
-/* Physical handle for one slice: pool first, then the backend; on out-of-memory trim the
- * pool once and retry, so cached handles never cost the program memory. */
+/* Physical handle for one slice; on out-of-memory trim the pool once and retry, so kept
+ * ranges never cost the program memory. */
 static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
                            CUmemGenericAllocationHandle *h, char *why, size_t n) {
-    if (ld_pool_get(dv->ordinal, domain, bytes, h) == 0) return CUDA_SUCCESS;
     CUresult r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
     if (r == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1))
         r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
     return r;
 }
 
-static void put_handle(const ld_driver_t *d, int dev, int domain, size_t bytes, CUmemGenericAllocationHandle h) {
-    if (ld_pool_put(dev, domain, bytes, h) != 0) d->cuMemRelease(h);
+/* Grant access to `mask`'s devices other than those in r->access_mask. */
+static CUresult grant(const ld_driver_t *d, ld_range_t *r, unsigned long long mask) {
+    CUmemAccessDesc acc[LD_MAX_DEVICES];
+    int k = 0;
+    for (int a = 0; a < LD_MAX_DEVICES; a++) {
+        if (!(mask & (1ull << a)) || (r->access_mask & (1ull << a))) continue;
+        acc[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        acc[k].location.id = a;
+        acc[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        k++;
+    }
+    if (!k) return CUDA_SUCCESS;
+    CUresult rc = d->cuMemSetAccess(r->base, r->reserved, acc, (size_t)k);
+    if (rc == CUDA_SUCCESS) r->access_mask |= mask;
+    return rc;
 }
 
 CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int nslices,
@@ -29,15 +41,24 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         snprintf(why, n, "bad slice count %d", nslices);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    size_t slice = round_up((size + (size_t)nslices - 1) / (size_t)nslices, dv->gran);
+    unsigned long long mask = ld_device_access_mask(dv->ordinal);
+    if (ld_pool_take(dv->ordinal, nslices, slice, domain_of, r) == 0) {
+        r->size = size;
+        if (grant(d, r, mask) == CUDA_SUCCESS) return CUDA_SUCCESS;
+        ld_vmm_teardown(d, r);                /* a peer grant failed: build a fresh one */
+    }
     memset(r, 0, sizeof *r);
     r->size = size;
     r->nslices = nslices;
     r->device = dv->ordinal;
-    r->slice = round_up((size + (size_t)nslices - 1) / (size_t)nslices, dv->gran);
-    r->reserved = r->slice * (size_t)nslices;
+    r->slice = slice;
+    r->reserved = slice * (size_t)nslices;
     r->backend = dv->backend->kind;
 
     CUresult rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1))
+        rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemAddressReserve: %s", ld_cu_errname(rc));
         return rc;
@@ -55,9 +76,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
             goto undo;
         }
     }
-    CUmemAccessDesc acc[LD_MAX_DEVICES];
-    int nacc = ld_device_access_descs(dv->ordinal, acc, LD_MAX_DEVICES);
-    rc = d->cuMemSetAccess(r->base, r->reserved, acc, (size_t)nacc);
+    rc = grant(d, r, mask);
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemSetAccess: %s", ld_cu_errname(rc));
         goto undo;
@@ -66,20 +85,23 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
 
 undo:
     for (int i = 0; i < mapped; i++) d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
-    /* Handles that were fine go back to the pool: the failure was not theirs. */
-    for (int i = 0; i < created; i++) put_handle(d, dv->ordinal, domain_of[i], r->slice, r->handle[i]);
+    for (int i = 0; i < created; i++) d->cuMemRelease(r->handle[i]);
     d->cuMemAddressFree(r->base, r->reserved);
     r->base = 0;
     return rc;
 }
 
-void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {
+void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     for (int i = 0; i < r->nslices; i++) {
         CUresult rc = d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
         if (rc != CUDA_SUCCESS)
             LD_WARN("cuMemUnmap(0x%llx, slice %d): %s", (unsigned long long)r->base, i, ld_cu_errname(rc));
     }
-    for (int i = 0; i < r->nslices; i++) put_handle(d, r->device, r->domain_of[i], r->slice, r->handle[i]);
+    for (int i = 0; i < r->nslices; i++) d->cuMemRelease(r->handle[i]);
     CUresult rc = d->cuMemAddressFree(r->base, r->reserved);
     if (rc != CUDA_SUCCESS) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
+}
+
+void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {
+    if (ld_pool_keep(r) != 0) ld_vmm_teardown(d, r);
 }

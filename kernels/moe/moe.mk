@@ -20,7 +20,7 @@ LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_gemm.cuh $(LDMOE_DIR)/ldmo
 # are trap stubs outside sm_90a and the host selects them only on compute capability 9.0.
 LDMOE_GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a \
                   -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100
-LDMOE_NVFLAGS  := -std=c++17 -O3 --threads 0 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+LDMOE_NVFLAGS  := --compress-mode=none -std=c++17 -O3 --threads 0 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
                   -Werror all-warnings -lineinfo $(LDMOE_GENCODE)
 
 $(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)

@@ -253,52 +253,70 @@ static void test_vmm_undo(void) {
 static void test_pool(void) {
     reset_mock();
     ld_cfg.policy.pool_cap = 64 * MB;
-    ld_range_t r;
+    ld_range_t r, r2;
     char why[160];
-    int dom[2] = {0, 1};
+    int dom[2] = {0, 1}, swapped[2] = {1, 0};
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     ld_vmm_destroy(&mock, &r);
-    CU_ASSERT_EQUAL(live_handles, 2);          /* kept by the pool */
+    CU_ASSERT_EQUAL(live_handles, 2);          /* kept whole by the pool: still mapped */
+    CU_ASSERT_EQUAL(live_maps, 2);
+    CU_ASSERT_EQUAL(live_reserve, 1);
     ld_pool_stats_t s;
     ld_pool_stats(&s);
     CU_ASSERT_EQUAL(s.cached_bytes, 64 * MB);
-    int before = creates;
-    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
-    CU_ASSERT_EQUAL(creates, before);          /* both slices from the pool */
+    int c0 = creates, m0 = maps;
+    /* same shape, other size within the same slices: served without any driver call */
+    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 63 * MB, 2, dom, &r2, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(creates, c0);
+    CU_ASSERT_EQUAL(maps, m0);
+    CU_ASSERT_EQUAL(r2.base, r.base);
+    CU_ASSERT_EQUAL(r2.size, 63 * MB);
     ld_pool_stats(&s);
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
-    ld_vmm_destroy(&mock, &r);
-    /* over the cap: a 96 MiB range's 48 MiB slices — the first fits, the second is released */
+    ld_vmm_destroy(&mock, &r2);
+    /* other domain order (mismatch) is another shape: not reused */
+    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, swapped, &r2, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_NOT_EQUAL(r2.base, r.base);
+    CU_ASSERT_EQUAL(r2.domain_of[0], 1);
+    ld_vmm_destroy(&mock, &r2);                /* over the cap (64 + 64 > 64): torn down */
+    CU_ASSERT_EQUAL(live_reserve, 1);
     CU_ASSERT_EQUAL(ld_pool_trim(&mock, -1), 64 * MB);
-    CU_ASSERT_EQUAL(live_handles, 0);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    /* a range larger than the cap is never kept */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 96 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     ld_vmm_destroy(&mock, &r);
-    CU_ASSERT_EQUAL(live_handles, 1);
-    ld_pool_stats(&s);
-    CU_ASSERT(s.cached_bytes <= s.cap);
-    /* a handle of another domain or size is not reused */
-    CUmemGenericAllocationHandle h;
-    CU_ASSERT_EQUAL(ld_pool_get(0, 1, 48 * MB, &h) == 0 || ld_pool_get(0, 0, 48 * MB, &h) == 0, 1);
-    live_handles--;
-    CU_ASSERT_EQUAL(ld_pool_get(0, 0, 2 * MB, &h), -1);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     /* out of memory with a warm pool: trimmed and retried */
     reset_mock();
     ld_cfg.policy.pool_cap = 64 * MB;
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 4 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
-    ld_vmm_destroy(&mock, &r);                 /* pool holds 2 x 2 MiB */
+    ld_vmm_destroy(&mock, &r);                 /* pool holds a 4 MiB range */
     fail_create_at = creates + 1;              /* the next create fails once */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     ld_pool_stats(&s);
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
+    CU_ASSERT(s.trims >= 1);
     ld_vmm_destroy(&mock, &r);
     ld_pool_trim(&mock, -1);
-    CU_ASSERT_EQUAL(live_handles, 0);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
-static void test_peer_descs(void) {
-    CUmemAccessDesc a[8];
-    CU_ASSERT_EQUAL(ld_device_access_descs(3, a, 8), 1);
-    CU_ASSERT_EQUAL(a[0].location.id, 3);
+static void test_peer_mask(void) {
+    CU_ASSERT_EQUAL(ld_device_access_mask(3), 1ull << 3);
+    ld_device_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
+    CU_ASSERT_EQUAL(ld_device_access_mask(3), (1ull << 3) | (1ull << 5));
+    ld_range_t r;
+    char why[160];
+    int dom[2] = {0, 1};
+    ld_device_t d3 = dev0;
+    d3.ordinal = 3;
+    reset_mock();
+    ld_cfg.policy.pool_cap = 0;
+    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &d3, 4 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(access_count, 2);          /* owner and the peer */
+    ld_vmm_destroy(&mock, &r);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    ld_device_reset();
 }
 
 static void test_image_scan(void) {
@@ -330,8 +348,8 @@ static void register_tests(void) {
     CU_add_test(s, "registry: 8 threads", test_registry_threads);
     CU_add_test(s, "vmm: slice layout rounded to granularity", test_vmm_layout);
     CU_add_test(s, "vmm: failures undo everything", test_vmm_undo);
-    CU_add_test(s, "pool: reuse, cap, trim, out-of-memory retry", test_pool);
-    CU_add_test(s, "device: access descriptors", test_peer_descs);
+    CU_add_test(s, "pool: whole ranges reused, cap, trim, out-of-memory retry", test_pool);
+    CU_add_test(s, "device: peer grants reach new ranges", test_peer_mask);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);
 }
 
