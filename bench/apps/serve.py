@@ -168,12 +168,12 @@ def print_sizes(a):
 # ----------------------------------------------------------------------------- model
 
 def import_torch():
+    """torch, imported late so --help and --print-sizes work without it."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError as e:
         fail("PyTorch is not installed (%s); install it (pip install torch) to run the "
              "serving loop (--print-sizes and --help work without it)" % e)
-    import torch
     return torch
 
 
