@@ -394,6 +394,8 @@ def main(argv=None):
         if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
             sys.stderr.write("%s: warning: expandable_segments maps memory with cuMemCreate, "
                              "not cudaMalloc; a size policy will not see the weights\n" % PROG)
+        if dev.index is None:      # torch.cuda.set_device wants an index ("cuda" has none)
+            dev = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(dev)
     elif dev.type != "cpu":
         fail("unsupported --device '%s' (cuda, cuda:N or cpu)" % a.device)

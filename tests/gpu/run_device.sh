@@ -42,9 +42,11 @@ else
 fi
 export OUT_ROOT=$W
 for s in $suites; do
+  mkdir -p "$W/$s"
   OUT=$W/$s step "$s" 300 make --no-print-directory "$s"
 done
 for b in $benches; do
+  mkdir -p "$W/bench-$b"
   case $b in
     alloc)   OUT=$W/bench-alloc step bench-alloc 240 make --no-print-directory bench-alloc ;;
     probe)   OUT=$W/bench-probe step bench-probe 180 make --no-print-directory probe-bench ;;
