@@ -54,7 +54,11 @@ __attribute__((constructor)) static void ldshim_init(void) {
 
 __attribute__((destructor)) static void ldshim_fini(void) {
     if (ld_cfg.report_path[0] && (!in_child || strstr(ld_cfg.report_path, "%p"))) {
-        if (ld_report_write(ld_cfg.report_path) != 0) LD_WARN("cannot write report %s", ld_cfg.report_path);
+        /* A wrapper process (sh, env, timeout) that never touched CUDA must not replace
+         * the report of the program it ran. */
+        int exists = access(ld_cfg.report_path, F_OK) == 0 && !strstr(ld_cfg.report_path, "%p");
+        if ((ld_cuda_used() || !exists) && ld_report_write(ld_cfg.report_path) != 0)
+            LD_WARN("cannot write report %s", ld_cfg.report_path);
     }
     if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(0);
 }

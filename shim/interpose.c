@@ -20,6 +20,7 @@
 #include "shim/log.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
+#include "shim/report.h"
 #include "shim/topology.h"
 
 #include <dlfcn.h>
@@ -54,6 +55,7 @@ static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 static void hooks_init(void);
 static inline const ld_driver_t *drv(void) {
     pthread_once(&hooks_once, hooks_init);
+    ld_note_cuda_use();
     return ld_driver();
 }
 
@@ -294,6 +296,7 @@ RUNTIME_RESOLVER_V(cudaGetDriverEntryPointByVersion_ptsz)
  * ld_dlsym_cu; everything else tail-jumps to the real dlsym, so the real one still sees
  * its true caller (RTLD_NEXT and dlmopen namespaces depend on the return address). */
 __attribute__((used, visibility("hidden"))) void *ld_dlsym_cu(void *handle, const char *name) {
+    ld_note_cuda_use();
     return substitute(ld_real_dlsym(handle, name), 0);
 }
 void ld_dlsym_init(void);

@@ -16,6 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+static int cuda_used;
+
+void ld_note_cuda_use(void) {
+    if (!__atomic_load_n(&cuda_used, __ATOMIC_RELAXED)) __atomic_store_n(&cuda_used, 1, __ATOMIC_RELAXED);
+}
+int ld_cuda_used(void) { return __atomic_load_n(&cuda_used, __ATOMIC_RELAXED); }
+
 typedef struct { char *p; size_t n, cap; int oom; } buf_t;
 
 static void put(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

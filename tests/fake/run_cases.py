@@ -42,8 +42,9 @@ class Result:
 
 class Case:
     def __init__(self, name, prog, args, policy=None, env=None, shim=True, expect=None, rc=0,
-                 checks=(), zero_counts=True, quiet=False, timeout=120):
+                 checks=(), zero_counts=True, quiet=False, timeout=120, wrap=()):
         self.name, self.prog, self.args = name, prog, [str(a) for a in args]
+        self.wrap = list(wrap)      # argv run in front of the program (e.g. a shell), shim loaded in both
         self.policy, self.env, self.shim = policy, dict(env or {}), shim
         self.expect, self.rc, self.checks = dict(expect or {}), rc, list(checks)
         self.zero_counts, self.quiet, self.timeout = zero_counts, quiet, timeout
@@ -74,7 +75,7 @@ class Runner:
                     env.pop(k, None)
                 else:
                     env[k] = str(v)
-            argv = [os.path.join(self.fake, case.prog)] + case.args
+            argv = case.wrap + [os.path.join(self.fake, case.prog)] + case.args
             try:
                 p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    timeout=case.timeout)
@@ -454,6 +455,12 @@ def cases(a):
 
     # k. the report.
     C.append(Case("k/report", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
+                  checks=[report_check(check_reuse_report)]))
+
+    # A wrapper that never touches CUDA (here a shell that outlives the program) must not
+    # replace the program's report with an empty one.
+    C.append(Case("k/report/wrapper", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
+                  wrap=["/bin/sh", "-c", '"$0" "$@"; status=$?; exit $status'],
                   checks=[report_check(check_reuse_report)]))
 
     for prog, args, api in (("t_driver", ["alloc", "link", "8MiB"], "driver"),

@@ -13,9 +13,10 @@ ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 for st in stock memory full mismatch; do
   rep=$log/report-$st.json
-  LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$st \
+  rm -f "$rep"
+  timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$st \
     LDSHIM_LOG=debug LDSHIM_REPORT=$rep LDMOE_LIB=$PWD/build/libldmoe.so PYTHONUNBUFFERED=1 \
-    timeout 300 python3 bench/apps/serve.py --backend ldmoe --layout split --layers 1 --steps 8 --check \
+    python3 bench/apps/serve.py --backend ldmoe --layout split --layers 1 --steps 8 --check \
     > "$log/$st.out" 2> "$log/$st.err"
   rc=$?
   [ $rc = 0 ] && ok "$st/exit" || { bad "$st/exit" "rc=$rc: $(tail -3 "$log/$st.err" | tr '\n' ' ')"; continue; }
