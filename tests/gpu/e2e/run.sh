@@ -25,12 +25,14 @@ import json, sys
 rep, st, err = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
 r = json.load(open(rep))
 rules = {x["name"]: x for x in r["rules"]}
-assert r["live"]["ranges"] == 0, r["live"]
+tagged = sum(x["allocations"] for x in rules.values())
+# PyTorch's caching allocator never frees its segments at exit: the weights are still the
+# program's when the report is written, so every tagged range is live, and nothing else.
+assert r["live"]["ranges"] == tagged, (r["live"], tagged)
 if st == "stock":
     assert r["state"] == "stock" and all(x["allocations"] == 0 for x in rules.values()), r
     assert "published" not in err
 else:
-    tagged = sum(x["allocations"] for x in rules.values())
     assert tagged >= 3, f"only {tagged} tagged allocations"
     assert not r["fallbacks"], r["fallbacks"]
     assert "into library" in err or "into module" in err, "map not published into libldmoe"
