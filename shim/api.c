@@ -4,6 +4,7 @@
 #include "shim/backend.h"
 #include "shim/config.h"
 #include "shim/device.h"
+#include "shim/driver.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/report.h"
@@ -62,6 +63,11 @@ EXPORT int ldshim_write_report(const char *path) {
 }
 
 EXPORT uint64_t ldshim_pool_trim(void) { return ld_pool_trim(ld_driver(), -1); }
+
+EXPORT void *ldshim_real_driver_entry(const char *name) {
+    const ld_driver_t *d = ld_driver();
+    return d && name ? ld_real_dlsym(d->handle, name) : NULL;
+}
 
 EXPORT const char *ldshim_version(void) {
     static char buf[96];

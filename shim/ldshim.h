@@ -58,6 +58,11 @@ int ldshim_write_report(const char *path);
  * automatically when an allocation runs out of memory, and at exit. */
 uint64_t ldshim_pool_trim(void);
 
+/* libcuda's own entry point `name` (an exact ABI name such as "cuMemAlloc_v2"), bypassing
+ * the shim; NULL when the driver or the name is absent. For benchmarks that compare the
+ * shim's path with the driver's in one process, and for debugging. */
+void *ldshim_real_driver_entry(const char *name);
+
 /* "0.1.0 (state full, backend emulated)" — static storage, never NULL. */
 const char *ldshim_version(void);
 

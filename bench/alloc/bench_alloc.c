@@ -8,6 +8,10 @@
  *             release, free VA) with 1 handle, and with 2 handles of half size as the shim makes
  *   tagged    cudaMalloc+cudaFree under the shim, policy tags the size, pool = 0 (cold cycle)
  *   pool      same with the pool on: after one warm-up cycle every cudaMalloc is a pool hit
+ *   inproc    untagged cuMemAlloc_v2+cuMemFree_v2 in ONE process under the shim: libcuda's own
+ *             entry points (ldshim_real_driver_entry) against the shim's, in alternating
+ *             batches, so process-to-process noise cancels; rows real, shim and the median of
+ *             the paired differences (shim batch minus the real batch beside it)
  * Each measured row is one tab-separated line on stdout:
  *   row <mode> <variant> <bytes> <n> <p50_us> <p90_us> <note>
  * Times are host wall-clock (CLOCK_MONOTONIC) around the API calls; cudaFree synchronizes.
@@ -76,7 +80,7 @@ static void emit(const char *mode, const char *variant, uint64_t bytes, double *
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: bench_alloc --mode info|untagged|malloc|vmm|tagged|pool [--iters N] [--sizes LIST]\n"
+        "usage: bench_alloc --mode info|untagged|malloc|vmm|tagged|pool|inproc [--iters N] [--sizes LIST]\n"
         "Allocation micro-benchmark for libldshim; bench/alloc/run.sh runs every mode and\n"
         "writes the table. Rows on stdout: row MODE VARIANT BYTES N P50_US P90_US NOTE.\n"
         "  --iters N     measured iterations per size after %d warm-up ones (default 50;\n"
@@ -228,6 +232,54 @@ static void bench_pool(uint64_t size, int iters, pinfo_fn pinfo, stats_fn stats)
     free(tc);
 }
 
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef void *(*real_fn)(const char *);
+
+/* Median time of one alloc+free pair over a batch of `b`. */
+static double batch_us(alloc_fn a, free_fn f, uint64_t size, int b) {
+    double *t = malloc((size_t)b * sizeof *t);
+    if (!t) exit(2);
+    for (int i = 0; i < b; i++) {
+        CUdeviceptr p;
+        double t0 = now_us();
+        CKD(a(&p, size));
+        CKD(f(p));
+        t[i] = now_us() - t0;
+    }
+    double m = percentile(t, b, 0.5);
+    free(t);
+    return m;
+}
+
+static void bench_inproc(uint64_t size, int rounds, real_fn real) {
+    alloc_fn ra = (alloc_fn)real("cuMemAlloc_v2"), sa = (alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    free_fn rf = (free_fn)real("cuMemFree_v2"), sf = (free_fn)dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+    if (!ra || !rf || !sa || !sf || ra == sa) {
+        fprintf(stderr, "bench_alloc: inproc: cannot resolve both the driver's and the shim's entry points\n");
+        exit(2);
+    }
+    enum { kBatch = 25 };
+    double *r = malloc((size_t)rounds * sizeof *r), *s = malloc((size_t)rounds * sizeof *s),
+           *d = malloc((size_t)rounds * sizeof *d);
+    if (!r || !s || !d) exit(2);
+    batch_us(ra, rf, size, kBatch);      /* warm both paths */
+    batch_us(sa, sf, size, kBatch);
+    for (int k = 0; k < rounds; k++) {   /* ABBA: cancels drift inside the process */
+        if (k % 2 == 0) { r[k] = batch_us(ra, rf, size, kBatch); s[k] = batch_us(sa, sf, size, kBatch); }
+        else { s[k] = batch_us(sa, sf, size, kBatch); r[k] = batch_us(ra, rf, size, kBatch); }
+        d[k] = s[k] - r[k];
+    }
+    emit("inproc", "real", size, r, rounds, "driver entry, batch medians");
+    emit("inproc", "shim", size, s, rounds, "shim entry, batch medians");
+    double *dd = malloc((size_t)rounds * sizeof *dd);
+    if (!dd) exit(2);
+    memcpy(dd, d, (size_t)rounds * sizeof *d);
+    double p50 = percentile(dd, rounds, 0.5), p10 = percentile(dd, rounds, 0.1), p90 = percentile(dd, rounds, 0.9);
+    printf("row\tinproc\tadded\t%" PRIu64 "\t%d\t%.2f\t%.2f\tpaired shim-real; p10 %.2f\n", size, rounds, p50, p90, p10);
+    free(r); free(s); free(d); free(dd);
+}
+
 int main(int argc, char **argv) {
     const char *mode = NULL;
     int iters = 0, nsizes = 0;
@@ -247,15 +299,15 @@ int main(int argc, char **argv) {
             }
         } else { fprintf(stderr, "bench_alloc: unknown or incomplete argument '%s' (try --help)\n", a); return 2; }
     }
-    static const char *const modes[] = {"info", "untagged", "malloc", "vmm", "tagged", "pool"};
+    static const char *const modes[] = {"info", "untagged", "malloc", "vmm", "tagged", "pool", "inproc"};
     int known = 0;
     for (size_t k = 0; mode && k < sizeof modes / sizeof *modes; k++) known |= !strcmp(mode, modes[k]);
-    if (!known) { fprintf(stderr, "bench_alloc: --mode is required: info|untagged|malloc|vmm|tagged|pool\n"); return 2; }
+    if (!known) { fprintf(stderr, "bench_alloc: --mode is required: info|untagged|malloc|vmm|tagged|pool|inproc\n"); return 2; }
 
     pinfo_fn pinfo = (pinfo_fn)dlsym(RTLD_DEFAULT, "ldshim_pointer_info");
     stats_fn stats = (stats_fn)dlsym(RTLD_DEFAULT, "ldshim_get_stats");
     version_fn version = (version_fn)dlsym(RTLD_DEFAULT, "ldshim_version");
-    int need_shim = !strcmp(mode, "tagged") || !strcmp(mode, "pool");
+    int need_shim = !strcmp(mode, "tagged") || !strcmp(mode, "pool") || !strcmp(mode, "inproc");
     if (need_shim && (!pinfo || !stats)) {
         fprintf(stderr, "bench_alloc: --mode %s needs libldshim.so preloaded (LD_PRELOAD)\n", mode);
         return 2;
@@ -285,7 +337,7 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    int untagged = !strcmp(mode, "untagged");
+    int untagged = !strcmp(mode, "untagged") || !strcmp(mode, "inproc");
     if (nsizes == 0) {
         const uint64_t *d = untagged ? kUntaggedSizes : kTaggedSizes;
         nsizes = untagged ? 3 : 5;
@@ -296,7 +348,11 @@ int main(int argc, char **argv) {
         size_name(sizes[s], name, sizeof name);
         int n = iters ? iters : untagged ? (sizes[s] >= 64 * MiB ? 300 : 1000) : 50;
         fprintf(stderr, "bench_alloc: %s %s x %d\n", mode, name, n);
-        if (untagged) bench_malloc("untagged", sizes[s], n, pinfo, 0);
+        if (!strcmp(mode, "inproc")) {
+            real_fn real = (real_fn)dlsym(RTLD_DEFAULT, "ldshim_real_driver_entry");
+            if (!real) { fprintf(stderr, "bench_alloc: inproc needs ldshim_real_driver_entry\n"); return 2; }
+            bench_inproc(sizes[s], iters ? iters : 200, real);
+        } else if (untagged) bench_malloc("untagged", sizes[s], n, pinfo, 0);
         else if (!strcmp(mode, "malloc")) bench_malloc("malloc", sizes[s], n, NULL, -1);
         else if (!strcmp(mode, "tagged")) bench_malloc("tagged", sizes[s], n, pinfo, 1);
         else if (!strcmp(mode, "pool")) bench_pool(sizes[s], n, pinfo, stats);
