@@ -253,6 +253,7 @@ static double batch_us(alloc_fn a, free_fn f, uint64_t size, int b) {
 }
 
 static void bench_inproc(uint64_t size, int rounds, real_fn real) {
+    if (rounds < 1 || rounds > 100000) rounds = 200;
     alloc_fn ra = (alloc_fn)real("cuMemAlloc_v2"), sa = (alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
     free_fn rf = (free_fn)real("cuMemFree_v2"), sf = (free_fn)dlsym(RTLD_DEFAULT, "cuMemFree_v2");
     if (!ra || !rf || !sa || !sf || ra == sa) {
@@ -274,7 +275,7 @@ static void bench_inproc(uint64_t size, int rounds, real_fn real) {
     emit("inproc", "shim", size, s, rounds, "shim entry, batch medians");
     double *dd = malloc((size_t)rounds * sizeof *dd);
     if (!dd) exit(2);
-    memcpy(dd, d, (size_t)rounds * sizeof *d);
+    for (int k = 0; k < rounds; k++) dd[k] = d[k];
     double p50 = percentile(dd, rounds, 0.5), p10 = percentile(dd, rounds, 0.1), p90 = percentile(dd, rounds, 0.9);
     printf("row\tinproc\tadded\t%" PRIu64 "\t%d\t%.2f\t%.2f\tpaired shim-real; p10 %.2f\n", size, rounds, p50, p90, p10);
     free(r); free(s); free(d); free(dd);
