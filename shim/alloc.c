@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* --- counters ------------------------------------------------------------------------ */
@@ -134,9 +135,20 @@ CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
         note_fallback(ri, "registry insert failed (out of host memory)");
         return real_alloc(d, dptr, size);
     }
+    /* A peer enabled between the range's access grant and its registration missed the
+     * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
+    unsigned long long want = ld_device_access_mask(dev);
+    if (want & ~r.access_mask) {
+        for (int a = 0; a < LD_MAX_DEVICES; a++) {
+            if (!(want & ~r.access_mask & (1ull << a))) continue;
+            CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, a}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+            d->cuMemSetAccess(r.base, r.reserved, &acc, 1);
+        }
+    }
     atomic_fetch_add(&rc->allocations, 1);
     atomic_fetch_add(&rc->bytes, size);
-    for (int i = 0; i < nslices; i++) atomic_fetch_add(&rc->bytes_per_domain[dom[i]], r.slice);
+    for (int i = 0; i < nslices; i++)
+        if (dom[i] >= 0 && dom[i] < LD_MAX_SLICES) atomic_fetch_add(&rc->bytes_per_domain[dom[i]], r.slice);
     atomic_fetch_add(&n_tagged, 1);
     LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
              (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
@@ -170,6 +182,43 @@ CUresult ld_free(CUdeviceptr p) {
     }
     atomic_fetch_add(&n_tagged_free, 1);
     return CUDA_SUCCESS;
+}
+
+typedef struct { CUcontext ctx; int dev; CUcontext primary; } forget_key_t;
+
+static int belongs(const ld_range_t *r, void *arg) {
+    const forget_key_t *k = arg;
+    if (k->ctx) return r->ctx == k->ctx;
+    return r->device == k->dev && (!k->primary || r->ctx == k->primary);
+}
+
+void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
+    forget_key_t k = {ctx, dev, NULL};
+    CUcontext pushed = NULL, x;
+    if (!ctx) {
+        /* The primary context of dev, if active: only its ranges go (a context created with
+         * cuCtxCreate on the same device keeps its own). */
+        unsigned flags;
+        int active = 0;
+        if (d->cuDevicePrimaryCtxGetState && d->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+            active && d->cuDevicePrimaryCtxRetain(&k.primary, dev) == CUDA_SUCCESS)
+            d->cuDevicePrimaryCtxRelease_v2(dev);
+        pushed = k.primary;
+    } else {
+        pushed = ctx;
+    }
+    ld_range_t *v;
+    size_t n = ld_registry_take_if(belongs, &k, &v);
+    if (n && pushed && d->cuCtxPushCurrent_v2(pushed) == CUDA_SUCCESS) {
+        d->cuCtxSynchronize();
+        for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
+        d->cuCtxPopCurrent_v2(&x);
+    } else {
+        for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
+    }
+    free(v);
+    if (dev >= 0) ld_pool_trim(d, dev);
+    if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
 
 /* --- report accessors ------------------------------------------------------------------ */

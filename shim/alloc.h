@@ -16,6 +16,11 @@ CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api);
  * pointer of a shim range gives CUDA_ERROR_INVALID_VALUE; anything else goes to the driver. */
 CUresult ld_free(CUdeviceptr p);
 
+/* The program is destroying `ctx` (or, with ctx NULL, resetting device `dev`'s primary
+ * context): synchronize, tear down the shim ranges that belong to it and what the pool
+ * keeps for that device. */
+void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev);
+
 /* Per-rule counters for the report. */
 typedef struct {
     uint64_t matched, allocations, bytes, fallbacks, ipc_refused, passed;

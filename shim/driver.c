@@ -1,12 +1,18 @@
 /* driver.c — resolve the real libcuda lazily, without ever linking against it.
  *
  * The shim interposes dlsym, so the real one is found with dlvsym (which we do not
- * interpose). Nothing here calls cuInit: loading the library initializes nothing. */
+ * interpose). Nothing here calls cuInit: loading the library initializes nothing.
+ *
+ * NOTES: no pthread_once here. dlopen/dlsym/dlvsym take the dynamic loader's lock; a
+ * thread inside dlopen (holding that lock) may run a constructor that reaches the shim.
+ * Were the first initialization a "once" that another thread is running (and blocked on
+ * the loader lock), both would wait forever. So every initialization below is idempotent:
+ * a thread that finds nothing published does the work itself and publishes with an atomic
+ * compare-and-swap; a loser discards its copy. */
 #include "shim/driver.h"
 #include "shim/log.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,56 +20,84 @@
 typedef void *(*dlsym_fn)(void *, const char *);
 /* Read by the dlsym trampoline in interpose.c, hence not static. */
 dlsym_fn ld_real_dlsym_ptr;
-static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 
 /* Sanitizers call dlsym while they start, before their own state exists: nothing on the
  * dlsym path may be instrumented. */
 #define LD_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
-LD_NO_SANITIZE static void find_real_dlsym(void) {
+LD_NO_SANITIZE void ld_dlsym_init(void) {
+    if (__atomic_load_n(&ld_real_dlsym_ptr, __ATOMIC_ACQUIRE)) return;
     /* glibc >= 2.34 versions dlsym GLIBC_2.34; older x86-64 GLIBC_2.2.5, aarch64 GLIBC_2.17. */
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
-    for (size_t i = 0; i < sizeof versions / sizeof *versions && !ld_real_dlsym_ptr; i++)
-        ld_real_dlsym_ptr = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    dlsym_fn f = NULL;
+    for (size_t i = 0; i < sizeof versions / sizeof *versions && !f; i++)
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    if (f) __atomic_store_n(&ld_real_dlsym_ptr, f, __ATOMIC_RELEASE);
 }
-
-LD_NO_SANITIZE void ld_dlsym_init(void) { pthread_once(&dlsym_once, find_real_dlsym); }
 
 LD_NO_SANITIZE void *ld_real_dlsym(void *handle, const char *name) {
-    pthread_once(&dlsym_once, find_real_dlsym);
-    return ld_real_dlsym_ptr ? ld_real_dlsym_ptr(handle, name) : NULL;
+    dlsym_fn f = __atomic_load_n(&ld_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    if (!f) {
+        ld_dlsym_init();
+        f = __atomic_load_n(&ld_real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    }
+    return f ? f(handle, name) : NULL;
 }
 
-static ld_driver_t drv;
-static const ld_driver_t *drv_ok;
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static void *lib_handle;            /* libcuda, once some thread opened it            */
+static ld_driver_t *table;          /* published complete table                       */
+static int table_failed;            /* 1: libcuda absent or incomplete: pass through  */
 
-static void load_driver(void) {
+void *ld_driver_handle(void) {
+    void *h = __atomic_load_n(&lib_handle, __ATOMIC_ACQUIRE);
+    if (h) return h;
     const char *path = getenv("LDSHIM_LIBCUDA");
     if (!path || !*path) path = "libcuda.so.1";
     /* Prefer the copy the program already loaded; never change its symbol scope. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!h) h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        LD_INFO("cannot load %s (%s); the shim passes everything through", path, dlerror());
-        return;
+    if (!h) return NULL;
+    void *expect = NULL;
+    if (!__atomic_compare_exchange_n(&lib_handle, &expect, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        dlclose(h);                 /* another thread published the same library */
+        h = expect;
     }
-    drv.handle = h;
+    return h;
+}
+
+const ld_driver_t *ld_driver(void) {
+    ld_driver_t *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (t) return t;
+    if (__atomic_load_n(&table_failed, __ATOMIC_ACQUIRE)) return NULL;
+    void *h = ld_driver_handle();
+    if (!h) {
+        LD_INFO("cannot load libcuda (%s); the shim passes everything through", dlerror());
+        __atomic_store_n(&table_failed, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    ld_driver_t *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->handle = h;
     int missing = 0;
 #define LD_LOAD_REQUIRED(name, args) \
-    if (!(*(void **)&drv.name = ld_real_dlsym(h, #name))) { \
-        LD_INFO("%s lacks %s; the shim passes everything through", path, #name); missing = 1; }
-#define LD_LOAD_OPTIONAL(name, args) *(void **)&drv.name = ld_real_dlsym(h, #name);
+    if (!(*(void **)&n->name = ld_real_dlsym(h, #name))) { \
+        LD_INFO("libcuda lacks %s; tagged allocations pass through", #name); missing = 1; }
+#define LD_LOAD_OPTIONAL(name, args) *(void **)&n->name = ld_real_dlsym(h, #name);
     LD_DRIVER_REQUIRED(LD_LOAD_REQUIRED)
     LD_DRIVER_OPTIONAL(LD_LOAD_OPTIONAL)
 #undef LD_LOAD_REQUIRED
 #undef LD_LOAD_OPTIONAL
-    if (!missing) drv_ok = &drv;
-}
-
-const ld_driver_t *ld_driver(void) {
-    pthread_once(&drv_once, load_driver);
-    return drv_ok;
+    if (missing) {
+        free(n);
+        __atomic_store_n(&table_failed, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    ld_driver_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&table, &expect, n, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        free(n);                    /* lost the race: use the published one */
+        return expect;
+    }
+    return n;
 }
 
 const char *ld_cu_errname(CUresult r) {

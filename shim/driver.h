@@ -5,8 +5,8 @@
  * entry below with the real dlsym. The shim's own driver calls go through this table, so
  * they never re-enter the shim's wrappers.
  *
- * Thread-safety: ld_driver() is safe from any thread (pthread_once); the table is
- * immutable afterwards. Entries the driver lacks are NULL; callers check the ones that may
+ * Thread-safety: ld_driver() is safe from any thread and never blocks on another thread
+ * (idempotent initialization, see driver.c); the table is immutable once published. Entries the driver lacks are NULL; callers check the ones that may
  * be absent on old drivers (marked "optional"). Fork: the table stays valid in a child.
  */
 #ifndef LDSHIM_DRIVER_H
@@ -78,7 +78,9 @@
     X(cuEventRecord, (CUevent, CUstream)) \
     X(cuEventSynchronize, (CUevent)) \
     X(cuEventElapsedTime_v2, (float *, CUevent, CUevent)) \
-    X(cuEventDestroy_v2, (CUevent))
+    X(cuEventDestroy_v2, (CUevent)) \
+    X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *)) \
+    X(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))
 
 typedef struct ld_driver {
 #define LD_DRIVER_FIELD(name, args) CUresult (*name) args;
@@ -91,6 +93,10 @@ typedef struct ld_driver {
 /* The real driver, or NULL when libcuda cannot be loaded or lacks a required entry (the
  * reason is logged once at info level). Never initializes CUDA (no cuInit). */
 const ld_driver_t *ld_driver(void);
+
+/* The dlopen handle of libcuda even when it lacks a required entry (the exported
+ * wrappers forward through it), or NULL when it cannot be loaded. */
+void *ld_driver_handle(void);
 
 /* The real dlsym (the shim interposes dlsym). Safe before ld_driver(). */
 void *ld_real_dlsym(void *handle, const char *name);

@@ -2,9 +2,8 @@
  *
  * The constructor reads the environment and the policy and nothing else: no CUDA call
  * (a CUDA context must not exist before a fork-based program forks). The destructor
- * writes the report. Released physical memory the pool holds is returned from an atexit
- * handler registered when the driver is first used, so it runs while the driver is still
- * alive. */
+ * writes the report. Freed ranges the pool keeps are released by an atexit handler that
+ * pool.c registers when it first keeps one, so it runs while the driver is still alive. */
 #include "shim/alloc.h"
 #include "shim/backend.h"
 #include "shim/config.h"
@@ -21,8 +20,6 @@
 #include <unistd.h>
 
 static int in_child;
-
-static void pool_at_exit(void) { ld_pool_trim(ld_driver(), -1); }
 
 static void before_fork(void) {
     ld_pool_lock_for_fork();
@@ -49,7 +46,6 @@ __attribute__((constructor)) static void ldshim_init(void) {
     int rc = ld_config_init();
     if (rc) _exit(rc);       /* strict = on with a bad policy: refuse before main() */
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);
-    if (ld_active()) atexit(pool_at_exit);
 }
 
 __attribute__((destructor)) static void ldshim_fini(void) {

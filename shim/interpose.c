@@ -2,14 +2,19 @@
  *
  *   exported cu* symbols        programs linked with -lcuda (driver API)
  *   dlsym                       dlopen("libcuda.so.1") + dlsym (static cudart does this)
- *   cuGetProcAddress[_v2]       how cudart (>= 11.3, static or dynamic) resolves everything
- *   cudaGetDriverEntryPoint*    programs asking the dynamic runtime for driver entries
+ *   cuGetProcAddress[_v2]       how cudart (>= 11.3, static or dynamic) resolves everything;
+ *                               cudaGetDriverEntryPoint* answers through cudart's own pointer
+ *                               to it, which cudart got through dlsym, so it needs no hook
  *
  * Each resolver calls the real one first and substitutes a wrapper only when the pointer
  * it got is provably the exact ABI variant the wrapper implements: the same address as
  * libcuda's exported symbol of that name, or (dladdr) a symbol of that exact name inside
  * libcuda. Anything else passes through untouched. In the stock state nothing is
  * substituted, so the program talks to the real driver directly.
+ *
+ * NOTES: the resolvers never dlopen anything (a "cu" name outside libcuda, say cuserid,
+ * costs one dladdr and loads nothing) and nothing here waits on another thread's
+ * initialization (see driver.c): a constructor running inside dlopen may reach us.
  *
  * Entries reached through cuGetProcAddress are tagged api=runtime, exported symbols and
  * dlsym api=driver (policy `api`). */
@@ -24,7 +29,7 @@
 #include "shim/topology.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -33,10 +38,13 @@
 
 enum {
     H_cuMemAlloc_v2, H_cuMemFree_v2, H_cuMemGetAddressRange_v2, H_cuIpcGetMemHandle,
+    H_cuMemCreate, H_cuMemAllocAsync, H_cuMemAllocAsync_ptsz, H_cuMemAllocFromPoolAsync,
+    H_cuMemAllocFromPoolAsync_ptsz, H_cuMemAllocManaged, H_cuMemAllocPitch_v2,
     H_cuCtxEnablePeerAccess, H_cuDevicePrimaryCtxRetain, H_cuCtxCreate_v2, H_cuCtxCreate_v3,
-    H_cuCtxCreate_v4, H_cuModuleLoad, H_cuModuleLoadData, H_cuModuleLoadDataEx,
-    H_cuModuleLoadFatBinary, H_cuModuleUnload, H_cuLibraryLoadData, H_cuLibraryLoadFromFile,
-    H_cuLibraryUnload, H_cuGetProcAddress, H_cuGetProcAddress_v2, H_COUNT
+    H_cuCtxCreate_v4, H_cuCtxDestroy_v2, H_cuDevicePrimaryCtxReset_v2, H_cuModuleLoad,
+    H_cuModuleLoadData, H_cuModuleLoadDataEx, H_cuModuleLoadFatBinary, H_cuModuleUnload,
+    H_cuLibraryLoadData, H_cuLibraryLoadFromFile, H_cuLibraryUnload, H_cuGetProcAddress,
+    H_cuGetProcAddress_v2, H_COUNT
 };
 
 typedef struct {
@@ -46,54 +54,65 @@ typedef struct {
     void *real;          /* libcuda's own address, NULL if this driver lacks it  */
 } hook_t;
 
-static hook_t hooks[H_COUNT];
-static void *libcuda_base;
-static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+static hook_t hooks[H_COUNT];      /* names and wrappers: defined by the table at the end */
 
-#define REAL(name, type) ((type)hooks[H_##name].real)
+/* libcuda's own entry for hook i, looked up once (idempotently) through its handle. */
+static void *real_of(int i) {
+    void *p = __atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    void *h = ld_driver_handle();
+    if (!h || !(p = ld_real_dlsym(h, hooks[i].name))) return NULL;
+    __atomic_store_n(&hooks[i].real, p, __ATOMIC_RELEASE);
+    return p;
+}
 
-static void hooks_init(void);
+#define REAL(name, type) ((type)real_of(H_##name))
+#define HAVE(name) (real_of(H_##name) != NULL)
+
+/* The driver table for the shim's own calls. NULL when libcuda lacks something the shim
+ * needs: then wrappers only forward (REAL) and nothing is localized or published. */
 static inline const ld_driver_t *drv(void) {
-    pthread_once(&hooks_once, hooks_init);
     ld_note_cuda_use();
-    return ld_driver();
+    return ld_active() ? ld_driver() : NULL;
 }
 
 /* --- allocation ------------------------------------------------------------------------- */
 
+typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
+typedef CUresult (*free_t)(CUdeviceptr);
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    if (!drv()) return CUDA_ERROR_NOT_INITIALIZED;
-    return ld_alloc(dptr, bytes, LD_API_DRIVER);
+    if (drv()) return ld_alloc(dptr, bytes, LD_API_DRIVER);
+    return HAVE(cuMemAlloc_v2) ? REAL(cuMemAlloc_v2, alloc_t)(dptr, bytes) : CUDA_ERROR_NOT_INITIALIZED;
 }
 static CUresult rt_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    if (!drv()) return CUDA_ERROR_NOT_INITIALIZED;
-    return ld_alloc(dptr, bytes, LD_API_RUNTIME);
+    if (drv()) return ld_alloc(dptr, bytes, LD_API_RUNTIME);
+    return HAVE(cuMemAlloc_v2) ? REAL(cuMemAlloc_v2, alloc_t)(dptr, bytes) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-    if (!drv()) return CUDA_ERROR_NOT_INITIALIZED;
-    return ld_free(p);
+    if (drv()) return ld_free(p);
+    return HAVE(cuMemFree_v2) ? REAL(cuMemFree_v2, free_t)(p) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr p) {
-    const ld_driver_t *d = drv();
-    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
-    ld_range_t r;
-    if (ld_registry_find(p, &r) == 0) {
-        /* The driver would answer only the one slice mapping holding p. */
-        if (pbase) *pbase = r.base;
-        if (psize) *psize = r.size;
-        return CUDA_SUCCESS;
+    if (drv()) {
+        ld_range_t r;
+        if (ld_registry_find(p, &r) == 0) {
+            /* The driver would answer only the one slice mapping holding p. */
+            if (pbase) *pbase = r.base;
+            if (psize) *psize = r.size;
+            return CUDA_SUCCESS;
+        }
+        if (ld_pool_contains(p)) return CUDA_ERROR_NOT_FOUND;   /* freed by the program, kept by the pool */
     }
-    if (ld_pool_contains(p)) return CUDA_ERROR_NOT_FOUND;   /* freed by the program, kept by the pool */
-    return d->cuMemGetAddressRange_v2(pbase, psize, p);
+    if (!HAVE(cuMemGetAddressRange_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuMemGetAddressRange_v2, CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr))(pbase, psize, p);
 }
 
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuIpcGetMemHandle].real) return CUDA_ERROR_NOT_INITIALIZED;
     ld_range_t r;
-    if (ld_registry_find(p, &r) == 0) {
+    if (drv() && ld_registry_find(p, &r) == 0) {
         ld_rule_note_ipc_refused(r.rule);
         const char *rule = r.rule >= 0 && r.rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[r.rule].name : "?";
         LD_WARN("cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
@@ -101,16 +120,63 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
                 (unsigned long long)p, rule, r.size);
         return CUDA_ERROR_INVALID_VALUE;      /* what the driver itself answers for VMM memory */
     }
+    if (!HAVE(cuIpcGetMemHandle)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle *, CUdeviceptr))(h, p);
+}
+
+/* Allocations the shim does not place: on out-of-memory, give back what the pool keeps and
+ * retry once, so kept ranges never cost the program memory it asks for elsewhere. */
+#define TRIM_RETRY(call)                                                                      \
+    do {                                                                                      \
+        CUresult r_ = (call);                                                                 \
+        const ld_driver_t *d_;                                                                \
+        if (r_ == CUDA_ERROR_OUT_OF_MEMORY && (d_ = drv()) && ld_pool_trim(d_, -1)) r_ = (call); \
+        return r_;                                                                            \
+    } while (0)
+
+typedef CUresult (*create_t)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+typedef CUresult (*async_t)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*managed_t)(CUdeviceptr *, size_t, unsigned int);
+typedef CUresult (*pitch_t)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+typedef CUresult (*frompool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p,
+                            unsigned long long f) {
+    if (!HAVE(cuMemCreate)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemCreate, create_t)(h, n, p, f));
+}
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s) {
+    if (!HAVE(cuMemAllocAsync)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocAsync, async_t)(dp, n, s));
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s) {
+    if (!HAVE(cuMemAllocAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocAsync_ptsz, async_t)(dp, n, s));
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
+    if (!HAVE(cuMemAllocFromPoolAsync)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocFromPoolAsync, frompool_t)(dp, n, pool, s));
+}
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
+    if (!HAVE(cuMemAllocFromPoolAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocFromPoolAsync_ptsz, frompool_t)(dp, n, pool, s));
+}
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
+    if (!HAVE(cuMemAllocManaged)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocManaged, managed_t)(dp, n, flags));
+}
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h, unsigned int esz) {
+    if (!HAVE(cuMemAllocPitch_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    TRIM_RETRY(REAL(cuMemAllocPitch_v2, pitch_t)(dp, pitch, w, h, esz));
 }
 
 /* cuCtxEnablePeerAccess lets the *current* context read `peer`'s memory: extend the
  * access of the shim's ranges on peer's device to the current device. */
 EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuCtxEnablePeerAccess].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuCtxEnablePeerAccess)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuCtxEnablePeerAccess, CUresult (*)(CUcontext, unsigned))(peer, flags);
-    if (r != CUDA_SUCCESS || !ld_active()) return r;
+    const ld_driver_t *d = drv();
+    if (r != CUDA_SUCCESS || !d) return r;
     CUdevice me, owner;
     if (d->cuCtxGetDevice(&me) != CUDA_SUCCESS) return r;
     if (d->cuCtxPushCurrent_v2(peer) != CUDA_SUCCESS) return r;
@@ -121,28 +187,29 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     return r;
 }
 
-/* --- context creation: the probe ------------------------------------------------------- */
+/* --- context life: the probe, and forgetting what a destroyed context owned -------------- */
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-    const ld_driver_t *d = drv();
-    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = d->cuDevicePrimaryCtxRetain(pctx, dev);
-    if (r == CUDA_SUCCESS && pctx) ld_topology_on_context(d, dev, *pctx, 0);
+    if (!HAVE(cuDevicePrimaryCtxRetain)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext *, CUdevice))(pctx, dev);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && pctx && (d = drv())) ld_topology_on_context(d, dev, *pctx, 0);
     return r;
 }
 
 #define CTX_CREATED(r, pctx, dev) \
-    do { if ((r) == CUDA_SUCCESS && (pctx)) ld_topology_on_context(ld_driver(), (dev), *(pctx), 1); } while (0)
+    do { const ld_driver_t *d_; \
+         if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1); } while (0)
 
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-    if (!drv() || !hooks[H_cuCtxCreate_v2].real) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!HAVE(cuCtxCreate_v2)) return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = REAL(cuCtxCreate_v2, CUresult (*)(CUcontext *, unsigned, CUdevice))(pctx, flags, dev);
     CTX_CREATED(r, pctx, dev);
     return r;
 }
 
 EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags, CUdevice dev) {
-    if (!drv() || !hooks[H_cuCtxCreate_v3].real) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!HAVE(cuCtxCreate_v3)) return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = REAL(cuCtxCreate_v3, CUresult (*)(CUcontext *, CUexecAffinityParam *, int, unsigned, CUdevice))(
         pctx, params, n, flags, dev);
     CTX_CREATED(r, pctx, dev);
@@ -150,53 +217,77 @@ EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int
 }
 
 EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
-    if (!drv() || !hooks[H_cuCtxCreate_v4].real) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!HAVE(cuCtxCreate_v4)) return CUDA_ERROR_NOT_SUPPORTED;
     CUresult r = REAL(cuCtxCreate_v4, CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice))(
         pctx, params, flags, dev);
     CTX_CREATED(r, pctx, dev);
     return r;
 }
 
+/* A destroyed or reset context takes the program's allocations with it: tear down the
+ * shim's ranges that belonged to it (and what the pool keeps for its device) while the
+ * context still exists, so nothing leaks and no stale range shadows a later address. */
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    const ld_driver_t *d = drv();
+    if (d && ctx) {
+        CUdevice dev = -1;
+        if (d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+            d->cuCtxGetDevice(&dev);
+            CUcontext x;
+            d->cuCtxPopCurrent_v2(&x);
+        }
+        ld_alloc_forget_context(d, ctx, dev);
+    }
+    if (!HAVE(cuCtxDestroy_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuCtxDestroy_v2, CUresult (*)(CUcontext))(ctx);
+}
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    const ld_driver_t *d = drv();
+    if (d) ld_alloc_forget_context(d, NULL, dev);
+    if (!HAVE(cuDevicePrimaryCtxReset_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuDevicePrimaryCtxReset_v2, CUresult (*)(CUdevice))(dev);
+}
+
 /* --- module loading: publication -------------------------------------------------------- */
 
 EXPORT CUresult cuModuleLoad(CUmodule *m, const char *fname) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuModuleLoad].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuModuleLoad)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoad, CUresult (*)(CUmodule *, const char *))(m, fname);
-    if (r == CUDA_SUCCESS && m) ld_topology_on_module(d, LD_MOD_MODULE, *m, NULL, fname);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, NULL, fname);
     return r;
 }
 
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-    const ld_driver_t *d = drv();
-    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = d->cuModuleLoadData(m, image);
-    if (r == CUDA_SUCCESS && m) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
+    if (!HAVE(cuModuleLoadData)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuModuleLoadData, CUresult (*)(CUmodule *, const void *))(m, image);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
     return r;
 }
 
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *opts, void **vals) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuModuleLoadDataEx].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuModuleLoadDataEx)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoadDataEx, CUresult (*)(CUmodule *, const void *, unsigned, CUjit_option *, void **))(
         m, image, n, opts, vals);
-    if (r == CUDA_SUCCESS && m) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
     return r;
 }
 
 EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *fatbin) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuModuleLoadFatBinary].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuModuleLoadFatBinary)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoadFatBinary, CUresult (*)(CUmodule *, const void *))(m, fatbin);
-    if (r == CUDA_SUCCESS && m) ld_topology_on_module(d, LD_MOD_MODULE, *m, fatbin, NULL);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, fatbin, NULL);
     return r;
 }
 
 EXPORT CUresult cuModuleUnload(CUmodule m) {
-    const ld_driver_t *d = drv();
-    if (!d) return CUDA_ERROR_NOT_INITIALIZED;
-    ld_topology_forget_module(m);
-    return d->cuModuleUnload(m);
+    if (drv()) ld_topology_forget_module(m);
+    if (!HAVE(cuModuleUnload)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuModuleUnload, CUresult (*)(CUmodule))(m);
 }
 
 typedef CUresult (*lib_load_data_t)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *,
@@ -206,42 +297,61 @@ typedef CUresult (*lib_load_file_t)(CUlibrary *, const char *, CUjit_option *, v
 
 EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned int nj,
                                   CUlibraryOption *lo, void **lv, unsigned int nl) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuLibraryLoadData].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuLibraryLoadData)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuLibraryLoadData, lib_load_data_t)(lib, code, jo, jv, nj, lo, lv, nl);
-    if (r == CUDA_SUCCESS && lib) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, code, NULL);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && lib && (d = drv())) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, code, NULL);
     return r;
 }
 
 EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *file, CUjit_option *jo, void **jv, unsigned int nj,
                                       CUlibraryOption *lo, void **lv, unsigned int nl) {
-    const ld_driver_t *d = drv();
-    if (!d || !hooks[H_cuLibraryLoadFromFile].real) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!HAVE(cuLibraryLoadFromFile)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuLibraryLoadFromFile, lib_load_file_t)(lib, file, jo, jv, nj, lo, lv, nl);
-    if (r == CUDA_SUCCESS && lib) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, NULL, file);
+    const ld_driver_t *d;
+    if (r == CUDA_SUCCESS && lib && (d = drv())) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, NULL, file);
     return r;
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-    if (!drv() || !hooks[H_cuLibraryUnload].real) return CUDA_ERROR_NOT_INITIALIZED;
-    ld_topology_forget_module(lib);
+    if (drv()) ld_topology_forget_module(lib);
+    if (!HAVE(cuLibraryUnload)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuLibraryUnload, CUresult (*)(CUlibrary))(lib);
 }
 
 /* --- resolvers --------------------------------------------------------------------------- */
 
-/* The wrapper for pointer `p`, if p is provably libcuda's entry of a hooked name. */
+/* 1 if `path` names libcuda (or the library LDSHIM_LIBCUDA points at). */
+static int is_libcuda(const char *path) {
+    if (!path) return 0;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!strncmp(base, "libcuda.so", 10)) return 1;
+    const char *alt = getenv("LDSHIM_LIBCUDA");
+    if (alt && *alt) {
+        const char *ab = strrchr(alt, '/');
+        ab = ab ? ab + 1 : alt;
+        return !strcmp(base, ab);
+    }
+    return 0;
+}
+
+/* The wrapper for pointer `p`, if p is provably libcuda's entry of a hooked name: the same
+ * address as libcuda's exported symbol of that name, or a dladdr hit on exactly that name
+ * inside libcuda. A pointer outside libcuda (a "cu" name of another library, say cuserid)
+ * costs one dladdr and loads nothing. */
 static void *substitute(void *p, int runtime) {
     if (!p || !ld_active()) return p;
-    pthread_once(&hooks_once, hooks_init);
     for (int i = 0; i < H_COUNT; i++)
-        if (hooks[i].real == p) return runtime ? hooks[i].rt : hooks[i].drv;
+        if (__atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE) == p) return runtime ? hooks[i].rt : hooks[i].drv;
     Dl_info info;
-    if (libcuda_base && dladdr(p, &info) && info.dli_fbase == libcuda_base && info.dli_sname &&
-        info.dli_saddr == p) {
-        for (int i = 0; i < H_COUNT; i++)
-            if (!strcmp(hooks[i].name, info.dli_sname)) return runtime ? hooks[i].rt : hooks[i].drv;
-    }
+    if (!dladdr(p, &info) || !is_libcuda(info.dli_fname)) return p;
+    /* libcuda is loaded (p lies in it): looking its exports up loads nothing new. */
+    for (int i = 0; i < H_COUNT; i++)
+        if (real_of(i) == p) return runtime ? hooks[i].rt : hooks[i].drv;
+    if (!info.dli_sname || info.dli_saddr != p) return p;
+    for (int i = 0; i < H_COUNT; i++)
+        if (!strcmp(hooks[i].name, info.dli_sname)) return runtime ? hooks[i].rt : hooks[i].drv;
     return p;
 }
 
@@ -250,54 +360,29 @@ typedef CUresult (*gpa1_t)(const char *, void **, int, cuuint64_t);
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status) {
-    if (!drv() || !hooks[H_cuGetProcAddress_v2].real) return CUDA_ERROR_NOT_INITIALIZED;
+    ld_note_cuda_use();
+    if (!HAVE(cuGetProcAddress_v2)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuGetProcAddress_v2, gpa2_t)(symbol, pfn, ver, flags, status);
     if (r == CUDA_SUCCESS && pfn) *pfn = substitute(*pfn, 1);
     return r;
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver, cuuint64_t flags) {
-    if (!drv() || !hooks[H_cuGetProcAddress].real) return CUDA_ERROR_NOT_INITIALIZED;
+    ld_note_cuda_use();
+    if (!HAVE(cuGetProcAddress)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuGetProcAddress, gpa1_t)(symbol, pfn, ver, flags);
     if (r == CUDA_SUCCESS && pfn) *pfn = substitute(*pfn, 1);
     return r;
 }
 
-/* The dynamic runtime's own resolvers (static cudart resolves through the hooked
- * cuGetProcAddress already; substituting twice is harmless: a wrapper is never libcuda's). */
-typedef int (*gdep_t)(const char *, void **, unsigned long long, int *);
-typedef int (*gdepv_t)(const char *, void **, unsigned int, unsigned long long, int *);
-#define CUDA_ERROR_NOT_SUPPORTED_RT 801
-
-#define RUNTIME_RESOLVER(name)                                                                     \
-    EXPORT int name(const char *symbol, void **fp, unsigned long long flags, int *st) {             \
-        static gdep_t real;                                                                        \
-        if (!real) real = (gdep_t)ld_real_dlsym(RTLD_NEXT, #name);                                 \
-        if (!real) return CUDA_ERROR_NOT_SUPPORTED_RT;                                             \
-        int r = real(symbol, fp, flags, st);                                                       \
-        if (r == 0 && fp) *fp = substitute(*fp, 1);                                                \
-        return r;                                                                                  \
-    }
-#define RUNTIME_RESOLVER_V(name)                                                                   \
-    EXPORT int name(const char *symbol, void **fp, unsigned int ver, unsigned long long flags, int *st) { \
-        static gdepv_t real;                                                                       \
-        if (!real) real = (gdepv_t)ld_real_dlsym(RTLD_NEXT, #name);                                \
-        if (!real) return CUDA_ERROR_NOT_SUPPORTED_RT;                                             \
-        int r = real(symbol, fp, ver, flags, st);                                                  \
-        if (r == 0 && fp) *fp = substitute(*fp, 1);                                                \
-        return r;                                                                                  \
-    }
-RUNTIME_RESOLVER(cudaGetDriverEntryPoint)
-RUNTIME_RESOLVER(cudaGetDriverEntryPoint_ptsz)
-RUNTIME_RESOLVER_V(cudaGetDriverEntryPointByVersion)
-RUNTIME_RESOLVER_V(cudaGetDriverEntryPointByVersion_ptsz)
-
 /* dlsym: names starting with "cu" (and a handle other than RTLD_NEXT) go through
  * ld_dlsym_cu; everything else tail-jumps to the real dlsym, so the real one still sees
  * its true caller (RTLD_NEXT and dlmopen namespaces depend on the return address). */
 __attribute__((used, visibility("hidden"))) void *ld_dlsym_cu(void *handle, const char *name) {
-    ld_note_cuda_use();
-    return substitute(ld_real_dlsym(handle, name), 0);
+    void *p = ld_real_dlsym(handle, name);
+    void *w = substitute(p, 0);
+    if (w != p || (p && !strncmp(name, "cuGetProcAddress", 16))) ld_note_cuda_use();
+    return w;
 }
 void ld_dlsym_init(void);
 
@@ -376,31 +461,35 @@ __asm__(".text\n"
 
 /* --- table -------------------------------------------------------------------------------- */
 
-static void hooks_init(void) {
-#define HOOK(n, w, wrt) hooks[H_##n] = (hook_t){#n, (void *)(w), (void *)(wrt), NULL}
-    HOOK(cuMemAlloc_v2, cuMemAlloc_v2, rt_cuMemAlloc_v2);
-    HOOK(cuMemFree_v2, cuMemFree_v2, cuMemFree_v2);
-    HOOK(cuMemGetAddressRange_v2, cuMemGetAddressRange_v2, cuMemGetAddressRange_v2);
-    HOOK(cuIpcGetMemHandle, cuIpcGetMemHandle, cuIpcGetMemHandle);
-    HOOK(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, cuCtxEnablePeerAccess);
-    HOOK(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
-    HOOK(cuCtxCreate_v2, cuCtxCreate_v2, cuCtxCreate_v2);
-    HOOK(cuCtxCreate_v3, cuCtxCreate_v3, cuCtxCreate_v3);
-    HOOK(cuCtxCreate_v4, cuCtxCreate_v4, cuCtxCreate_v4);
-    HOOK(cuModuleLoad, cuModuleLoad, cuModuleLoad);
-    HOOK(cuModuleLoadData, cuModuleLoadData, cuModuleLoadData);
-    HOOK(cuModuleLoadDataEx, cuModuleLoadDataEx, cuModuleLoadDataEx);
-    HOOK(cuModuleLoadFatBinary, cuModuleLoadFatBinary, cuModuleLoadFatBinary);
-    HOOK(cuModuleUnload, cuModuleUnload, cuModuleUnload);
-    HOOK(cuLibraryLoadData, cuLibraryLoadData, cuLibraryLoadData);
-    HOOK(cuLibraryLoadFromFile, cuLibraryLoadFromFile, cuLibraryLoadFromFile);
-    HOOK(cuLibraryUnload, cuLibraryUnload, cuLibraryUnload);
-    HOOK(cuGetProcAddress, cuGetProcAddress, cuGetProcAddress);
-    HOOK(cuGetProcAddress_v2, cuGetProcAddress_v2, cuGetProcAddress_v2);
+static hook_t hooks[H_COUNT] = {
+#define HOOK(n, w, wrt) [H_##n] = {#n, (void *)(w), (void *)(wrt), NULL}
+    HOOK(cuMemAlloc_v2, cuMemAlloc_v2, rt_cuMemAlloc_v2),
+    HOOK(cuMemFree_v2, cuMemFree_v2, cuMemFree_v2),
+    HOOK(cuMemGetAddressRange_v2, cuMemGetAddressRange_v2, cuMemGetAddressRange_v2),
+    HOOK(cuIpcGetMemHandle, cuIpcGetMemHandle, cuIpcGetMemHandle),
+    HOOK(cuMemCreate, cuMemCreate, cuMemCreate),
+    HOOK(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync),
+    HOOK(cuMemAllocAsync_ptsz, cuMemAllocAsync_ptsz, cuMemAllocAsync_ptsz),
+    HOOK(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync),
+    HOOK(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz),
+    HOOK(cuMemAllocManaged, cuMemAllocManaged, cuMemAllocManaged),
+    HOOK(cuMemAllocPitch_v2, cuMemAllocPitch_v2, cuMemAllocPitch_v2),
+    HOOK(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, cuCtxEnablePeerAccess),
+    HOOK(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain),
+    HOOK(cuCtxCreate_v2, cuCtxCreate_v2, cuCtxCreate_v2),
+    HOOK(cuCtxCreate_v3, cuCtxCreate_v3, cuCtxCreate_v3),
+    HOOK(cuCtxCreate_v4, cuCtxCreate_v4, cuCtxCreate_v4),
+    HOOK(cuCtxDestroy_v2, cuCtxDestroy_v2, cuCtxDestroy_v2),
+    HOOK(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2),
+    HOOK(cuModuleLoad, cuModuleLoad, cuModuleLoad),
+    HOOK(cuModuleLoadData, cuModuleLoadData, cuModuleLoadData),
+    HOOK(cuModuleLoadDataEx, cuModuleLoadDataEx, cuModuleLoadDataEx),
+    HOOK(cuModuleLoadFatBinary, cuModuleLoadFatBinary, cuModuleLoadFatBinary),
+    HOOK(cuModuleUnload, cuModuleUnload, cuModuleUnload),
+    HOOK(cuLibraryLoadData, cuLibraryLoadData, cuLibraryLoadData),
+    HOOK(cuLibraryLoadFromFile, cuLibraryLoadFromFile, cuLibraryLoadFromFile),
+    HOOK(cuLibraryUnload, cuLibraryUnload, cuLibraryUnload),
+    HOOK(cuGetProcAddress, cuGetProcAddress, cuGetProcAddress),
+    HOOK(cuGetProcAddress_v2, cuGetProcAddress_v2, cuGetProcAddress_v2),
 #undef HOOK
-    const ld_driver_t *d = ld_driver();
-    if (!d) return;
-    for (int i = 0; i < H_COUNT; i++) hooks[i].real = ld_real_dlsym(d->handle, hooks[i].name);
-    Dl_info info;
-    if (d->cuInit && dladdr((void *)d->cuInit, &info)) libcuda_base = info.dli_fbase;
-}
+};

@@ -19,6 +19,15 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static entry_t *head;                     /* most recent first: reuse warm ranges */
 static uint64_t cached[POOL_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
+int ld_exiting;
+
+/* Registered at the first kept range, i.e. after the program initialized CUDA, so it runs
+ * before the runtime's own exit handlers tear the driver state down. */
+static void pool_at_exit(void) {
+    __atomic_store_n(&ld_exiting, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&head, __ATOMIC_RELAXED)) ld_pool_trim(ld_driver(), -1);
+}
+static int exit_registered;
 
 static int same_shape(const ld_range_t *r, int dev, int nslices, size_t slice, const int *dom) {
     if (r->device != dev || r->nslices != nslices || r->slice != slice) return 0;
@@ -62,7 +71,10 @@ int ld_pool_keep(const ld_range_t *r) {
     e->next = head;
     head = e;
     cached[dev] += r->reserved;
+    int first = !exit_registered;
+    exit_registered = 1;
     pthread_mutex_unlock(&mu);
+    if (first) atexit(pool_at_exit);
     return 0;
 }
 
@@ -124,6 +136,7 @@ void ld_pool_reset(void) {
         free(e);
     }
     memset(cached, 0, sizeof cached);
+    exit_registered = 0;     /* the child's handler list is the parent's: registering again is harmless */
     atomic_store(&hits, 0);
     atomic_store(&misses, 0);
     atomic_store(&trims, 0);

@@ -35,6 +35,10 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev);
 typedef struct { uint64_t hits, misses, trims, cached_bytes, cap; } ld_pool_stats_t;
 void ld_pool_stats(ld_pool_stats_t *out);
 
+/* Set while the process exits: the driver may already be shutting down, so teardown
+ * failures are expected and not worth a warning. */
+extern int ld_exiting;
+
 /* Forked child: forget the parent's ranges without touching the driver. */
 void ld_pool_reset(void);
 void ld_pool_lock_for_fork(void);

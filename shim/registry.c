@@ -81,6 +81,34 @@ int ld_registry_remove(CUdeviceptr base, ld_range_t *out) {
     return rc;
 }
 
+size_t ld_registry_take_if(int (*pred)(const ld_range_t *, void *), void *arg, ld_range_t **out) {
+    *out = NULL;
+    if (atomic_load(&live_count) == 0) return 0;
+    pthread_rwlock_wrlock(&lock);
+    size_t k = 0, j = 0;
+    ld_range_t *v = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (pred(&ranges[i], arg)) k++;
+    if (k && (v = malloc(k * sizeof *v))) {
+        k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (pred(&ranges[i], arg)) {
+                v[k++] = ranges[i];
+                atomic_fetch_sub(&live_bytes, ranges[i].size);
+                atomic_fetch_sub(&live_count, 1);
+            } else {
+                ranges[j++] = ranges[i];
+            }
+        }
+        n = j;
+    } else {
+        k = 0;
+    }
+    pthread_rwlock_unlock(&lock);
+    *out = v;
+    return k;
+}
+
 size_t ld_registry_snapshot(int device, ld_range_t *out, size_t max) {
     size_t k = 0;
     pthread_rwlock_rdlock(&lock);

@@ -41,6 +41,10 @@ int ld_registry_find(CUdeviceptr p, ld_range_t *out);
  * no range starts there (1 is returned, nothing removed, when `base` is interior). */
 int ld_registry_remove(CUdeviceptr base, ld_range_t *out);
 
+/* Remove every range for which pred(range, arg) is true; returns them in a malloc'd array
+ * (*out, caller frees) and their count (0: *out is NULL). */
+size_t ld_registry_take_if(int (*pred)(const ld_range_t *, void *), void *arg, ld_range_t **out);
+
 /* Copy up to `max` live ranges of `device` (-1: all) into out; returns how many exist. */
 size_t ld_registry_snapshot(int device, ld_range_t *out, size_t max);
 

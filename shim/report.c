@@ -148,9 +148,10 @@ static void build(buf_t *b) {
     }
     put(b, "%s],\n", nfb ? "\n  " : "");
 
-    size_t nh = ld_untagged_histogram(NULL, 0);
-    ld_hist_entry_t *h = nh ? malloc(nh * sizeof *h) : NULL;
-    if (h) nh = ld_untagged_histogram(h, nh); else nh = 0;
+    size_t cap = ld_untagged_histogram(NULL, 0) + 64;   /* room for sizes added meanwhile */
+    ld_hist_entry_t *h = malloc(cap * sizeof *h);
+    size_t nh = h ? ld_untagged_histogram(h, cap) : 0;
+    if (nh > cap) nh = cap;
     if (h) qsort(h, nh, sizeof *h, cmp_hist);
     put(b, "  \"untagged\": {\"allocations\": %llu, \"histogram\": [", (unsigned long long)ld_untagged_total());
     for (size_t i = 0; i < nh; i++)

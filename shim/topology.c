@@ -50,7 +50,16 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev) {
                 m->handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t));
         return -1;
     }
-    r = d->cuMemcpyHtoD_v2(p, &published[dev], sizeof published[dev]);
+    /* A private non-blocking stream: a synchronous copy would run on the legacy stream and
+     * invalidate a capture that the program may be running on a blocking stream. */
+    CUstream st = NULL;
+    if (d->cuMemcpyHtoDAsync_v2 && d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        r = d->cuMemcpyHtoDAsync_v2(p, &published[dev], sizeof published[dev], st);
+        if (r == CUDA_SUCCESS) r = d->cuStreamSynchronize(st);
+        d->cuStreamDestroy_v2(st);
+    } else {
+        r = d->cuMemcpyHtoD_v2(p, &published[dev], sizeof published[dev]);
+    }
     if (r != CUDA_SUCCESS) {
         LD_WARN("publishing the map into module %p: %s", m->handle, ld_cu_errname(r));
         return -1;

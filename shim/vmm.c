@@ -94,12 +94,12 @@ undo:
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     for (int i = 0; i < r->nslices; i++) {
         CUresult rc = d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
-        if (rc != CUDA_SUCCESS)
+        if (rc != CUDA_SUCCESS && !ld_exiting)
             LD_WARN("cuMemUnmap(0x%llx, slice %d): %s", (unsigned long long)r->base, i, ld_cu_errname(rc));
     }
     for (int i = 0; i < r->nslices; i++) d->cuMemRelease(r->handle[i]);
     CUresult rc = d->cuMemAddressFree(r->base, r->reserved);
-    if (rc != CUDA_SUCCESS) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
+    if (rc != CUDA_SUCCESS && !ld_exiting) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
 }
 
 void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {

@@ -229,6 +229,12 @@ FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     FK_ENTER("cuMemcpyHtoD_v2", CUDA_ERROR_INVALID_VALUE);
     return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
 }
+/* Stream-ordered copy: the fake has no asynchrony, so it completes at once. */
+FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    FK_ENTER("cuMemcpyHtoDAsync_v2", CUDA_ERROR_INVALID_VALUE);
+    (void)s;
+    return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+}
 FAKE_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     FK_ENTER("cuMemcpyDtoH_v2", CUDA_ERROR_INVALID_VALUE);
     return fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);

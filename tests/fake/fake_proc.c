@@ -52,6 +52,7 @@ static const fk_proc_t fk_procs[] = {
     P("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     P("cuMemcpy", 4000, cuMemcpy),
     P("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2),
+    P("cuMemcpyHtoDAsync", 3020, cuMemcpyHtoDAsync_v2),
     PT("cuMemcpyHtoD", 7000, cuMemcpyHtoD_v2_ptds),
     P("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
     PT("cuMemcpyDtoH", 7000, cuMemcpyDtoH_v2_ptds),

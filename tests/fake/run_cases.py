@@ -419,6 +419,18 @@ def cases(a):
         C.append(Case("f/pool-trim/%s" % u, "t_driver", ["trim", "8MiB", u], "emulated.policy", env=lim,
                       expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
 
+    # The pool also gives way to allocation APIs the shim does not place (cuMemCreate here).
+    lim = {"FAKE_CUDA_MEM_LIMIT": 12 * MiB}
+    C.append(Case("f/pool-trim/cuMemCreate/noshim", "t_driver", ["trimcreate", "8MiB", "8MiB"], shim=False,
+                  env=lim, expect={"t_shim": 0, "rc": 0}))
+    C.append(Case("f/pool-trim/cuMemCreate", "t_driver", ["trimcreate", "8MiB", "8MiB"], "emulated.policy",
+                  env=lim, expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
+
+    # A destroyed context takes its tagged ranges (live and pooled) with it.
+    C.append(Case("c/ctxdestroy", "t_driver", ["ctxdestroy", "8MiB"], "emulated.policy",
+                  expect={"live_shim": 1, "after_destroy_shim": 0, "after_destroy_handles": 0,
+                          "after_destroy_mappings": 0}))
+
     # g. stock state: identical to no shim, silent.
     for prog in ("t_driver", "t_runtime", "t_runtime_static"):
         base = Case("g/stock/%s/noshim" % prog, prog, ["stock", "8MiB", "1MiB"], shim=False)

@@ -31,7 +31,9 @@ static const char *usage =
     "  twodev SIZE           tagged allocation on device 1, peer access from device 0\n"
     "  trim T U              allocate+free T, then allocate U (pooled memory must not cost U)\n"
     "  seq SIZE N            N allocations of SIZE kept live, each described, then freed\n"
-    "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n";
+    "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n"
+    "  trimcreate T U        pooled tagged range, then cuMemCreate of U under a memory limit\n"
+    "  ctxdestroy T          destroy a context holding a live and a pooled tagged range\n";
 
 static CUcontext ctx0;
 
@@ -367,6 +369,46 @@ static int case_trim(size_t t, size_t u) {
     return 0;
 }
 
+/* The pool keeps a freed tagged range; an allocation API the shim does not place
+ * (cuMemCreate) then runs out of memory unless the shim trims the pool and retries. */
+static int case_trimcreate(size_t t, size_t u) {
+    CUdeviceptr p = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, t), CUDA_SUCCESS);
+    printf("t_shim=%d\n", t_is_shim(p, NULL));
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    CUresult r = cuMemCreate(&h, u, &prop, 0);
+    printf("rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) CHECK_RC(cuMemRelease(h), CUDA_SUCCESS);
+    return 0;
+}
+
+/* A context destroyed with a tagged allocation still live (and another kept by the pool):
+ * the shim must release both before the context goes. */
+static int case_ctxdestroy(size_t t) {
+    CUcontext c;
+    CUdevice d;
+    CHECK_RC(cuDeviceGet(&d, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxCreate_v2(&c, 0, d), CUDA_SUCCESS);
+    CUdeviceptr live = 0, freed = 0;
+    CHECK_RC(cuMemAlloc_v2(&freed, t), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(freed), CUDA_SUCCESS);            /* kept by the pool */
+    CHECK_RC(cuMemAlloc_v2(&live, 2 * t), CUDA_SUCCESS);    /* other shape: a new range */
+    printf("live_shim=%d\n", t_is_shim(live, NULL));
+    CHECK_RC(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    printf("after_destroy_shim=%d\n", t_is_shim(live, NULL));
+    int cnt[5];
+    t_fake.counts(cnt);
+    printf("after_destroy_handles=%d\nafter_destroy_mappings=%d\n", cnt[1], cnt[3]);
+    CHECK_RC(cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_seq(size_t size, int n) {
     CUdeviceptr p[16];
     CHECK(n >= 1 && n <= 16);
@@ -433,6 +475,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "reuse")) { ARGS(2); rc = case_reuse(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "twodev")) { ARGS(1); rc = case_twodev(t_size(argv[2])); }
     else if (!strcmp(c, "trim")) { ARGS(2); rc = case_trim(t_size(argv[2]), t_size(argv[3])); }
+    else if (!strcmp(c, "trimcreate")) { ARGS(2); rc = case_trimcreate(t_size(argv[2]), t_size(argv[3])); }
+    else if (!strcmp(c, "ctxdestroy")) { ARGS(1); rc = case_ctxdestroy(t_size(argv[2])); }
     else if (!strcmp(c, "seq")) { ARGS(2); rc = case_seq(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "publish")) { ARGS(0); rc = case_publish(); }
     else { fprintf(stderr, "t_driver: unknown case '%s'\n%s", c, usage); return 2; }
