@@ -44,7 +44,7 @@ enum {
     H_cuCtxCreate_v4, H_cuCtxDestroy_v2, H_cuDevicePrimaryCtxReset_v2, H_cuModuleLoad,
     H_cuModuleLoadData, H_cuModuleLoadDataEx, H_cuModuleLoadFatBinary, H_cuModuleUnload,
     H_cuLibraryLoadData, H_cuLibraryLoadFromFile, H_cuLibraryUnload, H_cuGetProcAddress,
-    H_cuGetProcAddress_v2, H_COUNT
+    H_cuGetProcAddress_v2, H_cuPointerGetAttribute, H_cuPointerGetAttributes, H_COUNT
 };
 
 typedef struct {
@@ -122,6 +122,33 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     }
     if (!HAVE(cuIpcGetMemHandle)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle *, CUdeviceptr))(h, p);
+}
+
+/* Pointer attributes: the range a shim pointer belongs to is the whole shim range (the
+ * driver would answer the one slice mapping holding it). Only a successful answer is
+ * adjusted, so errors stay the driver's. */
+static void fix_range_attr(CUpointer_attribute a, void *data, const ld_range_t *r) {
+    if (!data) return;
+    if (a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *)data = r->base;
+    else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *(size_t *)data = r->size;
+}
+
+EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
+    if (!HAVE(cuPointerGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult res = REAL(cuPointerGetAttribute, CUresult (*)(void *, CUpointer_attribute, CUdeviceptr))(data, a, p);
+    ld_range_t r;
+    if (res == CUDA_SUCCESS && drv() && ld_registry_find(p, &r) == 0) fix_range_attr(a, data, &r);
+    return res;
+}
+
+EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a, void **data, CUdeviceptr p) {
+    if (!HAVE(cuPointerGetAttributes)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult res = REAL(cuPointerGetAttributes, CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr))(
+        n, a, data, p);
+    ld_range_t r;
+    if (res == CUDA_SUCCESS && a && data && drv() && ld_registry_find(p, &r) == 0)
+        for (unsigned i = 0; i < n; i++) fix_range_attr(a[i], data[i], &r);
+    return res;
 }
 
 /* Allocations the shim does not place: on out-of-memory, give back what the pool keeps and
@@ -491,5 +518,7 @@ static hook_t hooks[H_COUNT] = {
     HOOK(cuLibraryUnload, cuLibraryUnload, cuLibraryUnload),
     HOOK(cuGetProcAddress, cuGetProcAddress, cuGetProcAddress),
     HOOK(cuGetProcAddress_v2, cuGetProcAddress_v2, cuGetProcAddress_v2),
+    HOOK(cuPointerGetAttribute, cuPointerGetAttribute, cuPointerGetAttribute),
+    HOOK(cuPointerGetAttributes, cuPointerGetAttributes, cuPointerGetAttributes),
 #undef HOOK
 };

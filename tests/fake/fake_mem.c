@@ -281,6 +281,20 @@ FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
     return CUDA_SUCCESS;
 }
 
+FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr dptr);
+
+/* Several attributes at once; like the driver, an unsupported one leaves its slot alone. */
+FAKE_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr dptr) {
+    FK_ENTER("cuPointerGetAttributes", CUDA_ERROR_INVALID_VALUE);
+    if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < n; i++) {
+        CUresult r = cuPointerGetAttribute(data[i], attrs[i], dptr);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) return r;
+        if (r == CUDA_ERROR_INVALID_VALUE && i == 0) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr dptr) {
     FK_ENTER("cuPointerGetAttribute", CUDA_ERROR_INVALID_VALUE);
     if (!data) return CUDA_ERROR_INVALID_VALUE;

@@ -59,6 +59,7 @@ static const fk_proc_t fk_procs[] = {
     P("cuMemsetD8", 3020, cuMemsetD8_v2),
     P("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
     P("cuPointerGetAttribute", 4000, cuPointerGetAttribute),
+    P("cuPointerGetAttributes", 7000, cuPointerGetAttributes),
     P("cuMemAddressReserve", 10020, cuMemAddressReserve),
     P("cuMemAddressFree", 10020, cuMemAddressFree),
     P("cuMemCreate", 10020, cuMemCreate),

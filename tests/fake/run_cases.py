@@ -426,6 +426,12 @@ def cases(a):
     C.append(Case("f/pool-trim/cuMemCreate", "t_driver", ["trimcreate", "8MiB", "8MiB"], "emulated.policy",
                   env=lim, expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
 
+    # Pointer attributes answer the whole range (the driver alone answers one slice).
+    C.append(Case("c/ptrattr", "t_driver", ["ptrattr", "8MiB"], "emulated.policy",
+                  expect={"attr_start_ok": 1, "attr_size_ok": 1, "attrs_ok": 1}))
+    C.append(Case("c/ptrattr/untagged", "t_driver", ["ptrattr", "1MiB"], "emulated.policy",
+                  expect={"attr_start_ok": 1, "attr_size_ok": 1, "attrs_ok": 1}))
+
     # A destroyed context takes its tagged ranges (live and pooled) with it.
     C.append(Case("c/ctxdestroy", "t_driver", ["ctxdestroy", "8MiB"], "emulated.policy",
                   expect={"live_shim": 1, "after_destroy_shim": 0, "after_destroy_handles": 0,

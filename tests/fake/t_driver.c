@@ -33,7 +33,8 @@ static const char *usage =
     "  seq SIZE N            N allocations of SIZE kept live, each described, then freed\n"
     "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n"
     "  trimcreate T U        pooled tagged range, then cuMemCreate of U under a memory limit\n"
-    "  ctxdestroy T          destroy a context holding a live and a pooled tagged range\n";
+    "  ctxdestroy T          destroy a context holding a live and a pooled tagged range\n"
+    "  ptrattr SIZE          RANGE_START_ADDR/RANGE_SIZE of a pointer in the last slice\n";
 
 static CUcontext ctx0;
 
@@ -409,6 +410,24 @@ static int case_ctxdestroy(size_t t) {
     return 0;
 }
 
+/* Pointer attributes of an interior pointer past the slice seam: the whole range. */
+static int case_ptrattr(size_t size) {
+    CUdeviceptr p = 0, start = 0;
+    size_t len = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, size), CUDA_SUCCESS);
+    CUdeviceptr in = p + size - 1;                 /* last byte: in the last slice */
+    CHECK_RC(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, in), CUDA_SUCCESS);
+    CHECK_RC(cuPointerGetAttribute(&len, CU_POINTER_ATTRIBUTE_RANGE_SIZE, in), CUDA_SUCCESS);
+    printf("attr_start_ok=%d\nattr_size_ok=%d\n", start == p, len == size);
+    CUpointer_attribute as[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    start = 0; len = 0;
+    void *ds[2] = {&start, &len};
+    CHECK_RC(cuPointerGetAttributes(2, as, ds, in), CUDA_SUCCESS);
+    printf("attrs_ok=%d\n", start == p && len == size);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_seq(size_t size, int n) {
     CUdeviceptr p[16];
     CHECK(n >= 1 && n <= 16);
@@ -477,6 +496,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "trim")) { ARGS(2); rc = case_trim(t_size(argv[2]), t_size(argv[3])); }
     else if (!strcmp(c, "trimcreate")) { ARGS(2); rc = case_trimcreate(t_size(argv[2]), t_size(argv[3])); }
     else if (!strcmp(c, "ctxdestroy")) { ARGS(1); rc = case_ctxdestroy(t_size(argv[2])); }
+    else if (!strcmp(c, "ptrattr")) { ARGS(1); rc = case_ptrattr(t_size(argv[2])); }
     else if (!strcmp(c, "seq")) { ARGS(2); rc = case_seq(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "publish")) { ARGS(0); rc = case_publish(); }
     else { fprintf(stderr, "t_driver: unknown case '%s'\n%s", c, usage); return 2; }
