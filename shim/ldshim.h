@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "kernels/ldshim_topology.h"
+#include "ldshim_topology.h"   /* installed beside this header; kernels/ in the source tree */
 
 #ifdef __cplusplus
 extern "C" {
