@@ -283,6 +283,7 @@ void ld_alloc_reset(void) {
     atomic_store(&n_fallback, 0);
     memset(fb, 0, sizeof fb);
     n_fb = 0;
-    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    fb_mu = m;
 }
+
+void ld_alloc_lock_for_fork(void) { pthread_mutex_lock(&fb_mu); }
+void ld_alloc_unlock_after_fork(void) { pthread_mutex_unlock(&fb_mu); }

@@ -45,7 +45,9 @@ typedef struct {
 } ld_alloc_counts_t;
 void ld_alloc_counts(ld_alloc_counts_t *out);
 
-/* Forked child: zero the counters. */
+/* Forked child: zero the counters (after the fork lock was released). */
 void ld_alloc_reset(void);
+void ld_alloc_lock_for_fork(void);
+void ld_alloc_unlock_after_fork(void);
 
 #endif

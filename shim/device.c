@@ -154,8 +154,9 @@ void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor) {
 
 void ld_device_reset(void) {
     memset(devices, 0, sizeof devices);
-    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
-    init_mu = m;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     init_cv = c;
 }
+
+void ld_device_lock_for_fork(void) { pthread_mutex_lock(&init_mu); }
+void ld_device_unlock_after_fork(void) { pthread_mutex_unlock(&init_mu); }

@@ -39,7 +39,10 @@ void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor);
 /* Bit per device that may access `owner`'s ranges, owner's own bit included. */
 unsigned long long ld_device_access_mask(int owner);
 
-/* Forked child: forget everything (the child has no CUDA state). */
+/* Forked child: forget everything (the child has no CUDA state), after the fork lock
+ * was released. */
 void ld_device_reset(void);
+void ld_device_lock_for_fork(void);
+void ld_device_unlock_after_fork(void);
 
 #endif

@@ -23,7 +23,7 @@ dlsym_fn ld_real_dlsym_ptr;
 
 /* Sanitizers call dlsym while they start, before their own state exists: nothing on the
  * dlsym path may be instrumented. */
-#define LD_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define LD_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 LD_NO_SANITIZE void ld_dlsym_init(void) {
     if (__atomic_load_n(&ld_real_dlsym_ptr, __ATOMIC_ACQUIRE)) return;

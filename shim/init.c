@@ -21,18 +21,27 @@
 
 static int in_child;
 
+/* Every shim mutex is held across fork (none is ever held while another is taken, so the
+ * order is free): the child's copies are consistent and unlocked by their owner. The
+ * registry's rwlock is the exception (registry.c says why). */
 static void before_fork(void) {
+    ld_topology_lock_for_fork();
+    ld_device_lock_for_fork();
+    ld_alloc_lock_for_fork();
     ld_pool_lock_for_fork();
-    ld_registry_lock_for_fork();
 }
-static void parent_after_fork(void) {
-    ld_registry_unlock_after_fork();
+static void unlock_all(void) {
     ld_pool_unlock_after_fork();
+    ld_alloc_unlock_after_fork();
+    ld_device_unlock_after_fork();
+    ld_topology_unlock_after_fork();
 }
+static void parent_after_fork(void) { unlock_all(); }
 /* The child has no CUDA context and none of the parent's mappings are usable by it:
  * start clean. The report is written by the child only if its path contains %p. */
 static void child_after_fork(void) {
     in_child = 1;
+    unlock_all();
     ld_registry_reset();
     ld_pool_reset();
     ld_device_reset();

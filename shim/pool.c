@@ -140,8 +140,6 @@ void ld_pool_reset(void) {
     atomic_store(&hits, 0);
     atomic_store(&misses, 0);
     atomic_store(&trims, 0);
-    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    mu = m;
 }
 
 void ld_pool_lock_for_fork(void) { pthread_mutex_lock(&mu); }

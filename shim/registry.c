@@ -125,7 +125,13 @@ size_t ld_registry_count(void) { return atomic_load(&live_count); }
 uint64_t ld_registry_bytes(void) { return atomic_load(&live_bytes); }
 
 void ld_registry_reset(void) {
-    free(ranges);
+    /* The array is abandoned, not freed: another thread of the parent may have been inside
+     * a realloc of it at the fork. A glibc rwlock cannot be unlocked by the child (it
+     * records the writer's thread id), so it is never held across fork and is simply
+     * re-initialized here. Kept reachable so leak checkers do not count it. */
+    static ld_range_t *volatile abandoned;
+    abandoned = ranges;
+    (void)abandoned;
     ranges = NULL;
     n = cap = 0;
     atomic_store(&live_count, 0);
@@ -134,5 +140,3 @@ void ld_registry_reset(void) {
     lock = fresh;
 }
 
-void ld_registry_lock_for_fork(void) { pthread_rwlock_wrlock(&lock); }
-void ld_registry_unlock_after_fork(void) { pthread_rwlock_unlock(&lock); }

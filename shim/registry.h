@@ -51,12 +51,8 @@ size_t ld_registry_snapshot(int device, ld_range_t *out, size_t max);
 size_t ld_registry_count(void);
 uint64_t ld_registry_bytes(void);
 
-/* Forget everything without touching the driver (forked child). Not thread-safe with
- * other registry calls: call only when no other thread runs (atfork child handler). */
+/* Forget everything without touching the driver (forked child, after the lock taken for
+ * the fork was released). Call only when no other thread runs. */
 void ld_registry_reset(void);
-
-/* pthread_atfork helpers: hold the lock across fork so the child's copy is consistent. */
-void ld_registry_lock_for_fork(void);
-void ld_registry_unlock_after_fork(void);
 
 #endif

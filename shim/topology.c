@@ -250,6 +250,7 @@ void ld_topology_reset(void) {
         mods = m->next;
         free(m);
     }
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    mods_mu = mu;
 }
+
+void ld_topology_lock_for_fork(void) { pthread_mutex_lock(&mods_mu); }
+void ld_topology_unlock_after_fork(void) { pthread_mutex_unlock(&mods_mu); }

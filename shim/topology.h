@@ -29,6 +29,9 @@ int ld_topology_get(int dev, ldshim_topology_t *out);
 /* The probe result of `dev` for the report; 0 if the probe ran. */
 int ld_topology_result(int dev, ld_probe_result_t *out);
 
+/* Forked child: forget probe results and modules, after the fork lock was released. */
 void ld_topology_reset(void);
+void ld_topology_lock_for_fork(void);
+void ld_topology_unlock_after_fork(void);
 
 #endif
