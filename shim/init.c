@@ -42,7 +42,7 @@ static void parent_after_fork(void) { unlock_all(); }
 static void child_after_fork(void) {
     in_child = 1;
     unlock_all();
-    ld_registry_reset();
+    ld_registry_reset_in_child();
     ld_pool_reset();
     ld_device_reset();
     ld_topology_reset();

@@ -124,19 +124,23 @@ size_t ld_registry_snapshot(int device, ld_range_t *out, size_t max) {
 size_t ld_registry_count(void) { return atomic_load(&live_count); }
 uint64_t ld_registry_bytes(void) { return atomic_load(&live_bytes); }
 
-void ld_registry_reset(void) {
-    /* The array is abandoned, not freed: another thread of the parent may have been inside
-     * a realloc of it at the fork. A glibc rwlock cannot be unlocked by the child (it
-     * records the writer's thread id), so it is never held across fork and is simply
-     * re-initialized here. Kept reachable so leak checkers do not count it. */
+static void reset(int abandon) {
+    /* In a forked child the array is abandoned, not freed: another thread of the parent may
+     * have been between a realloc of it and the store of the new pointer at the fork. It
+     * stays reachable so leak checkers do not count it. */
     static ld_range_t *volatile abandoned;
-    abandoned = ranges;
-    (void)abandoned;
+    if (abandon) abandoned = ranges;
+    else free(ranges);
     ranges = NULL;
     n = cap = 0;
     atomic_store(&live_count, 0);
     atomic_store(&live_bytes, 0);
+    /* A glibc rwlock cannot be unlocked by the child (it records the writer's thread id),
+     * so it is never held across fork and is simply re-initialized. */
     pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
     lock = fresh;
 }
+
+void ld_registry_reset(void) { reset(0); }
+void ld_registry_reset_in_child(void) { reset(1); }
 

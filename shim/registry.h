@@ -51,8 +51,10 @@ size_t ld_registry_snapshot(int device, ld_range_t *out, size_t max);
 size_t ld_registry_count(void);
 uint64_t ld_registry_bytes(void);
 
-/* Forget everything without touching the driver (forked child, after the lock taken for
- * the fork was released). Call only when no other thread runs. */
+/* Forget everything without touching the driver. Call only when no other thread uses the
+ * registry (tests). */
 void ld_registry_reset(void);
+/* The same in a forked child (atfork handler): the parent's array is abandoned, not freed. */
+void ld_registry_reset_in_child(void);
 
 #endif
