@@ -129,8 +129,12 @@ static void reset(int abandon) {
      * have been between a realloc of it and the store of the new pointer at the fork. It
      * stays reachable so leak checkers do not count it. */
     static ld_range_t *volatile abandoned;
-    if (abandon) abandoned = ranges;
-    else free(ranges);
+    if (abandon) {
+        abandoned = ranges;
+        (void)abandoned;
+    } else {
+        free(ranges);
+    }
     ranges = NULL;
     n = cap = 0;
     atomic_store(&live_count, 0);
