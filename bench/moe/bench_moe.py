@@ -9,6 +9,7 @@ Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static a
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
+                    [--no-cublas] [--sched-best] [--outdir DIR]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe).
 """
 import argparse
@@ -27,6 +28,9 @@ import ldmoe  # noqa: E402
 
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
+# Tiles swept per regime (ldmoe.TILES names); AUTO's choice is timed as well.
+DECODE_TILES = ["64x16k4", "64x64k4", "64x8k4", "128x64k2", "ws128x16", "ws128x64"]
+PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128"]
 
 
 def median_time_us(fn, n_sets, warmup, reps):
@@ -41,6 +45,24 @@ def median_time_us(fn, n_sets, warmup, reps):
     torch.cuda.synchronize()
     ts = [a.elapsed_time(b) * 1e3 for a, b in evs]
     return statistics.median(ts), min(ts), max(ts)
+
+
+def median_times_interleaved(fns, n_sets, warmup, reps):
+    """Median single-call times of several functions, called in turn within each repetition."""
+    for i in range(warmup):
+        for fn in fns:
+            fn(i % n_sets)
+    torch.cuda.synchronize()
+    evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
+           for _ in range(reps)]
+    for i in range(reps):
+        for fn, (a, b) in zip(fns, evs[i]):
+            a.record()
+            fn(i % n_sets)
+            b.record()
+    torch.cuda.synchronize()
+    return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))
+            for k in range(len(fns))]
 
 
 def copy_bandwidth():
@@ -112,6 +134,8 @@ def main():
     ap.add_argument("--shapes", default="0,1,2")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--sched-best", action="store_true",
+                    help="also time aware/static/unaware schedules of the fastest tile of each case")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
@@ -158,7 +182,7 @@ def main():
                 r["cublas_err"] = rel_err(yc, yt)
                 r["cublas"] = median_time_us(cub.run, a.sets, a.warmup, a.reps)[0]
             y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            tiles = ["64x16", "64x16k4", "64x64", "64x64k4"] if m <= 96 else ["128x256", "wg256x128", "wg128x128", "wg256x128k2", "wg128x128k2"]
+            tiles = DECODE_TILES if m <= 96 else PREFILL_TILES
             variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
                 ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
             for mode, layout, tile in variants:
@@ -171,6 +195,15 @@ def main():
                 r[key] = median_time_us(
                     lambda i: ldmoe.grouped_mm(x, wset[i], offs, layout=layout, mode=mode, tile=tile, out=y),
                     a.sets, a.warmup, a.reps)[0]
+            if a.sched_best:
+                # Scheduler cost on the fastest tile: aware, static and unaware calls interleaved
+                # call by call (drift and clock changes hit all three alike), medians compared.
+                bt = min(tiles, key=lambda t: r["ldmoe_aware_localized_" + t])
+                r["sched_tile"] = bt
+                fns = [lambda i, md=md: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode=md, tile=bt, out=y)
+                       for md in ("aware", "static", "unaware")]
+                meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps)
+                r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
             best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
                            key=lambda k: r[k])
             r["best"] = best_key
@@ -187,6 +220,10 @@ def main():
                       best_key[len("ldmoe_aware_localized_"):], r[best_key],
                       100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
                   flush=True)
+            if "sched_tile" in r:
+                print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
+                    r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
+                    100 * (r["sched_aware"] / r["sched_static"] - 1)), flush=True)
             del x, y, yt
         del ws, wls
         torch.cuda.empty_cache()
@@ -205,6 +242,26 @@ def main():
             100 * r["ldmoe_aware_localized_auto_tbs"] / bw, r["best"][len("ldmoe_aware_localized_"):], r[r["best"]],
             100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1),
             r["ldmoe_aware_localized_auto_err"]))
+    lines += ["", "## Every tile (aware, localized), µs", "",
+              "| E | m | " + " | ".join(DECODE_TILES) + " |", "|---|---|" + "---|" * len(DECODE_TILES)]
+    for r in rows:
+        if r["m"] <= 96:
+            lines.append("| %d | %d | " % (r["E"], r["m"]) + " | ".join(
+                "%.1f" % r["ldmoe_aware_localized_" + t] for t in DECODE_TILES) + " |")
+    lines += ["", "| E | m | " + " | ".join(PREFILL_TILES) + " |", "|---|---|" + "---|" * len(PREFILL_TILES)]
+    for r in rows:
+        if r["m"] > 96:
+            lines.append("| %d | %d | " % (r["E"], r["m"]) + " | ".join(
+                "%.1f" % r["ldmoe_aware_localized_" + t] for t in PREFILL_TILES) + " |")
+    if any("sched_tile" in r for r in rows):
+        lines += ["", "## Scheduler cost on the fastest tile (aware, static, unaware interleaved call by call)", "",
+                  "| E | m | tile | aware µs | static µs | unaware µs | aware vs static | aware vs unaware |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "sched_tile" in r:
+                lines.append("| %d | %d | %s | %.1f | %.1f | %.1f | %+.1f %% | %+.1f %% |" % (
+                    r["E"], r["m"], r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
+                    100 * (r["sched_aware"] / r["sched_static"] - 1), 100 * (r["sched_aware"] / r["sched_unaware"] - 1)))
     with open(os.path.join(a.outdir, "moe-bench.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

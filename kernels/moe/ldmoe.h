@@ -72,7 +72,13 @@ enum ldmoe_tile {
     LDMOE_TILE_64x64_K4 = 8,  /* 64 x 64, 256 k per stage                                          */
     LDMOE_TILE_WG_256x128_K2 = 9,  /* wgmma 256 x 128, 128 k per stage; Hopper only              */
     LDMOE_TILE_WG_128x128_K2 = 10, /* wgmma 128 x 128, 128 k per stage; Hopper only              */
-    LDMOE_TILE_COUNT_ = 11
+    LDMOE_TILE_WS_256x128 = 11,    /* warp-specialized wgmma, 128 tokens x 256 weight rows; Hopper  */
+    LDMOE_TILE_WS_128x64 = 12,     /* warp-specialized wgmma, 128 weight rows x 64 tokens; Hopper   */
+    LDMOE_TILE_WS_128x16 = 13,     /* warp-specialized wgmma, 128 weight rows x 16 tokens; Hopper   */
+    LDMOE_TILE_128x64_K2 = 14,     /* mma.sync 128 weight rows x 64 tokens, 128 k per stage         */
+    LDMOE_TILE_WS_128x128 = 15,    /* warp-specialized wgmma, 128 tokens x 128 weight rows; Hopper  */
+    LDMOE_TILE_64x8_K4 = 16,       /* mma.sync 64 weight rows x 8 tokens, 256 k per stage           */
+    LDMOE_TILE_COUNT_ = 17
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f

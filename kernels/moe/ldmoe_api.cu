@@ -11,6 +11,7 @@
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_gemm.cuh"
+#include "kernels/moe/ldmoe_ws.cuh"
 
 #define LDMOE_API extern "C" __attribute__((visibility("default")))
 
@@ -34,10 +35,22 @@ using CfgT8 = Cfg<64, 64, 2, 2, 3, false, 4>;  // decode, 64 KiB of weights in f
 // wgmma with 128 k per stage: half the barriers and waits per FLOP, fewer stages.
 using CfgT9 = Cfg<256, 128, 2, 4, 2, true, 2>;
 using CfgT10 = Cfg<128, 128, 2, 4, 3, true, 2>;
+// Warp-specialized wgmma (sm_90a): a producer warpgroup and two consumer warpgroups (ldmoe_ws.cuh).
+using CfgT11 = WsCfg<256, 128, 4, 1, false>;   // prefill: 128 tokens x 256 weight rows, 4 x 48 KiB stages
+using CfgT12 = WsCfg<128, 64, 4, 2, true>;     // decode: 128 weight rows x 64 tokens, 128 KiB of weights in flight
+using CfgT13 = WsCfg<128, 16, 6, 2, true>;     // decode: 128 x 16, 192 KiB of weights in flight
+using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weight rows
+// mma.sync decode tiles with more weight rows per token row (less token traffic from L2).
+using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 128 KiB of weights in flight
+using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 160 KiB in flight
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
     grouped_mm_body<C>(p, &ldshim_topology);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_ws_kernel(const __grid_constant__ KParams p) {
+    grouped_mm_ws_body<C>(p, &ldshim_topology);
 }
 
 // plain [E, N, K] <-> localized [D, E, N/D, K], one 16-byte chunk per thread-iteration.
@@ -112,13 +125,20 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_64x16_K4: return {CfgT7::BM, CfgT7::BN, CfgT7::THREADS, CfgT7::SMEM, (const void *)grouped_mm_kernel<CfgT7>};
     case LDMOE_TILE_64x64_K4: return {CfgT8::BM, CfgT8::BN, CfgT8::THREADS, CfgT8::SMEM, (const void *)grouped_mm_kernel<CfgT8>};
     case LDMOE_TILE_WG_256x128_K2: return {CfgT9::BM, CfgT9::BN, CfgT9::THREADS, CfgT9::SMEM, (const void *)grouped_mm_kernel<CfgT9>};
-    default: return {CfgT10::BM, CfgT10::BN, CfgT10::THREADS, CfgT10::SMEM, (const void *)grouped_mm_kernel<CfgT10>};
+    case LDMOE_TILE_WG_128x128_K2: return {CfgT10::BM, CfgT10::BN, CfgT10::THREADS, CfgT10::SMEM, (const void *)grouped_mm_kernel<CfgT10>};
+    case LDMOE_TILE_WS_256x128: return {CfgT11::BM, CfgT11::BN, CfgT11::THREADS, CfgT11::SMEM, (const void *)grouped_mm_ws_kernel<CfgT11>};
+    case LDMOE_TILE_WS_128x64: return {CfgT12::BM, CfgT12::BN, CfgT12::THREADS, CfgT12::SMEM, (const void *)grouped_mm_ws_kernel<CfgT12>};
+    case LDMOE_TILE_WS_128x16: return {CfgT13::BM, CfgT13::BN, CfgT13::THREADS, CfgT13::SMEM, (const void *)grouped_mm_ws_kernel<CfgT13>};
+    case LDMOE_TILE_128x64_K2: return {CfgT14::BM, CfgT14::BN, CfgT14::THREADS, CfgT14::SMEM, (const void *)grouped_mm_kernel<CfgT14>};
+    case LDMOE_TILE_WS_128x128: return {CfgT15::BM, CfgT15::BN, CfgT15::THREADS, CfgT15::SMEM, (const void *)grouped_mm_ws_kernel<CfgT15>};
+    default: return {CfgT16::BM, CfgT16::BN, CfgT16::THREADS, CfgT16::SMEM, (const void *)grouped_mm_kernel<CfgT16>};
     }
 }
 
 static bool is_wgmma_tile(int tile) {
     return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128 || tile == LDMOE_TILE_WG_256x128_K2 ||
-           tile == LDMOE_TILE_WG_128x128_K2;
+           tile == LDMOE_TILE_WG_128x128_K2 || tile == LDMOE_TILE_WS_256x128 || tile == LDMOE_TILE_WS_128x64 ||
+           tile == LDMOE_TILE_WS_128x16 || tile == LDMOE_TILE_WS_128x128;
 }
 
 // Whether the current device runs the sm_90a wgmma kernels (compute capability exactly 9.0).

@@ -174,6 +174,144 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
     return t;
 }
 
+// ---- shared by both kernel bodies ------------------------------------------------------------
+
+// Block-wide setup: m-blocks per expert and their exclusive prefix (prefix[E] = total), SMs per
+// domain in the map the kernels see, and the resolved mode. All threads call it; it ends with a
+// barrier.
+struct SchedShared {
+    int32_t warp_sum[32];
+    int32_t domcnt[LDMOE_MAX_DOMAINS];
+    int32_t mode;
+};
+
+template <int THREADS, int BN>
+__device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topology_t *topo, int32_t *prefix,
+                                            SchedShared &sh) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int E = p.E, D = p.D;
+    const int chunk = (E + THREADS - 1) / THREADS;
+    const int lo = tid * chunk, hi = min(E, lo + chunk);
+    int32_t sum = 0;
+    for (int e = lo; e < hi; ++e) {
+        int64_t s = e ? (int64_t)__ldg(p.offs + e - 1) : 0, f = __ldg(p.offs + e);
+        s = s < 0 ? 0 : (s > p.T ? p.T : s);
+        f = f < s ? s : (f > p.T ? p.T : f);
+        int32_t mb = (int32_t)((f - s + BN - 1) / BN);
+        prefix[e] = mb;   // temporarily the count
+        sum += mb;
+    }
+    int32_t incl = sum;
+    #pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+    }
+    if (lane == 31) sh.warp_sum[warp] = incl;
+    if (tid < LDMOE_MAX_DOMAINS) sh.domcnt[tid] = 0;
+    __syncthreads();
+    int32_t base = 0;
+    for (int w2 = 0; w2 < warp; ++w2) base += sh.warp_sum[w2];
+    int32_t run = base + incl - sum;
+    for (int e = lo; e < hi; ++e) { int32_t mb = prefix[e]; prefix[e] = run; run += mb; }
+    if (tid == THREADS - 1) prefix[E] = run;   // last thread's running sum is the total
+
+    const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
+    const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : gridDim.x;
+    for (uint32_t s = tid; s < nsm; s += THREADS) {
+        uint32_t d = published ? topo->sm_domain[s] : ldshim_even_domain(s, D);
+        atomicAdd(&sh.domcnt[d % D], 1);
+    }
+    if (tid == 0) {
+        int m = p.mode;
+        if (m == kModeAuto) m = (published && !(topo->flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
+        if (D == 1 && m == kModeAware) m = kModeUnaware;   // one slice: one queue
+        sh.mode = m;
+    }
+    __syncthreads();
+}
+
+// The load side, run by one thread: claims tiles (the tile after next is claimed with a split
+// atomic at each tile switch and resolved a whole tile later) and fills ring stages with TMA
+// boxes, one of weights and one of tokens per 64 k, completing on the stage's mbarrier.
+//
+// Each weight block starts at its own k offset so that the SMs do not stream the same column
+// band of many rows at once (DRAM channel camping on power-of-two row strides). The offset is a
+// Fibonacci-hash (Weyl) sequence of the weight block, not of the tile: the m-blocks of one
+// weight block are claimed together and read the same k-steps at about the same time, so the
+// block comes from HBM once and from L2 for the others.
+template <class C>
+struct Loader {
+    Claimer cl;
+    const KParams *p;
+    const int32_t *prefix;
+    int64_t per_queue;
+    int mode, nk;
+    int64_t tk, next_tk;   // tile being loaded (-1: none left), tile claimed ahead
+    int k, rot;            // k-step of tk, its first k-block
+    int32_t wrow, tok;     // TMA row coordinates of tk
+    bool pend, pend_fast;
+    int32_t pend_q;
+    unsigned pend_v;
+
+    __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
+                          int my_dom) {
+        p = &kp; prefix = pre; per_queue = pq; mode = sh.mode;
+        nk = (kp.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
+        const int D = kp.D;
+        cl.ctr = kp.ctr; cl.per_queue = pq; cl.total = total; cl.D = D; cl.my_dom = my_dom;
+        cl.mode = mode; cl.cur = 0; cl.empty_mask = 0; cl.allow_mask = 1u << my_dom;
+        cl.retired = cl.last = cl.finished = false; cl.static_next = blockIdx.x;
+        if (mode == kModeUnaware) cl.allow_mask = 1u;
+        if (mode == kModeAware)
+            for (int d = 0; d < D; ++d)
+                if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) cl.allow_mask |= 1u << d;
+        k = 0; pend = false;
+        tk = cl.slow_claim();
+        next_tk = cl.slow_claim();
+        set_tile();
+        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
+    }
+    __device__ void set_tile() {
+        if (tk < 0) return;
+        const Tile t = make_tile(*p, prefix, C::BM, C::BN, mode, per_queue, tk);
+        wrow = t.wrow_idx;
+        tok = (int32_t)t.tok0;
+        const uint32_t blk = (uint32_t)(t.wrow_idx / C::BM);
+        rot = (int)(((uint64_t)(blk * 2654435769u) * (uint32_t)nk) >> 32);
+    }
+    // Fill the stage at `dst` with (tk, k); tk >= 0.
+    __device__ void fill(uint32_t dst, uint32_t bar) const {
+        fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
+        mbar_expect_tx(bar, (uint32_t)C::STAGE_BYTES);
+        int kb = k + rot;
+        kb = kb >= nk ? kb - nk : kb;
+        #pragma unroll
+        for (int sub = 0; sub < C::KSUB; ++sub) {
+            const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
+            tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
+            tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);
+        }
+    }
+    __device__ void advance() {
+        if (++k < nk) return;
+        k = 0;
+        tk = next_tk;
+        next_tk = -1;
+        if (pend) { next_tk = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
+        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
+        set_tile();
+    }
+};
+
+__device__ __forceinline__ void debug_count(const KParams &p, int64_t gid, int my_dom) {
+    if (p.dbg && gid < p.dbg_cap) {
+        atomicAdd(&p.dbg[gid], 1u);
+        atomicOr(&p.dbg[p.dbg_cap + gid], 1u << my_dom);
+    }
+}
+
+// All threads compute; thread 0 also loads (one stage ahead of a barrier per k-step).
 template <class C>
 __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -185,130 +323,33 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     __shared__ int64_t s_ring_tk[C::STAGES];   // tile ticket held by each stage (-1: none)
     __shared__ int32_t s_ring_k[C::STAGES];    // k-step held by each stage
     __shared__ __align__(8) uint64_t s_full[C::STAGES];   // stage landed (TMA transaction count)
-    __shared__ int32_t s_warp_sum[32];
-    __shared__ int32_t s_domcnt[LDMOE_MAX_DOMAINS];
-    __shared__ int32_t s_mode;
+    __shared__ SchedShared sh;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, D = p.D;
-
-    // ---- 1. m-blocks per expert and their exclusive prefix (block-wide scan) ----
-    {
-        const int chunk = (E + C::THREADS - 1) / C::THREADS;
-        const int lo = tid * chunk, hi = min(E, lo + chunk);
-        int32_t sum = 0;
-        for (int e = lo; e < hi; ++e) {
-            int64_t s = e ? (int64_t)__ldg(p.offs + e - 1) : 0, f = __ldg(p.offs + e);
-            s = s < 0 ? 0 : (s > p.T ? p.T : s);
-            f = f < s ? s : (f > p.T ? p.T : f);
-            int32_t mb = (int32_t)((f - s + C::BN - 1) / C::BN);
-            prefix[e] = mb;   // temporarily the count
-            sum += mb;
-        }
-        int32_t incl = sum;
-        #pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o) incl += v;
-        }
-        if (lane == 31) s_warp_sum[warp] = incl;
-        if (tid < LDMOE_MAX_DOMAINS) s_domcnt[tid] = 0;
-        __syncthreads();
-        int32_t base = 0;
-        for (int w2 = 0; w2 < warp; ++w2) base += s_warp_sum[w2];
-        int32_t run = base + incl - sum;
-        for (int e = lo; e < hi; ++e) { int32_t mb = prefix[e]; prefix[e] = run; run += mb; }
-        if (tid == C::THREADS - 1) prefix[E] = run;   // last thread's running sum is the total
-    }
-    // ---- 2. SMs per domain in the map the kernels see (for the steal rule) ----
-    const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
-    {
-        const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : gridDim.x;
-        for (uint32_t s = tid; s < nsm; s += C::THREADS) {
-            uint32_t d = published ? topo->sm_domain[s] : ldshim_even_domain(s, D);
-            atomicAdd(&s_domcnt[d % D], 1);
-        }
-        if (tid == 0) {
-            int m = p.mode;
-            if (m == kModeAuto) m = (published && !(topo->flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
-            if (D == 1 && m == kModeAware) m = kModeUnaware;   // one slice: one queue
-            s_mode = m;
-        }
-    }
-    __syncthreads();
-    const int mode = s_mode;
+    sched_setup<C::THREADS, C::BN>(p, topo, prefix, sh);
+    const int mode = sh.mode;
     const int64_t tiles_per_slice = (int64_t)prefix[E] * p.nbs;
     const int64_t total = tiles_per_slice * D;
     const int64_t per_queue = mode == kModeAware ? tiles_per_slice : total;
     const int my_dom = (int)(ldshim_sm_domain(topo, D) % D);
-
-    // ---- 3. load side: thread 0 claims tiles and issues one TMA box of weights and one of
-    // tokens per stage; the stage's mbarrier completes when both boxes have landed ----
     const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);   // stages per tile
-    // Each tile starts at its own k offset so that the SMs do not stream the same column band
-    // of many rows at once (DRAM channel camping on power-of-two row strides). Offsets follow a
-    // Fibonacci-hash (Weyl) sequence of the ticket: tiles claimed together get offsets spread
-    // evenly over [0, nk), whichever CTAs take them.
-    int ld_rot = 0;
-    auto rot_of = [&](int64_t tk) { return (int)(((uint64_t)((uint32_t)tk * 2654435769u) * (uint32_t)nk) >> 32); };
-    Claimer cl;
-    int64_t ld_tk = -1;     // thread 0: tile being loaded
-    int64_t next_tk = -1;   // thread 0: claimed ahead
-    int ld_k = 0;
-    int32_t ld_wrow = 0, ld_tok = 0;
-    bool pend = false, pend_fast = false;   // split claim in flight (thread 0)
-    int32_t pend_q = 0;
-    unsigned pend_v = 0;
+
+    Loader<C> ld{};   // used by thread 0 only
+    auto load_stage = [&](int slot) {
+        s_ring_tk[slot] = ld.tk;
+        s_ring_k[slot] = ld.k;
+        if (ld.tk < 0) return;
+        ld.fill(smem_u32(ring + slot * C::STAGE_BYTES), smem_u32(&s_full[slot]));
+        ld.advance();
+    };
     if (tid == 0) {
-        cl.ctr = p.ctr; cl.per_queue = per_queue; cl.total = total; cl.D = D; cl.my_dom = my_dom;
-        cl.mode = mode; cl.cur = 0; cl.empty_mask = 0; cl.allow_mask = 1u << my_dom;
-        cl.retired = cl.last = cl.finished = false; cl.static_next = blockIdx.x;
-        if (mode == kModeUnaware) cl.allow_mask = 1u;
-        if (mode == kModeAware)
-            for (int d = 0; d < D; ++d)
-                if (ldmoe_may_steal(total, gridDim.x, p.steal_waves, s_domcnt[d])) cl.allow_mask |= 1u << d;
         for (int st = 0; st < C::STAGES; ++st) mbar_init(smem_u32(&s_full[st]), 1);
         fence_mbar_init();
-        ld_tk = cl.slow_claim();
-        next_tk = cl.slow_claim();
-        if (ld_tk >= 0) {
-            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-            ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0; ld_rot = rot_of(ld_tk);
-        }
-        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
+        ld.start(p, prefix, sh, per_queue, total, my_dom);
     }
 
-    // Thread 0 only. The tile after next was claimed (split) at the previous switch, a whole
-    // tile of loads ago, so resolving it here rarely waits for the atomic.
-    auto load_stage = [&](int slot) {
-        s_ring_tk[slot] = ld_tk;
-        s_ring_k[slot] = ld_k;
-        if (ld_tk < 0) return;
-        const uint32_t a_dst = smem_u32(ring + slot * C::STAGE_BYTES), bar = smem_u32(&s_full[slot]);
-        fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
-        mbar_expect_tx(bar, (uint32_t)C::STAGE_BYTES);
-        int kb = ld_k + ld_rot;
-        kb = kb >= nk ? kb - nk : kb;
-        #pragma unroll
-        for (int sub = 0; sub < C::KSUB; ++sub) {
-            const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
-            tma_load_2d(a_dst + sub * C::A_SUB, &p.tm_w, k0, ld_wrow, bar);
-            tma_load_2d(a_dst + C::A_BYTES + sub * C::B_SUB, &p.tm_x, k0, ld_tok, bar);
-        }
-        if (++ld_k == nk) {
-            ld_k = 0;
-            ld_tk = next_tk;
-            next_tk = -1;
-            if (pend) { next_tk = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
-            if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
-            if (ld_tk >= 0) {
-                const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, ld_tk);
-                ld_wrow = t.wrow_idx; ld_tok = (int32_t)t.tok0; ld_rot = rot_of(ld_tk);
-            }
-        }
-    };
-
-    // ---- 4. compute side ----
+    // ---- compute side ----
     const int wm0 = (warp / C::WARPS_N) * C::WM;   // weight-row offset of this warp
     const int wn0 = (warp % C::WARPS_N) * C::WN;   // token offset of this warp
     float acc[C::WG ? 1 : C::MI][C::WG ? 1 : C::NI][4];   // mma.sync accumulators
@@ -354,8 +395,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                 #pragma unroll
                 for (int kk = 0; kk < kBK / 16; ++kk) {
                     const int acc_in = kstep != 0 || sub != 0 || kk != 0;   // a tile's first k starts from zero
-                    if constexpr (C::BM == 256) wgmma_m64n256k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(w_base + kk * 32), acc_in);
-                    else wgmma_m64n128k16(wacc, wg_desc(tok_base + kk * 32), wg_desc(w_base + kk * 32), acc_in);
+                    wgmma_m64k16<C::BM>(wacc, wg_desc(tok_base + kk * 32), wg_desc(w_base + kk * 32), acc_in);
                 }
             }
             wg_commit();
@@ -409,10 +449,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                             __floats2bfloat162_rn(wacc[4 * j + 2], wacc[4 * j + 3]);
                 }
             }
-            if (p.dbg && tid == 0 && t.gid < p.dbg_cap) {
-                atomicAdd(&p.dbg[t.gid], 1u);
-                atomicOr(&p.dbg[p.dbg_cap + t.gid], 1u << my_dom);
-            }
+            if (tid == 0) debug_count(p, t.gid, my_dom);
           }
         } else if (kstep == nk - 1) {   // ---- epilogue: stage through smem, 16-byte coalesced stores ----
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
@@ -438,10 +475,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                     *reinterpret_cast<uint4 *>(p.y + (t.tok0 + tt) * p.N + t.n0 + c * 8) = v;
                 }
             }
-            if (p.dbg && tid == 0 && t.gid < p.dbg_cap) {
-                atomicAdd(&p.dbg[t.gid], 1u);
-                atomicOr(&p.dbg[p.dbg_cap + t.gid], 1u << my_dom);
-            }
+            if (tid == 0) debug_count(p, t.gid, my_dom);
         }
     }
 }

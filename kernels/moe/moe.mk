@@ -13,7 +13,7 @@ LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
 LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_gemm.cuh $(LDMOE_DIR)/ldmoe_sched.cuh \
-                  $(LDMOE_DIR)/ldmoe_wgmma_ops.cuh \
+                  $(LDMOE_DIR)/ldmoe_wgmma_ops.cuh $(LDMOE_DIR)/ldmoe_ws.cuh \
                   kernels/ldshim_topology.h
 # sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
 # always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels

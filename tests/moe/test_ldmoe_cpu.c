@@ -170,6 +170,24 @@ static void test_tile_info(void) {
     CU_ASSERT_EQUAL(bn, 64);
     CU_ASSERT_EQUAL(bound, (2 + 8) * 1 * 64);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 63, 0, 1, 0, NULL, NULL, NULL), LDMOE_ERR_ALIGNMENT);
+    /* every explicit tile reports the geometry its kernel is built with */
+    static const struct { int tile, bm, bn; } geo[] = {
+        {LDMOE_TILE_64x16, 64, 16},          {LDMOE_TILE_64x64, 64, 64},        {LDMOE_TILE_128x128, 128, 128},
+        {LDMOE_TILE_128x256, 128, 256},      {LDMOE_TILE_WG_256x128, 256, 128}, {LDMOE_TILE_WG_128x128, 128, 128},
+        {LDMOE_TILE_64x16_K4, 64, 16},       {LDMOE_TILE_64x64_K4, 64, 64},     {LDMOE_TILE_WG_256x128_K2, 256, 128},
+        {LDMOE_TILE_WG_128x128_K2, 128, 128}, {LDMOE_TILE_WS_256x128, 256, 128}, {LDMOE_TILE_WS_128x64, 128, 64},
+        {LDMOE_TILE_WS_128x16, 128, 16},     {LDMOE_TILE_128x64_K2, 128, 64},   {LDMOE_TILE_WS_128x128, 128, 128},
+        {LDMOE_TILE_64x8_K4, 64, 8},
+    };
+    CU_ASSERT_EQUAL(sizeof geo / sizeof geo[0], LDMOE_TILE_COUNT_ - 1);
+    for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) {
+        bm = bn = 0;
+        CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_LOCALIZED, 2, geo[i].tile, &bm, &bn, &bound), LDMOE_OK);
+        CU_ASSERT_EQUAL(bm, geo[i].bm);
+        CU_ASSERT_EQUAL(bn, geo[i].bn);
+        CU_ASSERT_EQUAL(bound, ((1000 + bn - 1) / bn + 8) * 2 * ((2048 + bm - 1) / bm));
+    }
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, LDMOE_TILE_COUNT_, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
 }
 
 static void test_strings(void) {

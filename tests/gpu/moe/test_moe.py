@@ -115,7 +115,7 @@ def test_correctness(gen, quick):
     ]
     if quick:
         shapes = shapes[:4]
-    tiles = ["auto", "64x16", "64x64", "128x128", "128x256", "wg256x128", "wg128x128", "64x16k4", "64x64k4", "wg256x128k2", "wg128x128k2"]
+    tiles = [t for t in ldmoe.TILES]   # every tile the library has
     modes = ["auto", "aware", "unaware", "static"]
     for si, (T, E, N, K) in enumerate(shapes):
         for layout in ["plain", "localized"]:
@@ -193,7 +193,8 @@ def test_scheduler(gen, num_sms):
             ldmoe.set_topology(None)
         else:
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
-        for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400)]:
+        for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400),
+                         ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300)]:
             for mode, waves in cases:
                 x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()

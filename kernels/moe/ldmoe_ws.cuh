@@ -1,0 +1,203 @@
+// ldmoe_ws.cuh — warp-specialized wgmma body of the grouped GEMM (sm_90a).
+//
+// Three warpgroups per CTA (one CTA per SM). Warpgroup 0 is the producer: one thread claims tiles
+// and fills a ring of shared-memory stages with TMA boxes (Loader, ldmoe_gemm.cuh); the other
+// producer threads give their registers back (setmaxnreg) and leave. Warpgroups 1 and 2 are the
+// consumers: each issues wgmma for its half of the tile and keeps one wgmma group in flight
+// while it waits for the next stage.
+//
+// Two mbarriers per stage. full[s] completes when the producer's arrive (with the stage's byte
+// count) and the TMA bytes have landed; the producer writes the stage's tile ticket to shared
+// memory before that arrive, so a consumer that saw the phase complete reads it.
+// empty[s] completes when all eight consumer warps have finished the wgmmas that read stage s
+// (one arrive per warp after wgmma.wait_group). The producer starts on empty's "previous" phase
+// (parity 1 of a fresh barrier reads as complete), so the first pass through the ring does not
+// wait. No CTA waits on another one (Claimer), so a partly resident grid cannot deadlock.
+//
+// When the claimer runs dry the producer publishes ticket -1 in the next stage and arrives on
+// its full barrier without bytes; consumers see it and leave.
+//
+// Orientations:
+//   WA = false (prefill): tokens on the MMA's M side (64 per consumer warpgroup, BN = 128),
+//       weights on its N side (BM = 128 or 256 rows).
+//   WA = true (decode):   weights on M (64 rows per consumer warpgroup, BM = 128), tokens on N
+//       (BN = 8..64), so a handful of tokens per expert does not waste the tensor cores.
+#pragma once
+#include "kernels/moe/ldmoe_gemm.cuh"
+
+namespace ldmoe {
+
+template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_>
+struct WsCfg {
+    static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, KSUB = KSUB_;
+    static constexpr bool WA = WA_;
+    static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
+    static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
+    static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + PREFIX_BYTES;   // +1 KiB: align
+    static constexpr int MMA_N = WA ? BN : BM;                // wgmma n per consumer warpgroup
+    static constexpr int ACC = MMA_N / 2;                     // f32 accumulators per thread
+    // Register split (setmaxnreg) for the prefill orientation: 128 x 64 + 256 x 224 = 64 Ki
+    // registers per SM; decode tiles need no more than the 168 every thread starts with.
+    static constexpr bool SPLIT_REGS = !WA;
+    static constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 224;
+    static_assert(WA ? BM == 128 : BN == 128, "each consumer warpgroup owns 64 rows of the MMA's M side");
+    static_assert(MMA_N % 8 == 0 && MMA_N >= 8 && MMA_N <= 256, "wgmma n");
+    static_assert(STAGE_BYTES % 1024 == 0 && A_SUB % 1024 == 0 && B_SUB % 1024 == 0,
+                  "swizzle atoms stay 1024-byte aligned");
+    static_assert(SMEM <= 227 * 1024, "shared memory per block");
+};
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+template <class C>
+__device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    unsigned char *ring = smem;
+    int32_t *prefix = reinterpret_cast<int32_t *>(smem + C::STAGES * C::STAGE_BYTES);
+    __shared__ int64_t s_ring_tk[C::STAGES];
+    __shared__ __align__(8) uint64_t s_full[C::STAGES];
+    __shared__ __align__(8) uint64_t s_empty[C::STAGES];
+    __shared__ SchedShared sh;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (tid == 0) {
+        for (int st = 0; st < C::STAGES; ++st) {
+            mbar_init(smem_u32(&s_full[st]), 1);
+            mbar_init(smem_u32(&s_empty[st]), 8);   // one arrive per consumer warp
+        }
+        fence_mbar_init();
+    }
+    sched_setup<C::THREADS, C::BN>(p, topo, prefix, sh);   // ends with a barrier
+    const int D = p.D, mode = sh.mode;
+    const int64_t tiles_per_slice = (int64_t)prefix[p.E] * p.nbs;
+    const int64_t total = tiles_per_slice * D;
+    const int64_t per_queue = mode == kModeAware ? tiles_per_slice : total;
+    const int my_dom = (int)(ldshim_sm_domain(topo, D) % D);
+
+    if (warp < 4) {
+        // ---------------- producer warpgroup ----------------
+        if constexpr (C::SPLIT_REGS) setmaxnreg_dec<C::PRODUCER_REGS>();
+        if (tid != 0) return;
+        Loader<C> ld{};
+        ld.start(p, prefix, sh, per_queue, total, my_dom);
+        int s = 0;
+        uint32_t ph = 0;
+        #pragma unroll 1
+        for (;;) {
+            mbar_wait(smem_u32(&s_empty[s]), ph ^ 1);
+            const int64_t tk = ld.tk;
+            s_ring_tk[s] = tk;
+            if (tk < 0) { mbar_arrive(smem_u32(&s_full[s])); return; }   // consumers: done
+            ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
+            ld.advance();
+            if (++s == C::STAGES) { s = 0; ph ^= 1; }
+        }
+    }
+
+    // ---------------- consumer warpgroups ----------------
+    if constexpr (C::SPLIT_REGS) setmaxnreg_inc<C::CONSUMER_REGS>();
+    const int cw = (warp >> 2) - 1;   // consumer warpgroup 0 / 1: rows cw*64.. of the MMA's M side
+    const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
+    // Offsets inside a stage of this warpgroup's A rows and of the shared B operand.
+    const uint32_t a_off = C::WA ? cw * 64 * kRowBytes : C::A_BYTES + cw * 64 * kRowBytes;
+    const uint32_t a_step = C::WA ? C::A_SUB : C::B_SUB;
+    const uint32_t b_off = C::WA ? C::A_BYTES : 0;
+    const uint32_t b_step = C::WA ? C::B_SUB : C::A_SUB;
+    float acc[C::ACC];
+    #pragma unroll
+    for (int i = 0; i < C::ACC; ++i) acc[i] = 0.f;
+
+    // One stage's wgmmas (4 x KSUB of k16) into acc; `first` zeroes acc (a tile's first k-step).
+    auto mma_stage = [&](int st, bool first) {
+        const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
+        wg_fence_acc(acc);
+        wg_fence();
+        #pragma unroll
+        for (int sub = 0; sub < C::KSUB; ++sub) {
+            #pragma unroll
+            for (int kk = 0; kk < kBK / 16; ++kk)
+                wgmma_m64k16<C::MMA_N>(acc, wg_desc(base + a_off + sub * a_step + kk * 32),
+                                       wg_desc(base + b_off + sub * b_step + kk * 32),
+                                       (first && sub == 0 && kk == 0) ? 0 : 1);
+        }
+        wg_commit();
+    };
+
+    // The structure follows the tile: the first k-step (which also names the tile), nk - 1
+    // steady steps that keep one wgmma group in flight, then drain and store. The stage
+    // order is the producer's (k-steps of one tile are consecutive stages).
+    int s = 0;
+    uint32_t ph = 0;
+    #pragma unroll 1
+    for (;;) {
+        mbar_wait(smem_u32(&s_full[s]), ph);
+        const int64_t tk = s_ring_tk[s];
+        if (tk < 0) break;
+        mma_stage(s, true);
+        int prev = s;
+        if (++s == C::STAGES) { s = 0; ph ^= 1; }
+        #pragma unroll 1
+        for (int kstep = 1; kstep < nk; ++kstep) {
+            mbar_wait(smem_u32(&s_full[s]), ph);
+            mma_stage(s, false);
+            wg_wait<1>();   // the previous stage's group is done: hand that stage back
+            wg_fence_acc(acc);
+            if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
+            prev = s;
+            if (++s == C::STAGES) { s = 0; ph ^= 1; }
+        }
+        wg_wait<0>();
+        wg_fence_acc(acc);
+        if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
+        {
+            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+            const int g = lane >> 2, q = lane & 3;
+            const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[4j], acc[4j+1]
+            if constexpr (C::WA) {
+                // M = weight rows (output columns), N = tokens: scalar bf16 stores.
+                #pragma unroll
+                for (int j = 0; j < C::ACC / 4; ++j) {
+                    #pragma unroll
+                    for (int v = 0; v < 4; ++v) {
+                        const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
+                        if (n < t.nrows && tt < t.rows)
+                            p.y[(t.tok0 + tt) * p.N + t.n0 + n] = __float2bfloat16_rn(acc[4 * j + v]);
+                    }
+                }
+            } else {
+                // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
+                #pragma unroll
+                for (int j = 0; j < C::ACC / 4; ++j) {
+                    const int n = j * 8 + 2 * q;
+                    if (n < t.nrows) {
+                        if (r0 < t.rows)
+                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
+                                __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+                        if (r0 + 8 < t.rows)
+                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
+                                __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+                    }
+                }
+            }
+            if (tid == 128) debug_count(p, t.gid, my_dom);
+        }
+    }
+}
+
+}  // namespace ldmoe
