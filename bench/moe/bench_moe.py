@@ -29,7 +29,7 @@ import ldmoe  # noqa: E402
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
 # Tiles swept per regime (ldmoe.TILES names); AUTO's choice is timed as well.
-DECODE_TILES = ["64x16k4", "64x64k4", "64x8k4", "128x64k2", "ws128x16", "ws128x64"]
+DECODE_TILES = ["64x16k4", "64x64k4", "128x64k2", "ws128x16", "ws128x64", "ws256x64", "ws128x64k1"]
 PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128"]
 
 
@@ -220,6 +220,7 @@ def main():
                       best_key[len("ldmoe_aware_localized_"):], r[best_key],
                       100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
                   flush=True)
+            print("    tiles: " + "  ".join("%s %.1f" % (t, r["ldmoe_aware_localized_" + t]) for t in tiles), flush=True)
             if "sched_tile" in r:
                 print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
                     r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],

@@ -59,9 +59,9 @@ enum ldmoe_mode {
 };
 
 enum ldmoe_tile {
-    LDMOE_TILE_AUTO = 0,      /* chosen from T/E: <= 16 tokens/expert 64x16_K4, <= 96 64x64_K4,
-                                 else WG_256x128_K2 on compute capability 9.0, else 128x128
-                                 (<= 1024) or 128x256 (mma.sync)                                  */
+    LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 16 tokens/expert
+                                 WS_128x16, <= 96 WS_128x64, else WS_256x128. Elsewhere: <= 16
+                                 64x16_K4, <= 96 64x64_K4, <= 1024 128x128, else 128x256      */
     LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
     LDMOE_TILE_128x128 = 3,   /* 128 x 128: prefill (mma.sync)                                   */
@@ -78,7 +78,9 @@ enum ldmoe_tile {
     LDMOE_TILE_128x64_K2 = 14,     /* mma.sync 128 weight rows x 64 tokens, 128 k per stage         */
     LDMOE_TILE_WS_128x128 = 15,    /* warp-specialized wgmma, 128 tokens x 128 weight rows; Hopper  */
     LDMOE_TILE_64x8_K4 = 16,       /* mma.sync 64 weight rows x 8 tokens, 256 k per stage           */
-    LDMOE_TILE_COUNT_ = 17
+    LDMOE_TILE_WS_256x64 = 17,     /* warp-specialized wgmma, 256 weight rows x 64 tokens; Hopper   */
+    LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with 64-k stages; Hopper                          */
+    LDMOE_TILE_COUNT_ = 19
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f

@@ -21,7 +21,8 @@ LAYOUTS = {"plain": 0, "localized": 1}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
 TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4, "wg256x128": 5, "wg128x128": 6,
          "64x16k4": 7, "64x64k4": 8, "wg256x128k2": 9, "wg128x128k2": 10, "ws256x128": 11, "ws128x64": 12,
-         "ws128x16": 13, "128x64k2": 14, "ws128x128": 15, "64x8k4": 16}
+         "ws128x16": 13, "128x64k2": 14, "ws128x128": 15, "64x8k4": 16,
+         "ws256x64": 17, "ws128x64k1": 18}
 MAX_SMS = 256
 MAX_DOMAINS = 8
 TOPOLOGY_MAGIC = 0x4C445348

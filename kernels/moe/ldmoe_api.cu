@@ -43,6 +43,8 @@ using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weig
 // mma.sync decode tiles with more weight rows per token row (less token traffic from L2).
 using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 128 KiB of weights in flight
 using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 160 KiB in flight
+using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
+using CfgT18 = WsCfg<128, 64, 8, 1, true>;     // decode: 128 x 64 with 64-k stages (finer hand-back)
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -103,7 +105,7 @@ LDMOE_API const char *ldmoe_error_string(int status) {
 LDMOE_API const char *ldmoe_last_error(void) { return g_msg; }
 
 LDMOE_API const char *ldmoe_version(void) {
-    return LDMOE_VERSION_STRING " (decode: mma.sync m16n8k16; prefill: sm_90a wgmma, mma.sync elsewhere)";
+    return LDMOE_VERSION_STRING " (sm_90a: warp-specialized wgmma, TMA; elsewhere: mma.sync m16n8k16)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -131,6 +133,9 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_WS_128x16: return {CfgT13::BM, CfgT13::BN, CfgT13::THREADS, CfgT13::SMEM, (const void *)grouped_mm_ws_kernel<CfgT13>};
     case LDMOE_TILE_128x64_K2: return {CfgT14::BM, CfgT14::BN, CfgT14::THREADS, CfgT14::SMEM, (const void *)grouped_mm_kernel<CfgT14>};
     case LDMOE_TILE_WS_128x128: return {CfgT15::BM, CfgT15::BN, CfgT15::THREADS, CfgT15::SMEM, (const void *)grouped_mm_ws_kernel<CfgT15>};
+    case LDMOE_TILE_WS_256x64: return {CfgT17::BM, CfgT17::BN, CfgT17::THREADS, CfgT17::SMEM, (const void *)grouped_mm_ws_kernel<CfgT17>};
+    case LDMOE_TILE_WS_128x64_K1: return {CfgT18::BM, CfgT18::BN, CfgT18::THREADS, CfgT18::SMEM, (const void *)grouped_mm_ws_kernel<CfgT18>};
+    case LDMOE_TILE_64x8_K4:
     default: return {CfgT16::BM, CfgT16::BN, CfgT16::THREADS, CfgT16::SMEM, (const void *)grouped_mm_kernel<CfgT16>};
     }
 }
@@ -138,7 +143,8 @@ static TileCfg tile_cfg(int tile) {
 static bool is_wgmma_tile(int tile) {
     return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128 || tile == LDMOE_TILE_WG_256x128_K2 ||
            tile == LDMOE_TILE_WG_128x128_K2 || tile == LDMOE_TILE_WS_256x128 || tile == LDMOE_TILE_WS_128x64 ||
-           tile == LDMOE_TILE_WS_128x16 || tile == LDMOE_TILE_WS_128x128;
+           tile == LDMOE_TILE_WS_128x16 || tile == LDMOE_TILE_WS_128x128 || tile == LDMOE_TILE_WS_256x64 ||
+           tile == LDMOE_TILE_WS_128x64_K1;
 }
 
 // Whether the current device runs the sm_90a wgmma kernels (compute capability exactly 9.0).
@@ -154,16 +160,20 @@ static bool device_has_wgmma(void) {
     return major == 9 && minor == 0;
 }
 
-// AUTO: by average tokens per expert. Decode tiles keep BM at 64 so the last wave is short and
-// read 512 contiguous bytes per weight row per stage; prefill takes the wgmma tile where the
-// device has it. Chosen from bench/results/moe-2026-11-29.md (H200): the K4 decode tiles beat
-// the K2 ones by 5-25 %, wg256x128k2 was the fastest prefill tile in 5 of 6 cases.
+// AUTO: by average tokens per expert. On Hopper (compute capability 9.0) the warp-specialized
+// wgmma tiles: decode with the weights on the MMA's M side (128 weight rows x 16 or 64 tokens),
+// prefill 128 tokens x 256 weight rows. Elsewhere the mma.sync tiles. Chosen from the sweeps in
+// bench/results/ (H200).
 static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
-    int64_t avg = E > 0 ? T / E : T;
+    const int64_t avg = E > 0 ? T / E : T;
+    if (device_has_wgmma()) {
+        if (avg <= 16) return LDMOE_TILE_WS_128x16;
+        if (avg <= 96) return LDMOE_TILE_WS_128x64;
+        return LDMOE_TILE_WS_256x128;
+    }
     if (avg <= 16) return LDMOE_TILE_64x16_K4;
     if (avg <= 96) return LDMOE_TILE_64x64_K4;
-    if (device_has_wgmma()) return LDMOE_TILE_WG_256x128_K2;
     if (avg <= 1024) return LDMOE_TILE_128x128;
     return LDMOE_TILE_128x256;
 }

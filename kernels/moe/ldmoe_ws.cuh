@@ -20,8 +20,9 @@
 // Orientations:
 //   WA = false (prefill): tokens on the MMA's M side (64 per consumer warpgroup, BN = 128),
 //       weights on its N side (BM = 128 or 256 rows).
-//   WA = true (decode):   weights on M (64 rows per consumer warpgroup, BM = 128), tokens on N
-//       (BN = 8..64), so a handful of tokens per expert does not waste the tensor cores.
+//   WA = true (decode):   weights on M (64 or 128 rows per consumer warpgroup, BM = 128 or 256),
+//       tokens on N (BN = 8..64), so a handful of tokens per expert does not waste the tensor
+//       cores; the larger BM reads each token block from L2 for twice as many weight rows.
 #pragma once
 #include "kernels/moe/ldmoe_gemm.cuh"
 
@@ -38,12 +39,16 @@ struct WsCfg {
     static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + PREFIX_BYTES;   // +1 KiB: align
     static constexpr int MMA_N = WA ? BN : BM;                // wgmma n per consumer warpgroup
-    static constexpr int ACC = MMA_N / 2;                     // f32 accumulators per thread
-    // Register split (setmaxnreg) for the prefill orientation: 128 x 64 + 256 x 224 = 64 Ki
-    // registers per SM; decode tiles need no more than the 168 every thread starts with.
+    static constexpr int MI = WA ? BM / 128 : 1;              // m64 blocks per consumer warpgroup
+    static constexpr int ACC = MMA_N / 2;                     // f32 accumulators per thread and block
+    // Register split (setmaxnreg) for the prefill orientation. The CTA is launched holding
+    // 168 registers per thread (__launch_bounds__(384, 1)); setmaxnreg only moves registers
+    // between its warpgroups, so 128 x producer + 256 x consumer must not exceed 384 x 168, or
+    // the consumers' increase waits forever. Decode tiles fit in the 168 they start with.
     static constexpr bool SPLIT_REGS = !WA;
-    static constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 224;
-    static_assert(WA ? BM == 128 : BN == 128, "each consumer warpgroup owns 64 rows of the MMA's M side");
+    static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * LAUNCH_REGS, "setmaxnreg budget");
+    static_assert(WA ? (BM == 128 || BM == 256) : BN == 128, "each consumer warpgroup owns 64 x MI rows of the MMA's M side");
     static_assert(MMA_N % 8 == 0 && MMA_N >= 8 && MMA_N <= 256, "wgmma n");
     static_assert(STAGE_BYTES % 1024 == 0 && A_SUB % 1024 == 0 && B_SUB % 1024 == 0,
                   "swizzle atoms stay 1024-byte aligned");
@@ -114,27 +119,35 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     if constexpr (C::SPLIT_REGS) setmaxnreg_inc<C::CONSUMER_REGS>();
     const int cw = (warp >> 2) - 1;   // consumer warpgroup 0 / 1: rows cw*64.. of the MMA's M side
     const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
-    // Offsets inside a stage of this warpgroup's A rows and of the shared B operand.
-    const uint32_t a_off = C::WA ? cw * 64 * kRowBytes : C::A_BYTES + cw * 64 * kRowBytes;
+    // Offsets inside a stage of this warpgroup's A rows (MI blocks of 64) and of the shared B operand.
+    const uint32_t a_off = C::WA ? cw * C::MI * 64 * kRowBytes : C::A_BYTES + cw * 64 * kRowBytes;
     const uint32_t a_step = C::WA ? C::A_SUB : C::B_SUB;
     const uint32_t b_off = C::WA ? C::A_BYTES : 0;
     const uint32_t b_step = C::WA ? C::B_SUB : C::A_SUB;
-    float acc[C::ACC];
+    float acc[C::MI][C::ACC];
     #pragma unroll
-    for (int i = 0; i < C::ACC; ++i) acc[i] = 0.f;
+    for (int mi = 0; mi < C::MI; ++mi)
+        #pragma unroll
+        for (int i = 0; i < C::ACC; ++i) acc[mi][i] = 0.f;
+    auto fence_all = [&]() {
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
+    };
 
     // One stage's wgmmas (4 x KSUB of k16) into acc; `first` zeroes acc (a tile's first k-step).
     auto mma_stage = [&](int st, bool first) {
         const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
-        wg_fence_acc(acc);
+        fence_all();
         wg_fence();
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
             #pragma unroll
             for (int kk = 0; kk < kBK / 16; ++kk)
-                wgmma_m64k16<C::MMA_N>(acc, wg_desc(base + a_off + sub * a_step + kk * 32),
-                                       wg_desc(base + b_off + sub * b_step + kk * 32),
-                                       (first && sub == 0 && kk == 0) ? 0 : 1);
+                #pragma unroll
+                for (int mi = 0; mi < C::MI; ++mi)
+                    wgmma_m64k16<C::MMA_N>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
+                                           wg_desc(base + b_off + sub * b_step + kk * 32),
+                                           (first && sub == 0 && kk == 0) ? 0 : 1);
         }
         wg_commit();
     };
@@ -157,30 +170,34 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             mbar_wait(smem_u32(&s_full[s]), ph);
             mma_stage(s, false);
             wg_wait<1>();   // the previous stage's group is done: hand that stage back
-            wg_fence_acc(acc);
+            fence_all();
             if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
             prev = s;
             if (++s == C::STAGES) { s = 0; ph ^= 1; }
         }
         wg_wait<0>();
-        wg_fence_acc(acc);
+        fence_all();
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
         {
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
             const int g = lane >> 2, q = lane & 3;
-            const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[4j], acc[4j+1]
             if constexpr (C::WA) {
                 // M = weight rows (output columns), N = tokens: scalar bf16 stores.
                 #pragma unroll
-                for (int j = 0; j < C::ACC / 4; ++j) {
+                for (int mi = 0; mi < C::MI; ++mi) {
+                    const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;   // row of acc[mi][4j]
                     #pragma unroll
-                    for (int v = 0; v < 4; ++v) {
-                        const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
-                        if (n < t.nrows && tt < t.rows)
-                            p.y[(t.tok0 + tt) * p.N + t.n0 + n] = __float2bfloat16_rn(acc[4 * j + v]);
+                    for (int j = 0; j < C::ACC / 4; ++j) {
+                        #pragma unroll
+                        for (int v = 0; v < 4; ++v) {
+                            const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
+                            if (n < t.nrows && tt < t.rows)
+                                p.y[(t.tok0 + tt) * p.N + t.n0 + n] = __float2bfloat16_rn(acc[mi][4 * j + v]);
+                        }
                     }
                 }
             } else {
+                const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
                 // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
                 #pragma unroll
                 for (int j = 0; j < C::ACC / 4; ++j) {
@@ -188,10 +205,10 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                     if (n < t.nrows) {
                         if (r0 < t.rows)
                             *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
-                                __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+                                __floats2bfloat162_rn(acc[0][4 * j], acc[0][4 * j + 1]);
                         if (r0 + 8 < t.rows)
                             *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
-                                __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+                                __floats2bfloat162_rn(acc[0][4 * j + 2], acc[0][4 * j + 3]);
                     }
                 }
             }

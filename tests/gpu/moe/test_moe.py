@@ -194,7 +194,7 @@ def test_scheduler(gen, num_sms):
         else:
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
         for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400),
-                         ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300)]:
+                         ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300), ("ws256x64", 900)]:
             for mode, waves in cases:
                 x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
