@@ -5,6 +5,8 @@ Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 exper
 at 8, 64, 512 and 2048 tokens per expert. All peers run in this process on the same inputs.
 Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
+torch, cuBLAS and ldmoe's AUTO tile are timed interleaved call by call (the ratios between them
+are the headline); the other tiles and schedules are timed one after another.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
@@ -172,16 +174,21 @@ def main():
             flops = 2.0 * T * N * K
             r = {"E": E, "K": K, "N": N, "m": m}
             yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
-            r["torch"] = median_time_us(lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs),
-                                        a.sets, a.warmup, a.reps)[0]
+            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+            # Headline: torch, cuBLAS and ldmoe (AUTO tile, aware, localized) interleaved call by
+            # call, so clock and thermal drift hit all of them alike.
+            peers = [("torch", lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs))]
             if cub:
                 yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
                 cub.prepare(x, ws, yc, E, m, N, K)
                 cub.run(0)
                 torch.cuda.synchronize()
                 r["cublas_err"] = rel_err(yc, yt)
-                r["cublas"] = median_time_us(cub.run, a.sets, a.warmup, a.reps)[0]
-            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+                peers.append(("cublas", cub.run))
+            peers.append(("ldmoe_aware_localized_auto",
+                          lambda i: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode="aware", out=y)))
+            for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
+                r[name] = med
             tiles = DECODE_TILES if m <= 96 else PREFILL_TILES
             variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
                 ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
@@ -192,6 +199,8 @@ def main():
                 ldmoe.grouped_mm(x, wset[0], offs, layout=layout, mode=mode, tile=tile, out=y)
                 torch.cuda.synchronize()
                 r[key + "_err"] = rel_err(y, yt)
+                if key in r:   # the headline variant was timed with the peers
+                    continue
                 r[key] = median_time_us(
                     lambda i: ldmoe.grouped_mm(x, wset[i], offs, layout=layout, mode=mode, tile=tile, out=y),
                     a.sets, a.warmup, a.reps)[0]

@@ -38,6 +38,11 @@ struct KParams {
 };
 
 constexpr int kBK = 64;          // k per stage: one 128-byte row of bf16
+// Per-launch tables in shared memory: prefix[0..E] (m-blocks before expert e) followed, at
+// kTStart, by tstart[0..E] (first token row of expert e, offs clamped to [0, T]; tstart[E] =
+// clamped offs[E-1]). Expert e owns rows tstart[e] .. max(tstart[e], tstart[e+1]) - 1.
+constexpr int kTStart = LDMOE_MAX_EXPERTS + 1;
+constexpr int kSchedTableBytes = 2 * kTStart * 4;
 constexpr int kRowBytes = kBK * 2;
 
 // WG = false: mma.sync, weights on the MMA's M side (swap A/B), WARPS_M x WARPS_N warps.
@@ -59,8 +64,9 @@ struct Cfg {
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int EPI_LD = BM + 8;                         // padded bf16 row (tokens x n)
     static constexpr int EPI_BYTES = WG ? 0 : BN * EPI_LD * 2;   // wgmma stores from registers
-    static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
+    static constexpr int PREFIX_BYTES = kSchedTableBytes;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
+    static_assert(SMEM <= 227 * 1024, "shared memory per block");
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
@@ -159,10 +165,9 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
     }
     Tile t;
     t.gid = ldmoe_global_id(prefix, p.D, p.nbs, pos);
-    int64_t start = pos.e ? (int64_t)__ldg(p.offs + pos.e - 1) : 0;
-    int64_t end = __ldg(p.offs + pos.e);
-    start = start < 0 ? 0 : (start > p.T ? p.T : start);
-    end = end < start ? start : (end > p.T ? p.T : end);
+    const int32_t *tstart = prefix + kTStart;   // shared memory: no global load on this path
+    const int64_t start = tstart[pos.e];
+    const int64_t end = max(tstart[pos.e], tstart[pos.e + 1]);
     t.tok0 = start + (int64_t)pos.m * BN;
     int64_t left = end - t.tok0;
     t.rows = (int32_t)(left < BN ? left : BN);
@@ -176,9 +181,9 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
 
 // ---- shared by both kernel bodies ------------------------------------------------------------
 
-// Block-wide setup: m-blocks per expert and their exclusive prefix (prefix[E] = total), SMs per
-// domain in the map the kernels see, and the resolved mode. All threads call it; it ends with a
-// barrier.
+// Block-wide setup: m-blocks per expert and their exclusive prefix (prefix[E] = total), the
+// clamped expert starts (tstart, see kTStart), SMs per domain in the map the kernels see, and
+// the resolved mode. All threads call it; it ends with a barrier.
 struct SchedShared {
     int32_t warp_sum[32];
     int32_t domcnt[LDMOE_MAX_DOMAINS];
@@ -193,10 +198,14 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     const int chunk = (E + THREADS - 1) / THREADS;
     const int lo = tid * chunk, hi = min(E, lo + chunk);
     int32_t sum = 0;
+    int32_t *tstart = prefix + kTStart;
     for (int e = lo; e < hi; ++e) {
         int64_t s = e ? (int64_t)__ldg(p.offs + e - 1) : 0, f = __ldg(p.offs + e);
         s = s < 0 ? 0 : (s > p.T ? p.T : s);
-        f = f < s ? s : (f > p.T ? p.T : f);
+        f = f < 0 ? 0 : (f > p.T ? p.T : f);
+        tstart[e] = (int32_t)s;                  // T < 2^31 (checked on the host)
+        if (e == E - 1) tstart[E] = (int32_t)f;
+        f = f < s ? s : f;
         int32_t mb = (int32_t)((f - s + BN - 1) / BN);
         prefix[e] = mb;   // temporarily the count
         sum += mb;

@@ -36,7 +36,7 @@ struct WsCfg {
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int PREFIX_BYTES = (LDMOE_MAX_EXPERTS + 1) * 4;
+    static constexpr int PREFIX_BYTES = kSchedTableBytes;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + PREFIX_BYTES;   // +1 KiB: align
     static constexpr int MMA_N = WA ? BN : BM;                // wgmma n per consumer warpgroup
     static constexpr int MI = WA ? BM / 128 : 1;              // m64 blocks per consumer warpgroup
