@@ -50,17 +50,19 @@ def median_time_us(fn, n_sets, warmup, reps):
 
 
 def median_times_interleaved(fns, n_sets, warmup, reps):
-    """Median single-call times of several functions, called in turn within each repetition."""
+    """Median single-call times of several functions, called in turn within each repetition.
+    Function k of repetition i uses weight set (i + k) % n_sets, so consecutive calls do not
+    read the same weights (no L2 carry-over between peers)."""
     for i in range(warmup):
-        for fn in fns:
-            fn(i % n_sets)
+        for k, fn in enumerate(fns):
+            fn((i + k) % n_sets)
     torch.cuda.synchronize()
     evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
            for _ in range(reps)]
     for i in range(reps):
-        for fn, (a, b) in zip(fns, evs[i]):
+        for k, (fn, (a, b)) in enumerate(zip(fns, evs[i])):
             a.record()
-            fn(i % n_sets)
+            fn((i + k) % n_sets)
             b.record()
     torch.cuda.synchronize()
     return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))
