@@ -79,7 +79,7 @@ enum ldmoe_tile {
     LDMOE_TILE_WS_128x128 = 15,    /* warp-specialized wgmma, 128 tokens x 128 weight rows; Hopper  */
     LDMOE_TILE_64x8_K4 = 16,       /* mma.sync 64 weight rows x 8 tokens, 256 k per stage           */
     LDMOE_TILE_WS_256x64 = 17,     /* warp-specialized wgmma, 256 weight rows x 64 tokens; Hopper   */
-    LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with 64-k stages; Hopper                          */
+    LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with nine 64-k stages; Hopper                    */
     LDMOE_TILE_COUNT_ = 19
 };
 

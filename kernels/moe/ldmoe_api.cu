@@ -44,7 +44,7 @@ using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weig
 using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 128 KiB of weights in flight
 using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 160 KiB in flight
 using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
-using CfgT18 = WsCfg<128, 64, 8, 1, true>;     // decode: 128 x 64 with 64-k stages (finer hand-back)
+using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k stages: 144 KiB of weights in flight
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
