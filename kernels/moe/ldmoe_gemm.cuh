@@ -67,6 +67,7 @@ struct Cfg {
     static constexpr int PREFIX_BYTES = kSchedTableBytes;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
     static_assert(SMEM <= 227 * 1024, "shared memory per block");
+    static constexpr bool STREAM_W = !WG && BN <= 64;            // decode: L2 hints (Loader::fill)
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
@@ -101,6 +102,26 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// The same with an L2 cache policy (createpolicy): decode streams each weight byte once, so its
+// boxes are marked evict-first and the token boxes, read again by every weight block of the
+// expert, evict-last.
+__device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
+                                                 uint32_t bar, uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n"
+        ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(policy) : "memory");
+}
+__device__ __forceinline__ uint64_t policy_evict_first() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ uint64_t policy_evict_last() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
 }
 // Shared-memory matrix descriptor for wgmma: K-major rows of 128 bytes, 128-byte swizzle, 8-row
 // core groups 1024 bytes apart (SBO); LBO is unused for swizzled K-major operands (encoded 1).
@@ -262,6 +283,7 @@ struct Loader {
     bool pend, pend_fast;
     int32_t pend_q;
     unsigned pend_v;
+    uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
 
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
                           int my_dom) {
@@ -276,6 +298,7 @@ struct Loader {
             for (int d = 0; d < D; ++d)
                 if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) cl.allow_mask |= 1u << d;
         k = 0; pend = false;
+        if constexpr (C::STREAM_W) { pol_w = policy_evict_first(); pol_x = policy_evict_last(); }
         tk = cl.slow_claim();
         next_tk = cl.slow_claim();
         set_tile();
@@ -298,8 +321,13 @@ struct Loader {
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
             const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
-            tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
-            tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);
+            if constexpr (C::STREAM_W) {
+                tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar, pol_w);
+                tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar, pol_x);
+            } else {
+                tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
+                tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);
+            }
         }
     }
     __device__ void advance() {

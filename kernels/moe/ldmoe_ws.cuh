@@ -46,6 +46,7 @@ struct WsCfg {
     // between its warpgroups, so 128 x producer + 256 x consumer must not exceed 384 x 168, or
     // the consumers' increase waits forever. Decode tiles fit in the 168 they start with.
     static constexpr bool SPLIT_REGS = !WA;
+    static constexpr bool STREAM_W = WA;   // decode: weights evict-first, tokens evict-last in L2
     static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * LAUNCH_REGS, "setmaxnreg budget");
     static_assert(WA ? (BM == 128 || BM == 256) : BN == 128, "each consumer warpgroup owns 64 x MI rows of the MMA's M side");
