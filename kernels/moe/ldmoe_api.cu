@@ -20,12 +20,14 @@ LDSHIM_DEFINE_TOPOLOGY();
 
 namespace ldmoe {
 
-// Tile configurations: <BM weight rows, BN tokens, warps along M, warps along N, stages>.
-// Decode tiles stream weights: enough stages that >= 90 KiB of weights are in flight per SM.
+// Tile configurations. Cfg<BM weight rows, BN tokens, warps along M, warps along N, stages,
+// wgmma, k-blocks per stage> (ldmoe_gemm.cuh); WsCfg<BM, BN, stages, k-blocks per stage,
+// weights on the MMA's M side> (ldmoe_ws.cuh). "In flight" = weight bytes of the ring (the
+// all-warps body keeps STAGES - 1 stages loading, the warp-specialized one all of them).
 // Stages of 2 k-blocks: 256 contiguous bytes of each weight row per stage.
 using CfgT1 = Cfg<64, 16, 4, 1, 8, false, 2>;   // decode, <= 16 tokens per expert; 112 KiB of weights in flight
 using CfgT2 = Cfg<64, 64, 2, 2, 6, false, 2>;   // decode, <= 96 tokens per expert; 80 KiB of weights in flight
-using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync (any sm_80+)
+using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync
 using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, mma.sync, long expert segments
 using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 weight rows x 128 tokens
 using CfgT6 = Cfg<128, 128, 2, 4, 6, true>;   // prefill, wgmma (sm_90a): 128 x 128
@@ -41,8 +43,8 @@ using CfgT12 = WsCfg<128, 64, 4, 2, true>;     // decode: 128 weight rows x 64 t
 using CfgT13 = WsCfg<128, 16, 6, 2, true>;     // decode: 128 x 16, 192 KiB of weights in flight
 using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weight rows
 // mma.sync decode tiles with more weight rows per token row (less token traffic from L2).
-using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 128 KiB of weights in flight
-using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 160 KiB in flight
+using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 96 KiB of weights in flight
+using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 128 KiB in flight
 using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
 using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k stages: 144 KiB of weights in flight
 

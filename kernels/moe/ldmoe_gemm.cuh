@@ -1,17 +1,20 @@
-// ldmoe_gemm.cuh — the persistent grouped-GEMM kernel body (mma.sync sm_80+, wgmma sm_90a).
+// ldmoe_gemm.cuh — what both grouped-GEMM kernel bodies share (scheduler setup, tile decoding,
+// the TMA loader, PTX helpers) and the all-warps body `grouped_mm_body` (mma.sync, or wgmma on
+// sm_90a without warp specialization). TMA and mbarriers make every body sm_90+.
+// The warp-specialized body is in ldmoe_ws.cuh.
 //
-// Operands stream through a kStages-deep ring of shared-memory stages, each filled by two TMA
-// boxes (64 k x BM weight rows, 64 k x BN tokens; 128-byte rows, 128-byte swizzle) that complete
-// on the stage's mbarrier. One thread issues them, so the bytes in flight per SM are bounded
-// by the ring, not by per-thread load slots. The ring never drains between tiles: loads of the
-// next tile start while the current one computes, and each stage records its tile and k-step.
+// Operands stream through a ring of STAGES shared-memory stages, each filled by 2 x KSUB TMA
+// boxes (64 k x BM weight rows and 64 k x BN tokens per k-block; 128-byte rows, 128-byte
+// swizzle) that complete on the stage's mbarrier. One thread issues them, so the bytes in
+// flight per SM are bounded by the ring, not by per-thread load slots. The ring never drains
+// between tiles: loads of the next tile start while the current one computes.
 //
-// mma.sync path (decode): weight rows on the MMA's M side, tokens on its N side (swap A/B), so
-// 8..64 tokens per expert do not waste the tensor cores. wgmma path (prefill): tokens on M
-// (two warpgroups x 64), weight rows on N (128 or 256).
-//
-// NOTES: every k-step ends with wgmma.wait_group 0. Keeping one group in flight across the
-// loop's barrier and the loader's divergent code makes ptxas serialize the wgmmas (C7518).
+// grouped_mm_body, mma.sync (decode): weight rows on the MMA's M side, tokens on its N side
+// (swap A/B), so 8..64 tokens per expert do not waste the tensor cores; wgmma (prefill):
+// tokens on M (two warpgroups x 64), weight rows on N (128 or 256). Every stage ends with a
+// CTA barrier and wgmma.wait_group 0 there: keeping one group in flight across that barrier
+// and the loader's divergent code made ptxas serialize the wgmmas (C7518). ldmoe_ws.cuh avoids
+// both by giving loading to its own warpgroup.
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -39,10 +42,14 @@ struct KParams {
 
 constexpr int kBK = 64;          // k per stage: one 128-byte row of bf16
 // Per-launch tables in shared memory: prefix[0..E] (m-blocks before expert e) followed, at
-// kTStart, by tstart[0..E] (first token row of expert e, offs clamped to [0, T]; tstart[E] =
-// clamped offs[E-1]). Expert e owns rows tstart[e] .. max(tstart[e], tstart[e+1]) - 1.
+// kTStart, by tstart[0..E] (first token row of expert e: the running maximum of offs clamped to
+// [0, T], so non-decreasing; tstart[E] = the last end). Expert e owns rows tstart[e] ..
+// tstart[e+1] - 1.
 constexpr int kTStart = LDMOE_MAX_EXPERTS + 1;
 constexpr int kSchedTableBytes = 2 * kTStart * 4;
+// Static shared memory of a kernel (barriers, tickets, SchedShared) stays below this; dynamic
+// plus static must fit the 227 KiB a block may use.
+constexpr int kStaticSmemReserve = 1024;
 constexpr int kRowBytes = kBK * 2;
 
 // WG = false: mma.sync, weights on the MMA's M side (swap A/B), WARPS_M x WARPS_N warps.
@@ -66,7 +73,7 @@ struct Cfg {
     static constexpr int EPI_BYTES = WG ? 0 : BN * EPI_LD * 2;   // wgmma stores from registers
     static constexpr int PREFIX_BYTES = kSchedTableBytes;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
-    static_assert(SMEM <= 227 * 1024, "shared memory per block");
+    static_assert(SMEM + kStaticSmemReserve <= 227 * 1024, "shared memory per block");
     static constexpr bool STREAM_W = !WG && BN <= 64;            // decode: L2 hints (Loader::fill)
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
@@ -89,6 +96,9 @@ __device__ __forceinline__ void fence_mbar_init() {
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     uint32_t ok;
     do {
@@ -103,9 +113,10 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
-// The same with an L2 cache policy (createpolicy): decode streams each weight byte once, so its
-// boxes are marked evict-first and the token boxes, read again by every weight block of the
-// expert, evict-last.
+// The same with an L2 cache policy (createpolicy). Decode tiles mark token boxes evict-last (every
+// weight block of the expert reads them again) and weight boxes evict-first when experts have at
+// most one m-block on average (each weight byte is then read once), evict-normal otherwise (the
+// expert's other m-blocks read the block again from L2).
 __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
                                                  uint32_t bar, uint64_t policy) {
     asm volatile(
@@ -116,6 +127,11 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
 __device__ __forceinline__ uint64_t policy_evict_first() {
     uint64_t p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ uint64_t policy_evict_normal() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(p));
     return p;
 }
 __device__ __forceinline__ uint64_t policy_evict_last() {
@@ -171,7 +187,6 @@ struct Tile {
     int32_t rows;       // valid tokens (<= BN)
     int32_t nrows;      // valid weight rows (<= BM)
     int32_t n0;         // first output column
-    int32_t dom;        // slice
     int32_t wrow_idx;   // first weight row of the tile, as a row of the [E*N, K] weight matrix
 };
 
@@ -195,17 +210,17 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
     int32_t r0 = pos.b * BM;
     t.nrows = p.ND - r0 < BM ? p.ND - r0 : BM;
     t.n0 = pos.d * p.ND + r0;
-    t.dom = pos.d;
     t.wrow_idx = (int32_t)(((int64_t)pos.d * p.E + pos.e) * p.ND + r0);
     return t;
 }
 
 // ---- shared by both kernel bodies ------------------------------------------------------------
 
-// Block-wide setup: m-blocks per expert and their exclusive prefix (prefix[E] = total), the
-// clamped expert starts (tstart, see kTStart), SMs per domain in the map the kernels see, and
-// the resolved mode. All threads call it; it ends with a barrier.
+// Block-wide setup: the expert token starts (tstart, see kTStart), m-blocks per expert and their
+// exclusive prefix (prefix[E] = total), SMs per domain in the map the kernels see, and the
+// resolved mode. All threads call it; it ends with a barrier.
 struct SchedShared {
+    int32_t warp_max[32];
     int32_t warp_sum[32];
     int32_t domcnt[LDMOE_MAX_DOMAINS];
     int32_t mode;
@@ -218,18 +233,40 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     const int E = p.E, D = p.D;
     const int chunk = (E + THREADS - 1) / THREADS;
     const int lo = tid * chunk, hi = min(E, lo + chunk);
-    int32_t sum = 0;
     int32_t *tstart = prefix + kTStart;
+    // Pass 1: expert ends offs[e] clamped to [0, T] and made monotone by a running maximum (a
+    // block-wide max-scan): expert e owns rows tstart[e] = max(0, ends before e) up to
+    // tstart[e+1]. Valid offs are unchanged by this; with decreasing (invalid) offs every row
+    // still belongs to at most one expert, so the m-block total stays <= T/BN + E (no int32
+    // wrap, no row written twice).
+    auto end_of = [&](int e) {
+        int64_t f = __ldg(p.offs + e);
+        return (int32_t)(f < 0 ? 0 : (f > p.T ? p.T : f));   // T < 2^31 (checked on the host)
+    };
+    int32_t cmax = 0;
+    for (int e = lo; e < hi; ++e) cmax = max(cmax, end_of(e));
+    int32_t imax = cmax;
+    #pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int32_t v = __shfl_up_sync(0xffffffffu, imax, o);
+        if (lane >= o) imax = max(imax, v);
+    }
+    const int32_t lane_before = __shfl_up_sync(0xffffffffu, imax, 1);
+    if (lane == 31) sh.warp_max[warp] = imax;
+    if (tid < LDMOE_MAX_DOMAINS) sh.domcnt[tid] = 0;
+    __syncthreads();
+    int32_t run_max = lane >= 1 ? lane_before : 0;   // max of the ends before this thread's chunk
+    for (int w2 = 0; w2 < warp; ++w2) run_max = max(run_max, sh.warp_max[w2]);
+    // Pass 2: m-blocks per expert, then their exclusive prefix (block-wide sum-scan).
+    int32_t sum = 0;
     for (int e = lo; e < hi; ++e) {
-        int64_t s = e ? (int64_t)__ldg(p.offs + e - 1) : 0, f = __ldg(p.offs + e);
-        s = s < 0 ? 0 : (s > p.T ? p.T : s);
-        f = f < 0 ? 0 : (f > p.T ? p.T : f);
-        tstart[e] = (int32_t)s;                  // T < 2^31 (checked on the host)
-        if (e == E - 1) tstart[E] = (int32_t)f;
-        f = f < s ? s : f;
-        int32_t mb = (int32_t)((f - s + BN - 1) / BN);
+        const int32_t s = run_max, f = max(s, end_of(e));
+        tstart[e] = s;
+        if (e == E - 1) tstart[E] = f;
+        const int32_t mb = (int32_t)(((int64_t)f - s + BN - 1) / BN);
         prefix[e] = mb;   // temporarily the count
         sum += mb;
+        run_max = f;
     }
     int32_t incl = sum;
     #pragma unroll
@@ -238,7 +275,6 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
         if (lane >= o) incl += v;
     }
     if (lane == 31) sh.warp_sum[warp] = incl;
-    if (tid < LDMOE_MAX_DOMAINS) sh.domcnt[tid] = 0;
     __syncthreads();
     int32_t base = 0;
     for (int w2 = 0; w2 < warp; ++w2) base += sh.warp_sum[w2];
@@ -298,7 +334,10 @@ struct Loader {
             for (int d = 0; d < D; ++d)
                 if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) cl.allow_mask |= 1u << d;
         k = 0; pend = false;
-        if constexpr (C::STREAM_W) { pol_w = policy_evict_first(); pol_x = policy_evict_last(); }
+        if constexpr (C::STREAM_W) {
+            pol_w = pre[kp.E] <= kp.E ? policy_evict_first() : policy_evict_normal();
+            pol_x = policy_evict_last();
+        }
         tk = cl.slow_claim();
         next_tk = cl.slow_claim();
         set_tile();
@@ -437,7 +476,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
             }
             wg_commit();
             wg_fence_acc(wacc);
-            wg_wait<0>();   // all four done: the stage may be refilled after the next barrier
+            wg_wait<0>();   // this stage's wgmmas done: it may be refilled after the next barrier
         } else {
         #pragma unroll
         for (int kq = 0; kq < C::KSUB * kBK / 16; ++kq) {

@@ -2,7 +2,8 @@
 //
 // Three warpgroups per CTA (one CTA per SM). Warpgroup 0 is the producer: one thread claims tiles
 // and fills a ring of shared-memory stages with TMA boxes (Loader, ldmoe_gemm.cuh); the other
-// producer threads give their registers back (setmaxnreg) and leave. Warpgroups 1 and 2 are the
+// producer threads leave (in the prefill orientation the warpgroup first gives registers to the
+// consumers with setmaxnreg). Warpgroups 1 and 2 are the
 // consumers: each issues wgmma for its half of the tile and keeps one wgmma group in flight
 // while it waits for the next stage.
 //
@@ -53,12 +54,9 @@ struct WsCfg {
     static_assert(MMA_N % 8 == 0 && MMA_N >= 8 && MMA_N <= 256, "wgmma n");
     static_assert(STAGE_BYTES % 1024 == 0 && A_SUB % 1024 == 0 && B_SUB % 1024 == 0,
                   "swizzle atoms stay 1024-byte aligned");
-    static_assert(SMEM <= 227 * 1024, "shared memory per block");
+    static_assert(SMEM + kStaticSmemReserve <= 227 * 1024, "shared memory per block");
 };
 
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -118,7 +116,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
 
     // ---------------- consumer warpgroups ----------------
     if constexpr (C::SPLIT_REGS) setmaxnreg_inc<C::CONSUMER_REGS>();
-    const int cw = (warp >> 2) - 1;   // consumer warpgroup 0 / 1: rows cw*64.. of the MMA's M side
+    const int cw = (warp >> 2) - 1;   // consumer warpgroup 0 / 1: rows cw*MI*64.. of the MMA's M side
     const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
     // Offsets inside a stage of this warpgroup's A rows (MI blocks of 64) and of the shared B operand.
     const uint32_t a_off = C::WA ? cw * C::MI * 64 * kRowBytes : C::A_BYTES + cw * 64 * kRowBytes;
@@ -135,7 +133,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
     };
 
-    // One stage's wgmmas (4 x KSUB of k16) into acc; `first` zeroes acc (a tile's first k-step).
+    // One stage's wgmmas (4 x KSUB x MI of k16) into acc; `first` zeroes acc (a tile's first k-step).
     auto mma_stage = [&](int st, bool first) {
         const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
         fence_all();

@@ -108,6 +108,39 @@ def test_errors():
         report(True, "error dtype", str(e))
 
 
+def test_bad_offs(gen):
+    """Invalid offs (decreasing, negative, past T): the kernel clamps to [0, T] and takes the
+    running maximum, so expert e owns rows max(0, ends before e) .. that maximum with its own
+    end; every other row stays untouched (NaN), and no row is computed twice."""
+    T, E, N, K = 300, 6, 256, 128
+    x = torch.randn((T, K), generator=gen).to(torch.bfloat16).cuda()
+    w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+    for offs_list in ([50, 20, 120, 90, 400, 280], [-5, 40, 40, 10, 299, 100], [300, 0, 0, 0, 0, 0]):
+        own = [None] * T
+        run = 0
+        for e, f in enumerate(offs_list):
+            f = max(run, min(max(f, 0), T))
+            for r in range(run, f):
+                own[r] = e
+            run = f
+        ref = torch.full((T, N), float("nan"), dtype=torch.float32, device="cuda")
+        for e in range(E):
+            rows = [r for r in range(T) if own[r] == e]
+            if rows:
+                ref[rows] = x[rows].float() @ w[e].float().t()
+        offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
+        for tile in ("auto", "64x16k4", "ws128x64", "ws256x128"):
+            y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.grouped_mm(x, w, offs, tile=tile, out=y)
+            torch.cuda.synchronize()
+            owned = torch.tensor([o is not None for o in own], device="cuda")
+            yo, ro = y[owned].float(), ref[owned]
+            err = (torch.linalg.norm(yo - ro) / torch.linalg.norm(ro).clamp_min(1e-30)).item() if owned.any() else 0.0
+            untouched = bool(torch.isnan(y[~owned].float()).all()) if (~owned).any() else True
+            report(err < TOL and bool(torch.isfinite(yo).all()) and untouched,
+                   "bad offs %s tile=%s" % (offs_list, tile), "rel_err=%.2e untouched=%s" % (err, untouched))
+
+
 def test_correctness(gen, quick):
     shapes = [  # T, E, N, K
         (37, 4, 128, 64), (300, 8, 256, 200), (1000, 16, 768, 512), (64, 1, 192, 128),
@@ -237,7 +270,7 @@ def main():
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
-    for fn in (lambda: test_converter(gen), test_errors, lambda: test_correctness(gen, a.quick),
+    for fn in (lambda: test_converter(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
                lambda: test_states(gen, num_sms), lambda: test_scheduler(gen, num_sms)):
         try:
             fn()
