@@ -116,37 +116,39 @@ LDMOE_API const char *ldmoe_version(void) {
 struct TileCfg {
     int bm, bn, threads, smem;
     const void *fn;
+    bool wgmma;   // sm_90a-only kernel (wgmma): compute capability 9.0 required
 };
 
-static TileCfg tile_cfg(int tile) {
-    switch (tile) {
-    case LDMOE_TILE_64x16: return {CfgT1::BM, CfgT1::BN, CfgT1::THREADS, CfgT1::SMEM, (const void *)grouped_mm_kernel<CfgT1>};
-    case LDMOE_TILE_64x64: return {CfgT2::BM, CfgT2::BN, CfgT2::THREADS, CfgT2::SMEM, (const void *)grouped_mm_kernel<CfgT2>};
-    case LDMOE_TILE_128x128: return {CfgT3::BM, CfgT3::BN, CfgT3::THREADS, CfgT3::SMEM, (const void *)grouped_mm_kernel<CfgT3>};
-    case LDMOE_TILE_128x256: return {CfgT4::BM, CfgT4::BN, CfgT4::THREADS, CfgT4::SMEM, (const void *)grouped_mm_kernel<CfgT4>};
-    case LDMOE_TILE_WG_256x128: return {CfgT5::BM, CfgT5::BN, CfgT5::THREADS, CfgT5::SMEM, (const void *)grouped_mm_kernel<CfgT5>};
-    case LDMOE_TILE_WG_128x128: return {CfgT6::BM, CfgT6::BN, CfgT6::THREADS, CfgT6::SMEM, (const void *)grouped_mm_kernel<CfgT6>};
-    case LDMOE_TILE_64x16_K4: return {CfgT7::BM, CfgT7::BN, CfgT7::THREADS, CfgT7::SMEM, (const void *)grouped_mm_kernel<CfgT7>};
-    case LDMOE_TILE_64x64_K4: return {CfgT8::BM, CfgT8::BN, CfgT8::THREADS, CfgT8::SMEM, (const void *)grouped_mm_kernel<CfgT8>};
-    case LDMOE_TILE_WG_256x128_K2: return {CfgT9::BM, CfgT9::BN, CfgT9::THREADS, CfgT9::SMEM, (const void *)grouped_mm_kernel<CfgT9>};
-    case LDMOE_TILE_WG_128x128_K2: return {CfgT10::BM, CfgT10::BN, CfgT10::THREADS, CfgT10::SMEM, (const void *)grouped_mm_kernel<CfgT10>};
-    case LDMOE_TILE_WS_256x128: return {CfgT11::BM, CfgT11::BN, CfgT11::THREADS, CfgT11::SMEM, (const void *)grouped_mm_ws_kernel<CfgT11>};
-    case LDMOE_TILE_WS_128x64: return {CfgT12::BM, CfgT12::BN, CfgT12::THREADS, CfgT12::SMEM, (const void *)grouped_mm_ws_kernel<CfgT12>};
-    case LDMOE_TILE_WS_128x16: return {CfgT13::BM, CfgT13::BN, CfgT13::THREADS, CfgT13::SMEM, (const void *)grouped_mm_ws_kernel<CfgT13>};
-    case LDMOE_TILE_128x64_K2: return {CfgT14::BM, CfgT14::BN, CfgT14::THREADS, CfgT14::SMEM, (const void *)grouped_mm_kernel<CfgT14>};
-    case LDMOE_TILE_WS_128x128: return {CfgT15::BM, CfgT15::BN, CfgT15::THREADS, CfgT15::SMEM, (const void *)grouped_mm_ws_kernel<CfgT15>};
-    case LDMOE_TILE_WS_256x64: return {CfgT17::BM, CfgT17::BN, CfgT17::THREADS, CfgT17::SMEM, (const void *)grouped_mm_ws_kernel<CfgT17>};
-    case LDMOE_TILE_WS_128x64_K1: return {CfgT18::BM, CfgT18::BN, CfgT18::THREADS, CfgT18::SMEM, (const void *)grouped_mm_ws_kernel<CfgT18>};
-    case LDMOE_TILE_64x8_K4:
-    default: return {CfgT16::BM, CfgT16::BN, CfgT16::THREADS, CfgT16::SMEM, (const void *)grouped_mm_kernel<CfgT16>};
-    }
+template <class C> static TileCfg all_warps() {
+    return {C::BM, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_kernel<C>, C::WG};
+}
+template <class C> static TileCfg warp_specialized() {
+    return {C::BM, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_kernel<C>, true};
 }
 
-static bool is_wgmma_tile(int tile) {
-    return tile == LDMOE_TILE_WG_256x128 || tile == LDMOE_TILE_WG_128x128 || tile == LDMOE_TILE_WG_256x128_K2 ||
-           tile == LDMOE_TILE_WG_128x128_K2 || tile == LDMOE_TILE_WS_256x128 || tile == LDMOE_TILE_WS_128x64 ||
-           tile == LDMOE_TILE_WS_128x16 || tile == LDMOE_TILE_WS_128x128 || tile == LDMOE_TILE_WS_256x64 ||
-           tile == LDMOE_TILE_WS_128x64_K1;
+// The tile of every enum value (validated before; the default is never taken).
+static TileCfg tile_cfg(int tile) {
+    switch (tile) {
+    case LDMOE_TILE_64x16: return all_warps<CfgT1>();
+    case LDMOE_TILE_64x64: return all_warps<CfgT2>();
+    case LDMOE_TILE_128x128: return all_warps<CfgT3>();
+    case LDMOE_TILE_128x256: return all_warps<CfgT4>();
+    case LDMOE_TILE_WG_256x128: return all_warps<CfgT5>();
+    case LDMOE_TILE_WG_128x128: return all_warps<CfgT6>();
+    case LDMOE_TILE_64x16_K4: return all_warps<CfgT7>();
+    case LDMOE_TILE_64x64_K4: return all_warps<CfgT8>();
+    case LDMOE_TILE_WG_256x128_K2: return all_warps<CfgT9>();
+    case LDMOE_TILE_WG_128x128_K2: return all_warps<CfgT10>();
+    case LDMOE_TILE_WS_256x128: return warp_specialized<CfgT11>();
+    case LDMOE_TILE_WS_128x64: return warp_specialized<CfgT12>();
+    case LDMOE_TILE_WS_128x16: return warp_specialized<CfgT13>();
+    case LDMOE_TILE_128x64_K2: return all_warps<CfgT14>();
+    case LDMOE_TILE_WS_128x128: return warp_specialized<CfgT15>();
+    case LDMOE_TILE_64x8_K4: return all_warps<CfgT16>();
+    case LDMOE_TILE_WS_256x64: return warp_specialized<CfgT17>();
+    case LDMOE_TILE_WS_128x64_K1: return warp_specialized<CfgT18>();
+    default: return all_warps<CfgT7>();
+    }
 }
 
 // Whether the current device runs the sm_90a wgmma kernels (compute capability exactly 9.0).
@@ -342,7 +344,7 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
 
     const int tile = resolve_tile(p->tile, p->T, p->E);
-    if (is_wgmma_tile(tile) && !device_has_wgmma())
+    if (tile_cfg(tile).wgmma && !device_has_wgmma())
         return fail(LDMOE_ERR_UNSUPPORTED, "tile %d uses wgmma, which needs a compute capability 9.0 GPU", tile);
     const TileCfg c = tile_cfg(tile);
     int dev = 0, sms = 0;
