@@ -72,3 +72,19 @@ test-fake: $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/lib
 fake-selftest: $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/libcudart.so $(FAKE_PROGS) | $(RESULTS)
 	$(PYTHON) tests/fake/run_cases.py --build $(BUILD) --preload "" --only-noshim \
 	  --result $(RESULTS)/fake-selftest --stress-iters $(FAKE_STRESS_ITERS)
+
+# ThreadSanitizer over the same cases (CI runs it after the ASan/UBSan suite; not part of
+# `make test`): the shim, the fakes and the test programs built with -fsanitize=thread into
+# build-tsan, libtsan preloaded ahead of the shim. A ThreadSanitizer report makes the process
+# exit 66, so its case fails like any other check.
+TSAN_BUILD ?= build-tsan
+TSAN_TARGETS = $(TSAN_BUILD)/libldshim.so $(TSAN_BUILD)/fake/libcuda.so.1 $(TSAN_BUILD)/fake/libcuda.so \
+               $(TSAN_BUILD)/fake/libcudart.so.13 $(TSAN_BUILD)/fake/libcudart.so $(TSAN_BUILD)/fake/t_driver \
+               $(TSAN_BUILD)/fake/t_runtime $(TSAN_BUILD)/fake/t_runtime_static $(TSAN_BUILD)/fake/t_vmm
+.PHONY: test-tsan
+test-tsan: | $(RESULTS)
+	CFLAGS=-fsanitize=thread LDFLAGS=-fsanitize=thread $(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) $(TSAN_TARGETS)
+	TSAN_OPTIONS=report_signal_unsafe=0:exitcode=66 $(PYTHON) tests/fake/run_cases.py --build $(TSAN_BUILD) \
+	  --preload "$$($(CC) -print-file-name=libtsan.so):$(TSAN_BUILD)/libldshim.so" --stress-iters 500 \
+	  --result $(RESULTS)/test-tsan
+	@sh tests/summarize.sh $(RESULTS) test-tsan
