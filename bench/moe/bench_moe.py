@@ -23,10 +23,9 @@ import statistics
 import subprocess
 import sys
 
-import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-import ldmoe  # noqa: E402
+# torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
+# on a machine without them.
+torch = ldmoe = None
 
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
@@ -142,6 +141,10 @@ def main():
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     a = ap.parse_args()
+    global torch, ldmoe
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+    import ldmoe
     os.makedirs(a.outdir, exist_ok=True)
     torch.manual_seed(1234)
     props = torch.cuda.get_device_properties(0)

@@ -10,16 +10,20 @@ import argparse
 import os
 import sys
 
-import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
-import ldmoe  # noqa: E402
+# torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
+# on a machine without them.
+torch = ldmoe = None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiles", default=",".join(t for t in ldmoe.TILES))
+    ap.add_argument("--tiles", default="", help="comma-separated tile names (default: every tile)")
     a = ap.parse_args()
+    global torch, ldmoe
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
+    import ldmoe
+    tiles = a.tiles.split(",") if a.tiles else list(ldmoe.TILES)
     g = torch.Generator().manual_seed(7)
     T, E, N, K = 333, 6, 512, 320   # counts not tile multiples, one empty expert, K not a stage multiple
     counts = [70, 0, 129, 5, 64, 65]
@@ -30,7 +34,7 @@ def main():
                      enumerate(zip([0] + torch.tensor(counts).cumsum(0).tolist()[:-1], counts))])
     wl = ldmoe.to_localized(w, 2)
     bad = 0
-    for tile in a.tiles.split(","):
+    for tile in tiles:
         y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
         ldmoe.grouped_mm(x, wl, offs, layout="localized", mode="aware", tile=tile, out=y)
         torch.cuda.synchronize()

@@ -15,10 +15,9 @@ import os
 import sys
 import traceback
 
-import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
-import ldmoe  # noqa: E402
+# torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
+# on a machine without them.
+torch = ldmoe = None
 
 PASSED, FAILED = 0, 0
 TOL = 1e-2
@@ -265,6 +264,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
     a = ap.parse_args()
+    global torch, ldmoe
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
+    import ldmoe
     print("seed %d, %s, %s" % (a.seed, ldmoe.version(), torch.cuda.get_device_name()), flush=True)
     gen = torch.Generator().manual_seed(a.seed)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
