@@ -12,7 +12,10 @@ unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--no-cublas] [--sched-best] [--outdir DIR]
+       bench_moe.py --variants TILE:TUNE,... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe).
+--variants times only torch and the listed ldmoe variants (tile name or auto, LDMOE_TUNE_* bits
+of ldmoe.h), interleaved call by call, and writes moe-variants.md/.json instead.
 """
 import argparse
 import ctypes
@@ -139,8 +142,17 @@ def main():
     ap.add_argument("--no-cublas", action="store_true")
     ap.add_argument("--sched-best", action="store_true",
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
+    ap.add_argument("--variants", help="TILE:TUNE,... (e.g. ws128x64:0,ws128x64:1): A/B mode, see above")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     a = ap.parse_args()
+    variants = []
+    if a.variants:
+        for v in a.variants.split(","):
+            tile, _, tune = v.partition(":")
+            try:
+                variants.append((tile, int(tune or "0", 0)))
+            except ValueError:
+                ap.error("--variants: %r is not TILE:TUNE (TUNE an integer, e.g. 0x3)" % v)
     global torch, ldmoe
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
@@ -159,6 +171,8 @@ def main():
     print(head, flush=True)
     bw = copy_bandwidth()
     print("device-to-device copy: %.2f TB/s (read + write)" % bw, flush=True)
+    if variants:
+        return run_variants(a, variants, head, bw)
     cub = None
     if not a.no_cublas:
         try:
@@ -280,6 +294,56 @@ def main():
     with open(os.path.join(a.outdir, "moe-bench.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def run_variants(a, variants, head, bw):
+    """torch and each ldmoe (tile, tune) variant interleaved call by call, per shape and m."""
+    rows = []
+    for si in map(int, a.shapes.split(",")):
+        E, K, N = SHAPES[si]
+        ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
+        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        for m in map(int, a.tokens.split(",")):
+            T = E * m
+            x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+            yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
+            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+            fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
+            r = {"E": E, "K": K, "N": N, "m": m, "errs": {}}
+            for tile, tune in variants:
+                y.fill_(float("nan"))
+                ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode="aware", tile=tile, out=y, tune=tune)
+                torch.cuda.synchronize()
+                r["errs"]["%s:%#x" % (tile, tune)] = rel_err(y, yt)
+                fns.append(lambda i, tile=tile, tune=tune: ldmoe.grouped_mm(
+                    x, wls[i], offs, layout="localized", mode="aware", tile=tile, out=y, tune=tune))
+            meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
+            r["torch"] = meds[0]
+            r["variants"] = {"%s:%#x" % v: t for v, t in zip(variants, meds[1:])}
+            rows.append(r)
+            wbytes = E * N * K * 2
+            print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
+                "%s %7.1f (%3.0f%% BW, x%.2f, err %.0e)" % (k, t, 100 * wbytes / (t * 1e-6) / 1e12 / bw, meds[0] / t,
+                                                       r["errs"][k])
+                for k, t in r["variants"].items()), flush=True)
+            del x, y, yt
+        del ws, wls
+        torch.cuda.empty_cache()
+    with open(os.path.join(a.outdir, "moe-variants.json"), "w") as f:
+        json.dump({"header": head, "copy_tbs": bw, "variants": a.variants, "rows": rows}, f, indent=1)
+    keys = ["%s:%#x" % v for v in variants]
+    lines = ["# libldmoe variants, interleaved with torch._grouped_mm call by call", "", head, "",
+             "copy bandwidth %.2f TB/s; median of %d; µs (%% of copy bandwidth in weight bytes)" % (bw, a.reps), "",
+             "| E | m | torch | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]
+    for r in rows:
+        wbytes = r["E"] * r["N"] * r["K"] * 2
+        lines.append("| %d | %d | %.1f | " % (r["E"], r["m"], r["torch"]) + " | ".join(
+            "%.1f (%.0f %%)" % (r["variants"][k], 100 * wbytes / (r["variants"][k] * 1e-6) / 1e12 / bw) for k in keys) + " |")
+    with open(os.path.join(a.outdir, "moe-variants.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":

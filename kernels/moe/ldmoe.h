@@ -106,7 +106,16 @@ typedef struct ldmoe_params {
      * computed it. Costs two atomics per tile. */
     uint32_t      *debug_tiles;
     int64_t        debug_cap;
+    /* Developer knobs for same-process A/B runs of kernel variants (LDMOE_TUNE_* bits); 0 is
+     * the tuned default. Not a stable interface: bits may change meaning between versions. */
+    uint32_t       tune;
 } ldmoe_params_t;
+
+/* ldmoe_params_t.tune bits (experiments only). */
+#define LDMOE_TUNE_SCALAR_EPILOGUE 0x1u  /* decode tiles: store from registers, not via shared memory */
+#define LDMOE_TUNE_TOKENS_NORMAL   0x2u  /* decode tiles: token boxes evict-normal in L2, not evict-last */
+#define LDMOE_TUNE_WEIGHTS_NORMAL  0x4u  /* decode tiles: weight boxes evict-normal in L2               */
+#define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
 
 /* Run Y = X·Wᵀ per expert on `p->stream`. Asynchronous: returns after the launch.
  * Thread-safe (the per-stream workspace table is locked); calls on different streams run

@@ -40,7 +40,7 @@ class _Params(ctypes.Structure):
                 ("num_domains", ctypes.c_int32), ("mode", ctypes.c_int32),
                 ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p),
                 ("tile", ctypes.c_int32), ("debug_tiles", ctypes.c_void_p),
-                ("debug_cap", ctypes.c_int64)]
+                ("debug_cap", ctypes.c_int64), ("tune", ctypes.c_uint32)]
 
 
 class Topology(ctypes.Structure):
@@ -113,13 +113,14 @@ def _need(t, name, dtype, dev, ndim=None):
 
 
 def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.0, tile="auto",
-               debug_tiles=None):
+               debug_tiles=None, tune=0):
     """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
 
     x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16; offs [E] int32;
     out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
     mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
-    debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h)."""
+    debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h).
+    tune: LDMOE_TUNE_* bits of ldmoe.h (experiments only; 0 = the tuned default)."""
     lib = _load()
     lay = _enum(LAYOUTS, layout, "layout")
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
@@ -152,6 +153,7 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
     p.mode = _enum(MODES, mode, "mode")
     p.steal_waves = float(steal_waves)
     p.tile = _enum(TILES, tile, "tile")
+    p.tune = int(tune)
     if debug_tiles is not None:
         _need(debug_tiles, "debug_tiles", torch.int32, dev, 1)
         p.debug_tiles = debug_tiles.data_ptr()

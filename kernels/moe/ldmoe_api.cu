@@ -324,6 +324,9 @@ LDMOE_API int ldmoe_release(void) {
 // ---------------------------------------------------------------------------------------------
 // launches
 
+static const uint32_t kTuneKnown = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
+                                   LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES;
+
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
@@ -340,6 +343,7 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (!aligned16(p->x) || !aligned16(p->w) || !aligned16(p->y))
         return fail(LDMOE_ERR_ALIGNMENT, "x, w and y must be 16-byte aligned (x=%p w=%p y=%p)", p->x, p->w, p->y);
     if (((uintptr_t)p->offs & 3u) != 0) return fail(LDMOE_ERR_ALIGNMENT, "offs must be 4-byte aligned");
+    if (p->tune & ~kTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
     if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
     if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
 
@@ -375,6 +379,7 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     kp.ctr = ctr;
     kp.dbg = p->debug_tiles;
     kp.dbg_cap = p->debug_tiles ? p->debug_cap : 0;
+    kp.tune = p->tune;
     void *args[] = {&kp};
     e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");

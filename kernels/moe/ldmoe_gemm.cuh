@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_sched.cuh"
 #include "kernels/moe/ldmoe_wgmma_ops.cuh"
 
@@ -34,6 +35,7 @@ struct KParams {
     int64_t T;
     int32_t E, N, K, D, ND, nbs;   // ND = N/D rows per slice, nbs = n-blocks per slice
     int32_t mode;
+    uint32_t tune;   // LDMOE_TUNE_* bits (ldmoe.h); 0 = default
     float steal_waves;
     unsigned *ctr;
     uint32_t *dbg;
@@ -171,6 +173,28 @@ __device__ __forceinline__ void ldsm_x4(uint32_t a, uint32_t &r0, uint32_t &r1, 
 }
 __device__ __forceinline__ void ldsm_x2(uint32_t a, uint32_t &r0, uint32_t &r1) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(a));
+}
+// Four 8x8 b16 matrices from registers to shared memory, each transposed: lane l's pair (row
+// l/4, columns 2(l%4), +1) of matrix i lands in row 2(l%4) (+1), column l/4 of the matrix whose
+// eight row addresses lanes 8i..8i+7 give.
+__device__ __forceinline__ void stsm_x4_trans(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n"
+                 ::"r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+    return v;
+}
+// Barrier of `threads` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads').
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -335,8 +359,9 @@ struct Loader {
                 if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) cl.allow_mask |= 1u << d;
         k = 0; pend = false;
         if constexpr (C::STREAM_W) {
-            pol_w = pre[kp.E] <= kp.E ? policy_evict_first() : policy_evict_normal();
-            pol_x = policy_evict_last();
+            const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & LDMOE_TUNE_WEIGHTS_NORMAL);
+            pol_w = w_first ? policy_evict_first() : policy_evict_normal();
+            pol_x = (kp.tune & LDMOE_TUNE_TOKENS_NORMAL) ? policy_evict_normal() : policy_evict_last();
         }
         tk = cl.slow_claim();
         next_tk = cl.slow_claim();

@@ -38,10 +38,20 @@ struct WsCfg {
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int PREFIX_BYTES = kSchedTableBytes;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + PREFIX_BYTES;   // +1 KiB: align
     static constexpr int MMA_N = WA ? BN : BM;                // wgmma n per consumer warpgroup
     static constexpr int MI = WA ? BM / 128 : 1;              // m64 blocks per consumer warpgroup
     static constexpr int ACC = MMA_N / 2;                     // f32 accumulators per thread and block
+    // Staged epilogue (decode orientation): each consumer warpgroup transposes its accumulators
+    // into a [BN tokens][MI*64 weight rows] bf16 block in shared memory (stmatrix .trans; rows
+    // padded by 16 bytes so the eight row addresses of a matrix hit distinct banks), then writes
+    // whole 128-byte output lines with 16-byte stores. Only where the block fits next to the ring.
+    static constexpr int EPI_PITCH = MI * 64 * 2 + 16;
+    static constexpr int EPI_WG = BN * EPI_PITCH;
+    static constexpr bool EPI_STAGED =
+        WA && BN % 16 == 0 &&
+        1024 + STAGES * STAGE_BYTES + 2 * EPI_WG + PREFIX_BYTES + kStaticSmemReserve <= 227 * 1024;
+    static constexpr int EPI_BYTES = EPI_STAGED ? 2 * EPI_WG : 0;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;   // +1 KiB: align
     // Register split (setmaxnreg) for the prefill orientation. The CTA is launched holding
     // 168 registers per thread (__launch_bounds__(384, 1)); setmaxnreg only moves registers
     // between its warpgroups, so 128 x producer + 256 x consumer must not exceed 384 x 168, or
@@ -68,12 +78,76 @@ template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
+// Staged epilogue of one consumer warpgroup (decode orientation, C::EPI_STAGED): acc holds
+// weight rows (cw*MI + mi)*64 + 16*(warp%4) + {g, g+8} x tokens 8j + {2q, 2q+1} of the tile
+// (g = lane/4, q = lane%4; wgmma's accumulator layout). Each 8x8 (8 weight rows x 8 tokens)
+// matrix goes to shared memory transposed, so rows there are tokens; then the warpgroup writes
+// its MI*64 output columns of each valid token row as 16-byte chunks (whole 128-byte lines).
+// `buf` is this warpgroup's block, `wt` the thread's index in the warpgroup.
+template <class C>
+__device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, const float (&acc)[C::MI][C::ACC],
+                                             uint32_t buf, int cw, int wt) {
+    const int lane = wt & 31, wq = wt >> 5;
+    const int mat = lane >> 3, r = lane & 7;   // this lane gives row r of matrix `mat`
+    named_bar_sync(1 + cw, 128);               // the previous tile's copy-out has read buf
+    #pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi) {
+        #pragma unroll
+        for (int jp = 0; jp < C::ACC / 8; ++jp) {   // tokens 16jp .. 16jp+15: four matrices
+            // matrix 0: tokens 16jp.., weight rows +0..7; 1: same tokens, rows +8..15;
+            // 2 and 3: tokens 16jp+8.. (acc[4j + 2h + {0,1}] is row g + 8h, tokens 8j + 2q + {0,1})
+            const int tok = 16 * jp + 8 * (mat >> 1) + r;
+            const int col = mi * 64 + wq * 16 + 8 * (mat & 1);
+            const float *a = &acc[mi][8 * jp];
+            stsm_x4_trans(buf + tok * C::EPI_PITCH + col * 2, pack_bf16x2(a[0], a[1]), pack_bf16x2(a[2], a[3]),
+                          pack_bf16x2(a[4], a[5]), pack_bf16x2(a[6], a[7]));
+        }
+    }
+    named_bar_sync(1 + cw, 128);
+    // Copy-out. N and N/D are multiples of 8 (host check) and so are n0 and BM, so a 16-byte chunk
+    // is either all valid output columns or none, and 16-byte aligned in y.
+    constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
+    const bool cs = p.tune & LDMOE_TUNE_STREAM_STORES;
+    #pragma unroll
+    for (int it = 0; it < C::BN * CPR / 128; ++it) {
+        const int i = it * 128 + wt, tt = i / CPR, c = i % CPR;
+        const int n = (cw * C::MI * 64) + c * 8;
+        if (tt < t.rows && n < t.nrows) {
+            const uint4 v = lds128(buf + tt * C::EPI_PITCH + c * 16);
+            uint4 *dst = reinterpret_cast<uint4 *>(p.y + (t.tok0 + tt) * p.N + t.n0 + n);
+            if (cs) __stcs(dst, v); else *dst = v;
+        }
+    }
+}
+
+// Decode orientation without staging: scalar bf16 stores straight from the accumulators (each
+// warp store writes 16 bytes into each of four token rows).
+template <class C>
+__device__ __forceinline__ void store_direct_wa(const KParams &p, const Tile &t, const float (&acc)[C::MI][C::ACC],
+                                                int cw, int wq, int lane) {
+    const int g = lane >> 2, q = lane & 3;
+    #pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi) {
+        const int r0 = (cw * C::MI + mi) * 64 + wq * 16 + g;   // weight row of acc[mi][4j]
+        #pragma unroll
+        for (int j = 0; j < C::ACC / 4; ++j) {
+            #pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
+                if (n < t.nrows && tt < t.rows)
+                    p.y[(t.tok0 + tt) * p.N + t.n0 + n] = __float2bfloat16_rn(acc[mi][4 * j + v]);
+            }
+        }
+    }
+}
+
 template <class C>
 __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned char *ring = smem;
-    int32_t *prefix = reinterpret_cast<int32_t *>(smem + C::STAGES * C::STAGE_BYTES);
+    unsigned char *epi = smem + C::STAGES * C::STAGE_BYTES;   // C::EPI_BYTES (staged epilogue)
+    int32_t *prefix = reinterpret_cast<int32_t *>(epi + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];
     __shared__ __align__(8) uint64_t s_full[C::STAGES];
     __shared__ __align__(8) uint64_t s_empty[C::STAGES];
@@ -179,23 +253,13 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
         {
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
-            const int g = lane >> 2, q = lane & 3;
             if constexpr (C::WA) {
-                // M = weight rows (output columns), N = tokens: scalar bf16 stores.
-                #pragma unroll
-                for (int mi = 0; mi < C::MI; ++mi) {
-                    const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;   // row of acc[mi][4j]
-                    #pragma unroll
-                    for (int j = 0; j < C::ACC / 4; ++j) {
-                        #pragma unroll
-                        for (int v = 0; v < 4; ++v) {
-                            const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
-                            if (n < t.nrows && tt < t.rows)
-                                p.y[(t.tok0 + tt) * p.N + t.n0 + n] = __float2bfloat16_rn(acc[mi][4 * j + v]);
-                        }
-                    }
-                }
+                if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
+                    store_staged<C>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
+                else
+                    store_direct_wa<C>(p, t, acc, cw, warp & 3, lane);
             } else {
+                const int g = lane >> 2, q = lane & 3;
                 const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
                 // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
                 #pragma unroll

@@ -101,6 +101,12 @@ def test_errors():
     except ldmoe.LdmoeError as e:
         report("multiple of 8" in str(e), "error K%8", str(e))
     try:
+        xk = torch.zeros((16, 64), dtype=torch.bfloat16, device="cuda")
+        ldmoe.grouped_mm(xk, w[:, :, :64].contiguous(), offs, tune=0x100)
+        report(False, "error unknown tune bit", "no error raised")
+    except ldmoe.LdmoeError as e:
+        report("unknown bits" in str(e), "error unknown tune bit", str(e))
+    try:
         ldmoe.grouped_mm(x.float(), w, offs)
         report(False, "error dtype", "no error raised")
     except TypeError as e:
@@ -166,6 +172,21 @@ def test_correctness(gen, quick):
                     ref = reference(x, w, counts)
                     check_out("mm T=%d E=%d N=%d K=%d %s tile=%s mode=%s" % (T, E, N, K, layout, tile, m),
                               y, ref, used)
+
+
+def test_tune(gen):
+    """Every epilogue and L2-hint variant (ldmoe.h LDMOE_TUNE_*) of the decode tiles, ragged counts."""
+    for T, E, N, K in [(700, 16, 768, 512), (130, 128, 1536, 256), (45, 4, 2048, 1024)]:
+        for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1"):
+            for tune in (0, 0x1, 0x2 | 0x4, 0x8, 0xF):
+                x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
+                w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+                offs, counts = routing(gen, T - T // 5, E)
+                y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                ldmoe.grouped_mm(x, ldmoe.to_localized(w, 2), offs, layout="localized", tile=tile, out=y, tune=tune)
+                torch.cuda.synchronize()
+                check_out("tune=%#x T=%d E=%d N=%d K=%d tile=%s" % (tune, T, E, N, K, tile), y,
+                          reference(x, w, counts), sum(counts))
 
 
 def test_states(gen, num_sms):
@@ -274,7 +295,7 @@ def main():
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
     for fn in (lambda: test_converter(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
-               lambda: test_states(gen, num_sms), lambda: test_scheduler(gen, num_sms)):
+               lambda: test_tune(gen), lambda: test_states(gen, num_sms), lambda: test_scheduler(gen, num_sms)):
         try:
             fn()
         except Exception:

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""one_case.py — run one libldmoe grouped GEMM a few times, for profilers (ncu, nsys).
+
+    ncu --kernel-name regex:grouped_mm --launch-skip 2 --launch-count 1 \\
+        python3 bench/moe/one_case.py --shape 2 --m 64 --tile ws128x64 --tune 0
+
+--shape indexes bench_moe.py's SHAPES (0: 8 experts, 1: 32, 2: 128). Equal tokens per expert,
+localized weights, aware mode, no shim (even map). Prints the median CUDA-event time of the calls
+(meaningless under a profiler's replay, useful without one).
+"""
+import argparse
+import os
+import statistics
+import sys
+
+torch = ldmoe = None
+SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N (as bench_moe.py)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", type=int, default=2, choices=range(len(SHAPES)))
+    ap.add_argument("--m", type=int, default=64, help="tokens per expert")
+    ap.add_argument("--tile", default="auto")
+    ap.add_argument("--tune", type=lambda v: int(v, 0), default=0, help="LDMOE_TUNE_* bits")
+    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
+    a = ap.parse_args()
+    global torch, ldmoe
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+    import ldmoe
+    E, K, N = SHAPES[a.shape]
+    T = E * a.m
+    wls = [ldmoe.to_localized(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2)
+           for _ in range(a.sets)]
+    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
+    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * a.m
+    y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+    ts = []
+    for i in range(a.calls):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode="aware", tile=a.tile, out=y, tune=a.tune)
+        e.record()
+        ts.append((s, e))
+    torch.cuda.synchronize()
+    print("E=%d K=%d N=%d m=%d tile=%s tune=%#x: median %.1f us over %d calls" % (
+        E, K, N, a.m, a.tile, a.tune, statistics.median(s.elapsed_time(e) * 1e3 for s, e in ts), a.calls))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
