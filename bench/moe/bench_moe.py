@@ -12,10 +12,11 @@ unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--no-cublas] [--sched-best] [--outdir DIR]
-       bench_moe.py --variants TILE:TUNE,... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
+       bench_moe.py --variants TILE:TUNE[:MODE],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe).
 --variants times only torch and the listed ldmoe variants (tile name or auto, LDMOE_TUNE_* bits
-of ldmoe.h), interleaved call by call, and writes moe-variants.md/.json instead.
+of ldmoe.h, mode: aware by default), interleaved call by call, and writes moe-variants.md/.json
+instead.
 """
 import argparse
 import ctypes
@@ -34,7 +35,7 @@ SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
 # Tiles swept per regime (ldmoe.TILES names); AUTO's choice is timed as well.
 DECODE_TILES = ["64x16k4", "64x64k4", "128x64k2", "ws128x16", "ws128x64", "ws256x64", "ws128x64k1"]
-PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128"]
+PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128", "ws256x128ew"]
 
 
 def median_time_us(fn, n_sets, warmup, reps):
@@ -142,17 +143,18 @@ def main():
     ap.add_argument("--no-cublas", action="store_true")
     ap.add_argument("--sched-best", action="store_true",
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
-    ap.add_argument("--variants", help="TILE:TUNE,... (e.g. ws128x64:0,ws128x64:1): A/B mode, see above")
+    ap.add_argument("--variants", help="TILE:TUNE[:MODE],... (e.g. ws128x64:0,ws128x64:1:static): A/B mode, see above")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     a = ap.parse_args()
     variants = []
     if a.variants:
         for v in a.variants.split(","):
-            tile, _, tune = v.partition(":")
+            tile, _, rest = v.partition(":")
+            tune, _, mode = rest.partition(":")
             try:
-                variants.append((tile, int(tune or "0", 0)))
+                variants.append((tile, int(tune or "0", 0), mode or "aware"))
             except ValueError:
-                ap.error("--variants: %r is not TILE:TUNE (TUNE an integer, e.g. 0x3)" % v)
+                ap.error("--variants: %r is not TILE:TUNE[:MODE] (TUNE an integer, e.g. 0x3)" % v)
     global torch, ldmoe
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
@@ -311,16 +313,16 @@ def run_variants(a, variants, head, bw):
             y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
             fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
             r = {"E": E, "K": K, "N": N, "m": m, "errs": {}}
-            for tile, tune in variants:
+            for tile, tune, mode in variants:
                 y.fill_(float("nan"))
-                ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode="aware", tile=tile, out=y, tune=tune)
+                ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
                 torch.cuda.synchronize()
-                r["errs"]["%s:%#x" % (tile, tune)] = rel_err(y, yt)
-                fns.append(lambda i, tile=tile, tune=tune: ldmoe.grouped_mm(
-                    x, wls[i], offs, layout="localized", mode="aware", tile=tile, out=y, tune=tune))
+                r["errs"]["%s:%#x:%s" % (tile, tune, mode)] = rel_err(y, yt)
+                fns.append(lambda i, tile=tile, tune=tune, mode=mode: ldmoe.grouped_mm(
+                    x, wls[i], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune))
             meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
             r["torch"] = meds[0]
-            r["variants"] = {"%s:%#x" % v: t for v, t in zip(variants, meds[1:])}
+            r["variants"] = {"%s:%#x:%s" % v: t for v, t in zip(variants, meds[1:])}
             rows.append(r)
             wbytes = E * N * K * 2
             print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
@@ -332,7 +334,7 @@ def run_variants(a, variants, head, bw):
         torch.cuda.empty_cache()
     with open(os.path.join(a.outdir, "moe-variants.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "variants": a.variants, "rows": rows}, f, indent=1)
-    keys = ["%s:%#x" % v for v in variants]
+    keys = ["%s:%#x:%s" % v for v in variants]
     lines = ["# libldmoe variants, interleaved with torch._grouped_mm call by call", "", head, "",
              "copy bandwidth %.2f TB/s; median of %d; µs (%% of copy bandwidth in weight bytes)" % (bw, a.reps), "",
              "| E | m | torch | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]

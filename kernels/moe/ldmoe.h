@@ -60,7 +60,7 @@ enum ldmoe_mode {
 
 enum ldmoe_tile {
     LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 16 tokens/expert
-                                 WS_128x16, <= 96 WS_128x64, else WS_256x128. Elsewhere: <= 16
+                                 WS_128x16, <= 96 WS_128x64, else WS_256x128_EW. Elsewhere: <= 16
                                  64x16_K4, <= 96 64x64_K4, <= 1024 128x128, else 128x256      */
     LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
@@ -80,7 +80,9 @@ enum ldmoe_tile {
     LDMOE_TILE_64x8_K4 = 16,       /* mma.sync 64 weight rows x 8 tokens, 256 k per stage           */
     LDMOE_TILE_WS_256x64 = 17,     /* warp-specialized wgmma, 256 weight rows x 64 tokens; Hopper   */
     LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with nine 64-k stages; Hopper                    */
-    LDMOE_TILE_COUNT_ = 19
+    LDMOE_TILE_WS_256x128_EW = 19, /* as WS_256x128, output stored by epilogue warps from shared
+                                      memory while the consumers go on; 3 stages; Hopper          */
+    LDMOE_TILE_COUNT_ = 20
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f
@@ -112,7 +114,7 @@ typedef struct ldmoe_params {
 } ldmoe_params_t;
 
 /* ldmoe_params_t.tune bits (experiments only). */
-#define LDMOE_TUNE_SCALAR_EPILOGUE 0x1u  /* decode tiles: store from registers, not via shared memory */
+#define LDMOE_TUNE_SCALAR_EPILOGUE 0x1u  /* store from registers, not via shared memory (staged tiles)  */
 #define LDMOE_TUNE_TOKENS_NORMAL   0x2u  /* decode tiles: token boxes evict-normal in L2, not evict-last */
 #define LDMOE_TUNE_WEIGHTS_NORMAL  0x4u  /* decode tiles: weight boxes evict-normal in L2               */
 #define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */

@@ -47,6 +47,7 @@ using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 96 KiB of weights i
 using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 128 KiB in flight
 using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
 using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k stages: 144 KiB of weights in flight
+using CfgT19 = WsCfg<256, 128, 3, 1, false, true>;   // prefill: as T11 with epilogue warps, 3 stages
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -147,6 +148,7 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_64x8_K4: return all_warps<CfgT16>();
     case LDMOE_TILE_WS_256x64: return warp_specialized<CfgT17>();
     case LDMOE_TILE_WS_128x64_K1: return warp_specialized<CfgT18>();
+    case LDMOE_TILE_WS_256x128_EW: return warp_specialized<CfgT19>();
     default: return all_warps<CfgT7>();
     }
 }
@@ -166,7 +168,7 @@ static bool device_has_wgmma(void) {
 
 // AUTO: by average tokens per expert. On Hopper (compute capability 9.0) the warp-specialized
 // wgmma tiles: decode with the weights on the MMA's M side (128 weight rows x 16 or 64 tokens),
-// prefill 128 tokens x 256 weight rows. Elsewhere the mma.sync tiles. Chosen from the sweeps in
+// prefill 128 tokens x 256 weight rows with epilogue warps. Elsewhere the mma.sync tiles. Chosen from the sweeps in
 // bench/results/ (H200).
 static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
@@ -174,7 +176,7 @@ static int resolve_tile(int tile, int64_t T, int E) {
     if (device_has_wgmma()) {
         if (avg <= 16) return LDMOE_TILE_WS_128x16;
         if (avg <= 96) return LDMOE_TILE_WS_128x64;
-        return LDMOE_TILE_WS_256x128;
+        return LDMOE_TILE_WS_256x128_EW;
     }
     if (avg <= 16) return LDMOE_TILE_64x16_K4;
     if (avg <= 96) return LDMOE_TILE_64x64_K4;

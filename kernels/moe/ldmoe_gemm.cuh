@@ -183,6 +183,13 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t a, uint32_t r0, uint32_t 
                  ::"r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 #endif
 }
+// The same without the transpose: lane l's pair lands in row l/4, columns 2(l%4), +1.
+__device__ __forceinline__ void stsm_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n"
+                 ::"r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#endif
+}
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
@@ -192,9 +199,12 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
     return v;
 }
-// Barrier of `threads` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads').
+// Barrier of `threads` threads (whole warps) on hardware barrier `id` (0 is __syncthreads').
+// The compiler's intrinsic, not inline asm: it is a convergent operation the compiler will not
+// duplicate into the two sides of a preceding one-lane branch (with asm bar.sync after
+// `if (lane == 0) ...`, compute-sanitizer's synccheck reported divergent threads there).
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+    __barrier_sync_count((unsigned)id, (unsigned)threads);
 }
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(

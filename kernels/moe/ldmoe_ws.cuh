@@ -29,10 +29,14 @@
 
 namespace ldmoe {
 
-template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_>
+// EPIW_ (prefill only): epilogue warps. Warps 1..3 of the producer warpgroup store each tile's
+// output from a shared-memory copy while the consumers go on with the next tile (see
+// epilogue_warps), at the price of the ring stage the 64 KiB copy displaces.
+template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_, bool EPIW_ = false>
 struct WsCfg {
     static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, KSUB = KSUB_;
-    static constexpr bool WA = WA_;
+    static constexpr bool WA = WA_, EPIW = EPIW_;
+    static_assert(!EPIW || !WA, "epilogue warps: prefill orientation");
     static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
@@ -50,7 +54,10 @@ struct WsCfg {
     static constexpr bool EPI_STAGED =
         WA && BN % 16 == 0 &&
         1024 + STAGES * STAGE_BYTES + 2 * EPI_WG + PREFIX_BYTES + kStaticSmemReserve <= 227 * 1024;
-    static constexpr int EPI_BYTES = EPI_STAGED ? 2 * EPI_WG : 0;
+    // Epilogue warps' copy of a tile: [BN tokens][BM weight rows] bf16, 16-byte chunks XOR-swizzled
+    // by token row (chunk c of row r at c ^ (r % 8)), so stmatrix and the row reads hit distinct banks.
+    static constexpr int EPIW_ROW = BM * 2;
+    static constexpr int EPI_BYTES = EPIW ? BN * EPIW_ROW : EPI_STAGED ? 2 * EPI_WG : 0;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;   // +1 KiB: align
     // Register split (setmaxnreg) for the prefill orientation. The CTA is launched holding
     // 168 registers per thread (__launch_bounds__(384, 1)); setmaxnreg only moves registers
@@ -141,6 +148,58 @@ __device__ __forceinline__ void store_direct_wa(const KParams &p, const Tile &t,
     }
 }
 
+// Prefill with epilogue warps: two named barriers that the 256 consumer threads and the 96
+// epilogue-warp threads all sync on, in turn. kEpiFree: the epilogue warps are done with the
+// buffer; kEpiFull: a tile's copy (or the end mark) is in it. The epilogue warps wait at kEpiFull
+// long before the consumers get there, so the consumers only ever wait for the previous copy-out.
+// (bar.sync on both sides rather than bar.arrive: the same overlap, and compute-sanitizer's
+// racecheck sees the ordering.)
+constexpr int kEpiFull = 3, kEpiFree = 4, kEpiThreads = 256 + 96;
+
+// Consumers (prefill, C::EPIW): wait until the copy buffer is free, write this warpgroup's 64 token
+// rows x BM columns of acc into it (stmatrix, no transpose: acc rows are tokens), hand it over.
+template <class C>
+__device__ __forceinline__ void stage_prefill(const float (&acc)[C::MI][C::ACC], uint32_t buf, int cw, int wq,
+                                              int lane, int64_t tk, volatile int64_t *epi_tk) {
+    const int mat = lane >> 3, r = lane & 7;
+    const int row = cw * 64 + wq * 16 + 8 * (mat & 1) + r;   // token row this lane addresses
+    named_bar_sync(kEpiFree, kEpiThreads);
+    #pragma unroll
+    for (int jp = 0; jp < C::ACC / 8; ++jp) {   // columns 16jp .. 16jp+15: chunks 2jp, 2jp+1
+        // matrix 0: rows +0..7, chunk 2jp; 1: rows +8..15, chunk 2jp; 2, 3: chunk 2jp+1
+        const int c = 2 * jp + (mat >> 1);
+        const float *a = &acc[0][8 * jp];
+        stsm_x4(buf + row * C::EPIW_ROW + ((c ^ (row & 7)) << 4), pack_bf16x2(a[0], a[1]), pack_bf16x2(a[2], a[3]),
+                pack_bf16x2(a[4], a[5]), pack_bf16x2(a[6], a[7]));
+    }
+    if (cw == 0 && wq == 0 && lane == 0) *epi_tk = tk;
+    named_bar_sync(kEpiFull, kEpiThreads);
+}
+
+// Epilogue warps (warps 1..3, C::EPIW): copy each handed-over tile to y, a 512-byte token row per
+// warp store (whole lines), rows of the expert and columns of the slice only. `et` = 0..95.
+template <class C>
+__device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, uint32_t buf,
+                               volatile int64_t *epi_tk, int et) {
+    constexpr int CPR = C::EPIW_ROW / 16;   // chunks per token row
+    #pragma unroll 1
+    for (;;) {
+        named_bar_sync(kEpiFree, kEpiThreads);
+        named_bar_sync(kEpiFull, kEpiThreads);
+        const int64_t tk = *epi_tk;
+        if (tk < 0) return;
+        const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+        #pragma unroll 4
+        for (int i = et; i < C::BN * CPR; i += 96) {
+            const int row = i / CPR, c = i % CPR;
+            if (row < t.rows && c * 8 < t.nrows) {
+                const uint4 v = lds128(buf + row * C::EPIW_ROW + ((c ^ (row & 7)) << 4));
+                *reinterpret_cast<uint4 *>(p.y + (t.tok0 + row) * p.N + t.n0 + c * 8) = v;
+            }
+        }
+    }
+}
+
 template <class C>
 __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -149,6 +208,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     unsigned char *epi = smem + C::STAGES * C::STAGE_BYTES;   // C::EPI_BYTES (staged epilogue)
     int32_t *prefix = reinterpret_cast<int32_t *>(epi + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];
+    __shared__ int64_t s_epi_tk;                               // C::EPIW: tile in the copy buffer (-1: end)
     __shared__ __align__(8) uint64_t s_full[C::STAGES];
     __shared__ __align__(8) uint64_t s_empty[C::STAGES];
     __shared__ SchedShared sh;
@@ -171,6 +231,12 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     if (warp < 4) {
         // ---------------- producer warpgroup ----------------
         if constexpr (C::SPLIT_REGS) setmaxnreg_dec<C::PRODUCER_REGS>();
+        if constexpr (C::EPIW) {
+            if (warp > 0) {
+                epilogue_warps<C>(p, prefix, mode, per_queue, smem_u32(epi), &s_epi_tk, tid - 32);
+                return;
+            }
+        }
         if (tid != 0) return;
         Loader<C> ld{};
         ld.start(p, prefix, sh, per_queue, total, my_dom);
@@ -258,6 +324,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                     store_staged<C>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
                 else
                     store_direct_wa<C>(p, t, acc, cw, warp & 3, lane);
+            } else if (C::EPIW && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE)) {
+                stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
             } else {
                 const int g = lane >> 2, q = lane & 3;
                 const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
@@ -277,6 +345,11 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             }
             if (tid == 128) debug_count(p, t.gid, my_dom);
         }
+    }
+    if constexpr (C::EPIW) {   // end mark for the epilogue warps, once they have the last copy
+        named_bar_sync(kEpiFree, kEpiThreads);
+        if (tid == 128) s_epi_tk = -1;
+        named_bar_sync(kEpiFull, kEpiThreads);
     }
 }
 

@@ -175,9 +175,9 @@ def test_correctness(gen, quick):
 
 
 def test_tune(gen):
-    """Every epilogue and L2-hint variant (ldmoe.h LDMOE_TUNE_*) of the decode tiles, ragged counts."""
-    for T, E, N, K in [(700, 16, 768, 512), (130, 128, 1536, 256), (45, 4, 2048, 1024)]:
-        for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1"):
+    """Every epilogue and L2-hint variant (ldmoe.h LDMOE_TUNE_*) of the staged tiles, ragged counts."""
+    for T, E, N, K in [(700, 16, 768, 512), (130, 128, 1536, 256), (45, 4, 2048, 1024), (3000, 6, 1280, 384)]:
+        for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1", "ws256x128ew"):
             for tune in (0, 0x1, 0x2 | 0x4, 0x8, 0xF):
                 x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
@@ -247,7 +247,8 @@ def test_scheduler(gen, num_sms):
         else:
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
         for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400),
-                         ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300), ("ws256x64", 900)]:
+                         ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300), ("ws256x64", 900),
+                         ("ws256x128ew", 1500)]:
             for mode, waves in cases:
                 x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
