@@ -72,6 +72,23 @@ def median_times_interleaved(fns, n_sets, warmup, reps):
             for k in range(len(fns))]
 
 
+def cases(a):
+    """Every --shapes x --tokens case: (E, K, N, m, weight sets [E, N, K], the same localized for
+    two domains, tokens x [E*m, K], offs with m tokens per expert). Each shape's weights are freed
+    before the next shape's are made."""
+    for si in map(int, a.shapes.split(",")):
+        E, K, N = SHAPES[si]
+        ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
+        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        for m in map(int, a.tokens.split(",")):
+            x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+            yield E, K, N, m, ws, wls, x, offs
+            del x, offs
+        del ws, wls
+        torch.cuda.empty_cache()
+
+
 def copy_bandwidth():
     n = 1 << 30   # 2 GiB of bf16 per buffer
     a = torch.randn(n, device="cuda", dtype=torch.bfloat16)
@@ -183,81 +200,72 @@ def main():
             print("cuBLAS peer unavailable: %s" % e)
 
     rows = []
-    for si in map(int, a.shapes.split(",")):
-        E, K, N = SHAPES[si]
-        ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
-        wls = [ldmoe.to_localized(w, 2) for w in ws]
-        for m in map(int, a.tokens.split(",")):
-            T = E * m
-            x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
-            wbytes = E * N * K * 2
-            flops = 2.0 * T * N * K
-            r = {"E": E, "K": K, "N": N, "m": m}
-            yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
-            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            # Headline: torch, cuBLAS and ldmoe (AUTO tile, aware, localized) interleaved call by
-            # call, so clock and thermal drift hit all of them alike.
-            peers = [("torch", lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs))]
-            if cub:
-                yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-                cub.prepare(x, ws, yc, E, m, N, K)
-                cub.run(0)
-                torch.cuda.synchronize()
-                r["cublas_err"] = rel_err(yc, yt)
-                peers.append(("cublas", cub.run))
-            peers.append(("ldmoe_aware_localized_auto",
-                          lambda i: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode="aware", out=y)))
-            for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
-                r[name] = med
-            tiles = DECODE_TILES if m <= 96 else PREFILL_TILES
-            variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
-                ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
-            for mode, layout, tile in variants:
-                key = "ldmoe_%s_%s_%s" % (mode, layout, tile)
-                wset = wls if layout == "localized" else ws
-                y.fill_(float("nan"))
-                ldmoe.grouped_mm(x, wset[0], offs, layout=layout, mode=mode, tile=tile, out=y)
-                torch.cuda.synchronize()
-                r[key + "_err"] = rel_err(y, yt)
-                if key in r:   # the headline variant was timed with the peers
-                    continue
-                r[key] = median_time_us(
-                    lambda i: ldmoe.grouped_mm(x, wset[i], offs, layout=layout, mode=mode, tile=tile, out=y),
-                    a.sets, a.warmup, a.reps)[0]
-            if a.sched_best:
-                # Scheduler cost on the fastest tile: aware, static and unaware calls interleaved
-                # call by call (drift and clock changes hit all three alike), medians compared.
-                bt = min(tiles, key=lambda t: r["ldmoe_aware_localized_" + t])
-                r["sched_tile"] = bt
-                fns = [lambda i, md=md: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode=md, tile=bt, out=y)
-                       for md in ("aware", "static", "unaware")]
-                meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps)
-                r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
-            best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
-                           key=lambda k: r[k])
-            r["best"] = best_key
-            for k in [k for k in r if k in ("torch", "cublas") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
-                r[k + "_tbs"] = wbytes / (r[k] * 1e-6) / 1e12
-                r[k + "_tflops"] = flops / (r[k] * 1e-6) / 1e12
-            rows.append(r)
-            aw = r["ldmoe_aware_localized_auto"]
-            print("E=%3d K=%5d N=%5d m=%4d | torch %8.1f us %5.2f TB/s %6.1f TF | cublas %8s | ldmoe aware %8.1f us "
-                  "%5.2f TB/s %6.1f TF (x%.2f vs torch, err %.1e) | best %s %.1f | static %+.1f%% unaware %+.1f%%" % (
-                      E, K, N, m, r["torch"], r["torch_tbs"], r["torch_tflops"],
-                      "%.1f" % r["cublas"] if "cublas" in r else "-", aw, r["ldmoe_aware_localized_auto_tbs"],
-                      r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw, r["ldmoe_aware_localized_auto_err"],
-                      best_key[len("ldmoe_aware_localized_"):], r[best_key],
-                      100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
-                  flush=True)
-            print("    tiles: " + "  ".join("%s %.1f" % (t, r["ldmoe_aware_localized_" + t]) for t in tiles), flush=True)
-            if "sched_tile" in r:
-                print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
-                    r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
-                    100 * (r["sched_aware"] / r["sched_static"] - 1)), flush=True)
-            del x, y, yt
-        del ws, wls
-        torch.cuda.empty_cache()
+    for E, K, N, m, ws, wls, x, offs in cases(a):
+        T = E * m
+        wbytes = E * N * K * 2
+        flops = 2.0 * T * N * K
+        r = {"E": E, "K": K, "N": N, "m": m}
+        yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
+        y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+        # Headline: torch, cuBLAS and ldmoe (AUTO tile, aware, localized) interleaved call by
+        # call, so clock and thermal drift hit all of them alike.
+        peers = [("torch", lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs))]
+        if cub:
+            yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+            cub.prepare(x, ws, yc, E, m, N, K)
+            cub.run(0)
+            torch.cuda.synchronize()
+            r["cublas_err"] = rel_err(yc, yt)
+            peers.append(("cublas", cub.run))
+        peers.append(("ldmoe_aware_localized_auto",
+                      lambda i: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode="aware", out=y)))
+        for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
+            r[name] = med
+        tiles = DECODE_TILES if m <= 96 else PREFILL_TILES
+        variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
+            ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
+        for mode, layout, tile in variants:
+            key = "ldmoe_%s_%s_%s" % (mode, layout, tile)
+            wset = wls if layout == "localized" else ws
+            y.fill_(float("nan"))
+            ldmoe.grouped_mm(x, wset[0], offs, layout=layout, mode=mode, tile=tile, out=y)
+            torch.cuda.synchronize()
+            r[key + "_err"] = rel_err(y, yt)
+            if key in r:   # the headline variant was timed with the peers
+                continue
+            r[key] = median_time_us(
+                lambda i: ldmoe.grouped_mm(x, wset[i], offs, layout=layout, mode=mode, tile=tile, out=y),
+                a.sets, a.warmup, a.reps)[0]
+        if a.sched_best:
+            # Scheduler cost on the fastest tile: aware, static and unaware calls interleaved
+            # call by call (drift and clock changes hit all three alike), medians compared.
+            bt = min(tiles, key=lambda t: r["ldmoe_aware_localized_" + t])
+            r["sched_tile"] = bt
+            fns = [lambda i, md=md: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode=md, tile=bt, out=y)
+                   for md in ("aware", "static", "unaware")]
+            meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps)
+            r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
+        best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
+                       key=lambda k: r[k])
+        r["best"] = best_key
+        for k in [k for k in r if k in ("torch", "cublas") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
+            r[k + "_tbs"] = wbytes / (r[k] * 1e-6) / 1e12
+            r[k + "_tflops"] = flops / (r[k] * 1e-6) / 1e12
+        rows.append(r)
+        aw = r["ldmoe_aware_localized_auto"]
+        print("E=%3d K=%5d N=%5d m=%4d | torch %8.1f us %5.2f TB/s %6.1f TF | cublas %8s | ldmoe aware %8.1f us "
+              "%5.2f TB/s %6.1f TF (x%.2f vs torch, err %.1e) | best %s %.1f | static %+.1f%% unaware %+.1f%%" % (
+                  E, K, N, m, r["torch"], r["torch_tbs"], r["torch_tflops"],
+                  "%.1f" % r["cublas"] if "cublas" in r else "-", aw, r["ldmoe_aware_localized_auto_tbs"],
+                  r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw, r["ldmoe_aware_localized_auto_err"],
+                  best_key[len("ldmoe_aware_localized_"):], r[best_key],
+                  100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
+              flush=True)
+        print("    tiles: " + "  ".join("%s %.1f" % (t, r["ldmoe_aware_localized_" + t]) for t in tiles), flush=True)
+        if "sched_tile" in r:
+            print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
+                r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
+                100 * (r["sched_aware"] / r["sched_static"] - 1)), flush=True)
 
     with open(os.path.join(a.outdir, "moe-bench.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
@@ -301,37 +309,28 @@ def main():
 def run_variants(a, variants, head, bw):
     """torch and each ldmoe (tile, tune) variant interleaved call by call, per shape and m."""
     rows = []
-    for si in map(int, a.shapes.split(",")):
-        E, K, N = SHAPES[si]
-        ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
-        wls = [ldmoe.to_localized(w, 2) for w in ws]
-        for m in map(int, a.tokens.split(",")):
-            T = E * m
-            x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
-            yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
-            y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
-            r = {"E": E, "K": K, "N": N, "m": m, "errs": {}}
-            for tile, tune, mode in variants:
-                y.fill_(float("nan"))
-                ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
-                torch.cuda.synchronize()
-                r["errs"]["%s:%#x:%s" % (tile, tune, mode)] = rel_err(y, yt)
-                fns.append(lambda i, tile=tile, tune=tune, mode=mode: ldmoe.grouped_mm(
-                    x, wls[i], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune))
-            meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
-            r["torch"] = meds[0]
-            r["variants"] = {"%s:%#x:%s" % v: t for v, t in zip(variants, meds[1:])}
-            rows.append(r)
-            wbytes = E * N * K * 2
-            print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
-                "%s %7.1f (%3.0f%% BW, x%.2f, err %.0e)" % (k, t, 100 * wbytes / (t * 1e-6) / 1e12 / bw, meds[0] / t,
-                                                       r["errs"][k])
-                for k, t in r["variants"].items()), flush=True)
-            del x, y, yt
-        del ws, wls
-        torch.cuda.empty_cache()
+    for E, K, N, m, ws, wls, x, offs in cases(a):
+        T = E * m
+        yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
+        y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+        fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
+        r = {"E": E, "K": K, "N": N, "m": m, "errs": {}}
+        for tile, tune, mode in variants:
+            y.fill_(float("nan"))
+            ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
+            torch.cuda.synchronize()
+            r["errs"]["%s:%#x:%s" % (tile, tune, mode)] = rel_err(y, yt)
+            fns.append(lambda i, tile=tile, tune=tune, mode=mode: ldmoe.grouped_mm(
+                x, wls[i], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune))
+        meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
+        r["torch"] = meds[0]
+        r["variants"] = {"%s:%#x:%s" % v: t for v, t in zip(variants, meds[1:])}
+        rows.append(r)
+        wbytes = E * N * K * 2
+        print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
+            "%s %7.1f (%3.0f%% BW, x%.2f, err %.0e)" % (k, t, 100 * wbytes / (t * 1e-6) / 1e12 / bw, meds[0] / t,
+                                                   r["errs"][k])
+            for k, t in r["variants"].items()), flush=True)
     with open(os.path.join(a.outdir, "moe-variants.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "variants": a.variants, "rows": rows}, f, indent=1)
     keys = ["%s:%#x:%s" % v for v in variants]
