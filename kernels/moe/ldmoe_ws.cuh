@@ -1,11 +1,16 @@
 // ldmoe_ws.cuh — warp-specialized wgmma body of the grouped GEMM (sm_90a).
 //
 // Three warpgroups per CTA (one CTA per SM). Warpgroup 0 is the producer: one thread claims tiles
-// and fills a ring of shared-memory stages with TMA boxes (Loader, ldmoe_gemm.cuh); the other
-// producer threads leave (in the prefill orientation the warpgroup first gives registers to the
-// consumers with setmaxnreg). Warpgroups 1 and 2 are the
-// consumers: each issues wgmma for its half of the tile and keeps one wgmma group in flight
-// while it waits for the next stage.
+// and fills a ring of shared-memory stages with TMA boxes (Loader, ldmoe_gemm.cuh). The rest of
+// warp 0 leaves; warps 1-3 leave too, or, with epilogue warps (EPIW), store each finished tile
+// from shared memory (in the prefill orientation the warpgroup first gives registers to the
+// consumers with setmaxnreg). Warpgroups 1 and 2 are the consumers: each issues wgmma for its
+// half of the tile and keeps one wgmma group in flight while it waits for the next stage.
+//
+// Epilogues: decode tiles where it fits stage the output in shared memory per consumer
+// warpgroup and write whole lines (store_staged; named barriers 1 and 2); prefill with EPIW hands
+// a copy of the tile to the epilogue warps (named barriers 3 and 4); otherwise registers are
+// stored directly. LDMOE_TUNE_SCALAR_EPILOGUE selects the direct stores at run time.
 //
 // Two mbarriers per stage. full[s] completes when the producer's arrive (with the stage's byte
 // count) and the TMA bytes have landed; the producer writes the stage's tile ticket to shared
@@ -85,6 +90,9 @@ template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
+// Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
+constexpr int kStagedBar = 1;
+
 // Staged epilogue of one consumer warpgroup (decode orientation, C::EPI_STAGED): acc holds
 // weight rows (cw*MI + mi)*64 + 16*(warp%4) + {g, g+8} x tokens 8j + {2q, 2q+1} of the tile
 // (g = lane/4, q = lane%4; wgmma's accumulator layout). Each 8x8 (8 weight rows x 8 tokens)
@@ -96,7 +104,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
                                              uint32_t buf, int cw, int wt) {
     const int lane = wt & 31, wq = wt >> 5;
     const int mat = lane >> 3, r = lane & 7;   // this lane gives row r of matrix `mat`
-    named_bar_sync(1 + cw, 128);               // the previous tile's copy-out has read buf
+    named_bar_sync(kStagedBar + cw, 128);      // the previous tile's copy-out has read buf
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi) {
         #pragma unroll
@@ -110,7 +118,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
                           pack_bf16x2(a[4], a[5]), pack_bf16x2(a[6], a[7]));
         }
     }
-    named_bar_sync(1 + cw, 128);
+    named_bar_sync(kStagedBar + cw, 128);
     // Copy-out. N and N/D are multiples of 8 (host check) and so are n0 and BM, so a 16-byte chunk
     // is either all valid output columns or none, and 16-byte aligned in y.
     constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
