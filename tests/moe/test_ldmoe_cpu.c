@@ -143,6 +143,12 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.debug_tiles = (uint32_t *)P(0x50000); p.debug_cap = 0;
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    p = good(); p.tune = 0x100u;                                                 /* unknown tune bit */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "tune"));
+    p = good(); p.tune = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
+                         LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES;   /* all known bits: T = 0 is a no-op */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
     p = good(); p.layout = LDMOE_LAYOUT_PLAIN; p.num_domains = 0; p.N = 1000;   /* plain: D = 1, 1000 % 8 == 0 */
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
     CU_ASSERT_EQUAL(ldmoe_grouped_mm(P(16), P(32), P(64), P(48), 0, 2, 64, 64, 0, 1, 0, 0.f, NULL), LDMOE_OK);
