@@ -168,8 +168,8 @@ static bool device_has_wgmma(void) {
 
 // AUTO: by average tokens per expert. On Hopper (compute capability 9.0) the warp-specialized
 // wgmma tiles: decode with the weights on the MMA's M side (128 weight rows x 16 or 64 tokens),
-// prefill 128 tokens x 256 weight rows with epilogue warps. Elsewhere the mma.sync tiles. Chosen from the sweeps in
-// bench/results/ (H200).
+// prefill 128 tokens x 256 weight rows with epilogue warps. Elsewhere the mma.sync tiles.
+// Chosen from the sweeps in bench/results/ (H200).
 static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
     const int64_t avg = E > 0 ? T / E : T;
