@@ -14,7 +14,10 @@
  * Scheduling (see doc/moe.md): one CTA per SM; each CTA reads the SM->domain map that libldshim
  * publishes into this library's `ldshim_topology` device symbol, takes tiles of its own
  * domain's slice first, and steals other slices only when the launch holds at least
- * `steal_waves` waves of tiles (or when a slice's domain has no SM). Tile counters live in a
+ * `steal_waves` waves of tiles (or when a slice's domain has no SM). Where several m-blocks of
+ * an expert share a weight block, most waves are assigned statically first, in the order the
+ * hardware places CTAs on SMs (one probe kernel per device, queued on the first launch's
+ * stream), and only the last waves are claimed tile by tile. Tile counters live in a
  * per-(device, stream) workspace and are reset by the last CTA of each launch, so no host reset
  * is needed between launches.
  *
@@ -118,6 +121,8 @@ typedef struct ldmoe_params {
 #define LDMOE_TUNE_TOKENS_NORMAL   0x2u  /* decode tiles: token boxes evict-normal in L2, not evict-last */
 #define LDMOE_TUNE_WEIGHTS_NORMAL  0x4u  /* decode tiles: weight boxes evict-normal in L2               */
 #define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
+#define LDMOE_TUNE_DYNAMIC_ONLY    0x10u /* aware/unaware: claim every tile from the counters (no static
+                                            waves in SM order first; see doc/moe.md)                  */
 
 /* Run Y = X·Wᵀ per expert on `p->stream`. Asynchronous: returns after the launch.
  * Thread-safe (the per-stream workspace table is locked); calls on different streams run

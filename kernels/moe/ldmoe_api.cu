@@ -255,6 +255,36 @@ static unsigned g_attr_done[LDMOE_MAX_DEVICES];   // bit t: smem attribute set f
 static Workspace g_ws[LDMOE_MAX_WORKSPACES];
 static int g_nws;
 
+// SM order probe: one CTA per SM (each takes all the shared memory a block may have); block b
+// records that the hardware handed its SM out b-th. The hardware fills a GPC before the next, so
+// this order puts consecutive static ranks of the scheduler on SMs of one GPC (ldmoe_sched.cuh).
+__global__ void sm_order_kernel() {
+    extern __shared__ unsigned char pad[];
+    if (threadIdx.x == 0) {
+        unsigned s;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+        if (s < LDSHIM_MAX_SMS) g_sm_key[s] = (uint16_t)blockIdx.x;
+        pad[0] = 0;
+    }
+}
+
+static bool g_order_done[LDMOE_MAX_DEVICES];
+
+// Caller holds g_lock. Queued on the first launch's stream, once per device; if it cannot run,
+// the keys stay zero (SM-id order), which costs speed, never correctness.
+static void sm_order_probe(int dev, int sms, void *stream) {
+    if (g_order_done[dev]) return;
+    g_order_done[dev] = true;
+    int smem = 0;
+    if (cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaFuncSetAttribute(sm_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
+        (void)cudaGetLastError();   // our own failure, not the caller's
+        return;
+    }
+    if (cudaLaunchKernel((const void *)sm_order_kernel, dim3(sms), dim3(32), NULL, smem, (cudaStream_t)stream) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 // Caller holds g_lock.
 static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
     if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
@@ -319,6 +349,11 @@ LDMOE_API int ldmoe_release(void) {
         else g_ws[kept++] = g_ws[i];
     }
     g_nws = kept;
+    // A device reset after this loses the kernels' attributes and the SM order keys: set them again.
+    if (dev < LDMOE_MAX_DEVICES) {
+        g_attr_done[dev] = 0;
+        g_order_done[dev] = false;
+    }
     pthread_mutex_unlock(&g_lock);
     return LDMOE_OK;
 }
@@ -327,7 +362,8 @@ LDMOE_API int ldmoe_release(void) {
 // launches
 
 static const uint32_t kTuneKnown = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
-                                   LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES;
+                                   LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES |
+                                   LDMOE_TUNE_DYNAMIC_ONLY;
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
@@ -362,6 +398,7 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     rc = device_setup(dev, tile, c, &sms);
     if (!rc) rc = get_encoder(&enc);
     if (!rc) rc = workspace_get(dev, p->stream, &ctr);
+    if (!rc) sm_order_probe(dev, sms, p->stream);
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
 

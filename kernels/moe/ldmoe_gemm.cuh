@@ -77,6 +77,7 @@ struct Cfg {
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;  // +1 KiB: align
     static_assert(SMEM + kStaticSmemReserve <= 227 * 1024, "shared memory per block");
     static constexpr bool STREAM_W = !WG && BN <= 64;            // decode: L2 hints (Loader::fill)
+    static constexpr bool CLAIMER_SMEM = false;                  // scheduler state in registers (Loader)
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
@@ -258,7 +259,16 @@ struct SchedShared {
     int32_t warp_sum[32];
     int32_t domcnt[LDMOE_MAX_DOMAINS];
     int32_t mode;
+    int32_t rank;   // this SM's rank among the SMs of its domain (unaware: of all), by g_sm_key; -1: off the map
+    int32_t qranks[LDMOE_MAX_DOMAINS];   // scheduler rank tables (ldmoe_rank_tables)
+    int32_t qbase[LDMOE_MAX_DOMAINS];
 };
+
+// SM order key: the position at which the hardware handed each SM a CTA in a one-CTA-per-SM probe
+// launch (ldmoe_api.cu writes it once per device, on the first launch's stream). Ranks follow
+// (key, smid); all zeros (not probed yet) means plain SM-id order. Only ever a performance hint:
+// the scheduler stays exactly-once whatever the keys say. (Defined here; one translation unit.)
+__device__ uint16_t g_sm_key[LDSHIM_MAX_SMS];
 
 template <int THREADS, int BN>
 __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topology_t *topo, int32_t *prefix,
@@ -317,16 +327,31 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     if (tid == THREADS - 1) prefix[E] = run;   // last thread's running sum is the total
 
     const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
-    const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : gridDim.x;
+    const uint32_t nsm = min(published ? topo->num_sms : gridDim.x, (uint32_t)LDSHIM_MAX_SMS);
+    auto dom_of = [&](uint32_t s) { return (published ? topo->sm_domain[s] : ldshim_even_domain(s, D)) % D; };
+    // The mode decides whether ranks count per domain (aware) or over all SMs; resolve it first.
+    int m = p.mode;
+    if (m == kModeAuto) m = (published && !(topo->flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
+    if (D == 1 && m == kModeAware) m = kModeUnaware;   // one slice: one queue
+    uint32_t me;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(me));
+    const bool on_map = me < nsm;
+    const uint32_t my_d = on_map ? dom_of(me) : 0u;
+    const uint32_t my_key = on_map ? g_sm_key[me] : 0u;
+    if (tid == 0) sh.rank = on_map ? 0 : -1;
+    __syncthreads();
+    int32_t before = 0;   // SMs of my rank group ordered before me
     for (uint32_t s = tid; s < nsm; s += THREADS) {
-        uint32_t d = published ? topo->sm_domain[s] : ldshim_even_domain(s, D);
-        atomicAdd(&sh.domcnt[d % D], 1);
+        const uint32_t d = dom_of(s);
+        atomicAdd(&sh.domcnt[d], 1);
+        const uint32_t k = g_sm_key[s];
+        if (on_map && (m != kModeAware || d == my_d) && (k < my_key || (k == my_key && s < me))) ++before;
     }
+    if (on_map && before) atomicAdd(&sh.rank, before);
+    __syncthreads();
     if (tid == 0) {
-        int m = p.mode;
-        if (m == kModeAuto) m = (published && !(topo->flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
-        if (D == 1 && m == kModeAware) m = kModeUnaware;   // one slice: one queue
         sh.mode = m;
+        ldmoe_rank_tables(sh.domcnt, D, m == kModeAware, sh.qranks, sh.qbase, LDMOE_MAX_DOMAINS);
     }
     __syncthreads();
 }
@@ -342,41 +367,42 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
 // block comes from HBM once and from L2 for the others.
 template <class C>
 struct Loader {
-    Claimer cl;
+    TicketStream<DeviceAtomics, C::CLAIMER_SMEM> ts;
     const KParams *p;
     const int32_t *prefix;
     int64_t per_queue;
     int mode, nk;
-    int64_t tk, next_tk;   // tile being loaded (-1: none left), tile claimed ahead
+    int64_t tk;            // tile being loaded (-1: none left)
     int k, rot;            // k-step of tk, its first k-block
     int32_t wrow, tok;     // TMA row coordinates of tk
-    bool pend, pend_fast;
-    int32_t pend_q;
-    unsigned pend_v;
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
 
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
-                          int my_dom) {
+                          int my_dom, ClaimerT<DeviceAtomics> *claimer) {
         p = &kp; prefix = pre; per_queue = pq; mode = sh.mode;
+        ts.shared = claimer;   // used with C::CLAIMER_SMEM only
         nk = (kp.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
         const int D = kp.D;
-        cl.ctr = kp.ctr; cl.per_queue = pq; cl.total = total; cl.D = D; cl.my_dom = my_dom;
-        cl.mode = mode; cl.cur = 0; cl.empty_mask = 0; cl.allow_mask = 1u << my_dom;
-        cl.retired = cl.last = cl.finished = false; cl.static_next = blockIdx.x;
-        if (mode == kModeUnaware) cl.allow_mask = 1u;
+        uint32_t allow = 0;
         if (mode == kModeAware)
             for (int d = 0; d < D; ++d)
-                if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) cl.allow_mask |= 1u << d;
-        k = 0; pend = false;
+                if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) allow |= 1u << d;
+        // Static waves pay where neighbouring tiles share a weight block (several m-blocks per
+        // expert: the prefill shapes); with one m-block per expert (decode) they measured 0-2 %
+        // slower than claiming every tile, so they are off there.
+        const bool shared_weights = pre[kp.E] > kp.E;
+        const int64_t waves = (kp.tune & LDMOE_TUNE_DYNAMIC_ONLY) || mode == kModeStatic || !shared_weights ? 0 :
+            ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
+        ts.cl().init(kp.ctr, mode, D, my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
+                   waves, (int32_t)blockIdx.x);
+        k = 0;
         if constexpr (C::STREAM_W) {
             const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & LDMOE_TUNE_WEIGHTS_NORMAL);
             pol_w = w_first ? policy_evict_first() : policy_evict_normal();
             pol_x = (kp.tune & LDMOE_TUNE_TOKENS_NORMAL) ? policy_evict_normal() : policy_evict_last();
         }
-        tk = cl.slow_claim();
-        next_tk = cl.slow_claim();
+        tk = ts.first();
         set_tile();
-        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
     }
     __device__ void set_tile() {
         if (tk < 0) return;
@@ -407,10 +433,7 @@ struct Loader {
     __device__ void advance() {
         if (++k < nk) return;
         k = 0;
-        tk = next_tk;
-        next_tk = -1;
-        if (pend) { next_tk = cl.resolve(pend_v, pend_q, pend_fast); pend = false; }
-        if (next_tk >= 0) { pend = true; pend_v = cl.issue(&pend_q, &pend_fast); }
+        tk = ts.next();
         set_tile();
     }
 };
@@ -433,6 +456,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     int32_t *prefix = reinterpret_cast<int32_t *>(smem + C::STAGES * C::STAGE_BYTES + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];   // tile ticket held by each stage (-1: none)
     __shared__ int32_t s_ring_k[C::STAGES];    // k-step held by each stage
+    __shared__ ClaimerT<DeviceAtomics> s_claimer;   // thread 0's scheduler state (C::CLAIMER_SMEM)
     __shared__ __align__(8) uint64_t s_full[C::STAGES];   // stage landed (TMA transaction count)
     __shared__ SchedShared sh;
 
@@ -457,7 +481,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     if (tid == 0) {
         for (int st = 0; st < C::STAGES; ++st) mbar_init(smem_u32(&s_full[st]), 1);
         fence_mbar_init();
-        ld.start(p, prefix, sh, per_queue, total, my_dom);
+        ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer);
     }
 
     // ---- compute side ----

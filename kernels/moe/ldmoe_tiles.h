@@ -80,6 +80,35 @@ LDMOE_HD int ldmoe_may_steal(int64_t total_tiles, int32_t grid, float steal_wave
     return sms_in_victim_domain == 0 || (double)total_tiles >= (double)steal_waves * (double)grid;
 }
 
+/* Static waves W of the scheduler (ldmoe_sched.cuh): rank r of queue q runs the queue's tiles
+ * r + i*ranks[q], i < W, and the rest of every queue is claimed tile by tile. W is one less than
+ * the fewest whole waves any queue holds for its ranks, or the launch for its grid, so that at
+ * least a wave of every queue stays dynamic for balancing and stealing; 0 below two waves. */
+LDMOE_HD int64_t ldmoe_static_waves(int64_t total_tiles, int32_t grid, int64_t per_queue,
+                                    const int32_t *ranks, int32_t nqueues) {
+    int64_t w;
+    int32_t q;
+    if (grid <= 0) return 0;
+    w = total_tiles / grid;
+    for (q = 0; q < nqueues; ++q)
+        if (ranks[q] > 0 && per_queue / ranks[q] < w) w = per_queue / ranks[q];
+    return w > 1 ? w - 1 : 0;
+}
+
+/* Rank tables of the scheduler's queues: ranks[q] = SMs of domain q in the map (aware), or all
+ * of them in queue 0 (other modes), 0 for the LDMOE_MAX_DOMAINS - nqueues entries past the
+ * last queue; bases[q] = Σ_{q'<q} ranks[q']. domcnt has D entries (SMs per domain). */
+LDMOE_HD void ldmoe_rank_tables(const int32_t *domcnt, int32_t D, int aware, int32_t *ranks, int32_t *bases,
+                                int32_t max_queues) {
+    int32_t q, b = 0, all = 0;
+    for (q = 0; q < D; ++q) all += domcnt[q];
+    for (q = 0; q < max_queues; ++q) {
+        ranks[q] = aware ? (q < D ? domcnt[q] : 0) : (q == 0 ? all : 0);
+        bases[q] = b;
+        b += ranks[q];
+    }
+}
+
 /* Row index mapping of the layouts: plain row (e, n) <-> localized row (d, e, r). */
 LDMOE_HD int64_t ldmoe_localized_row(int32_t E, int32_t N, int32_t D, int32_t e, int32_t n) {
     int32_t nd = N / D;

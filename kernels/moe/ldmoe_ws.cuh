@@ -69,6 +69,9 @@ struct WsCfg {
     // between its warpgroups, so 128 x producer + 256 x consumer must not exceed 384 x 168, or
     // the consumers' increase waits forever. Decode tiles fit in the 168 they start with.
     static constexpr bool SPLIT_REGS = !WA;
+    // The producer's 56 registers (SPLIT_REGS) cannot hold the scheduler state too (it spilled):
+    // keep it in shared memory there; decode tiles have registers to spare.
+    static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
     static constexpr bool STREAM_W = WA;   // decode: weights evict-first, tokens evict-last in L2
     static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= THREADS * LAUNCH_REGS, "setmaxnreg budget");
@@ -220,6 +223,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     __shared__ __align__(8) uint64_t s_full[C::STAGES];
     __shared__ __align__(8) uint64_t s_empty[C::STAGES];
     __shared__ SchedShared sh;
+    __shared__ ClaimerT<DeviceAtomics> s_claimer;   // the claiming thread's scheduler state (C::CLAIMER_SMEM)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (tid == 0) {
@@ -247,7 +251,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         }
         if (tid != 0) return;
         Loader<C> ld{};
-        ld.start(p, prefix, sh, per_queue, total, my_dom);
+        ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer);
         int s = 0;
         uint32_t ph = 0;
         #pragma unroll 1

@@ -2,8 +2,9 @@
 # (tests/moe) and GPU tests (tests/gpu/moe).
 #
 #   make build/libldmoe.so       the library; ptxas register/spill report in build/moe-ptxas.log
-#   make test-moe                CPU suite (tile numbering, steal rule, scheduler simulation,
-#                                argument validation through the library)
+#   make test-moe                CPU suite (tile numbering, steal rule, argument validation
+#                                through the library)
+#   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
 #   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 
@@ -46,9 +47,20 @@ $(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) test
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit
 
-.PHONY: test-moe test-gpu-moe bench-moe
+# The device scheduler (ldmoe_sched.cuh) compiled for the host, one thread per simulated CTA.
+LDMOE_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_sched
+CXX ?= g++
+$(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/ldmoe_sched.cuh $(LDMOE_HEADERS) \
+                     kernels/ldshim_topology.h tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -pthread -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
+
+.PHONY: test-moe test-moe-sched test-gpu-moe bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
+
+test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
+	$(LDMOE_SCHED_TEST) $(RESULTS)/test-moe-sched
 
 test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
@@ -57,7 +69,7 @@ bench-moe: $(LDMOE_LIB)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) bench/moe/bench_moe.py
 
 ALL_TARGETS     += $(LDMOE_LIB)
-TEST_SUITES     += test-moe
+TEST_SUITES     += test-moe test-moe-sched
 GPU_TEST_SUITES += test-gpu-moe
 INSTALL_LIBS    += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)

@@ -5,7 +5,9 @@ Correctness against an fp32 reference on fresh random inputs per case (random ro
 empty experts and counts that are not tile multiples; both layouts; all modes and tiles; the four
 placement states via a fake published map), output poisoned with NaN before every run, and
 scheduler tests: every tile computed exactly once (debug counters) under local-first, stealing,
-unaware and static schedules, with unbalanced (74/66), single-domain and absent maps.
+unaware and static schedules, with unbalanced (74/66), single-domain and absent maps, with and
+without the static waves of SM-ordered ranks (launches of two waves or more that share weight
+blocks; the 74/66 map names more SMs than the GPU has, so some ranks are swept by other CTAs).
 
 Usage: test_moe.py [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
 """
@@ -248,7 +250,7 @@ def test_scheduler(gen, num_sms):
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
         for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400),
                          ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300), ("ws256x64", 900),
-                         ("ws256x128ew", 1500)]:
+                         ("ws256x128ew", 1500), ("ws256x128ew", 8000)]:   # 8000: >= 2 waves, static ranks
             for mode, waves in cases:
                 x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
