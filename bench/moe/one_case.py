@@ -5,7 +5,7 @@
         python3 bench/moe/one_case.py --shape 2 --m 64 --tile ws128x64 --tune 0
 
 --shape indexes bench_moe.py's SHAPES (0: 8 experts, 1: 32, 2: 128). Equal tokens per expert,
-localized weights, aware mode, no shim (even map). Prints the median CUDA-event time of the calls
+localized weights, --mode (default aware), no shim (even map). Prints the median CUDA-event time of the calls
 (meaningless under a profiler's replay, useful without one).
 """
 import argparse
@@ -23,6 +23,7 @@ def main():
     ap.add_argument("--m", type=int, default=64, help="tokens per expert")
     ap.add_argument("--tile", default="auto")
     ap.add_argument("--tune", type=lambda v: int(v, 0), default=0, help="LDMOE_TUNE_* bits")
+    ap.add_argument("--mode", default="aware", choices=["auto", "aware", "unaware", "static"])
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
     a = ap.parse_args()
@@ -41,12 +42,12 @@ def main():
     for i in range(a.calls):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode="aware", tile=a.tile, out=y, tune=a.tune)
+        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=a.mode, tile=a.tile, out=y, tune=a.tune)
         e.record()
         ts.append((s, e))
     torch.cuda.synchronize()
-    print("E=%d K=%d N=%d m=%d tile=%s tune=%#x: median %.1f us over %d calls" % (
-        E, K, N, a.m, a.tile, a.tune, statistics.median(s.elapsed_time(e) * 1e3 for s, e in ts), a.calls))
+    print("E=%d K=%d N=%d m=%d tile=%s tune=%#x mode=%s: median %.1f us over %d calls" % (
+        E, K, N, a.m, a.tile, a.tune, a.mode, statistics.median(s.elapsed_time(e) * 1e3 for s, e in ts), a.calls))
     return 0
 
 
