@@ -13,8 +13,23 @@ import os
 import statistics
 import sys
 
-torch = ldmoe = None
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N (as bench_moe.py)
+
+
+def equal_case(shape, m, sets):
+    """Imports torch and ldmoe; returns (torch, ldmoe, (E, K, N), localized weight sets, x, offs, y)
+    for SHAPES[shape] with m tokens per expert (also used by sustained.py)."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+    import ldmoe
+    E, K, N = SHAPES[shape]
+    T = E * m
+    wls = [ldmoe.to_localized(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2)
+           for _ in range(sets)]
+    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
+    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+    y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+    return torch, ldmoe, (E, K, N), wls, x, offs, y
 
 
 def main():
@@ -27,17 +42,7 @@ def main():
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
     a = ap.parse_args()
-    global torch, ldmoe
-    import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-    import ldmoe
-    E, K, N = SHAPES[a.shape]
-    T = E * a.m
-    wls = [ldmoe.to_localized(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2)
-           for _ in range(a.sets)]
-    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * a.m
-    y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets)
     ts = []
     for i in range(a.calls):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

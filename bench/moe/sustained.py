@@ -18,9 +18,6 @@ import sys
 import threading
 import time
 
-SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N (as bench_moe.py)
-
-
 class Sampler(threading.Thread):
     """nvidia-smi clocks.sm and power.draw, sampled until stop()."""
 
@@ -47,7 +44,7 @@ class Sampler(threading.Thread):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", type=int, default=2, choices=range(len(SHAPES)))
+    ap.add_argument("--shape", type=int, default=2, choices=range(3))
     ap.add_argument("--m", type=int, default=512, help="tokens per expert")
     ap.add_argument("--variants", default="auto:aware,auto:static", help="TILE:MODE[:TUNE],...")
     ap.add_argument("--seconds", type=float, default=2.0, help="length of one block")
@@ -64,16 +61,9 @@ def main():
         if len(f) not in (2, 3) or f[1] not in ("auto", "aware", "unaware", "static") or tune < 0:
             ap.error("--variants: %r is not TILE:MODE[:TUNE]" % v)
         variants.append((f[0], f[1], tune))
-    import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-    import ldmoe
-    E, K, N = SHAPES[a.shape]
-    T = E * a.m
-    wls = [ldmoe.to_localized(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2)
-           for _ in range(a.sets)]
-    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * a.m
-    y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from one_case import equal_case
+    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets)
 
     def call(i, tile, mode, tune):
         ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
