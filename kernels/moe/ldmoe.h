@@ -114,6 +114,12 @@ typedef struct ldmoe_params {
     /* Developer knobs for same-process A/B runs of kernel variants (LDMOE_TUNE_* bits); 0 is
      * the tuned default. Not a stable interface: bits may change meaning between versions. */
     uint32_t       tune;
+    /* Test/debug only: when non-NULL, a device array of 8 uint64 per CTA (grid = SM count) that
+     * the warp-specialized tiles fill with a timeline of the launch, %globaltimer nanoseconds:
+     * [0] CTA entry, [1] per-launch setup done, [2] first tile claimed, [3] its first stage
+     * landed, [4] the last load issued, [5] the last tile stored; [6] tiles computed, [7] %smid.
+     * Other tiles leave it untouched. See bench/moe/overhead.py --trace. */
+    uint64_t      *trace;
 } ldmoe_params_t;
 
 /* ldmoe_params_t.tune bits (experiments only). */

@@ -40,7 +40,8 @@ class _Params(ctypes.Structure):
                 ("num_domains", ctypes.c_int32), ("mode", ctypes.c_int32),
                 ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p),
                 ("tile", ctypes.c_int32), ("debug_tiles", ctypes.c_void_p),
-                ("debug_cap", ctypes.c_int64), ("tune", ctypes.c_uint32)]
+                ("debug_cap", ctypes.c_int64), ("tune", ctypes.c_uint32),
+                ("trace", ctypes.c_void_p)]
 
 
 class Topology(ctypes.Structure):
@@ -113,14 +114,16 @@ def _need(t, name, dtype, dev, ndim=None):
 
 
 def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.0, tile="auto",
-               debug_tiles=None, tune=0):
+               debug_tiles=None, tune=0, trace=None):
     """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
 
     x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16; offs [E] int32;
     out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
     mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
     debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h).
-    tune: LDMOE_TUNE_* bits of ldmoe.h (experiments only; 0 = the tuned default)."""
+    tune: LDMOE_TUNE_* bits of ldmoe.h (experiments only; 0 = the tuned default).
+    trace: optional int64 tensor of 8 entries per SM, filled with a timeline of the launch by the
+    warp-specialized tiles (debug only, see ldmoe.h)."""
     lib = _load()
     lay = _enum(LAYOUTS, layout, "layout")
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
@@ -158,6 +161,12 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
         _need(debug_tiles, "debug_tiles", torch.int32, dev, 1)
         p.debug_tiles = debug_tiles.data_ptr()
         p.debug_cap = debug_tiles.numel() // 2
+    if trace is not None:
+        _need(trace, "trace", torch.int64, dev, 1)
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        if trace.numel() < 8 * sms:
+            raise ValueError("trace needs 8 entries per SM (%d), has %d" % (8 * sms, trace.numel()))
+        p.trace = trace.data_ptr()
     with torch.cuda.device(dev):
         p.stream = torch.cuda.current_stream(dev).cuda_stream
         _check(lib.ldmoe_grouped_mm_ex(ctypes.byref(p)))

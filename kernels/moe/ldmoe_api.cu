@@ -419,6 +419,7 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     kp.dbg = p->debug_tiles;
     kp.dbg_cap = p->debug_tiles ? p->debug_cap : 0;
     kp.tune = p->tune;
+    kp.trace = p->trace;
     void *args[] = {&kp};
     e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");

@@ -40,7 +40,19 @@ struct KParams {
     unsigned *ctr;
     uint32_t *dbg;
     int64_t dbg_cap;
+    uint64_t *trace;   // 8 per CTA, ldmoe_params_t.trace (NULL: off)
 };
+
+// Debug timeline (ldmoe_params_t.trace): slot i of this CTA = %globaltimer (or v).
+enum { kTrEntry, kTrSetup, kTrClaimed, kTrFirstData, kTrLoadsDone, kTrExit, kTrTiles, kTrSm };
+__device__ __forceinline__ uint64_t globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void trace_at(const KParams &p, int slot, uint64_t v) {
+    if (p.trace) p.trace[blockIdx.x * 8 + slot] = v;
+}
 
 constexpr int kBK = 64;          // k per stage: one 128-byte row of bf16
 // Per-launch tables in shared memory: prefix[0..E] (m-blocks before expert e) followed, at
@@ -126,6 +138,10 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
         " [%0], [%1, {%2, %3}], [%4], %5;\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(policy) : "memory");
+}
+// Fetch a kernel parameter's tensor map into the TMA unit's descriptor cache ahead of its first use.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }
 __device__ __forceinline__ uint64_t policy_evict_first() {
     uint64_t p;
@@ -270,6 +286,14 @@ struct SchedShared {
 // the scheduler stays exactly-once whatever the keys say. (Defined here; one translation unit.)
 __device__ uint16_t g_sm_key[LDSHIM_MAX_SMS];
 
+// The scheduling mode a launch runs in: AUTO is aware unless the published map says the
+// placement is not (LDSHIM_TOPO_AWARE clear); one slice is one queue.
+__device__ __forceinline__ int resolve_mode(int mode, bool published, uint32_t flags, int D) {
+    if (mode == kModeAuto) mode = (published && !(flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
+    if (D == 1 && mode == kModeAware) mode = kModeUnaware;
+    return mode;
+}
+
 template <int THREADS, int BN>
 __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topology_t *topo, int32_t *prefix,
                                             SchedShared &sh) {
@@ -278,6 +302,22 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     const int chunk = (E + THREADS - 1) / THREADS;
     const int lo = tid * chunk, hi = min(E, lo + chunk);
     int32_t *tstart = prefix + kTStart;
+    // The map's loads are issued first, before any barrier, so that their latencies overlap each
+    // other's and pass 1's (offs): the header, the entry and SM key of each of this thread's SM
+    // slots, and those of this CTA's SM. Used after pass 2.
+    const uint32_t t_magic = topo->magic, t_num = topo->num_sms, t_flags = topo->flags;
+    constexpr int SLOTS = (LDSHIM_MAX_SMS + THREADS - 1) / THREADS;
+    uint32_t slot_dom[SLOTS], slot_key[SLOTS];
+    #pragma unroll
+    for (int i = 0; i < SLOTS; ++i) {
+        const int sl = tid + i * THREADS;
+        slot_dom[i] = sl < LDSHIM_MAX_SMS ? topo->sm_domain[sl] : 0u;
+        slot_key[i] = sl < LDSHIM_MAX_SMS ? g_sm_key[sl] : 0u;
+    }
+    uint32_t me;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(me));
+    const uint32_t me_slot = me < LDSHIM_MAX_SMS ? me : 0u;
+    const uint32_t me_dom = topo->sm_domain[me_slot], me_key = g_sm_key[me_slot];
     // Pass 1: expert ends offs[e] clamped to [0, T] and made monotone by a running maximum (a
     // block-wide max-scan): expert e owns rows tstart[e] = max(0, ends before e) up to
     // tstart[e+1]. Valid offs are unchanged by this; with decreasing (invalid) offs every row
@@ -326,26 +366,25 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     for (int e = lo; e < hi; ++e) { int32_t mb = prefix[e]; prefix[e] = run; run += mb; }
     if (tid == THREADS - 1) prefix[E] = run;   // last thread's running sum is the total
 
-    const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
-    const uint32_t nsm = min(published ? topo->num_sms : gridDim.x, (uint32_t)LDSHIM_MAX_SMS);
-    auto dom_of = [&](uint32_t s) { return (published ? topo->sm_domain[s] : ldshim_even_domain(s, D)) % D; };
+    const bool published = t_magic == LDSHIM_TOPOLOGY_MAGIC;
+    const uint32_t nsm = min(published ? t_num : gridDim.x, (uint32_t)LDSHIM_MAX_SMS);
+    auto dom_of = [&](uint32_t s, uint32_t entry) { return (published ? entry : ldshim_even_domain(s, D)) % D; };
     // The mode decides whether ranks count per domain (aware) or over all SMs; resolve it first.
-    int m = p.mode;
-    if (m == kModeAuto) m = (published && !(topo->flags & LDSHIM_TOPO_AWARE)) ? kModeUnaware : kModeAware;
-    if (D == 1 && m == kModeAware) m = kModeUnaware;   // one slice: one queue
-    uint32_t me;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(me));
+    const int m = resolve_mode(p.mode, published, t_flags, D);
     const bool on_map = me < nsm;
-    const uint32_t my_d = on_map ? dom_of(me) : 0u;
-    const uint32_t my_key = on_map ? g_sm_key[me] : 0u;
+    const uint32_t my_d = on_map ? dom_of(me, me_dom) : 0u;
+    const uint32_t my_key = on_map ? me_key : 0u;
     if (tid == 0) sh.rank = on_map ? 0 : -1;
     __syncthreads();
     int32_t before = 0;   // SMs of my rank group ordered before me
-    for (uint32_t s = tid; s < nsm; s += THREADS) {
-        const uint32_t d = dom_of(s);
+    #pragma unroll
+    for (int i = 0; i < SLOTS; ++i) {
+        const uint32_t sl = tid + i * THREADS;
+        if (sl >= nsm) continue;
+        const uint32_t d = dom_of(sl, slot_dom[i]);
         atomicAdd(&sh.domcnt[d], 1);
-        const uint32_t k = g_sm_key[s];
-        if (on_map && (m != kModeAware || d == my_d) && (k < my_key || (k == my_key && s < me))) ++before;
+        const uint32_t k = slot_key[i];
+        if (on_map && (m != kModeAware || d == my_d) && (k < my_key || (k == my_key && sl < me))) ++before;
     }
     if (on_map && before) atomicAdd(&sh.rank, before);
     __syncthreads();
@@ -356,8 +395,14 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     __syncthreads();
 }
 
-// The load side, run by one thread: claims tiles (the tile after next is claimed with a split
-// atomic at each tile switch and resolved a whole tile later) and fills ring stages with TMA
+// First k-step (of nk) that weight block `blk` is streamed from: a Fibonacci-hash (Weyl)
+// sequence of the block, see Loader.
+__device__ __forceinline__ int first_kstep(int32_t blk, int nk) {
+    return (int)(((uint64_t)((uint32_t)blk * 2654435769u) * (uint32_t)nk) >> 32);
+}
+
+// The load side, run by one thread: claims tiles (the next tile is claimed with a split atomic at
+// each tile switch and resolved a whole tile later) and fills ring stages with TMA
 // boxes, one of weights and one of tokens per 64 k, completing on the stage's mbarrier.
 //
 // Each weight block starts at its own k offset so that the SMs do not stream the same column
@@ -377,8 +422,9 @@ struct Loader {
     int32_t wrow, tok;     // TMA row coordinates of tk
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
 
+    // early_q >= 0: a tail claim the caller made at kernel entry (value early_v; ClaimerT::preclaimed).
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
-                          int my_dom, ClaimerT<DeviceAtomics> *claimer) {
+                          int my_dom, ClaimerT<DeviceAtomics> *claimer, int32_t early_q = -1, unsigned early_v = 0) {
         p = &kp; prefix = pre; per_queue = pq; mode = sh.mode;
         ts.shared = claimer;   // used with C::CLAIMER_SMEM only
         nk = (kp.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
@@ -395,6 +441,7 @@ struct Loader {
             ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
         ts.cl().init(kp.ctr, mode, D, my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
                    waves, (int32_t)blockIdx.x);
+        if (early_q >= 0) ts.cl().preclaimed(early_q, early_v);
         k = 0;
         if constexpr (C::STREAM_W) {
             const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & LDMOE_TUNE_WEIGHTS_NORMAL);
@@ -409,8 +456,7 @@ struct Loader {
         const Tile t = make_tile(*p, prefix, C::BM, C::BN, mode, per_queue, tk);
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
-        const uint32_t blk = (uint32_t)(t.wrow_idx / C::BM);
-        rot = (int)(((uint64_t)(blk * 2654435769u) * (uint32_t)nk) >> 32);
+        rot = first_kstep(t.wrow_idx / C::BM, nk);
     }
     // Fill the stage at `dst` with (tk, k); tk >= 0.
     __device__ void fill(uint32_t dst, uint32_t bar) const {

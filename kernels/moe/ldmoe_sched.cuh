@@ -82,6 +82,8 @@ struct ClaimerT {
     uint32_t allow_mask;   // queues this CTA may take from (own always)
     bool own_tried, retired, last, finished;
     int64_t static_next;
+    int32_t pre_q;         // queue of a tail claim made before init (preclaimed); -1: none
+    unsigned pre_v;        // its counter value
 
     // ranks: ranks per queue (aware: SMs per domain in the map; otherwise [0] = all SMs; 0 past
     // the last queue), bases: their exclusive prefix sum (ldmoe_rank_tables). allow: queues besides
@@ -98,7 +100,15 @@ struct ClaimerT {
         allow_mask = (m == kModeAware ? 1u << dom : 1u) | allow;
         own_tried = retired = last = finished = false;
         static_next = first_static;
+        pre_q = -1;
+        pre_v = 0;
     }
+
+    // A tail claim on queue q (counter value v) that the caller made before init: the decode
+    // kernels make their own queue's at entry, so that the atomic's latency overlaps the
+    // per-launch setup instead of following it. The next slow_claim uses it before anything else
+    // (so it is never lost, whichever queue it names). Not in static mode (no counters there).
+    LDMOE_SCHED_FN void preclaimed(int32_t q, unsigned v) { pre_q = q; pre_v = v; }
 
     LDMOE_SCHED_FN int32_t queue_at(int32_t i) const { return mode == kModeAware ? (my_dom + i) % D : 0; }
     LDMOE_SCHED_FN int32_t own_queue() const { return mode == kModeAware ? my_dom : 0; }
@@ -115,6 +125,16 @@ struct ClaimerT {
             if (t < total) return t;
             finished = true;
             return -1;
+        }
+        if (pre_q >= 0) {
+            const int32_t q = pre_q;
+            pre_q = -1;
+            if (waves == 0) own_tried = true;   // no rank to take: the next claims may be split (issue)
+            if ((int64_t)pre_v < per_queue - prefix_len(q)) {
+                cur = mode == kModeAware ? (q - my_dom + D) % D : 0;
+                return ticket(q, prefix_len(q) + pre_v);
+            }
+            empty_mask |= 1u << q;
         }
         for (;;) {
             if (sq >= 0) {   // a static run in progress
@@ -194,16 +214,16 @@ struct ClaimerT {
     }
 };
 
-// Tickets in claim order, one tile ahead: next_tk is known while tk is loaded, and the claim
-// after it is already in flight (issue/resolve). The claimer is held here (registers), or, with
-// SMEM, behind a pointer to shared memory (for a thread that has few registers; its state is
-// touched once per tile). Either way the in-flight atomic's result stays here, in a register, so
-// the thread does not wait for the atomic until it resolves it a tile later.
+// Tickets in claim order. The claim of the tile after the current one is issued when the
+// current one starts (issue) and resolved when it is done (resolve), so the atomic's latency
+// hides behind a tile of loads; only the launch's first claim is waited for. The claimer is
+// held here (registers), or, with SMEM, behind a pointer to shared memory (for a thread that
+// has few registers; its state is touched once per tile). Either way the in-flight atomic's
+// result stays here, in a register, so the thread does not wait for it until it resolves it.
 template <class A, bool SMEM = false>
 struct TicketStream {
     ClaimerT<A> held;      // !SMEM
     ClaimerT<A> *shared;   // SMEM
-    int64_t next_tk;
     bool pend, pend_fast;
     int32_t pend_q;
     unsigned pend_v;
@@ -213,21 +233,18 @@ struct TicketStream {
         else return held;
     }
     LDMOE_SCHED_FN int64_t first() {
-        int64_t t = cl().slow_claim();
-        next_tk = cl().slow_claim();
-        arm();
+        const int64_t t = cl().slow_claim();
+        arm(t);
         return t;
     }
     LDMOE_SCHED_FN int64_t next() {
-        int64_t t = next_tk;
-        next_tk = -1;
-        if (pend) { next_tk = cl().resolve(pend_v, pend_q, pend_fast); pend = false; }
-        arm();
+        const int64_t t = pend ? cl().resolve(pend_v, pend_q, pend_fast) : -1;
+        arm(t);
         return t;
     }
-    LDMOE_SCHED_FN void arm() {
-        pend = false;
-        if (next_tk >= 0) { pend = true; pend_v = cl().issue(&pend_q, &pend_fast); }
+    LDMOE_SCHED_FN void arm(int64_t t) {
+        pend = t >= 0;
+        if (pend) pend_v = cl().issue(&pend_q, &pend_fast);
     }
 };
 

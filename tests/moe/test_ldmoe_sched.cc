@@ -47,6 +47,10 @@ struct Launch {
     // Every CTA takes its own rank before any goes on (as on the GPU, where all start within
     // microseconds and a static run lasts W tiles); needs full residency.
     bool start_together = false;
+    // Tail claims made before init (ClaimerT::preclaimed), as the decode kernels do at entry:
+    // 0 none; 1 every CTA on its own queue; 2 a random third of the CTAs on a random queue
+    // (including ones they may not steal from). Not in static mode.
+    int preclaim = 0;
 
     int64_t total() const { return mode == kModeAware ? per_queue * D : per_queue; }
     int nq() const { return mode == kModeAware ? D : 1; }
@@ -61,6 +65,8 @@ struct Outcome {
     std::vector<int> owner;        // last CTA that computed the ticket
     bool reset_ok = true;
     bool out_of_range = false;     // a ticket past the last tile
+    std::vector<int64_t> first;    // per CTA: its first ticket (-1: none)
+    std::vector<int64_t> early;    // per CTA: the ticket its early claim names (-1: none or past the tail)
 };
 
 static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
@@ -68,6 +74,8 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
     const int64_t total = L.total();
     o.count.assign((size_t)total, 0u);
     o.owner.assign((size_t)total, -1);
+    o.first.assign((size_t)L.grid, -1);
+    o.early.assign((size_t)L.grid, -1);
     int32_t ranks[LDMOE_MAX_DOMAINS] = {}, bases[LDMOE_MAX_DOMAINS] = {};
     for (int q = 0, b = 0; q < L.nq(); ++q) {
         ranks[q] = L.map_ranks[(size_t)q];
@@ -99,11 +107,25 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
         TicketStream<HostAtomics, true> ptr{};
         ptr.shared = &in_shared;
         auto &cl = b % 2 ? ptr.cl() : held.cl();
+        int32_t pre_q = -1;
+        unsigned pre_v = 0;
+        if (L.preclaim && L.mode != kModeStatic) {
+            const int32_t own = L.mode == kModeAware ? L.cta_dom[(size_t)b] : 0;
+            if (L.preclaim == 1) pre_q = own;
+            else if (t_rng() % 3 == 0) pre_q = (int32_t)(t_rng() % (unsigned)L.nq());
+            if (pre_q >= 0) pre_v = HostAtomics::add(&ctr[pre_q], 1u);
+        }
         cl.init(ctr, L.mode, L.D, L.cta_dom[(size_t)b], L.cta_rank[(size_t)b], L.grid, L.per_queue, total, ranks,
                    bases, allow, waves, b);
+        if (pre_q >= 0) {
+            cl.preclaimed(pre_q, pre_v);
+            const int64_t idx = cl.prefix_len(pre_q) + pre_v;
+            if (idx < L.per_queue) o.early[(size_t)b] = L.mode == kModeAware ? pre_q * L.per_queue + idx : idx;
+        }
         auto first = [&] { return b % 2 ? ptr.first() : held.first(); };
         auto next = [&] { return b % 2 ? ptr.next() : held.next(); };
         int64_t t0 = first();
+        o.first[(size_t)b] = t0;
         if (L.start_together) {
             std::unique_lock<std::mutex> lk(mu);
             ++ready;
@@ -253,6 +275,51 @@ static void test_other_modes(void) {
     CU_ASSERT(check_twice(mapped(kModeAware, 2, {8, 8}, 0), 54u));     // no tiles at all
 }
 
+// Tail claims made before init (the decode kernels' first claim, issued at kernel entry): used
+// first and never lost, whatever queue they name, with and without static waves.
+static void test_preclaimed(void) {
+    int bad = 0;
+    unsigned seed = 300u;
+    for (int pre : {1, 2}) {
+        for (int mode : {(int)kModeAware, (int)kModeUnaware}) {
+            for (bool dyn : {true, false}) {
+                Launch L = mapped(mode, 2, {10, 6}, 300);   // uneven domains
+                L.preclaim = pre;
+                L.dynamic_only = dyn;
+                if (!check_twice(L, seed++)) ++bad;
+                L.steal_waves = 1e9f;                        // no stealing
+                if (!check_twice(L, seed++)) ++bad;
+                L.resident = 3;                              // partial residency
+                if (!check_twice(L, seed++)) ++bad;
+                Launch T = mapped(mode, 2, {8, 8}, 5);       // fewer tiles than CTAs
+                T.preclaim = pre;
+                T.dynamic_only = dyn;
+                if (!check_twice(T, seed++)) ++bad;
+            }
+        }
+    }
+    Launch E = mapped(kModeAware, 2, {16, 0}, 100);   // a domain without SMs
+    E.preclaim = 2;
+    if (!check_twice(E, seed++)) ++bad;
+    CU_ASSERT_EQUAL(bad, 0);
+    // A CTA's first tile is its early claim (when that names a tile), with static waves or not.
+    for (bool dyn : {true, false}) {
+        Launch F = mapped(kModeAware, 2, {6, 6}, 120);
+        F.preclaim = 2;
+        F.dynamic_only = dyn;
+        Outcome o;
+        CU_ASSERT(check_twice(F, seed++, &o));
+        int early = 0, wrong = 0;
+        for (int b = 0; b < F.grid; ++b)
+            if (o.early[(size_t)b] >= 0) {
+                ++early;
+                if (o.first[(size_t)b] != o.early[(size_t)b]) ++wrong;
+            }
+        CU_ASSERT(early > 0);
+        CU_ASSERT_EQUAL(wrong, 0);
+    }
+}
+
 static void test_random_launches(void) {
     std::minstd_rand rng(20261129u);
     int bad = 0;
@@ -270,6 +337,7 @@ static void test_random_launches(void) {
         L.resident = rng() % 3 == 0 ? 1 + (int)(rng() % (unsigned)L.grid) : 0;
         L.steal_waves = rng() % 3 == 0 ? 1e9f : 2.f;
         L.dynamic_only = rng() % 5 == 0;
+        L.preclaim = (int)(rng() % 3);
         if (!check_twice(L, 100u + (unsigned)trial)) ++bad;
     }
     CU_ASSERT_EQUAL(bad, 0);
@@ -284,5 +352,6 @@ static void register_tests(void) {
     CU_add_test(s, "ranks twice, missing, off the map", test_ranks_wrong_or_missing);
     CU_add_test(s, "partial residency", test_partial_residency);
     CU_add_test(s, "static, dynamic-only, tiny launches", test_other_modes);
+    CU_add_test(s, "claims made before init", test_preclaimed);
     CU_add_test(s, "60 random launches", test_random_launches);
 }

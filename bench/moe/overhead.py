@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""overhead.py — where a decode launch of libldmoe loses time that is not weight streaming.
+
+Two experiments (one GPU, no shim, even map, localized weights, equal tokens per expert):
+
+  --contexts   Times one call (CUDA events around it) after a different untimed call each time:
+               nothing (ldmoe back to back), torch._grouped_mm on other weights, a 1 GiB copy,
+               a 1 GiB read (sum), a 200 us sleep kernel. torch is timed the same way. Shows
+               whether a number depends on what ran before it (L2 contents, TLB, clocks).
+  --trace      Runs ldmoe with its debug timeline (ldmoe.h, ldmoe_params_t.trace) on the 128-expert
+               shape: when CTAs start, finish their setup, claim and receive their first tile,
+               issue their last load and store their last tile, against the call's event time.
+  --scaling    Times ldmoe and torch on K=2048 N=1536 (the 128-expert shape) with a growing
+               number of experts and fits time = a + bytes / bandwidth: `a` is the fixed cost
+               of a launch (setup, pipeline fill, tail), the slope the streaming rate.
+
+    python3 bench/moe/overhead.py --contexts --trace --scaling --out $OUT/overhead.md
+
+Medians over --reps calls; each call reads one of --sets weight sets (no L2 carry-over).
+"""
+import argparse
+import os
+import statistics
+import sys
+
+torch = ldmoe = None
+
+
+def load():
+    global torch, ldmoe
+    import torch as _t
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+    import ldmoe as _l
+    torch, ldmoe = _t, _l
+
+
+def median_after(pre, fn, n_sets, warmup, reps):
+    """Median CUDA-event time (us) of fn(i), each call preceded by untimed pre(i)."""
+    for i in range(warmup):
+        pre(i)
+        fn(i % n_sets)
+    torch.cuda.synchronize()
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (a, b) in enumerate(evs):
+        pre(i)
+        a.record()
+        fn(i % n_sets)
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in evs)
+
+
+def variant(spec):
+    """'TILE[:TUNE[:MODE]]' (TUNE: LDMOE_TUNE_* bits; MODE default aware) -> (tile, tune, mode)."""
+    f = spec.split(":")
+    return f[0], int(f[1], 0) if len(f) > 1 and f[1] else 0, f[2] if len(f) > 2 else "aware"
+
+
+def make_case(E, K, N, m, sets):
+    ws = [torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(sets)]
+    wls = [ldmoe.to_localized(w, 2) for w in ws]
+    x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
+    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+    y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
+    return ws, wls, x, offs, y
+
+
+def contexts(a, out):
+    E, K, N = 128, 2048, 1536
+    big = torch.empty(1 << 29, device="cuda", dtype=torch.bfloat16)   # 1 GiB
+    big2 = torch.empty_like(big)
+    big.normal_()
+    out.append("## Contexts (E=%d K=%d N=%d): median us of the timed call after each untimed call" % (E, K, N))
+    out.append("")
+    for m in map(int, a.tokens.split(",")):
+        ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
+        n = a.sets
+        torch_fn = lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)
+        pres = {
+            "nothing": lambda i: None,
+            "torch (other set)": lambda i: torch._grouped_mm(x, ws[(i + 1) % n].transpose(-2, -1), offs=offs),
+            "ldmoe (other set)": lambda i: ldmoe.grouped_mm(x, wls[(i + 1) % n], offs, layout="localized",
+                                                            mode="aware", tile="ws128x64", out=y),
+            "1 GiB copy": lambda i: big2.copy_(big),
+            "1 GiB read": lambda i: big.sum(),
+            "200 us sleep": lambda i: torch.cuda._sleep(340000),
+        }
+        timed = [("torch", torch_fn)] + [
+            ("ldmoe " + v, (lambda i, tt=variant(v): ldmoe.grouped_mm(x, wls[i % n], offs, layout="localized",
+                                                                      mode=tt[2], tile=tt[0], tune=tt[1], out=y)))
+            for v in a.tiles.split(",")]
+        out.append("### m = %d tokens per expert" % m)
+        out.append("")
+        out.append("| timed \\ before | " + " | ".join(pres) + " |")
+        out.append("|---|" + "---|" * len(pres))
+        for name, fn in timed:
+            cells = []
+            for pname, pre in pres.items():
+                cells.append("%.1f" % median_after(pre, fn, n, a.warmup, a.reps))
+            out.append("| %s | %s |" % (name, " | ".join(cells)))
+            print(out[-1], flush=True)
+        out.append("")
+
+
+def trace(a, out):
+    E, K, N = 128, 2048, 1536
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out.append("## Timeline (E=%d K=%d N=%d): us from the first CTA's entry, medians over %d calls"
+               % (E, K, N, a.reps))
+    out.append("")
+    out.append("| m | variant | event us | span us | entry spread | setup | claim | first data | last load "
+               "(med / max) | exit (min / med / max) | idle at end | tiles/CTA |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for m in map(int, a.tokens.split(",")):
+        ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
+        for v in a.tiles.split(","):
+            tile, tune, mode = variant(v)
+            rows = []
+            for i in range(a.warmup + a.reps):
+                tr = torch.zeros(8 * sms, device="cuda", dtype=torch.int64)
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=mode, tile=tile, tune=tune,
+                                 out=y, trace=tr)
+                e.record()
+                torch.cuda.synchronize()
+                if i >= a.warmup:
+                    rows.append((s.elapsed_time(e) * 1e3, tr.view(sms, 8).cpu().tolist()))
+            if not rows[0][1][0][0]:
+                out.append("| %d | %s | (no timeline: not a warp-specialized tile) |" % (m, v))
+                continue
+            stats = []
+            for ev, t in rows:
+                t0 = min(r[0] for r in t)
+                us = lambda r, k: (r[k] - t0) / 1e3
+                md = statistics.median
+                ex = [us(r, 5) for r in t]
+                span = max(ex)
+                stats.append([ev, span, max(us(r, 0) for r in t), md(us(r, 1) - us(r, 0) for r in t),
+                              md(us(r, 2) - us(r, 1) for r in t), md(us(r, 3) - us(r, 2) for r in t),
+                              md(us(r, 4) for r in t), max(us(r, 4) for r in t), min(ex), md(ex), span,
+                              sum(span - x for x in ex) / (len(ex) * span),
+                              min(r[6] for r in t), max(r[6] for r in t)])
+            c = [statistics.median(col) for col in zip(*stats)]
+            out.append("| %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f / %.1f | %.1f / %.1f / %.1f | "
+                       "%.1f %% | %d-%d |" % (m, v, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9],
+                                               c[10], 100 * c[11], c[12], c[13]))
+            print(out[-1], flush=True)
+    out.append("")
+    out.append("entry spread: last CTA entry; setup, claim, first data: per-CTA durations (entry to setup done, "
+               "to first tile claimed, to its first stage landed); idle at end: share of CTA-time after each "
+               "CTA's last store until the last CTA's.")
+    out.append("")
+
+
+def fit(xs, ys):
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - slope * mx, slope
+
+
+def scaling(a, out):
+    K, N = 2048, 1536
+    out.append("## Scaling (K=%d N=%d): time against weight bytes, ldmoe and torch interleaved call by call" % (K, N))
+    out.append("")
+    tiles = a.tiles.split(",")
+    for m in map(int, a.tokens.split(",")):
+        out.append("### m = %d tokens per expert" % m)
+        out.append("")
+        out.append("| E | weight MB | torch us | " + " | ".join("ldmoe %s us" % t for t in tiles) + " |")
+        out.append("|---|---|---|" + "---|" * len(tiles))
+        pts = {name: [] for name in ["torch"] + tiles}
+        for E in map(int, a.experts.split(",")):
+            ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
+            n = a.sets
+            fns = [lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)] + [
+                (lambda i, tt=variant(t): ldmoe.grouped_mm(x, wls[i % n], offs, layout="localized", mode=tt[2],
+                                                           tile=tt[0], tune=tt[1], out=y)) for t in tiles]
+            # interleaved: call k of repetition i uses set (i + k) % n
+            for i in range(a.warmup):
+                for k, f in enumerate(fns):
+                    f(i + k)
+            torch.cuda.synchronize()
+            evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
+                   for _ in range(a.reps)]
+            for i in range(a.reps):
+                for k, (f, (s, e)) in enumerate(zip(fns, evs[i])):
+                    s.record()
+                    f(i + k)
+                    e.record()
+            torch.cuda.synchronize()
+            meds = [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(a.reps))
+                    for k in range(len(fns))]
+            mb = E * N * K * 2 / 1e6
+            for name, t in zip(["torch"] + tiles, meds):
+                pts[name].append((mb, t))
+            out.append("| %d | %.0f | %s |" % (E, mb, " | ".join("%.1f" % t for t in meds)))
+            print(out[-1], flush=True)
+        out.append("")
+        for name, p in pts.items():
+            if len(p) >= 2:
+                a0, s = fit([q[0] for q in p], [q[1] for q in p])
+                out.append("- %s: fixed %.1f us, streaming %.2f TB/s (weights only; slope in us per MB)" % (name, a0, 1.0 / s))
+        out.append("")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--contexts", action="store_true", help="run the context experiment")
+    ap.add_argument("--trace", action="store_true", help="run the timeline experiment")
+    ap.add_argument("--scaling", action="store_true", help="run the expert-count scaling experiment")
+    ap.add_argument("--tokens", default="8,64", help="tokens per expert, comma-separated")
+    ap.add_argument("--tiles", default="ws128x16,ws128x64",
+                    help="ldmoe variants TILE[:TUNE[:MODE]] (LDMOE_TUNE_* bits; mode aware by default), "
+                         "comma-separated")
+    ap.add_argument("--experts", default="16,32,64,128,256", help="expert counts for --scaling")
+    ap.add_argument("--sets", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", help="write the markdown tables here as well")
+    a = ap.parse_args()
+    if not (a.contexts or a.trace or a.scaling):
+        ap.error("nothing to do: give --contexts, --trace and/or --scaling")
+    load()
+    out = ["# libldmoe launch overheads", "",
+           "GPU %s | torch %s | ldmoe %s" % (torch.cuda.get_device_name(), torch.__version__, ldmoe.version()), ""]
+    if a.contexts:
+        contexts(a, out)
+    if a.trace:
+        trace(a, out)
+    if a.scaling:
+        scaling(a, out)
+    text = "\n".join(out) + "\n"
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
