@@ -184,9 +184,9 @@ def main():
                              capture_output=True, text=True).stdout.strip()
     except OSError:
         drv = "?"
-    head = "date %s UTC | GPU %s (%d SMs) | driver %s | torch %s | %s" % (
+    head = "date %s UTC | GPU %s (%d SMs) | driver %s | torch %s | %s | args: %s" % (
         datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), props.name, props.multi_processor_count,
-        drv, torch.__version__, ldmoe.version())
+        drv, torch.__version__, ldmoe.version(), " ".join(sys.argv[1:]) or "(defaults)")
     print(head, flush=True)
     bw = copy_bandwidth()
     print("device-to-device copy: %.2f TB/s (read + write)" % bw, flush=True)

@@ -10,11 +10,15 @@ Two experiments (one GPU, no shim, even map, localized weights, equal tokens per
   --trace      Runs ldmoe with its debug timeline (ldmoe.h, ldmoe_params_t.trace) on the 128-expert
                shape: when CTAs start, finish their setup, claim and receive their first tile,
                issue their last load and store their last tile, against the call's event time.
+  --layers     Times --nlayers consecutive calls on one stream (distinct weights each, as the MoE
+               layers of a model), one event pair around all of them, torch and ldmoe (AUTO),
+               back to back and with a small torch kernel between the layers (it rewrites the
+               tokens the next layer reads): per-call time without per-call events.
   --scaling    Times ldmoe and torch on K=2048 N=1536 (the 128-expert shape) with a growing
                number of experts and fits time = a + bytes / bandwidth: `a` is the fixed cost
                of a launch (setup, pipeline fill, tail), the slope the streaming rate.
 
-    python3 bench/moe/overhead.py --contexts --trace --scaling --out $OUT/overhead.md
+    python3 bench/moe/overhead.py --contexts --trace --layers --scaling --out $OUT/overhead.md
 
 Medians over --reps calls; each call reads one of --sets weight sets (no L2 carry-over).
 """
@@ -153,6 +157,55 @@ def trace(a, out):
     out.append("")
 
 
+LAYER_SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # bench_moe.py's SHAPES
+
+
+def layers(a, out):
+    L = a.nlayers
+    out.append("## Layers: %d consecutive calls, us per call (median of %d sequences, interleaved)" % (L, a.reps))
+    out.append("")
+    out.append("| E | K | N | m | between | torch | ldmoe | ldmoe vs torch |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for si in map(int, a.layer_shapes.split(",")):
+        E, K, N = LAYER_SHAPES[si]
+        ws = [torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(L)]
+        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        for m in map(int, a.tokens.split(",")):
+            x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
+            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+            y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
+            for between in (False, True):
+                def seq(kind, between=between, x=x, offs=offs, y=y):
+                    for l in range(L):
+                        if between:
+                            x.mul_(1.0)   # a small kernel writing what the next layer reads
+                        if kind == "torch":
+                            torch._grouped_mm(x, ws[l].transpose(-2, -1), offs=offs)
+                        else:
+                            ldmoe.grouped_mm(x, wls[l], offs, layout="localized", mode="aware", out=y)
+                kinds = ["torch", "ldmoe"]
+                for _ in range(a.warmup):
+                    for k in kinds:
+                        seq(k)
+                torch.cuda.synchronize()
+                evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in kinds]
+                       for _ in range(a.reps)]
+                for i in range(a.reps):
+                    for k, (s0, s1) in zip(kinds, evs[i]):
+                        s0.record()
+                        seq(k)
+                        s1.record()
+                torch.cuda.synchronize()
+                med = [statistics.median(evs[i][j][0].elapsed_time(evs[i][j][1]) * 1e3 / L for i in range(a.reps))
+                       for j in range(len(kinds))]
+                out.append("| %d | %d | %d | %d | %s | %.1f | %.1f | %.2fx |" % (
+                    E, K, N, m, "mul_" if between else "-", med[0], med[1], med[0] / med[1]))
+                print(out[-1], flush=True)
+    out.append("")
+    out.append("between: a torch elementwise kernel on the tokens before every layer (torch and ldmoe alike).")
+    out.append("")
+
+
 def fit(xs, ys):
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
@@ -209,6 +262,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--contexts", action="store_true", help="run the context experiment")
     ap.add_argument("--trace", action="store_true", help="run the timeline experiment")
+    ap.add_argument("--layers", action="store_true", help="run the consecutive-layers experiment")
+    ap.add_argument("--nlayers", type=int, default=8, help="calls per sequence for --layers")
+    ap.add_argument("--layer-shapes", default="0,2", help="bench_moe.py shape indexes for --layers")
     ap.add_argument("--scaling", action="store_true", help="run the expert-count scaling experiment")
     ap.add_argument("--tokens", default="8,64", help="tokens per expert, comma-separated")
     ap.add_argument("--tiles", default="ws128x16,ws128x64",
@@ -220,8 +276,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", help="write the markdown tables here as well")
     a = ap.parse_args()
-    if not (a.contexts or a.trace or a.scaling):
-        ap.error("nothing to do: give --contexts, --trace and/or --scaling")
+    if not (a.contexts or a.trace or a.layers or a.scaling):
+        ap.error("nothing to do: give --contexts, --trace, --layers and/or --scaling")
     load()
     out = ["# libldmoe launch overheads", "",
            "GPU %s | torch %s | ldmoe %s" % (torch.cuda.get_device_name(), torch.__version__, ldmoe.version()), ""]
@@ -229,6 +285,8 @@ def main():
         contexts(a, out)
     if a.trace:
         trace(a, out)
+    if a.layers:
+        layers(a, out)
     if a.scaling:
         scaling(a, out)
     text = "\n".join(out) + "\n"
