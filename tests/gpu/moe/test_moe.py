@@ -191,6 +191,36 @@ def test_tune(gen):
                           reference(x, w, counts), sum(counts))
 
 
+def test_trace(gen, num_sms):
+    """The debug timeline (ldmoe_params_t.trace) of the warp-specialized tiles: one row per CTA,
+    each SM once, stamps in launch order, tiles per CTA summing to the launch's tiles; tiles
+    without a timeline leave it untouched."""
+    T, E, N, K = 2000, 32, 768, 512
+    x = torch.randn((T, K), generator=gen).to(torch.bfloat16).cuda()
+    w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+    wl = ldmoe.to_localized(w, 2)
+    offs, counts = routing(gen, T, E)
+    for tile, mode in [("ws128x64", "aware"), ("ws128x16", "unaware"), ("ws256x128ew", "aware"), ("64x64k4", "aware")]:
+        bm, bn, _ = ldmoe.tile_info(T, E, N, K, "localized", 2, tile)
+        ntiles = len(expected_tiles(counts, N, 2, bm, bn))
+        tr = torch.zeros(8 * num_sms, dtype=torch.int64, device="cuda")
+        y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ldmoe.grouped_mm(x, wl, offs, layout="localized", mode=mode, tile=tile, out=y, trace=tr)
+        torch.cuda.synchronize()
+        rows = tr.view(num_sms, 8).cpu().tolist()
+        name = "trace tile=%s mode=%s" % (tile, mode)
+        if not tile.startswith("ws"):
+            report(all(v == 0 for r in rows for v in r), name + " (no timeline: untouched)")
+            continue
+        order = all(r[0] <= r[1] <= r[2] <= r[5] and (r[6] == 0 or r[2] <= r[3] <= r[5]) and r[4] <= r[5] + 2000
+                    for r in rows)
+        sms = sorted(r[7] for r in rows)
+        report(order and sms == list(range(num_sms)) and sum(r[6] for r in rows) == ntiles, name,
+               "in order=%s, SMs once=%s, tiles %d of %d" % (order, sms == list(range(num_sms)),
+                                                            sum(r[6] for r in rows), ntiles))
+        check_out(name + " output", y, reference(x, w, counts), sum(counts))
+
+
 def test_states(gen, num_sms):
     """The four placement states as the shim would publish them, mode auto."""
     even = [(s >> 1) & 1 for s in range(num_sms)]
@@ -298,7 +328,8 @@ def main():
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
     for fn in (lambda: test_converter(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
-               lambda: test_tune(gen), lambda: test_states(gen, num_sms), lambda: test_scheduler(gen, num_sms)):
+               lambda: test_tune(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
+               lambda: test_scheduler(gen, num_sms)):
         try:
             fn()
         except Exception:
