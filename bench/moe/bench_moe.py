@@ -2,7 +2,7 @@
 """bench_moe.py — libldmoe against torch._grouped_mm and cuBLAS cublasGemmGroupedBatchedEx.
 
 Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 experts K 2048 N 1536,
-at 8, 64, 512 and 2048 tokens per expert. All peers run in this process on the same inputs.
+at 8, 64, 512 and 2048 tokens per expert. All peers of a shape run in one process on the same inputs.
 Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
 torch, cuBLAS and ldmoe's AUTO tile are timed interleaved call by call (the ratios between them
@@ -11,9 +11,11 @@ Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static a
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
-                    [--no-cublas] [--sched-best] [--outdir DIR]
+                    [--no-cublas] [--sched-best] [--same-process] [--outdir DIR]
        bench_moe.py --variants TILE:TUNE[:MODE],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
-Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe).
+Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe). Each shape
+is measured in a fresh process (its buffers' allocation history otherwise slows later shapes);
+--same-process measures them all in this one.
 --variants times only torch and the listed ldmoe variants (tile name or auto, LDMOE_TUNE_* bits
 of ldmoe.h, mode: aware by default), interleaved call by call, and writes moe-variants.md/.json
 instead.
@@ -26,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 # torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
 # on a machine without them.
@@ -162,6 +165,9 @@ def main():
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
     ap.add_argument("--variants", help="TILE:TUNE[:MODE],... (e.g. ws128x64:0,ws128x64:1:static): A/B mode, see above")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
+    ap.add_argument("--same-process", action="store_true",
+                    help="measure every shape in this process (default: one fresh process per shape)")
+    ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
     variants = []
     if a.variants:
@@ -192,6 +198,28 @@ def main():
     print("device-to-device copy: %.2f TB/s (read + write)" % bw, flush=True)
     if variants:
         return run_variants(a, variants, head, bw)
+    shapes = a.shapes.split(",")
+    if len(shapes) > 1 and not a.same_process:
+        # One fresh process per shape: in one process the 128-expert rows measured 2-8 % slower
+        # for ldmoe and 5-10 % for torch after the larger shapes' buffers had come and gone
+        # (bench/results/moe-session5-2026-11-29), which is the allocation history, not the kernels.
+        rows = []
+        for sh in shapes:
+            with tempfile.TemporaryDirectory() as td:
+                rows_file = os.path.join(td, "rows.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--shapes", sh, "--rows-out", rows_file,
+                       "--reps", str(a.reps), "--warmup", str(a.warmup), "--sets", str(a.sets), "--tokens", a.tokens,
+                       "--outdir", td] + (["--no-cublas"] if a.no_cublas else []) + \
+                    (["--sched-best"] if a.sched_best else [])
+                print("shape %s in a fresh process" % sh, flush=True)
+                rc = subprocess.run(cmd).returncode
+                if rc:
+                    print("shape %s: exit status %d" % (sh, rc), file=sys.stderr)
+                    return rc
+                with open(rows_file) as f:
+                    rows += json.load(f)
+        write_report(a, rows, head, bw)
+        return 0
     cub = None
     if not a.no_cublas:
         try:
@@ -267,6 +295,16 @@ def main():
                 r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
                 100 * (r["sched_aware"] / r["sched_static"] - 1)), flush=True)
 
+    if a.rows_out:
+        with open(a.rows_out, "w") as f:
+            json.dump(rows, f)
+        return 0
+    write_report(a, rows, head, bw)
+    return 0
+
+
+def write_report(a, rows, head, bw):
+    """moe-bench.json and moe-bench.md in --outdir (and the tables on stdout)."""
     with open(os.path.join(a.outdir, "moe-bench.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
     lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
@@ -348,4 +386,4 @@ def run_variants(a, variants, head, bw):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
