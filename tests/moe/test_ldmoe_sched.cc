@@ -44,8 +44,9 @@ struct Launch {
     int resident = 0;                // CTAs running at once (0: all)
     float steal_waves = 2.f;
     bool dynamic_only = false;
-    // Every CTA takes its own rank before any goes on (as on the GPU, where all start within
-    // microseconds and a static run lasts W tiles); needs full residency.
+    // Every CTA makes its early claim (if any), then takes its own rank, before any goes on (as on
+    // the GPU, where all start within microseconds and a static run lasts W tiles); needs full
+    // residency.
     bool start_together = false;
     // Tail claims made before init (ClaimerT::preclaimed), as the decode kernels do at entry:
     // 0 none; 1 every CTA on its own queue; 2 a random third of the CTAs on a random queue
@@ -92,7 +93,7 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
     const int resident = L.resident > 0 ? L.resident : L.grid;
     std::mutex mu;
     std::condition_variable cv;
-    int running = 0, next_start = 0, ready = 0;
+    int running = 0, next_start = 0, ready = 0, claimed_early = 0;
     auto cta = [&](int b) {
         {   // partial residency: start in blockIdx order, at most `resident` at once
             std::unique_lock<std::mutex> lk(mu);
@@ -121,6 +122,12 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
             cl.preclaimed(pre_q, pre_v);
             const int64_t idx = cl.prefix_len(pre_q) + pre_v;
             if (idx < L.per_queue) o.early[(size_t)b] = L.mode == kModeAware ? pre_q * L.per_queue + idx : idx;
+        }
+        if (L.start_together) {
+            std::unique_lock<std::mutex> lk(mu);
+            ++claimed_early;
+            cv.notify_all();
+            cv.wait(lk, [&] { return claimed_early == L.grid; });
         }
         auto first = [&] { return b % 2 ? ptr.first() : held.first(); };
         auto next = [&] { return b % 2 ? ptr.next() : held.next(); };
@@ -307,6 +314,7 @@ static void test_preclaimed(void) {
         Launch F = mapped(kModeAware, 2, {6, 6}, 120);
         F.preclaim = 2;
         F.dynamic_only = dyn;
+        F.start_together = true;   // all early claims before any CTA goes on, as on the GPU
         Outcome o;
         CU_ASSERT(check_twice(F, seed++, &o));
         int early = 0, wrong = 0;
