@@ -40,7 +40,8 @@ using CfgT10 = Cfg<128, 128, 2, 4, 3, true, 2>;
 // Warp-specialized wgmma (sm_90a): a producer warpgroup and two consumer warpgroups (ldmoe_ws.cuh).
 using CfgT11 = WsCfg<256, 128, 4, 1, false>;   // prefill: 128 tokens x 256 weight rows, 4 x 48 KiB stages
 using CfgT12 = WsCfg<128, 64, 4, 2, true>;     // decode: 128 weight rows x 64 tokens, 128 KiB of weights in flight
-using CfgT13 = WsCfg<128, 16, 6, 2, true>;     // decode: 128 x 16, 192 KiB of weights in flight
+using CfgT13 = WsCfg<128, 16, 5, 2, true>;     // decode: 128 x 16, 160 KiB of weights in flight; 5 stages leave room for
+                                                //   the staged epilogue (0-1.5 % faster than 6 without it, H200)
 using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weight rows
 // mma.sync decode tiles with more weight rows per token row (less token traffic from L2).
 using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 96 KiB of weights in flight
