@@ -23,6 +23,7 @@ Two experiments (one GPU, no shim, even map, localized weights, equal tokens per
 Medians over --reps calls; each call reads one of --sets weight sets (no L2 carry-over).
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -115,6 +116,7 @@ def trace(a, out):
     out.append("| m | variant | event us | span us | entry spread | setup | claim | first data | last load "
                "(med / max) | exit (min / med / max) | idle at end | tiles/CTA |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    dumps = []
     for m in map(int, a.tokens.split(",")):
         ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
         for v in a.tiles.split(","):
@@ -130,6 +132,9 @@ def trace(a, out):
                 torch.cuda.synchronize()
                 if i >= a.warmup:
                     rows.append((s.elapsed_time(e) * 1e3, tr.view(sms, 8).cpu().tolist()))
+            if a.dump:
+                dumps.append({"E": E, "K": K, "N": N, "m": m, "variant": v,
+                              "calls": [{"event_us": ev, "ctas": t} for ev, t in rows]})
             if not rows[0][1][0][0]:
                 out.append("| %d | %s | (no timeline: not a warp-specialized tile) |" % (m, v))
                 continue
@@ -151,6 +156,10 @@ def trace(a, out):
                                                c[10], 100 * c[11], c[12], c[13]))
             print(out[-1], flush=True)
     out.append("")
+    if a.dump:
+        with open(a.dump, "w") as f:
+            json.dump({"slots": ["entry", "setup", "claimed", "first_data", "loads_done", "exit", "tiles", "smid"],
+                       "cases": dumps}, f)
     out.append("entry spread: last CTA entry; setup, claim, first data: per-CTA durations (entry to setup done, "
                "to first tile claimed, to its first stage landed); idle at end: share of CTA-time after each "
                "CTA's last store until the last CTA's.")
@@ -262,6 +271,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--contexts", action="store_true", help="run the context experiment")
     ap.add_argument("--trace", action="store_true", help="run the timeline experiment")
+    ap.add_argument("--dump", help="with --trace: write every call's per-CTA rows (globaltimer ns) as JSON here")
     ap.add_argument("--layers", action="store_true", help="run the consecutive-layers experiment")
     ap.add_argument("--nlayers", type=int, default=8, help="calls per sequence for --layers")
     ap.add_argument("--layer-shapes", default="0,2", help="bench_moe.py shape indexes for --layers")
