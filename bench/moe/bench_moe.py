@@ -10,8 +10,19 @@ are the headline); the other tiles and schedules are timed one after another.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
+The floor peer (build/moe/libstreamfloor.so, bench/moe/stream_floor.cu; skipped with a note if
+absent): one launch that only reads the same weight and token bytes and writes the output's,
+timed in the same interleaved loop — the speed of light of a single launch moving those bytes.
+The fastest of its readers (LDG with 1, 2 or 4 CTAs per SM, TMA ring) is picked per case.
+
+--routing sets how the E*m tokens are spread over the experts: uniform (m each, the default),
+random (each token to a uniformly random expert: counts vary, some experts may get none) or
+skewed (expert popularity log-normal, sigma 0.5, then random: max/mean ~2-3). Seeded, so every
+peer and every run sees the same counts. Weight bytes count only experts that got tokens.
+
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
-                    [--no-cublas] [--sched-best] [--same-process] [--outdir DIR]
+                    [--routing uniform|random|skewed] [--no-cublas] [--no-floor] [--sched-best]
+                    [--same-process] [--outdir DIR]
        bench_moe.py --variants TILE:TUNE[:MODE],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe). Each shape
 is measured in a fresh process (its buffers' allocation history otherwise slows later shapes);
@@ -75,18 +86,33 @@ def median_times_interleaved(fns, n_sets, warmup, reps):
             for k in range(len(fns))]
 
 
+def routing_counts(routing, E, m, seed):
+    """Tokens per expert (a list of E ints summing to E*m) for --routing, from a fixed seed."""
+    T = E * m
+    if routing == "uniform":
+        return [m] * E
+    g = torch.Generator().manual_seed(seed)
+    if routing == "random":
+        p = torch.full((E,), 1.0 / E)
+    else:   # skewed: log-normal expert popularity
+        p = torch.softmax(0.5 * torch.randn(E, generator=g), 0)
+    idx = torch.multinomial(p, T, replacement=True, generator=g)
+    return torch.bincount(idx, minlength=E).tolist()
+
+
 def cases(a):
     """Every --shapes x --tokens case: (E, K, N, m, weight sets [E, N, K], the same localized for
-    two domains, tokens x [E*m, K], offs with m tokens per expert). Each shape's weights are freed
-    before the next shape's are made."""
+    two domains, tokens x [E*m, K], offs (cumulative tokens per expert, --routing), counts).
+    Each shape's weights are freed before the next shape's are made."""
     for si in map(int, a.shapes.split(",")):
         E, K, N = SHAPES[si]
         ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
         wls = [ldmoe.to_localized(w, 2) for w in ws]
         for m in map(int, a.tokens.split(",")):
+            counts = routing_counts(a.routing, E, m, 1000 * si + m)
             x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
-            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
-            yield E, K, N, m, ws, wls, x, offs
+            offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device="cuda", dtype=torch.int32)
+            yield E, K, N, m, ws, wls, x, offs, counts
             del x, offs
         del ws, wls
         torch.cuda.empty_cache()
@@ -122,20 +148,29 @@ class Cublas:
             raise RuntimeError("cublasCreate_v2 -> %d" % rc)
         self.fn = self.lib.cublasGemmGroupedBatchedEx
 
-    def prepare(self, xs, ws, ys, E, m, N, K):
+    def prepare(self, x, ws, y, counts, N, K):
+        """Equal counts: one group of E GEMMs. Otherwise one group per expert that has tokens
+        (cuBLAS takes per-group sizes), in expert order."""
         I = ctypes.c_int
-        self.E, self.m, self.N, self.K = E, m, N, K
-        self.ta, self.tb = (I * 1)(1), (I * 1)(0)
-        self.ma, self.na, self.ka = (I * 1)(N), (I * 1)(m), (I * 1)(K)
-        self.lda, self.ldb, self.ldc = (I * 1)(K), (I * 1)(K), (I * 1)(N)
-        self.alpha, self.beta = (ctypes.c_float * 1)(1.0), (ctypes.c_float * 1)(0.0)
-        self.gs = (I * 1)(E)
-        x, y = xs, ys
+        E = len(counts)
+        starts = [sum(counts[:e]) for e in range(E)]
+        if len(set(counts)) == 1:
+            experts, sizes, ms = list(range(E)), [E], [counts[0]]
+        else:
+            experts = [e for e in range(E) if counts[e]]
+            sizes, ms = [1] * len(experts), [counts[e] for e in experts]
+        G = len(sizes)
+        arr = lambda t, v: (t * G)(*([v] * G))   # noqa: E731
+        self.ta, self.tb = arr(I, 1), arr(I, 0)
+        self.ma, self.na, self.ka = arr(I, N), (I * G)(*ms), arr(I, K)
+        self.lda, self.ldb, self.ldc = arr(I, K), arr(I, K), arr(I, N)
+        self.alpha, self.beta = arr(ctypes.c_float, 1.0), arr(ctypes.c_float, 0.0)
+        self.gs, self.G = (I * G)(*sizes), G
         self.ptrs = []
         for w in ws:
-            pa = torch.tensor([w.data_ptr() + e * N * K * 2 for e in range(E)], dtype=torch.int64, device="cuda")
-            pb = torch.tensor([x.data_ptr() + e * m * K * 2 for e in range(E)], dtype=torch.int64, device="cuda")
-            pc = torch.tensor([y.data_ptr() + e * m * N * 2 for e in range(E)], dtype=torch.int64, device="cuda")
+            pa = torch.tensor([w.data_ptr() + e * N * K * 2 for e in experts], dtype=torch.int64, device="cuda")
+            pb = torch.tensor([x.data_ptr() + starts[e] * K * 2 for e in experts], dtype=torch.int64, device="cuda")
+            pc = torch.tensor([y.data_ptr() + starts[e] * N * 2 for e in experts], dtype=torch.int64, device="cuda")
             self.ptrs.append((pa, pb, pc))
 
     def run(self, i):
@@ -144,9 +179,52 @@ class Cublas:
         vp = ctypes.c_void_p
         rc = self.fn(self.h, self.ta, self.tb, self.ma, self.na, self.ka, self.alpha,
                      vp(pa.data_ptr()), 14, self.lda, vp(pb.data_ptr()), 14, self.ldb, self.beta,
-                     vp(pc.data_ptr()), 14, self.ldc, 1, self.gs, 68)
+                     vp(pc.data_ptr()), 14, self.ldc, self.G, self.gs, 68)
         if rc:
             raise RuntimeError("cublasGemmGroupedBatchedEx -> %d" % rc)
+
+
+class Floor:
+    """The one-launch speed of light (bench/moe/stream_floor.cu) through ctypes: a launch that
+    reads the weight and token bytes of a case and writes its output bytes, nothing else."""
+
+    READERS = [("ldg1", 0, 1), ("ldg2", 0, 2), ("ldg4", 0, 4), ("tma", 1, 1)]   # name, kind, CTAs/SM
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.fn = self.lib.ldmoe_floor_stream
+        self.fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        self.fn.restype = ctypes.c_int
+
+    def caller(self, kind, cps, ws, wbytes, x, out):
+        """fn(i) for median_time_us: weight set i's first wbytes, all of x, all of out."""
+        def fn(i):
+            rc = self.fn(kind, ws[i].data_ptr(), wbytes, x.data_ptr(), x.numel() * x.element_size(),
+                         out.data_ptr(), out.numel() * out.element_size(), cps, torch.cuda.current_stream().cuda_stream)
+            if rc:
+                raise RuntimeError("ldmoe_floor_stream(kind %d) -> cudaError %d" % (kind, rc))
+        return fn
+
+    def fastest(self, ws, wbytes, x, out, n_sets, warmup, reps):
+        """(name, fn, {name: µs}) of the fastest reader on this case."""
+        times = {name: median_time_us(self.caller(kind, cps, ws, wbytes, x, out), n_sets, warmup, reps)[0]
+                 for name, kind, cps in self.READERS}
+        name = min(times, key=times.get)
+        kind, cps = next((k, c) for n, k, c in self.READERS if n == name)
+        return name, self.caller(kind, cps, ws, wbytes, x, out), times
+
+
+def load_floor(a):
+    """Floor, or None (with a note) when --no-floor or the library is not built."""
+    if a.no_floor:
+        return None
+    path = os.environ.get("LDMOE_FLOOR_LIB") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "moe", "libstreamfloor.so")
+    if not os.path.exists(path):
+        print("floor peer skipped: %s not built (make build/moe/libstreamfloor.so)" % path, flush=True)
+        return None
+    return Floor(path)
 
 
 def rel_err(a, b):
@@ -161,6 +239,10 @@ def main():
     ap.add_argument("--shapes", default="0,1,2")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--tiles", help="comma-separated tiles to sweep (default: the decode or prefill list by m)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the one-launch streaming floor peer")
+    ap.add_argument("--routing", choices=("uniform", "random", "skewed"), default="uniform",
+                    help="how tokens spread over experts (default: uniform, m each)")
     ap.add_argument("--sched-best", action="store_true",
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
     ap.add_argument("--variants", help="TILE:TUNE[:MODE],... (e.g. ws128x64:0,ws128x64:1:static): A/B mode, see above")
@@ -209,7 +291,8 @@ def main():
                 rows_file = os.path.join(td, "rows.json")
                 cmd = [sys.executable, os.path.abspath(__file__), "--shapes", sh, "--rows-out", rows_file,
                        "--reps", str(a.reps), "--warmup", str(a.warmup), "--sets", str(a.sets), "--tokens", a.tokens,
-                       "--outdir", td] + (["--no-cublas"] if a.no_cublas else []) + \
+                       "--outdir", td, "--routing", a.routing] + (["--no-cublas"] if a.no_cublas else []) + \
+                    (["--no-floor"] if a.no_floor else []) + (["--tiles", a.tiles] if a.tiles else []) + \
                     (["--sched-best"] if a.sched_best else [])
                 print("shape %s in a fresh process" % sh, flush=True)
                 rc = subprocess.run(cmd).returncode
@@ -227,12 +310,15 @@ def main():
         except Exception as e:   # noqa: BLE001
             print("cuBLAS peer unavailable: %s" % e)
 
+    flo = load_floor(a)
     rows = []
-    for E, K, N, m, ws, wls, x, offs in cases(a):
+    for E, K, N, m, ws, wls, x, offs, counts in cases(a):
         T = E * m
-        wbytes = E * N * K * 2
+        used = sum(1 for c in counts if c)
+        wbytes = used * N * K * 2   # experts without tokens need not be read
         flops = 2.0 * T * N * K
-        r = {"E": E, "K": K, "N": N, "m": m}
+        r = {"E": E, "K": K, "N": N, "m": m, "routing": a.routing, "count_max": max(counts),
+             "experts_idle": E - used, "bytes_total": wbytes + T * K * 2 + T * N * 2}
         yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
         y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
         # Headline: torch, cuBLAS and ldmoe (AUTO tile, aware, localized) interleaved call by
@@ -240,16 +326,21 @@ def main():
         peers = [("torch", lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs))]
         if cub:
             yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-            cub.prepare(x, ws, yc, E, m, N, K)
+            cub.prepare(x, ws, yc, counts, N, K)
             cub.run(0)
             torch.cuda.synchronize()
             r["cublas_err"] = rel_err(yc, yt)
             peers.append(("cublas", cub.run))
+        if flo:
+            yf = torch.empty_like(y)
+            r["floor_reader"], ffn, r["floor_readers"] = flo.fastest(ws, wbytes, x, yf, a.sets, a.warmup, 10)
+            peers.append(("floor", ffn))
         peers.append(("ldmoe_aware_localized_auto",
                       lambda i: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode="aware", out=y)))
         for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
             r[name] = med
-        tiles = DECODE_TILES if m <= 96 else PREFILL_TILES
+        tiles = a.tiles.split(",") if a.tiles else DECODE_TILES if m <= 96 else PREFILL_TILES
+        r["tiles"] = tiles
         variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
             ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
         for mode, layout, tile in variants:
@@ -276,7 +367,7 @@ def main():
         best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
                        key=lambda k: r[k])
         r["best"] = best_key
-        for k in [k for k in r if k in ("torch", "cublas") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
+        for k in [k for k in r if k in ("torch", "cublas", "floor") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
             r[k + "_tbs"] = wbytes / (r[k] * 1e-6) / 1e12
             r[k + "_tflops"] = flops / (r[k] * 1e-6) / 1e12
         rows.append(r)
@@ -289,6 +380,14 @@ def main():
                   best_key[len("ldmoe_aware_localized_"):], r[best_key],
                   100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
               flush=True)
+        if "floor" in r:
+            print("    floor (one launch moving the same %.0f MB, %s): %.1f us = %.2f TB/s; ldmoe takes %.3fx, "
+                  "torch %.3fx the floor" % (r["bytes_total"] / 1e6, r["floor_reader"], r["floor"],
+                                             r["bytes_total"] / (r["floor"] * 1e-6) / 1e12, aw / r["floor"],
+                                             r["torch"] / r["floor"]), flush=True)
+        if a.routing != "uniform":
+            print("    routing %s: max %d tokens per expert (mean %d), %d experts without tokens" % (
+                a.routing, r["count_max"], m, r["experts_idle"]), flush=True)
         print("    tiles: " + "  ".join("%s %.1f" % (t, r["ldmoe_aware_localized_" + t]) for t in tiles), flush=True)
         if "sched_tile" in r:
             print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
@@ -308,28 +407,49 @@ def write_report(a, rows, head, bw):
     with open(os.path.join(a.outdir, "moe-bench.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
     lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
-             "| E | K | N | m/expert | torch µs | cuBLAS µs | ldmoe µs (aware, auto tile) | ldmoe TB/s | ldmoe TFLOP/s | "
-             "vs torch | % of copy BW | best tile µs | static vs aware | unaware vs aware | err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| E | K | N | m/expert | torch µs | cuBLAS µs | floor µs | ldmoe µs (aware, auto tile) | ldmoe TB/s | "
+             "ldmoe TFLOP/s | vs torch | % of copy BW | ldmoe / floor | best tile µs | static vs aware | "
+             "unaware vs aware | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         aw = r["ldmoe_aware_localized_auto"]
-        lines.append("| %d | %d | %d | %d | %.1f | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s %.1f | %+.1f %% | %+.1f %% | %.1e |" % (
-            r["E"], r["K"], r["N"], r["m"], r["torch"], "%.1f" % r["cublas"] if "cublas" in r else "-", aw,
-            r["ldmoe_aware_localized_auto_tbs"], r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw,
-            100 * r["ldmoe_aware_localized_auto_tbs"] / bw, r["best"][len("ldmoe_aware_localized_"):], r[r["best"]],
-            100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1),
-            r["ldmoe_aware_localized_auto_err"]))
-    lines += ["", "## Every tile (aware, localized), µs", "",
-              "| E | m | " + " | ".join(DECODE_TILES) + " |", "|---|---|" + "---|" * len(DECODE_TILES)]
+        lines.append("| %d | %d | %d | %d | %.1f | %s | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s | %s %.1f | "
+                     "%+.1f %% | %+.1f %% | %.1e |" % (
+                         r["E"], r["K"], r["N"], r["m"], r["torch"], "%.1f" % r["cublas"] if "cublas" in r else "-",
+                         "%.1f" % r["floor"] if "floor" in r else "-", aw,
+                         r["ldmoe_aware_localized_auto_tbs"], r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw,
+                         100 * r["ldmoe_aware_localized_auto_tbs"] / bw,
+                         "%.3fx" % (aw / r["floor"]) if "floor" in r else "-",
+                         r["best"][len("ldmoe_aware_localized_"):], r[r["best"]],
+                         100 * (r["ldmoe_static_localized_auto"] / aw - 1),
+                         100 * (r["ldmoe_unaware_localized_auto"] / aw - 1), r["ldmoe_aware_localized_auto_err"]))
+    if any("floor" in r for r in rows):
+        lines += ["", "Floor: one launch that only reads the case's weight bytes (experts with tokens) and token "
+                  "bytes and writes its output bytes (bench/moe/stream_floor.cu), fastest reader per case, "
+                  "interleaved with the peers above.", "",
+                  "| E | m | MB moved | floor reader | floor µs | floor TB/s | readers µs (alone) | torch / floor | "
+                  "ldmoe / floor | floor x 1.3 vs torch |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "floor" in r:
+                lines.append("| %d | %d | %.0f | %s | %.1f | %.2f | %s | %.3fx | %.3fx | %.3fx |" % (
+                    r["E"], r["m"], r["bytes_total"] / 1e6, r["floor_reader"], r["floor"],
+                    r["bytes_total"] / (r["floor"] * 1e-6) / 1e12,
+                    " ".join("%s %.1f" % kv for kv in r["floor_readers"].items()), r["torch"] / r["floor"],
+                    r["ldmoe_aware_localized_auto"] / r["floor"], 1.3 * r["floor"] / r["torch"]))
+    if any(r.get("routing", "uniform") != "uniform" for r in rows):
+        lines += ["", "Routing (--routing %s): tokens per expert" % rows[0]["routing"], "",
+                  "| E | m (mean) | max | experts without tokens |", "|---|---|---|---|"]
+        for r in rows:
+            lines.append("| %d | %d | %d | %d |" % (r["E"], r["m"], r["count_max"], r["experts_idle"]))
+    lines += ["", "## Every tile (aware, localized), µs"]
+    groups = {}   # one table per list of swept tiles
     for r in rows:
-        if r["m"] <= 96:
+        groups.setdefault(tuple(r["tiles"]), []).append(r)
+    for tiles, grp in groups.items():
+        lines += ["", "| E | m | " + " | ".join(tiles) + " |", "|---|---|" + "---|" * len(tiles)]
+        for r in grp:
             lines.append("| %d | %d | " % (r["E"], r["m"]) + " | ".join(
-                "%.1f" % r["ldmoe_aware_localized_" + t] for t in DECODE_TILES) + " |")
-    lines += ["", "| E | m | " + " | ".join(PREFILL_TILES) + " |", "|---|---|" + "---|" * len(PREFILL_TILES)]
-    for r in rows:
-        if r["m"] > 96:
-            lines.append("| %d | %d | " % (r["E"], r["m"]) + " | ".join(
-                "%.1f" % r["ldmoe_aware_localized_" + t] for t in PREFILL_TILES) + " |")
+                "%.1f" % r["ldmoe_aware_localized_" + t] for t in tiles) + " |")
     if any("sched_tile" in r for r in rows):
         lines += ["", "## Scheduler cost on the fastest tile (aware, static, unaware interleaved call by call)", "",
                   "| E | m | tile | aware µs | static µs | unaware µs | aware vs static | aware vs unaware |",
@@ -347,12 +467,12 @@ def write_report(a, rows, head, bw):
 def run_variants(a, variants, head, bw):
     """torch and each ldmoe (tile, tune) variant interleaved call by call, per shape and m."""
     rows = []
-    for E, K, N, m, ws, wls, x, offs in cases(a):
+    for E, K, N, m, ws, wls, x, offs, counts in cases(a):
         T = E * m
         yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
         y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
         fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
-        r = {"E": E, "K": K, "N": N, "m": m, "errs": {}}
+        r = {"E": E, "K": K, "N": N, "m": m, "errs": {}, "used": sum(1 for c in counts if c)}
         for tile, tune, mode in variants:
             y.fill_(float("nan"))
             ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
@@ -364,7 +484,7 @@ def run_variants(a, variants, head, bw):
         r["torch"] = meds[0]
         r["variants"] = {"%s:%#x:%s" % v: t for v, t in zip(variants, meds[1:])}
         rows.append(r)
-        wbytes = E * N * K * 2
+        wbytes = r["used"] * N * K * 2
         print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
             "%s %7.1f (%3.0f%% BW, x%.2f, err %.0e)" % (k, t, 100 * wbytes / (t * 1e-6) / 1e12 / bw, meds[0] / t,
                                                    r["errs"][k])
@@ -376,7 +496,7 @@ def run_variants(a, variants, head, bw):
              "copy bandwidth %.2f TB/s; median of %d; µs (%% of copy bandwidth in weight bytes)" % (bw, a.reps), "",
              "| E | m | torch | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]
     for r in rows:
-        wbytes = r["E"] * r["N"] * r["K"] * 2
+        wbytes = r["used"] * r["N"] * r["K"] * 2
         lines.append("| %d | %d | %.1f | " % (r["E"], r["m"], r["torch"]) + " | ".join(
             "%.1f (%.0f %%)" % (r["variants"][k], 100 * wbytes / (r["variants"][k] * 1e-6) / 1e12 / bw) for k in keys) + " |")
     with open(os.path.join(a.outdir, "moe-variants.md"), "w") as f:

@@ -7,6 +7,7 @@
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
 #   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
+#   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
 
 LDMOE_DIR      := kernels/moe
 LDMOE_BUILD    := $(BUILD)/moe
@@ -33,7 +34,7 @@ $(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
 	  echo "moe: WARNING: register spills, see $(LDMOE_PTXAS)" >&2; fi
 	@# The setmaxnreg split of the prefill warp-specialized kernels (WsCfg<..., WA = false, EPIW>)
 	@# assumes the launch holds 168 registers per thread; with fewer, setmaxnreg.inc would wait forever.
-	@awk '/Compiling entry function .*grouped_mm_ws_kernel.*Lb0ELb[01]EEE.*sm_90a/ { want = 1; next } \
+	@awk '/Compiling entry function .*grouped_mm_ws_kernel.*Lb0ELb[01]ELi0EEE.*sm_90a/ { want = 1; next } \
 	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; ldmoe_ws.cuh assumes 168"; bad = 1 } want = 0 } \
 	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(LDMOE_PTXAS)"; bad = 1 } exit bad }' $(LDMOE_PTXAS) >&2 || { rm -f $@; exit 1; }
 
@@ -55,6 +56,13 @@ $(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/ldmoe_sched.cuh 
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -pthread -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
 
+# The benchmark's floor peer (bench/moe/stream_floor.cu): sm_90a only (it uses bulk copies).
+LDMOE_FLOOR_LIB := $(LDMOE_BUILD)/libstreamfloor.so
+$(LDMOE_FLOOR_LIB): bench/moe/stream_floor.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --compress-mode=none -std=c++17 -O3 -arch=sm_90a -shared -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
+	  -Werror all-warnings -o $@ $<
+
 .PHONY: test-moe test-moe-sched test-gpu-moe bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
@@ -65,10 +73,10 @@ test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
 test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
 
-bench-moe: $(LDMOE_LIB)
-	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) bench/moe/bench_moe.py
+bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py
 
-ALL_TARGETS     += $(LDMOE_LIB)
+ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
 TEST_SUITES     += test-moe test-moe-sched
 GPU_TEST_SUITES += test-gpu-moe
 INSTALL_LIBS    += $(LDMOE_LIB)
