@@ -63,7 +63,7 @@ enum ldmoe_mode {
 
 enum ldmoe_tile {
     LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 16 tokens/expert
-                                 WS_128x16, <= 96 WS_128x64, else WS_256x128_EW. Elsewhere: <= 16
+                                 WS_128x64_C16, <= 96 WS_128x64, else WS_256x128_EW. Elsewhere: <= 16
                                  64x16_K4, <= 96 64x64_K4, <= 1024 128x128, else 128x256      */
     LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
@@ -85,7 +85,12 @@ enum ldmoe_tile {
     LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with nine 64-k stages; Hopper                    */
     LDMOE_TILE_WS_256x128_EW = 19, /* as WS_256x128, output stored by epilogue warps from shared
                                       memory while the consumers go on; 3 stages; Hopper          */
-    LDMOE_TILE_COUNT_ = 20
+    LDMOE_TILE_WS_128x64_C16 = 20, /* as WS_128x64, token boxes of 16 rows loaded only as far as the
+                                      tile's tokens go (an expert with 10 tokens moves 16 rows);
+                                      Hopper                                                       */
+    LDMOE_TILE_WS_128x128_C16 = 21,/* 128 weight rows x 128 tokens, decode orientation, 16-row
+                                      token boxes as needed: one weight pass for up to 128 tokens  */
+    LDMOE_TILE_COUNT_ = 22
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f

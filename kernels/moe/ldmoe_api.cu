@@ -49,6 +49,9 @@ using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 
 using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
 using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k stages: 144 KiB of weights in flight
 using CfgT19 = WsCfg<256, 128, 3, 1, false, true>;   // prefill: as T11 with epilogue warps, 3 stages
+// Decode with token boxes of 16 rows, loaded only as far as a tile's tokens go (WsCfg CHUNK):
+using CfgT20 = WsCfg<128, 64, 4, 2, true, false, 16>;    // ws128x64 footprint; an expert's first 64 tokens per weight pass
+using CfgT21 = WsCfg<128, 128, 5, 1, true, false, 16>;   // 128 tokens per weight pass, 80 KiB of weights in flight
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -116,16 +119,16 @@ LDMOE_API const char *ldmoe_version(void) {
 // tile configurations
 
 struct TileCfg {
-    int bm, bn, threads, smem;
+    int bm, bn, box, threads, smem;   // box: token rows per TMA box (bn, or a chunk of it)
     const void *fn;
     bool wgmma;   // sm_90a-only kernel (wgmma): compute capability 9.0 required
 };
 
 template <class C> static TileCfg all_warps() {
-    return {C::BM, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_kernel<C>, C::WG};
+    return {C::BM, C::BN, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_kernel<C>, C::WG};
 }
 template <class C> static TileCfg warp_specialized() {
-    return {C::BM, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_kernel<C>, true};
+    return {C::BM, C::BN, C::CHUNK, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_kernel<C>, true};
 }
 
 // The tile of every enum value (validated before; the default is never taken).
@@ -150,6 +153,8 @@ static TileCfg tile_cfg(int tile) {
     case LDMOE_TILE_WS_256x64: return warp_specialized<CfgT17>();
     case LDMOE_TILE_WS_128x64_K1: return warp_specialized<CfgT18>();
     case LDMOE_TILE_WS_256x128_EW: return warp_specialized<CfgT19>();
+    case LDMOE_TILE_WS_128x64_C16: return warp_specialized<CfgT20>();
+    case LDMOE_TILE_WS_128x128_C16: return warp_specialized<CfgT21>();
     default: return all_warps<CfgT7>();
     }
 }
@@ -175,7 +180,10 @@ static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
     const int64_t avg = E > 0 ? T / E : T;
     if (device_has_wgmma()) {
-        if (avg <= 16) return LDMOE_TILE_WS_128x16;
+        // Not WS_128x16: an expert with more than 16 tokens would stream its weights twice. The
+        // chunked tile loads 16-row token boxes as its tokens need them, up to 64 per weight pass
+        // (H200: within 1 % of WS_128x16 with 8 tokens each, 17-20 % faster with skewed routing).
+        if (avg <= 16) return LDMOE_TILE_WS_128x64_C16;
         if (avg <= 96) return LDMOE_TILE_WS_128x64;
         return LDMOE_TILE_WS_256x128_EW;
     }
@@ -406,7 +414,8 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     KParams kp;
     memset(&kp, 0, sizeof kp);
     if ((rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
-    if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.bn, "tokens"))) return rc;
+    if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.box, "tokens"))) return rc;
+    if (c.box < c.bn && (rc = make_map(enc, &kp.tm_xb, p->x, p->T, p->K, c.bn, "tokens, whole box"))) return rc;
     kp.x = (const __nv_bfloat16 *)p->x;
     kp.w = (const __nv_bfloat16 *)p->w;
     kp.offs = p->offs;

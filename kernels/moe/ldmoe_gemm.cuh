@@ -28,6 +28,8 @@ namespace ldmoe {
 struct KParams {
     CUtensorMap tm_w;   // weights as a [E*N, K] bf16 matrix, box 64 k x BM rows, 128-byte swizzle
     CUtensorMap tm_x;   // tokens  as a [T, K] bf16 matrix,   box 64 k x BN rows, 128-byte swizzle
+                        // (tiles with token chunks, WsCfg CHUNK < BN: box 64 k x CHUNK rows)
+    CUtensorMap tm_xb;  // tiles with token chunks: the tokens again with the whole BN-row box
     const __nv_bfloat16 *x;
     const __nv_bfloat16 *w;
     const int32_t *offs;
@@ -90,6 +92,7 @@ struct Cfg {
     static_assert(SMEM + kStaticSmemReserve <= 227 * 1024, "shared memory per block");
     static constexpr bool STREAM_W = !WG && BN <= 64;            // decode: L2 hints (Loader::fill)
     static constexpr bool CLAIMER_SMEM = false;                  // scheduler state in registers (Loader)
+    static constexpr int CHUNK = BN;                              // one token box per k-block
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
@@ -420,6 +423,7 @@ struct Loader {
     int64_t tk;            // tile being loaded (-1: none left)
     int k, rot;            // k-step of tk, its first k-block
     int32_t wrow, tok;     // TMA row coordinates of tk
+    uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk; 0: one whole BN-row box
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
 
     // early_q >= 0: a tail claim the caller made at kernel entry (value early_v; ClaimerT::preclaimed).
@@ -457,11 +461,19 @@ struct Loader {
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
         rot = first_kstep(t.wrow_idx / C::BM, nk);
+        // Chunks only while they fill at most half the tile: four 16-row boxes measured up to 4 %
+        // slower than one 64-row box carrying the same bytes (more TMA operations per stage).
+        nbox = 0;
+        if constexpr (C::CHUNK < C::BN) {
+            const uint32_t n = (uint32_t)((t.rows + C::CHUNK - 1) / C::CHUNK);
+            nbox = n <= (uint32_t)(C::BN / C::CHUNK / 2) ? n : 0u;
+        }
     }
     // Fill the stage at `dst` with (tk, k); tk >= 0.
     __device__ void fill(uint32_t dst, uint32_t bar) const {
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
-        mbar_expect_tx(bar, (uint32_t)C::STAGE_BYTES);
+        constexpr uint32_t kBox = C::CHUNK * kRowBytes;
+        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (nbox ? (uint32_t)C::KSUB * nbox * kBox : (uint32_t)C::B_BYTES));
         int kb = k + rot;
         kb = kb >= nk ? kb - nk : kb;
         #pragma unroll
@@ -469,7 +481,16 @@ struct Loader {
             const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
             if constexpr (C::STREAM_W) {
                 tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar, pol_w);
-                tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar, pol_x);
+                if (C::CHUNK < C::BN && nbox) {
+                    #pragma unroll 1
+                    for (uint32_t c = 0; c < nbox; ++c)
+                        tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB + c * kBox, &p->tm_x, k0,
+                                         tok + (int32_t)(c * C::CHUNK), bar, pol_x);
+                } else if constexpr (C::CHUNK < C::BN) {
+                    tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_xb, k0, tok, bar, pol_x);
+                } else {
+                    tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar, pol_x);
+                }
             } else {
                 tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
                 tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);

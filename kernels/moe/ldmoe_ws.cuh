@@ -37,11 +37,19 @@ namespace ldmoe {
 // EPIW_ (prefill only): epilogue warps. Warps 1..3 of the producer warpgroup store each tile's
 // output from a shared-memory copy while the consumers go on with the next tile (see
 // epilogue_warps), at the price of the ring stage the 64 KiB copy displaces.
-template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_, bool EPIW_ = false>
+// CHUNK_ (decode only; 0 = BN): rows of a token box. With CHUNK < BN the loader fetches only the
+// ceil(rows / CHUNK) boxes a tile's tokens need, packed where a BN-row box would put them, so a
+// tile sized for the busiest expert costs the others no token traffic; past half of BN it loads
+// one whole BN-row box instead (Loader::set_tile). The wgmma still spans BN (columns of boxes not
+// loaded hold stale shared memory and are never stored).
+template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_, bool EPIW_ = false, int CHUNK_ = 0>
 struct WsCfg {
     static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, KSUB = KSUB_;
     static constexpr bool WA = WA_, EPIW = EPIW_;
+    static constexpr int CHUNK = CHUNK_ ? CHUNK_ : BN_;
     static_assert(!EPIW || !WA, "epilogue warps: prefill orientation");
+    static_assert(CHUNK == BN || (WA && BN % CHUNK == 0 && CHUNK % 8 == 0),
+                  "token boxes: decode orientation, whole 1024-byte swizzle atoms");
     static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
@@ -235,6 +243,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         trace_at(p, kTrEntry, globaltimer());
         prefetch_tensormap(&p.tm_w);
         prefetch_tensormap(&p.tm_x);
+        if constexpr (C::CHUNK < C::BN) prefetch_tensormap(&p.tm_xb);
         if constexpr (C::WA) {
             const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
             if (m != kModeStatic) {

@@ -185,6 +185,8 @@ static void test_tile_info(void) {
         {LDMOE_TILE_WS_128x16, 128, 16},     {LDMOE_TILE_128x64_K2, 128, 64},   {LDMOE_TILE_WS_128x128, 128, 128},
         {LDMOE_TILE_64x8_K4, 64, 8},         {LDMOE_TILE_WS_256x64, 256, 64},   {LDMOE_TILE_WS_128x64_K1, 128, 64},
         {LDMOE_TILE_WS_256x128_EW, 256, 128},
+        {LDMOE_TILE_WS_128x64_C16, 128, 64},
+        {LDMOE_TILE_WS_128x128_C16, 128, 128},
     };
     CU_ASSERT_EQUAL(sizeof geo / sizeof geo[0], LDMOE_TILE_COUNT_ - 1);
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) {

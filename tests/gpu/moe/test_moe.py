@@ -179,7 +179,7 @@ def test_correctness(gen, quick):
 def test_tune(gen):
     """Every epilogue and L2-hint variant (ldmoe.h LDMOE_TUNE_*) of the staged tiles, ragged counts."""
     for T, E, N, K in [(700, 16, 768, 512), (130, 128, 1536, 256), (45, 4, 2048, 1024), (3000, 6, 1280, 384)]:
-        for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1", "ws256x128ew"):
+        for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1", "ws256x128ew", "ws128x64c16", "ws128x128c16"):
             for tune in (0, 0x1, 0x2 | 0x4, 0x8, 0xF):
                 x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
