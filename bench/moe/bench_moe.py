@@ -48,7 +48,8 @@ torch = ldmoe = None
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
 # Tiles swept per regime (ldmoe.TILES names); AUTO's choice is timed as well.
-DECODE_TILES = ["64x16k4", "64x64k4", "128x64k2", "ws128x16", "ws128x64", "ws256x64", "ws128x64k1"]
+DECODE_TILES = ["64x16k4", "64x64k4", "128x64k2", "ws128x16", "ws128x64", "ws256x64", "ws128x64k1", "ws128x64c16",
+                "ws128x128c16"]
 PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128", "ws256x128ew"]
 
 

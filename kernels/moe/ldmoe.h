@@ -62,8 +62,8 @@ enum ldmoe_mode {
 };
 
 enum ldmoe_tile {
-    LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 16 tokens/expert
-                                 WS_128x64_C16, <= 96 WS_128x64, else WS_256x128_EW. Elsewhere: <= 16
+    LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 32 tokens/expert
+                                 WS_128x64_C16, <= 96 WS_128x128_C16, else WS_256x128_EW. Elsewhere: <= 16
                                  64x16_K4, <= 96 64x64_K4, <= 1024 128x128, else 128x256      */
     LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
     LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */

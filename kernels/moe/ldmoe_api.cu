@@ -180,11 +180,17 @@ static int resolve_tile(int tile, int64_t T, int E) {
     if (tile != LDMOE_TILE_AUTO) return tile;
     const int64_t avg = E > 0 ? T / E : T;
     if (device_has_wgmma()) {
-        // Not WS_128x16: an expert with more than 16 tokens would stream its weights twice. The
-        // chunked tile loads 16-row token boxes as its tokens need them, up to 64 per weight pass
-        // (H200: within 1 % of WS_128x16 with 8 tokens each, 17-20 % faster with skewed routing).
-        if (avg <= 16) return LDMOE_TILE_WS_128x64_C16;
-        if (avg <= 96) return LDMOE_TILE_WS_128x64;
+        // Decode tiles sized for the busiest expert, not the average one: an expert with more
+        // tokens than a tile holds streams its weights once per m-block, and real routing is never
+        // even. The chunked tiles load (and multiply) only the tokens a tile has. H200, against
+        // WS_128x16 / WS_128x64 (bench/results/moe-session6-2026-11-29):
+        //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1.5 % of WS_128x16 with
+        //          8 tokens each, 17-20 % faster with skewed routing;
+        //   <= 96: WS_128x128_C16, up to 128: 4-5.5 % slower than WS_128x64 with exactly 64 tokens
+        //          each (80 instead of 128 KiB of weights in flight), 7-18 % faster with random or
+        //          skewed routing.
+        if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
+        if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;
         return LDMOE_TILE_WS_256x128_EW;
     }
     if (avg <= 16) return LDMOE_TILE_64x16_K4;
@@ -415,7 +421,9 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     memset(&kp, 0, sizeof kp);
     if ((rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
     if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.box, "tokens"))) return rc;
-    if (c.box < c.bn && (rc = make_map(enc, &kp.tm_xb, p->x, p->T, p->K, c.bn, "tokens, whole box"))) return rc;
+    if (c.box < c.bn && ((rc = make_map(enc, &kp.tm_xh, p->x, p->T, p->K, c.bn / 2, "tokens, half box")) ||
+                         (rc = make_map(enc, &kp.tm_xb, p->x, p->T, p->K, c.bn, "tokens, whole box"))))
+        return rc;
     kp.x = (const __nv_bfloat16 *)p->x;
     kp.w = (const __nv_bfloat16 *)p->w;
     kp.offs = p->offs;

@@ -29,6 +29,7 @@ struct KParams {
     CUtensorMap tm_w;   // weights as a [E*N, K] bf16 matrix, box 64 k x BM rows, 128-byte swizzle
     CUtensorMap tm_x;   // tokens  as a [T, K] bf16 matrix,   box 64 k x BN rows, 128-byte swizzle
                         // (tiles with token chunks, WsCfg CHUNK < BN: box 64 k x CHUNK rows)
+    CUtensorMap tm_xh;  // tiles with token chunks: the tokens again with a BN/2-row box
     CUtensorMap tm_xb;  // tiles with token chunks: the tokens again with the whole BN-row box
     const __nv_bfloat16 *x;
     const __nv_bfloat16 *w;
@@ -423,7 +424,8 @@ struct Loader {
     int64_t tk;            // tile being loaded (-1: none left)
     int k, rot;            // k-step of tk, its first k-block
     int32_t wrow, tok;     // TMA row coordinates of tk
-    uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk; 0: one whole BN-row box
+    uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk (xcls 0)
+    int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
 
     // early_q >= 0: a tail claim the caller made at kernel entry (value early_v; ClaimerT::preclaimed).
@@ -461,19 +463,22 @@ struct Loader {
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
         rot = first_kstep(t.wrow_idx / C::BM, nk);
-        // Chunks only while they fill at most half the tile: four 16-row boxes measured up to 4 %
-        // slower than one 64-row box carrying the same bytes (more TMA operations per stage).
+        // Chunks up to a quarter of the tile, then one half or one whole box: four 16-row boxes
+        // measured up to 4 % slower than one 64-row box carrying the same bytes (more TMA
+        // operations per stage), 20-25 % under skewed routing.
         nbox = 0;
+        xcls = 2;
         if constexpr (C::CHUNK < C::BN) {
-            const uint32_t n = (uint32_t)((t.rows + C::CHUNK - 1) / C::CHUNK);
-            nbox = n <= (uint32_t)(C::BN / C::CHUNK / 2) ? n : 0u;
+            xcls = t.rows <= C::BN / 4 ? 0 : t.rows <= C::BN / 2 ? 1 : 2;
+            if (xcls == 0) nbox = (uint32_t)((t.rows + C::CHUNK - 1) / C::CHUNK);
         }
     }
     // Fill the stage at `dst` with (tk, k); tk >= 0.
     __device__ void fill(uint32_t dst, uint32_t bar) const {
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         constexpr uint32_t kBox = C::CHUNK * kRowBytes;
-        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (nbox ? (uint32_t)C::KSUB * nbox * kBox : (uint32_t)C::B_BYTES));
+        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (nbox ? (uint32_t)C::KSUB * nbox * kBox
+                                                       : xcls == 1 ? (uint32_t)C::B_BYTES / 2 : (uint32_t)C::B_BYTES));
         int kb = k + rot;
         kb = kb >= nk ? kb - nk : kb;
         #pragma unroll
@@ -487,7 +492,8 @@ struct Loader {
                         tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB + c * kBox, &p->tm_x, k0,
                                          tok + (int32_t)(c * C::CHUNK), bar, pol_x);
                 } else if constexpr (C::CHUNK < C::BN) {
-                    tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_xb, k0, tok, bar, pol_x);
+                    tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, xcls == 1 ? &p->tm_xh : &p->tm_xb, k0, tok,
+                                     bar, pol_x);
                 } else {
                     tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar, pol_x);
                 }

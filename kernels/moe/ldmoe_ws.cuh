@@ -30,6 +30,7 @@
 //       tokens on N (BN = 8..64), so a handful of tokens per expert does not waste the tensor
 //       cores; the larger BM reads each token block from L2 for twice as many weight rows.
 #pragma once
+#include <type_traits>
 #include "kernels/moe/ldmoe_gemm.cuh"
 
 namespace ldmoe {
@@ -37,19 +38,20 @@ namespace ldmoe {
 // EPIW_ (prefill only): epilogue warps. Warps 1..3 of the producer warpgroup store each tile's
 // output from a shared-memory copy while the consumers go on with the next tile (see
 // epilogue_warps), at the price of the ring stage the 64 KiB copy displaces.
-// CHUNK_ (decode only; 0 = BN): rows of a token box. With CHUNK < BN the loader fetches only the
-// ceil(rows / CHUNK) boxes a tile's tokens need, packed where a BN-row box would put them, so a
-// tile sized for the busiest expert costs the others no token traffic; past half of BN it loads
-// one whole BN-row box instead (Loader::set_tile). The wgmma still spans BN (columns of boxes not
-// loaded hold stale shared memory and are never stored).
+// CHUNK_ (decode only; 0 = BN): rows of a token box. With CHUNK < BN a tile loads only the tokens
+// it has: up to BN/4 of them as ceil(rows / CHUNK) boxes, up to BN/2 as one half-tile box, else
+// one BN-row box (Loader::set_tile), each where a BN-row box would put its rows; and its wgmmas
+// span only BN/4, BN/2 or BN columns to match (the first columns of the accumulators, whose layout
+// is the same for every n). So a tile sized for the busiest expert costs the others neither token
+// traffic nor tensor work. Columns past a tile's tokens are never stored.
 template <int BM_, int BN_, int STAGES_, int KSUB_, bool WA_, bool EPIW_ = false, int CHUNK_ = 0>
 struct WsCfg {
     static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, KSUB = KSUB_;
     static constexpr bool WA = WA_, EPIW = EPIW_;
     static constexpr int CHUNK = CHUNK_ ? CHUNK_ : BN_;
     static_assert(!EPIW || !WA, "epilogue warps: prefill orientation");
-    static_assert(CHUNK == BN || (WA && BN % CHUNK == 0 && CHUNK % 8 == 0),
-                  "token boxes: decode orientation, whole 1024-byte swizzle atoms");
+    static_assert(CHUNK == BN || (WA && (BN / 4) % CHUNK == 0 && CHUNK % 8 == 0 && (BN / 4) % 8 == 0),
+                  "token boxes: decode orientation, whole 1024-byte swizzle atoms, chunks fill BN/4");
     static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
@@ -110,8 +112,8 @@ constexpr int kStagedBar = 1;
 // matrix goes to shared memory transposed, so rows there are tokens; then the warpgroup writes
 // its MI*64 output columns of each valid token row as 16-byte chunks (whole 128-byte lines).
 // `buf` is this warpgroup's block, `wt` the thread's index in the warpgroup.
-template <class C>
-__device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, const float (&acc)[C::MI][C::ACC],
+template <class C, int NA = C::ACC>
+__device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, const float (&acc)[C::MI][NA],
                                              uint32_t buf, int cw, int wt) {
     const int lane = wt & 31, wq = wt >> 5;
     const int mat = lane >> 3, r = lane & 7;   // this lane gives row r of matrix `mat`
@@ -119,7 +121,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi) {
         #pragma unroll
-        for (int jp = 0; jp < C::ACC / 8; ++jp) {   // tokens 16jp .. 16jp+15: four matrices
+        for (int jp = 0; jp < NA / 8; ++jp) {   // tokens 16jp .. 16jp+15: four matrices
             // matrix 0: tokens 16jp.., weight rows +0..7; 1: same tokens, rows +8..15;
             // 2 and 3: tokens 16jp+8.. (acc[4j + 2h + {0,1}] is row g + 8h, tokens 8j + 2q + {0,1})
             const int tok = 16 * jp + 8 * (mat >> 1) + r;
@@ -135,7 +137,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
     constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
     const bool cs = p.tune & LDMOE_TUNE_STREAM_STORES;
     #pragma unroll
-    for (int it = 0; it < C::BN * CPR / 128; ++it) {
+    for (int it = 0; it < 2 * NA * CPR / 128; ++it) {   // the 2 * NA token rows acc holds
         const int i = it * 128 + wt, tt = i / CPR, c = i % CPR;
         const int n = (cw * C::MI * 64) + c * 8;
         if (tt < t.rows && n < t.nrows) {
@@ -148,15 +150,15 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
 
 // Decode orientation without staging: scalar bf16 stores straight from the accumulators (each
 // warp store writes 16 bytes into each of four token rows).
-template <class C>
-__device__ __forceinline__ void store_direct_wa(const KParams &p, const Tile &t, const float (&acc)[C::MI][C::ACC],
+template <class C, int NA = C::ACC>
+__device__ __forceinline__ void store_direct_wa(const KParams &p, const Tile &t, const float (&acc)[C::MI][NA],
                                                 int cw, int wq, int lane) {
     const int g = lane >> 2, q = lane & 3;
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi) {
         const int r0 = (cw * C::MI + mi) * 64 + wq * 16 + g;   // weight row of acc[mi][4j]
         #pragma unroll
-        for (int j = 0; j < C::ACC / 4; ++j) {
+        for (int j = 0; j < NA / 4; ++j) {
             #pragma unroll
             for (int v = 0; v < 4; ++v) {
                 const int n = r0 + 8 * (v >> 1), tt = j * 8 + 2 * q + (v & 1);
@@ -227,6 +229,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     unsigned char *epi = smem + C::STAGES * C::STAGE_BYTES;   // C::EPI_BYTES (staged epilogue)
     int32_t *prefix = reinterpret_cast<int32_t *>(epi + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];
+    __shared__ int32_t s_ring_x[C::STAGES];                    // the stage's Loader::xcls (token chunks)
     __shared__ int64_t s_epi_tk;                               // C::EPIW: tile in the copy buffer (-1: end)
     __shared__ __align__(8) uint64_t s_full[C::STAGES];
     __shared__ __align__(8) uint64_t s_empty[C::STAGES];
@@ -285,6 +288,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             mbar_wait(smem_u32(&s_empty[s]), ph ^ 1);
             const int64_t tk = ld.tk;
             s_ring_tk[s] = tk;
+            if constexpr (C::CHUNK < C::BN) s_ring_x[s] = ld.xcls;
             if (tk < 0) {   // consumers: done
                 mbar_arrive(smem_u32(&s_full[s]));
                 trace_at(p, kTrLoadsDone, globaltimer());
@@ -305,46 +309,36 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     const uint32_t a_step = C::WA ? C::A_SUB : C::B_SUB;
     const uint32_t b_off = C::WA ? C::A_BYTES : 0;
     const uint32_t b_step = C::WA ? C::B_SUB : C::A_SUB;
-    float acc[C::MI][C::ACC];
-    #pragma unroll
-    for (int mi = 0; mi < C::MI; ++mi)
-        #pragma unroll
-        for (int i = 0; i < C::ACC; ++i) acc[mi][i] = 0.f;
-    auto fence_all = [&]() {
-        #pragma unroll
-        for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
-    };
-
-    // One stage's wgmmas (4 x KSUB x MI of k16) into acc; `first` zeroes acc (a tile's first k-step).
-    auto mma_stage = [&](int st, bool first) {
-        const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
-        fence_all();
-        wg_fence();
-        #pragma unroll
-        for (int sub = 0; sub < C::KSUB; ++sub) {
+    // One tile, from its first stage (already landed in stage s) to its stores, with wgmmas of n =
+    // NN columns into NN / 2 accumulators per thread and m64 block. The accumulators live in this
+    // function only, so tiles of different NN (token chunks) share no wgmma registers: with one
+    // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
+    // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
+    // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
+    auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
+        constexpr int NN = decltype(nn)::value, NA = NN / 2;
+        float acc[C::MI][NA];
+        auto fence_all = [&]() {
             #pragma unroll
-            for (int kk = 0; kk < kBK / 16; ++kk)
+            for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
+        };
+        // One stage's wgmmas (4 x KSUB x MI of k16); `first` zeroes acc (the tile's first k-step).
+        auto mma_stage = [&](int st, bool first) {
+            const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
+            fence_all();
+            wg_fence();
+            #pragma unroll
+            for (int sub = 0; sub < C::KSUB; ++sub) {
                 #pragma unroll
-                for (int mi = 0; mi < C::MI; ++mi)
-                    wgmma_m64k16<C::MMA_N>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
-                                           wg_desc(base + b_off + sub * b_step + kk * 32),
-                                           (first && sub == 0 && kk == 0) ? 0 : 1);
-        }
-        wg_commit();
-    };
-
-    // The structure follows the tile: the first k-step (which also names the tile), nk - 1
-    // steady steps that keep one wgmma group in flight, then drain and store. The stage
-    // order is the producer's (k-steps of one tile are consecutive stages).
-    int s = 0;
-    uint32_t ph = 0;
-    uint32_t ntiles = 0;   // tiles computed (trace)
-    #pragma unroll 1
-    for (;;) {
-        mbar_wait(smem_u32(&s_full[s]), ph);
-        const int64_t tk = s_ring_tk[s];
-        if (tid == 128 && p.trace && ntiles++ == 0) trace_at(p, kTrFirstData, globaltimer());
-        if (tk < 0) break;
+                for (int kk = 0; kk < kBK / 16; ++kk)
+                    #pragma unroll
+                    for (int mi = 0; mi < C::MI; ++mi)
+                        wgmma_m64k16<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
+                                         wg_desc(base + b_off + sub * b_step + kk * 32),
+                                         (first && sub == 0 && kk == 0) ? 0 : 1);
+            }
+            wg_commit();
+        };
         mma_stage(s, true);
         int prev = s;
         if (++s == C::STAGES) { s = 0; ph ^= 1; }
@@ -361,33 +355,50 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         wg_wait<0>();
         fence_all();
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
-        {
-            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
-            if constexpr (C::WA) {
-                if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
-                    store_staged<C>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
-                else
-                    store_direct_wa<C>(p, t, acc, cw, warp & 3, lane);
-            } else if (C::EPIW && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE)) {
-                stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
-            } else {
-                const int g = lane >> 2, q = lane & 3;
-                const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
-                // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
-                #pragma unroll
-                for (int j = 0; j < C::ACC / 4; ++j) {
-                    const int n = j * 8 + 2 * q;
-                    if (n < t.nrows) {
-                        if (r0 < t.rows)
-                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
-                                __floats2bfloat162_rn(acc[0][4 * j], acc[0][4 * j + 1]);
-                        if (r0 + 8 < t.rows)
-                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
-                                __floats2bfloat162_rn(acc[0][4 * j + 2], acc[0][4 * j + 3]);
-                    }
+        const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+        if constexpr (C::WA) {
+            if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
+                store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
+            else
+                store_direct_wa<C, NA>(p, t, acc, cw, warp & 3, lane);
+        } else if (C::EPIW && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE)) {
+            stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
+        } else {
+            const int g = lane >> 2, q = lane & 3;
+            const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
+            // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
+            #pragma unroll
+            for (int j = 0; j < NA / 4; ++j) {
+                const int n = j * 8 + 2 * q;
+                if (n < t.nrows) {
+                    if (r0 < t.rows)
+                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
+                            __floats2bfloat162_rn(acc[0][4 * j], acc[0][4 * j + 1]);
+                    if (r0 + 8 < t.rows)
+                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
+                            __floats2bfloat162_rn(acc[0][4 * j + 2], acc[0][4 * j + 3]);
                 }
             }
-            if (tid == 128) debug_count(p, t.gid, my_dom);
+        }
+        if (tid == 128) debug_count(p, t.gid, my_dom);
+    };
+
+    int s = 0;
+    uint32_t ph = 0;
+    uint32_t ntiles = 0;   // tiles computed (trace)
+    #pragma unroll 1
+    for (;;) {
+        mbar_wait(smem_u32(&s_full[s]), ph);
+        const int64_t tk = s_ring_tk[s];
+        if (tid == 128 && p.trace && ntiles++ == 0) trace_at(p, kTrFirstData, globaltimer());
+        if (tk < 0) break;
+        if constexpr (C::CHUNK < C::BN) {   // n to match the tile's tokens (Loader::xcls)
+            const int xcls = s_ring_x[s];
+            if (xcls == 0) run_tile(std::integral_constant<int, C::MMA_N / 4>{}, s, ph, tk);
+            else if (xcls == 1) run_tile(std::integral_constant<int, C::MMA_N / 2>{}, s, ph, tk);
+            else run_tile(std::integral_constant<int, C::MMA_N>{}, s, ph, tk);
+        } else {
+            run_tile(std::integral_constant<int, C::MMA_N>{}, s, ph, tk);
         }
     }
     if constexpr (C::EPIW) {   // end mark for the epilogue warps, once they have the last copy
