@@ -5,8 +5,9 @@ Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 exper
 at 8, 64, 512 and 2048 tokens per expert. All peers of a shape run in one process on the same inputs.
 Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
-torch, cuBLAS and ldmoe's AUTO tile are timed interleaved call by call (the ratios between them
-are the headline); the other tiles and schedules are timed one after another.
+torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in an order that
+rotates every repetition (the ratios between them are the headline); the other tiles are timed
+one after another, the schedules (--sched-best) interleaved.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
@@ -70,7 +71,10 @@ def median_time_us(fn, n_sets, warmup, reps):
 def median_times_interleaved(fns, n_sets, warmup, reps):
     """Median single-call times of several functions, called in turn within each repetition.
     Function k of repetition i uses weight set (i + k) % n_sets, so consecutive calls do not
-    read the same weights (no L2 carry-over between peers)."""
+    read the same weights (no L2 carry-over between peers). The order rotates by one each
+    repetition, so every function follows every other one equally often (what ran just before
+    moves a call by up to 6 %: bench/results/moe-session5-2026-11-29)."""
+    n = len(fns)
     for i in range(warmup):
         for k, fn in enumerate(fns):
             fn((i + k) % n_sets)
@@ -78,9 +82,11 @@ def median_times_interleaved(fns, n_sets, warmup, reps):
     evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
            for _ in range(reps)]
     for i in range(reps):
-        for k, (fn, (a, b)) in enumerate(zip(fns, evs[i])):
+        for j in range(n):
+            k = (i + j) % n
+            a, b = evs[i][k]
             a.record()
-            fn((i + k) % n_sets)
+            fns[k]((i + k) % n_sets)
             b.record()
     torch.cuda.synchronize()
     return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))

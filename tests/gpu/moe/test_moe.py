@@ -12,6 +12,7 @@ blocks; the 74/66 map names more SMs than the GPU has, so some ranks are swept b
 Usage: test_moe.py [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
 """
 import argparse
+import itertools
 import math
 import os
 import sys
@@ -191,6 +192,40 @@ def test_tune(gen):
                           reference(x, w, counts), sum(counts))
 
 
+def test_token_classes(gen):
+    """Chunked tiles (ws128x64c16, ws128x128c16) at every boundary of their token-column classes:
+    experts with 1..16, 17..32, 33..64, 65..128 and more tokens (16-row boxes, half box, whole box,
+    several m-blocks), next to empty experts; each expert's rows checked on their own, so one
+    wrong small expert cannot hide in the total."""
+    counts = [0, 1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 0, 7]
+    E, N, K = len(counts), 256, 320   # K: two and a half 128-k stages
+    T = sum(counts) + 5               # rows past the last expert stay untouched
+    offs = torch.tensor(list(itertools.accumulate(counts)), dtype=torch.int32, device="cuda")
+    for tile in ("ws128x64c16", "ws128x128c16"):
+        for mode in ("aware", "unaware", "static"):
+            for layout in ("plain", "localized"):
+                x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
+                w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+                y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+                ldmoe.grouped_mm(x, wk, offs, layout=layout, mode=mode, tile=tile, out=y)
+                torch.cuda.synchronize()
+                ref = reference(x, w, counts)
+                worst, s = 0.0, 0
+                for c in counts:
+                    if c:
+                        seg = y[s:s + c].float()
+                        if not bool(torch.isfinite(seg).all()):
+                            worst = float("inf")
+                        else:
+                            worst = max(worst, (torch.linalg.norm(seg - ref[s:s + c]) /
+                                                torch.linalg.norm(ref[s:s + c]).clamp_min(1e-30)).item())
+                    s += c
+                tail_ok = bool(torch.isnan(y[s:].float()).all())
+                report(worst < TOL and tail_ok, "token classes tile=%s mode=%s %s" % (tile, mode, layout),
+                       "worst expert rel_err=%.2e untouched_tail=%s" % (worst, tail_ok))
+
+
 def test_trace(gen, num_sms):
     """The debug timeline (ldmoe_params_t.trace) of the warp-specialized tiles: one row per CTA,
     each SM once, stamps in launch order, tiles per CTA summing to the launch's tiles; tiles
@@ -280,7 +315,8 @@ def test_scheduler(gen, num_sms):
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
         for tile, tt in [("64x64", T), ("128x128", 700), ("wg256x128", 1500), ("64x16k4", 400),
                          ("ws256x128", 1500), ("ws128x64", 900), ("ws128x16", 300), ("ws256x64", 900),
-                         ("ws256x128ew", 1500), ("ws256x128ew", 8000)]:   # 8000: >= 2 waves, static ranks
+                         ("ws256x128ew", 1500), ("ws256x128ew", 8000),   # 8000: >= 2 waves, static ranks
+                         ("ws128x64c16", 300), ("ws128x128c16", 900)]:
             for mode, waves in cases:
                 x = torch.randn((tt, K), generator=gen).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
@@ -328,7 +364,7 @@ def main():
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
     for fn in (lambda: test_converter(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
-               lambda: test_tune(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
+               lambda: test_tune(gen), lambda: test_token_classes(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
                lambda: test_scheduler(gen, num_sms)):
         try:
             fn()
