@@ -32,9 +32,9 @@ $(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
 	  mv -f $(LDMOE_PTXAS).$$$$.tmp $(LDMOE_PTXAS) || { cat $(LDMOE_PTXAS).$$$$.tmp >&2; rm -f $@.$$$$.tmp $(LDMOE_PTXAS).$$$$.tmp; exit 1; }
 	@if grep -q "spill stores" $(LDMOE_PTXAS) && grep "spill stores" $(LDMOE_PTXAS) | grep -qv " 0 bytes spill stores"; then \
 	  echo "moe: WARNING: register spills, see $(LDMOE_PTXAS)" >&2; fi
-	@# The setmaxnreg split of the prefill warp-specialized kernels (WsCfg<..., WA = false, EPIW>)
+	@# The setmaxnreg split of the prefill warp-specialized kernels (WsCfg<BM, BN, STAGES, KSUB, WA = false, ...>)
 	@# assumes the launch holds 168 registers per thread; with fewer, setmaxnreg.inc would wait forever.
-	@awk '/Compiling entry function .*grouped_mm_ws_kernel.*Lb0ELb[01]ELi0EEE.*sm_90a/ { want = 1; next } \
+	@awk '/Compiling entry function .*grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E.*sm_90a/ { want = 1; next } \
 	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; ldmoe_ws.cuh assumes 168"; bad = 1 } want = 0 } \
 	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(LDMOE_PTXAS)"; bad = 1 } exit bad }' $(LDMOE_PTXAS) >&2 || { rm -f $@; exit 1; }
 
