@@ -185,9 +185,9 @@ static int resolve_tile(int tile, int64_t T, int E) {
         // even. The chunked tiles load (and multiply) only the tokens a tile has. H200, against
         // WS_128x16 / WS_128x64 (bench/results/moe-session6-2026-11-29):
         //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1.5 % of WS_128x16 with
-        //          8 tokens each, 17-20 % faster with skewed routing;
-        //   <= 96: WS_128x128_C16, up to 128: 4-5.5 % slower than WS_128x64 with exactly 64 tokens
-        //          each (80 instead of 128 KiB of weights in flight), 7-18 % faster with random or
+        //          8 tokens each, up to 20 % faster with skewed routing;
+        //   <= 96: WS_128x128_C16, up to 128: 2-5.5 % slower than WS_128x64 with exactly 64 tokens
+        //          each (80 instead of 128 KiB of weights in flight), 7-23 % faster with random or
         //          skewed routing.
         if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
         if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;
