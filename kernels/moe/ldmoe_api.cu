@@ -51,7 +51,7 @@ using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k st
 using CfgT19 = WsCfg<256, 128, 3, 1, false, true>;   // prefill: as T11 with epilogue warps, 3 stages
 // Decode with token boxes of 16 rows, loaded only as far as a tile's tokens go (WsCfg CHUNK):
 using CfgT20 = WsCfg<128, 64, 4, 2, true, false, 16>;    // ws128x64 footprint; an expert's first 64 tokens per weight pass
-using CfgT21 = WsCfg<128, 128, 5, 1, true, false, 16>;   // 128 tokens per weight pass, 80 KiB of weights in flight
+using CfgT21 = WsCfg<128, 128, 6, 1, true, false, 16>;   // 128 tokens per weight pass, 96 KiB of weights in flight
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -186,8 +186,8 @@ static int resolve_tile(int tile, int64_t T, int E) {
         // WS_128x16 / WS_128x64 (bench/results/moe-session6-2026-11-29):
         //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1.5 % of WS_128x16 with
         //          8 tokens each, up to 20 % faster with skewed routing;
-        //   <= 96: WS_128x128_C16, up to 128: 2-5.5 % slower than WS_128x64 with exactly 64 tokens
-        //          each (80 instead of 128 KiB of weights in flight), 7-23 % faster with random or
+        //   <= 96: WS_128x128_C16, up to 128: 2-4 % slower than WS_128x64 with exactly 64 tokens
+        //          each (96 instead of 128 KiB of weights in flight), 3-18 % faster with random or
         //          skewed routing.
         if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
         if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;

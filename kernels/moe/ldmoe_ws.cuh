@@ -64,8 +64,11 @@ struct WsCfg {
     // into a [BN tokens][MI*64 weight rows] bf16 block in shared memory (stmatrix .trans; rows
     // padded by 16 bytes so the eight row addresses of a matrix hit distinct banks), then writes
     // whole 128-byte output lines with 16-byte stores. Only where the block fits next to the ring.
+    // The block holds at most 64 tokens; a wider tile goes through it in passes of 64 (the 18 KiB
+    // a whole 128-token block per warpgroup would take buy a sixth ring stage instead).
     static constexpr int EPI_PITCH = MI * 64 * 2 + 16;
-    static constexpr int EPI_WG = BN * EPI_PITCH;
+    static constexpr int EPI_ROWS = BN < 64 ? BN : 64;
+    static constexpr int EPI_WG = EPI_ROWS * EPI_PITCH;
     static constexpr bool EPI_STAGED =
         WA && BN % 16 == 0 &&
         1024 + STAGES * STAGE_BYTES + 2 * EPI_WG + PREFIX_BYTES + kStaticSmemReserve <= 227 * 1024;
@@ -117,33 +120,38 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
                                              uint32_t buf, int cw, int wt) {
     const int lane = wt & 31, wq = wt >> 5;
     const int mat = lane >> 3, r = lane & 7;   // this lane gives row r of matrix `mat`
-    named_bar_sync(kStagedBar + cw, 128);      // the previous tile's copy-out has read buf
-    #pragma unroll
-    for (int mi = 0; mi < C::MI; ++mi) {
-        #pragma unroll
-        for (int jp = 0; jp < NA / 8; ++jp) {   // tokens 16jp .. 16jp+15: four matrices
-            // matrix 0: tokens 16jp.., weight rows +0..7; 1: same tokens, rows +8..15;
-            // 2 and 3: tokens 16jp+8.. (acc[4j + 2h + {0,1}] is row g + 8h, tokens 8j + 2q + {0,1})
-            const int tok = 16 * jp + 8 * (mat >> 1) + r;
-            const int col = mi * 64 + wq * 16 + 8 * (mat & 1);
-            const float *a = &acc[mi][8 * jp];
-            stsm_x4_trans(buf + tok * C::EPI_PITCH + col * 2, pack_bf16x2(a[0], a[1]), pack_bf16x2(a[2], a[3]),
-                          pack_bf16x2(a[4], a[5]), pack_bf16x2(a[6], a[7]));
-        }
-    }
-    named_bar_sync(kStagedBar + cw, 128);
-    // Copy-out. N and N/D are multiples of 8 (host check) and so are n0 and BM, so a 16-byte chunk
-    // is either all valid output columns or none, and 16-byte aligned in y.
+    // N and N/D are multiples of 8 (host check) and so are n0 and BM, so a 16-byte chunk is
+    // either all valid output columns or none, and 16-byte aligned in y.
     constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
+    constexpr int ROWS = 2 * NA;               // token rows acc holds
+    constexpr int PASS = ROWS < C::EPI_ROWS ? ROWS : C::EPI_ROWS;   // token rows per pass through buf
     const bool cs = p.tune & LDMOE_TUNE_STREAM_STORES;
     #pragma unroll
-    for (int it = 0; it < 2 * NA * CPR / 128; ++it) {   // the 2 * NA token rows acc holds
-        const int i = it * 128 + wt, tt = i / CPR, c = i % CPR;
-        const int n = (cw * C::MI * 64) + c * 8;
-        if (tt < t.rows && n < t.nrows) {
-            const uint4 v = lds128(buf + tt * C::EPI_PITCH + c * 16);
-            uint4 *dst = reinterpret_cast<uint4 *>(p.y + (t.tok0 + tt) * p.N + t.n0 + n);
-            if (cs) __stcs(dst, v); else *dst = v;
+    for (int t0 = 0; t0 < ROWS; t0 += PASS) {
+        named_bar_sync(kStagedBar + cw, 128);   // the previous copy-out has read buf
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) {
+            #pragma unroll
+            for (int jp = t0 / 16; jp < (t0 + PASS) / 16; ++jp) {   // tokens 16jp .. 16jp+15: four matrices
+                // matrix 0: tokens 16jp.., weight rows +0..7; 1: same tokens, rows +8..15;
+                // 2 and 3: tokens 16jp+8.. (acc[4j + 2h + {0,1}] is row g + 8h, tokens 8j + 2q + {0,1})
+                const int tok = 16 * jp - t0 + 8 * (mat >> 1) + r;
+                const int col = mi * 64 + wq * 16 + 8 * (mat & 1);
+                const float *a = &acc[mi][8 * jp];
+                stsm_x4_trans(buf + tok * C::EPI_PITCH + col * 2, pack_bf16x2(a[0], a[1]), pack_bf16x2(a[2], a[3]),
+                              pack_bf16x2(a[4], a[5]), pack_bf16x2(a[6], a[7]));
+            }
+        }
+        named_bar_sync(kStagedBar + cw, 128);
+        #pragma unroll
+        for (int it = 0; it < PASS * CPR / 128; ++it) {
+            const int i = it * 128 + wt, tt = i / CPR, c = i % CPR;
+            const int n = (cw * C::MI * 64) + c * 8;
+            if (t0 + tt < t.rows && n < t.nrows) {
+                const uint4 v = lds128(buf + tt * C::EPI_PITCH + c * 16);
+                uint4 *dst = reinterpret_cast<uint4 *>(p.y + (t.tok0 + t0 + tt) * p.N + t.n0 + n);
+                if (cs) __stcs(dst, v); else *dst = v;
+            }
         }
     }
 }
