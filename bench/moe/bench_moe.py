@@ -5,8 +5,8 @@ Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 exper
 at 8, 64, 512 and 2048 tokens per expert. All peers of a shape run in one process on the same inputs.
 Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
-torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in an order that
-rotates every repetition (the ratios between them are the headline); the other tiles are timed
+torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in a fresh
+seeded order every repetition (the ratios between them are the headline); the other tiles are timed
 one after another, the schedules (--sched-best) interleaved.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
@@ -37,6 +37,7 @@ import ctypes
 import datetime
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -70,24 +71,29 @@ def median_time_us(fn, n_sets, warmup, reps):
 
 def median_times_interleaved(fns, n_sets, warmup, reps):
     """Median single-call times of several functions, called in turn within each repetition.
-    Function k of repetition i uses weight set (i + k) % n_sets, so consecutive calls do not
-    read the same weights (no L2 carry-over between peers). The order rotates by one each
-    repetition, so every function follows every other one equally often (what ran just before
-    moves a call by up to 6 %: bench/results/moe-session5-2026-11-29)."""
+    The order is a fresh seeded permutation each repetition, so over the run each function
+    follows each other one about equally often (what ran just before moves a call by up to 6 %:
+    bench/results/moe-session5-2026-11-29). Calls take the weight sets in turn by their position
+    in the whole sequence, so two consecutive calls never read the same weights (no L2
+    carry-over between peers) when there are two sets or more."""
     n = len(fns)
     for i in range(warmup):
         for k, fn in enumerate(fns):
-            fn((i + k) % n_sets)
+            fn((i * n + k) % n_sets)
     torch.cuda.synchronize()
     evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
            for _ in range(reps)]
+    order = random.Random(12345)
+    pos = 0
     for i in range(reps):
-        for j in range(n):
-            k = (i + j) % n
+        ks = list(range(n))
+        order.shuffle(ks)
+        for k in ks:
             a, b = evs[i][k]
             a.record()
-            fns[k]((i + k) % n_sets)
+            fns[k](pos % n_sets)
             b.record()
+            pos += 1
     torch.cuda.synchronize()
     return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))
             for k in range(len(fns))]
@@ -134,8 +140,9 @@ def copy_bandwidth():
 
 
 class Cublas:
-    """cublasGemmGroupedBatchedEx through ctypes: one group of E equal GEMMs (column-major view:
-    C[N x m] = W[K x N]^T * X[K x m])."""
+    """cublasGemmGroupedBatchedEx through ctypes (column-major view: C[N x m] = W[K x N]^T *
+    X[K x m]): one group of E equal GEMMs, or with uneven counts one group per expert that has
+    tokens."""
 
     def __init__(self):
         torch.ones(8, 8, device="cuda") @ torch.ones(8, 8, device="cuda")   # loads torch's cuBLAS

@@ -131,12 +131,14 @@ extern "C" __attribute__((visibility("default"))) int ldmoe_floor_stream(
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
     if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-    if (!g_sms[dev]) {
-        e = cudaDeviceGetAttribute(&g_sms[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (!g_sms[dev]) {   // once per device (a benchmark tool: one thread calls it)
+        int sms = 0;
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e != cudaSuccess) return e;
         const int ring = kTmaStages * (int)kTmaChunk;
         e = cudaFuncSetAttribute(tma_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, ring);
         if (e != cudaSuccess) return e;
+        g_sms[dev] = sms;
     }
     cudaStream_t st = (cudaStream_t)stream;
     if (kind == 0) {

@@ -85,11 +85,12 @@ enum ldmoe_tile {
     LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with nine 64-k stages; Hopper                    */
     LDMOE_TILE_WS_256x128_EW = 19, /* as WS_256x128, output stored by epilogue warps from shared
                                       memory while the consumers go on; 3 stages; Hopper          */
-    LDMOE_TILE_WS_128x64_C16 = 20, /* as WS_128x64, token boxes of 16 rows loaded only as far as the
-                                      tile's tokens go (an expert with 10 tokens moves 16 rows);
-                                      Hopper                                                       */
-    LDMOE_TILE_WS_128x128_C16 = 21,/* 128 weight rows x 128 tokens, decode orientation, 16-row
-                                      token boxes as needed: one weight pass for up to 128 tokens  */
+    LDMOE_TILE_WS_128x64_C16 = 20, /* as WS_128x64, loading only the tokens a tile has: up to 16
+                                      in one 16-row box, up to 32 in one 32-row box, else the
+                                      whole 64-row box (doc/moe.md); Hopper                        */
+    LDMOE_TILE_WS_128x128_C16 = 21,/* 128 weight rows x 128 tokens, decode orientation, six stages;
+                                      up to 32 tokens in 16-row boxes, up to 64 in one 64-row box,
+                                      else the whole box: one weight pass for up to 128 tokens     */
     LDMOE_TILE_COUNT_ = 22
 };
 

@@ -27,7 +27,7 @@
 //   WA = false (prefill): tokens on the MMA's M side (64 per consumer warpgroup, BN = 128),
 //       weights on its N side (BM = 128 or 256 rows).
 //   WA = true (decode):   weights on M (64 or 128 rows per consumer warpgroup, BM = 128 or 256),
-//       tokens on N (BN = 8..64), so a handful of tokens per expert does not waste the tensor
+//       tokens on N (BN = 16..128), so a handful of tokens per expert does not waste the tensor
 //       cores; the larger BM reads each token block from L2 for twice as many weight rows.
 #pragma once
 #include <type_traits>
@@ -254,7 +254,10 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         trace_at(p, kTrEntry, globaltimer());
         prefetch_tensormap(&p.tm_w);
         prefetch_tensormap(&p.tm_x);
-        if constexpr (C::CHUNK < C::BN) prefetch_tensormap(&p.tm_xb);
+        if constexpr (C::CHUNK < C::BN) {
+            prefetch_tensormap(&p.tm_xh);
+            prefetch_tensormap(&p.tm_xb);
+        }
         if constexpr (C::WA) {
             const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
             if (m != kModeStatic) {

@@ -198,7 +198,7 @@ def test_token_classes(gen):
     several m-blocks), next to empty experts; each expert's rows checked on their own, so one
     wrong small expert cannot hide in the total."""
     counts = [0, 1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 0, 7]
-    E, N, K = len(counts), 256, 320   # K: two and a half 128-k stages
+    E, N, K = len(counts), 256, 320   # K: 2.5 stages of 128 k (ws128x64c16), 5 of 64 k (ws128x128c16)
     T = sum(counts) + 5               # rows past the last expert stay untouched
     offs = torch.tensor(list(itertools.accumulate(counts)), dtype=torch.int32, device="cuda")
     for tile in ("ws128x64c16", "ws128x128c16"):
