@@ -186,8 +186,8 @@ static int resolve_tile(int tile, int64_t T, int E) {
         // WS_128x16 / WS_128x64 (bench/results/moe-session6-2026-11-29):
         //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1 % of WS_128x16 with
         //          8 tokens each, up to 20 % faster with skewed routing;
-        //   <= 96: WS_128x128_C16, up to 128: 2-4 % slower than WS_128x64 with exactly 64 tokens
-        //          each (96 instead of 128 KiB of weights in flight), 3-18 % faster with random or
+        //   <= 96: WS_128x128_C16, up to 128: 1-4 % slower than WS_128x64 with exactly 64 tokens
+        //          each (96 instead of 128 KiB of weights in flight), 6-20 % faster with random or
         //          skewed routing.
         if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
         if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;
