@@ -21,15 +21,18 @@ random (each token to a uniformly random expert: counts vary, some experts may g
 skewed (expert popularity log-normal, sigma 0.5, then random: max/mean ~2-3). Seeded, so every
 peer and every run sees the same counts. Weight bytes count only experts that got tokens.
 
+ldmoe reads its weights in --layout (default packed: ldmoe_pack_weights, built once; localized:
+[D, E, N/D, K]); the headline times both layouts, the tile sweep and the schedules use --layout.
+
 Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
-                    [--routing uniform|random|skewed] [--no-cublas] [--no-floor] [--sched-best]
-                    [--same-process] [--outdir DIR]
-       bench_moe.py --variants TILE:TUNE[:MODE],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
+                    [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
+                    [--no-floor] [--sched-best] [--same-process] [--outdir DIR]
+       bench_moe.py --variants TILE:TUNE[:MODE[:LAYOUT]],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe). Each shape
 is measured in a fresh process (its buffers' allocation history otherwise slows later shapes);
 --same-process measures them all in this one.
 --variants times only torch and the listed ldmoe variants (tile name or auto, LDMOE_TUNE_* bits
-of ldmoe.h, mode: aware by default), interleaved call by call, and writes moe-variants.md/.json
+of ldmoe.h, mode: aware by default, layout: --layout by default), interleaved call by call, and writes moe-variants.md/.json
 instead.
 """
 import argparse
@@ -114,20 +117,22 @@ def routing_counts(routing, E, m, seed):
 
 
 def cases(a):
-    """Every --shapes x --tokens case: (E, K, N, m, weight sets [E, N, K], the same localized for
-    two domains, tokens x [E*m, K], offs (cumulative tokens per expert, --routing), counts).
-    Each shape's weights are freed before the next shape's are made."""
+    """Every --shapes x --tokens case: (E, K, N, m, weight sets by layout {"plain": [E, N, K] sets,
+    "localized": the same for two domains, "packed": the same packed for two domains}, tokens x
+    [E*m, K], offs (cumulative tokens per expert, --routing), counts). Each shape's weights are
+    freed before the next shape's are made."""
     for si in map(int, a.shapes.split(",")):
         E, K, N = SHAPES[si]
         ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
-        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        wsets = {"plain": ws, "localized": [ldmoe.to_localized(w, 2) for w in ws],
+                 "packed": [ldmoe.pack(w, 2) for w in ws]}
         for m in map(int, a.tokens.split(",")):
             counts = routing_counts(a.routing, E, m, 1000 * si + m)
             x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
             offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device="cuda", dtype=torch.int32)
-            yield E, K, N, m, ws, wls, x, offs, counts
+            yield E, K, N, m, wsets, x, offs, counts
             del x, offs
-        del ws, wls
+        del ws, wsets
         torch.cuda.empty_cache()
 
 
@@ -259,7 +264,11 @@ def main():
                     help="how tokens spread over experts (default: uniform, m each)")
     ap.add_argument("--sched-best", action="store_true",
                     help="also time aware/static/unaware schedules of the fastest tile of each case")
-    ap.add_argument("--variants", help="TILE:TUNE[:MODE],... (e.g. ws128x64:0,ws128x64:1:static): A/B mode, see above")
+    ap.add_argument("--layout", choices=("packed", "localized"), default="packed",
+                    help="weights of ldmoe's headline, tile sweep and schedules (default packed; the other is "
+                         "timed in the headline too)")
+    ap.add_argument("--variants", help="TILE:TUNE[:MODE[:LAYOUT]],... (e.g. ws128x64:0,ws128x64:1:static:localized): "
+                                       "A/B mode, see above")
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     ap.add_argument("--same-process", action="store_true",
                     help="measure every shape in this process (default: one fresh process per shape)")
@@ -269,11 +278,14 @@ def main():
     if a.variants:
         for v in a.variants.split(","):
             tile, _, rest = v.partition(":")
-            tune, _, mode = rest.partition(":")
+            tune, _, rest = rest.partition(":")
+            mode, _, lay = rest.partition(":")
             try:
-                variants.append((tile, int(tune or "0", 0), mode or "aware"))
+                variants.append((tile, int(tune or "0", 0), mode or "aware", lay or a.layout))
             except ValueError:
-                ap.error("--variants: %r is not TILE:TUNE[:MODE] (TUNE an integer, e.g. 0x3)" % v)
+                ap.error("--variants: %r is not TILE:TUNE[:MODE[:LAYOUT]] (TUNE an integer, e.g. 0x3)" % v)
+            if variants[-1][3] not in ("plain", "localized", "packed"):
+                ap.error("--variants: layout %r is not plain, localized or packed" % variants[-1][3])
     global torch, ldmoe
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
@@ -305,7 +317,7 @@ def main():
                 rows_file = os.path.join(td, "rows.json")
                 cmd = [sys.executable, os.path.abspath(__file__), "--shapes", sh, "--rows-out", rows_file,
                        "--reps", str(a.reps), "--warmup", str(a.warmup), "--sets", str(a.sets), "--tokens", a.tokens,
-                       "--outdir", td, "--routing", a.routing] + (["--no-cublas"] if a.no_cublas else []) + \
+                       "--outdir", td, "--routing", a.routing, "--layout", a.layout] + (["--no-cublas"] if a.no_cublas else []) + \
                     (["--no-floor"] if a.no_floor else []) + (["--tiles", a.tiles] if a.tiles else []) + \
                     (["--sched-best"] if a.sched_best else [])
                 print("shape %s in a fresh process" % sh, flush=True)
@@ -326,17 +338,21 @@ def main():
 
     flo = load_floor(a)
     rows = []
-    for E, K, N, m, ws, wls, x, offs, counts in cases(a):
+    lay = a.layout
+    other = "localized" if lay == "packed" else "packed"
+    for E, K, N, m, wsets, x, offs, counts in cases(a):
+        ws, wl = wsets["plain"], wsets[lay]
         T = E * m
         used = sum(1 for c in counts if c)
         wbytes = used * N * K * 2   # experts without tokens need not be read
         flops = 2.0 * T * N * K
-        r = {"E": E, "K": K, "N": N, "m": m, "routing": a.routing, "count_max": max(counts),
+        r = {"E": E, "K": K, "N": N, "m": m, "routing": a.routing, "layout": lay, "count_max": max(counts),
              "experts_idle": E - used, "bytes_total": wbytes + T * K * 2 + T * N * 2}
         yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
         y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-        # Headline: torch, cuBLAS and ldmoe (AUTO tile, aware, localized) interleaved call by
-        # call, so clock and thermal drift hit all of them alike.
+        # Headline: torch, cuBLAS, the floor and ldmoe (AUTO tile, aware, --layout; and the other
+        # of the localized / packed layouts) interleaved call by call, so clock and thermal drift
+        # hit all of them alike.
         peers = [("torch", lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs))]
         if cub:
             yc = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
@@ -349,17 +365,18 @@ def main():
             yf = torch.empty_like(y)
             r["floor_reader"], ffn, r["floor_readers"] = flo.fastest(ws, wbytes, x, yf, a.sets, a.warmup, 10)
             peers.append(("floor", ffn))
-        peers.append(("ldmoe_aware_localized_auto",
-                      lambda i: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode="aware", out=y)))
+        peers.append(("ldmoe_aware_%s_auto" % lay, lambda i: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode="aware", out=y)))
+        peers.append(("ldmoe_aware_%s_auto" % other,
+                      lambda i: ldmoe.grouped_mm(x, wsets[other][i], offs, layout=other, mode="aware", out=y)))
         for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
             r[name] = med
         tiles = a.tiles.split(",") if a.tiles else DECODE_TILES if m <= 96 else PREFILL_TILES
         r["tiles"] = tiles
-        variants = [("aware", "localized", "auto")] + [("aware", "localized", t) for t in tiles] + [
-            ("unaware", "localized", "auto"), ("static", "localized", "auto"), ("auto", "plain", "auto")]
+        variants = [("aware", lay, "auto"), ("aware", other, "auto")] + [("aware", lay, t) for t in tiles] + [
+            ("unaware", lay, "auto"), ("static", lay, "auto"), ("auto", "plain", "auto")]
         for mode, layout, tile in variants:
             key = "ldmoe_%s_%s_%s" % (mode, layout, tile)
-            wset = wls if layout == "localized" else ws
+            wset = wsets[layout]
             y.fill_(float("nan"))
             ldmoe.grouped_mm(x, wset[0], offs, layout=layout, mode=mode, tile=tile, out=y)
             torch.cuda.synchronize()
@@ -372,27 +389,30 @@ def main():
         if a.sched_best:
             # Scheduler cost on the fastest tile: aware, static and unaware calls interleaved
             # call by call (drift and clock changes hit all three alike), medians compared.
-            bt = min(tiles, key=lambda t: r["ldmoe_aware_localized_" + t])
+            bt = min(tiles, key=lambda t: r["ldmoe_aware_%s_%s" % (lay, t)])
             r["sched_tile"] = bt
-            fns = [lambda i, md=md: ldmoe.grouped_mm(x, wls[i], offs, layout="localized", mode=md, tile=bt, out=y)
+            fns = [lambda i, md=md: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode=md, tile=bt, out=y)
                    for md in ("aware", "static", "unaware")]
             meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps)
             r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
-        best_key = min((k for k in r if k.startswith("ldmoe_aware_localized_") and not k.endswith("_err")),
+        best_key = min((k for k in r if k.startswith("ldmoe_aware_%s_" % lay) and not k.endswith("_err")),
                        key=lambda k: r[k])
         r["best"] = best_key
         for k in [k for k in r if k in ("torch", "cublas", "floor") or (k.startswith("ldmoe_") and not k.endswith("_err"))]:
             r[k + "_tbs"] = wbytes / (r[k] * 1e-6) / 1e12
             r[k + "_tflops"] = flops / (r[k] * 1e-6) / 1e12
         rows.append(r)
-        aw = r["ldmoe_aware_localized_auto"]
-        print("E=%3d K=%5d N=%5d m=%4d | torch %8.1f us %5.2f TB/s %6.1f TF | cublas %8s | ldmoe aware %8.1f us "
-              "%5.2f TB/s %6.1f TF (x%.2f vs torch, err %.1e) | best %s %.1f | static %+.1f%% unaware %+.1f%%" % (
+        hk = "ldmoe_aware_%s_auto" % lay
+        aw = r[hk]
+        ok = "ldmoe_aware_%s_auto" % other
+        print("E=%3d K=%5d N=%5d m=%4d | torch %8.1f us %5.2f TB/s %6.1f TF | cublas %8s | ldmoe aware %s %8.1f us "
+              "%5.2f TB/s %6.1f TF (x%.2f vs torch, err %.1e; %s %.1f us x%.2f) | best %s %.1f | static %+.1f%% "
+              "unaware %+.1f%%" % (
                   E, K, N, m, r["torch"], r["torch_tbs"], r["torch_tflops"],
-                  "%.1f" % r["cublas"] if "cublas" in r else "-", aw, r["ldmoe_aware_localized_auto_tbs"],
-                  r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw, r["ldmoe_aware_localized_auto_err"],
-                  best_key[len("ldmoe_aware_localized_"):], r[best_key],
-                  100 * (r["ldmoe_static_localized_auto"] / aw - 1), 100 * (r["ldmoe_unaware_localized_auto"] / aw - 1)),
+                  "%.1f" % r["cublas"] if "cublas" in r else "-", lay, aw, r[hk + "_tbs"],
+                  r[hk + "_tflops"], r["torch"] / aw, r[hk + "_err"], other, r[ok], r["torch"] / r[ok],
+                  best_key[len("ldmoe_aware_%s_" % lay):], r[best_key],
+                  100 * (r["ldmoe_static_%s_auto" % lay] / aw - 1), 100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1)),
               flush=True)
         if "floor" in r:
             print("    floor (one launch moving the same %.0f MB, %s): %.1f us = %.2f TB/s; ldmoe takes %.3fx, "
@@ -402,7 +422,8 @@ def main():
         if a.routing != "uniform":
             print("    routing %s: max %d tokens per expert (mean %d), %d experts without tokens" % (
                 a.routing, r["count_max"], m, r["experts_idle"]), flush=True)
-        print("    tiles: " + "  ".join("%s %.1f" % (t, r["ldmoe_aware_localized_" + t]) for t in tiles), flush=True)
+        print("    tiles (%s): " % lay + "  ".join("%s %.1f" % (t, r["ldmoe_aware_%s_%s" % (lay, t)]) for t in tiles),
+              flush=True)
         if "sched_tile" in r:
             print("    sched on %s: aware %.1f static %.1f unaware %.1f us (aware vs static %+.1f%%)" % (
                 r["sched_tile"], r["sched_aware"], r["sched_static"], r["sched_unaware"],
@@ -421,22 +442,27 @@ def write_report(a, rows, head, bw):
     with open(os.path.join(a.outdir, "moe-bench.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
     lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
-             "| E | K | N | m/expert | torch µs | cuBLAS µs | floor µs | ldmoe µs (aware, auto tile) | ldmoe TB/s | "
-             "ldmoe TFLOP/s | vs torch | % of copy BW | ldmoe / floor | best tile µs | static vs aware | "
-             "unaware vs aware | err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ldmoe: aware, AUTO tile, weights in the layout named (the other layout's time in the next column); "
+             "all of them, torch, cuBLAS and the floor interleaved call by call", "",
+             "| E | K | N | m/expert | torch µs | cuBLAS µs | floor µs | ldmoe layout | ldmoe µs | ldmoe TB/s | "
+             "ldmoe TFLOP/s | vs torch | % of copy BW | ldmoe / floor | other layout µs (vs torch) | best tile µs | "
+             "static vs aware | unaware vs aware | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        aw = r["ldmoe_aware_localized_auto"]
-        lines.append("| %d | %d | %d | %d | %.1f | %s | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s | %s %.1f | "
+        lay = r.get("layout", "localized")
+        other = "localized" if lay == "packed" else "packed"
+        hk, ok = "ldmoe_aware_%s_auto" % lay, "ldmoe_aware_%s_auto" % other
+        aw = r[hk]
+        lines.append("| %d | %d | %d | %d | %.1f | %s | %s | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s | %s | %s %.1f | "
                      "%+.1f %% | %+.1f %% | %.1e |" % (
                          r["E"], r["K"], r["N"], r["m"], r["torch"], "%.1f" % r["cublas"] if "cublas" in r else "-",
-                         "%.1f" % r["floor"] if "floor" in r else "-", aw,
-                         r["ldmoe_aware_localized_auto_tbs"], r["ldmoe_aware_localized_auto_tflops"], r["torch"] / aw,
-                         100 * r["ldmoe_aware_localized_auto_tbs"] / bw,
+                         "%.1f" % r["floor"] if "floor" in r else "-", lay, aw,
+                         r[hk + "_tbs"], r[hk + "_tflops"], r["torch"] / aw, 100 * r[hk + "_tbs"] / bw,
                          "%.3fx" % (aw / r["floor"]) if "floor" in r else "-",
-                         r["best"][len("ldmoe_aware_localized_"):], r[r["best"]],
-                         100 * (r["ldmoe_static_localized_auto"] / aw - 1),
-                         100 * (r["ldmoe_unaware_localized_auto"] / aw - 1), r["ldmoe_aware_localized_auto_err"]))
+                         "%s %.1f (%.2fx)" % (other, r[ok], r["torch"] / r[ok]) if ok in r else "-",
+                         r["best"][len("ldmoe_aware_%s_" % lay):], r[r["best"]],
+                         100 * (r["ldmoe_static_%s_auto" % lay] / aw - 1),
+                         100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1), r[hk + "_err"]))
     if any("floor" in r for r in rows):
         lines += ["", "Floor: one launch that only reads the case's weight bytes (experts with tokens) and token "
                   "bytes and writes its output bytes (bench/moe/stream_floor.cu), fastest reader per case, "
@@ -449,13 +475,13 @@ def write_report(a, rows, head, bw):
                     r["E"], r["m"], r["bytes_total"] / 1e6, r["floor_reader"], r["floor"],
                     r["bytes_total"] / (r["floor"] * 1e-6) / 1e12,
                     " ".join("%s %.1f" % kv for kv in r["floor_readers"].items()), r["torch"] / r["floor"],
-                    r["ldmoe_aware_localized_auto"] / r["floor"], 1.3 * r["floor"] / r["torch"]))
+                    r["ldmoe_aware_%s_auto" % r.get("layout", "localized")] / r["floor"], 1.3 * r["floor"] / r["torch"]))
     if any(r.get("routing", "uniform") != "uniform" for r in rows):
         lines += ["", "Routing (--routing %s): tokens per expert" % rows[0]["routing"], "",
                   "| E | m (mean) | max | experts without tokens |", "|---|---|---|---|"]
         for r in rows:
             lines.append("| %d | %d | %d | %d |" % (r["E"], r["m"], r["count_max"], r["experts_idle"]))
-    lines += ["", "## Every tile (aware, localized), µs"]
+    lines += ["", "## Every tile (aware, %s), µs" % rows[0].get("layout", "localized")]
     groups = {}   # one table per list of swept tiles
     for r in rows:
         groups.setdefault(tuple(r["tiles"]), []).append(r)
@@ -463,7 +489,7 @@ def write_report(a, rows, head, bw):
         lines += ["", "| E | m | " + " | ".join(tiles) + " |", "|---|---|" + "---|" * len(tiles)]
         for r in grp:
             lines.append("| %d | %d | " % (r["E"], r["m"]) + " | ".join(
-                "%.1f" % r["ldmoe_aware_localized_" + t] for t in tiles) + " |")
+                "%.1f" % r["ldmoe_aware_%s_%s" % (r.get("layout", "localized"), t)] for t in tiles) + " |")
     if any("sched_tile" in r for r in rows):
         lines += ["", "## Scheduler cost on the fastest tile (aware, static, unaware interleaved call by call)", "",
                   "| E | m | tile | aware µs | static µs | unaware µs | aware vs static | aware vs unaware |",
@@ -478,25 +504,31 @@ def write_report(a, rows, head, bw):
     print("\n".join(lines))
 
 
+def vkey(v):
+    return "%s:%#x:%s:%s" % v
+
+
 def run_variants(a, variants, head, bw):
     """torch and each ldmoe (tile, tune) variant interleaved call by call, per shape and m."""
     rows = []
-    for E, K, N, m, ws, wls, x, offs, counts in cases(a):
+    for E, K, N, m, wsets, x, offs, counts in cases(a):
+        ws = wsets["plain"]
         T = E * m
         yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)
         y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
         fns = [lambda i: torch._grouped_mm(x, ws[i].transpose(-2, -1), offs=offs)]
         r = {"E": E, "K": K, "N": N, "m": m, "errs": {}, "used": sum(1 for c in counts if c)}
-        for tile, tune, mode in variants:
+        for v in variants:
+            tile, tune, mode, lay = v
             y.fill_(float("nan"))
-            ldmoe.grouped_mm(x, wls[0], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
+            ldmoe.grouped_mm(x, wsets[lay][0], offs, layout=lay, mode=mode, tile=tile, out=y, tune=tune)
             torch.cuda.synchronize()
-            r["errs"]["%s:%#x:%s" % (tile, tune, mode)] = rel_err(y, yt)
-            fns.append(lambda i, tile=tile, tune=tune, mode=mode: ldmoe.grouped_mm(
-                x, wls[i], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune))
+            r["errs"][vkey(v)] = rel_err(y, yt)
+            fns.append(lambda i, tile=tile, tune=tune, mode=mode, lay=lay: ldmoe.grouped_mm(
+                x, wsets[lay][i], offs, layout=lay, mode=mode, tile=tile, out=y, tune=tune))
         meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
         r["torch"] = meds[0]
-        r["variants"] = {"%s:%#x:%s" % v: t for v, t in zip(variants, meds[1:])}
+        r["variants"] = {vkey(v): t for v, t in zip(variants, meds[1:])}
         rows.append(r)
         wbytes = r["used"] * N * K * 2
         print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
@@ -505,7 +537,7 @@ def run_variants(a, variants, head, bw):
             for k, t in r["variants"].items()), flush=True)
     with open(os.path.join(a.outdir, "moe-variants.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "variants": a.variants, "rows": rows}, f, indent=1)
-    keys = ["%s:%#x:%s" % v for v in variants]
+    keys = [vkey(v) for v in variants]
     lines = ["# libldmoe variants, interleaved with torch._grouped_mm call by call", "", head, "",
              "copy bandwidth %.2f TB/s; median of %d; µs (%% of copy bandwidth in weight bytes)" % (bw, a.reps), "",
              "| E | m | torch | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]

@@ -5,7 +5,7 @@
         python3 bench/moe/one_case.py --shape 2 --m 64 --tile ws128x64 --tune 0
 
 --shape indexes bench_moe.py's SHAPES (0: 8 experts, 1: 32, 2: 128). Equal tokens per expert,
-localized weights, --mode (default aware), no shim (even map). Prints the median CUDA-event time of the calls
+weights in --layout (default localized; or packed), --mode (default aware), no shim (even map). Prints the median CUDA-event time of the calls
 (meaningless under a profiler's replay, useful without one).
 """
 import argparse
@@ -16,16 +16,16 @@ import sys
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N (as bench_moe.py)
 
 
-def equal_case(shape, m, sets):
-    """Imports torch and ldmoe; returns (torch, ldmoe, (E, K, N), localized weight sets, x, offs, y)
-    for SHAPES[shape] with m tokens per expert (also used by sustained.py)."""
+def equal_case(shape, m, sets, layout="localized"):
+    """Imports torch and ldmoe; returns (torch, ldmoe, (E, K, N), weight sets in `layout` for two
+    domains, x, offs, y) for SHAPES[shape] with m tokens per expert (also used by sustained.py)."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
     import ldmoe
     E, K, N = SHAPES[shape]
     T = E * m
-    wls = [ldmoe.to_localized(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2)
-           for _ in range(sets)]
+    conv = ldmoe.pack if layout == "packed" else ldmoe.to_localized
+    wls = [conv(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2) for _ in range(sets)]
     x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
     offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
     y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
@@ -39,20 +39,21 @@ def main():
     ap.add_argument("--tile", default="auto")
     ap.add_argument("--tune", type=lambda v: int(v, 0), default=0, help="LDMOE_TUNE_* bits")
     ap.add_argument("--mode", default="aware", choices=["auto", "aware", "unaware", "static"])
+    ap.add_argument("--layout", default="localized", choices=["localized", "packed"])
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
     a = ap.parse_args()
-    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets)
+    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets, a.layout)
     ts = []
     for i in range(a.calls):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=a.mode, tile=a.tile, out=y, tune=a.tune)
+        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=a.layout, mode=a.mode, tile=a.tile, out=y, tune=a.tune)
         e.record()
         ts.append((s, e))
     torch.cuda.synchronize()
-    print("E=%d K=%d N=%d m=%d tile=%s tune=%#x mode=%s: median %.1f us over %d calls" % (
-        E, K, N, a.m, a.tile, a.tune, a.mode, statistics.median(s.elapsed_time(e) * 1e3 for s, e in ts), a.calls))
+    print("E=%d K=%d N=%d m=%d tile=%s tune=%#x mode=%s layout=%s: median %.1f us over %d calls" % (
+        E, K, N, a.m, a.tile, a.tune, a.mode, a.layout, statistics.median(s.elapsed_time(e) * 1e3 for s, e in ts), a.calls))
     return 0
 
 

@@ -6,10 +6,18 @@
  * = 0), exactly as torch._grouped_mm takes its `offs` (int32 cumulative end offsets, length E,
  * in device memory). Rows at or beyond offs[E-1] are neither read nor written.
  *
- * Weights come in one of two layouts:
+ * Weights come in one of three layouts:
  *   LDMOE_LAYOUT_PLAIN      [E, N, K]
  *   LDMOE_LAYOUT_LOCALIZED  [D, E, N/D, K]: slice d holds rows d*N/D .. (d+1)*N/D-1 of every
  *                           expert, so that it can live in one locality domain's memory.
+ *   LDMOE_LAYOUT_PACKED     the localized order stored box by box, as the kernel's shared memory
+ *                           holds it: [D, E, ceil(N/D / 128), KB, 128, 64] with KB = 4*ceil(K/256),
+ *                           each 128-row x 64-k box 16 KiB with the 128-byte swizzle (16-byte chunk
+ *                           c of box row r at byte 128 r + 16 (c ^ (r % 8))), rows past N/D and k
+ *                           past K zero. Built once with ldmoe_pack_weights (size:
+ *                           ldmoe_packed_bytes). Every weight read is then a contiguous copy of
+ *                           16-64 KiB instead of 128 rows of 128 bytes K*2 apart, which streams
+ *                           faster from HBM (doc/moe.md); slice d is still one contiguous range.
  *
  * Scheduling (see doc/moe.md): one CTA per SM; each CTA reads the SM->domain map that libldshim
  * publishes into this library's `ldshim_topology` device symbol, takes tiles of its own
@@ -50,7 +58,8 @@ enum ldmoe_status {
 
 enum ldmoe_layout {
     LDMOE_LAYOUT_PLAIN = 0,
-    LDMOE_LAYOUT_LOCALIZED = 1
+    LDMOE_LAYOUT_LOCALIZED = 1,
+    LDMOE_LAYOUT_PACKED = 2
 };
 
 enum ldmoe_mode {
@@ -100,13 +109,13 @@ enum ldmoe_tile {
  * meaning "default". Pointers are device pointers of the current device. */
 typedef struct ldmoe_params {
     const void    *x;          /* [T, K] bf16, 16-byte aligned                               */
-    const void    *w;          /* [E, N, K] or [D, E, N/D, K] bf16, 16-byte aligned           */
+    const void    *w;          /* bf16 weights in `layout` (see above), 16-byte aligned       */
     const int32_t *offs;       /* [E] int32 cumulative end offsets, device memory            */
     void          *y;          /* [T, N] bf16, 16-byte aligned                                */
     int64_t        T;          /* rows of X and Y (>= 0)                                      */
     int32_t        E, N, K;    /* experts (1..LDMOE_MAX_EXPERTS), output cols, reduction dim  */
     int32_t        layout;     /* enum ldmoe_layout                                            */
-    int32_t        num_domains;/* D of the localized layout (1..8); ignored for PLAIN (D = 1) */
+    int32_t        num_domains;/* D of the localized or packed layout (1..8); ignored for PLAIN */
     int32_t        mode;       /* enum ldmoe_mode                                              */
     float          steal_waves;/* <= 0: LDMOE_DEFAULT_STEAL_WAVES; use a tiny value (1e-6) to
                                   always allow stealing                                        */
@@ -153,6 +162,17 @@ int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y,
  * 16-byte aligned pointers. Asynchronous, thread-safe. */
 int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D,
                          int to_localized, void *stream);
+
+/* Bytes of the packed layout (LDMOE_LAYOUT_PACKED) for these sizes; 0 if they are invalid
+ * (E, N, K, D >= 1, D <= LDMOE_MAX_DOMAINS, N % D == 0). Thread-safe, no GPU needed. */
+size_t ldmoe_packed_bytes(int E, int N, int K, int D);
+
+/* Write the packed layout of `src` (LDMOE_LAYOUT_PLAIN [E, N, K], or LDMOE_LAYOUT_LOCALIZED
+ * [D, E, N/D, K] with the same D) to dst, which holds ldmoe_packed_bytes(E, N, K, D) bytes
+ * (padding included: every byte of dst is written). Same constraints as ldmoe_convert_layout;
+ * src and dst must not overlap. Asynchronous on `stream`, thread-safe. */
+int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int E, int N, int K, int D,
+                       void *stream);
 
 /* Tile geometry the kernel will use for these sizes (tile = AUTO resolves as the launch would):
  * *bm weight rows and *bn tokens per tile, and *bound an upper bound on the number of tiles

@@ -4,6 +4,8 @@
     y = ldmoe.grouped_mm(x, w, offs)                    # w [E, N, K], like torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
     wl = ldmoe.to_localized(w, 2)                       # [2, E, N/2, K]
     y = ldmoe.grouped_mm(x, wl, offs, layout="localized", mode="aware")
+    wp = ldmoe.pack(w, 2)                               # packed layout (PackedWeights), built once
+    y = ldmoe.grouped_mm(x, wp, offs, mode="aware")     # same result, faster weight streaming
 
 The library is found through $LDMOE_LIB, then next to this file, then ../../build/ relative to
 it (the source tree), then the dynamic linker's search path. Calls run on
@@ -14,10 +16,10 @@ import os
 
 import torch
 
-__all__ = ["grouped_mm", "to_localized", "to_plain", "tile_info", "set_topology", "get_topology",
+__all__ = ["grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info", "set_topology", "get_topology",
            "LdmoeError", "LAYOUTS", "MODES", "TILES"]
 
-LAYOUTS = {"plain": 0, "localized": 1}
+LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
 TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4, "wg256x128": 5, "wg128x128": 6,
          "64x16k4": 7, "64x64k4": 8, "wg256x128k2": 9, "wg128x128k2": 10, "ws256x128": 11, "ws128x64": 12,
@@ -31,6 +33,24 @@ TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED = 1, 2, 4, 8
 
 class LdmoeError(RuntimeError):
     pass
+
+
+class PackedWeights:
+    """Weights in libldmoe's packed layout (ldmoe.h, LDMOE_LAYOUT_PACKED), made by pack().
+
+    data: a uint8 CUDA tensor of ldmoe_packed_bytes(E, N, K, D) bytes whose slice d (a contiguous
+    1/D of it) holds rows d*N/D .. (d+1)*N/D - 1 of every expert; E, N, K, D: the sizes."""
+
+    def __init__(self, data, E, N, K, D):
+        self.data, self.E, self.N, self.K, self.D = data, E, N, K, D
+
+    @property
+    def device(self):
+        return self.data.device
+
+    def __repr__(self):
+        return "PackedWeights(E=%d, N=%d, K=%d, D=%d, %d bytes on %s)" % (
+            self.E, self.N, self.K, self.D, self.data.numel(), self.data.device)
 
 
 class _Params(ctypes.Structure):
@@ -74,6 +94,10 @@ def _load():
         raise LdmoeError("libldmoe.so not found (set LDMOE_LIB); last error: %s" % err)
     lib.ldmoe_grouped_mm_ex.argtypes = [ctypes.POINTER(_Params)]
     lib.ldmoe_convert_layout.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + [ctypes.c_void_p]
+    lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
+    lib.ldmoe_packed_bytes.restype = ctypes.c_size_t
+    lib.ldmoe_pack_weights.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int] * 4 + [
+        ctypes.c_void_p]
     lib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [
         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]
     lib.ldmoe_debug_set_topology.argtypes = [ctypes.c_void_p]
@@ -117,7 +141,8 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
                debug_tiles=None, tune=0, trace=None):
     """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
 
-    x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16; offs [E] int32;
+    x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16, or a PackedWeights
+    (pack(); layout is then "packed" whatever is passed); offs [E] int32;
     out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
     mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
     debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h).
@@ -125,15 +150,22 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
     trace: optional int64 tensor of 8 entries per SM, filled with a timeline of the launch by the
     warp-specialized tiles (debug only, see ldmoe.h)."""
     lib = _load()
-    lay = _enum(LAYOUTS, layout, "layout")
+    lay = LAYOUTS["packed"] if isinstance(w, PackedWeights) else _enum(LAYOUTS, layout, "layout")
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError("x must be a CUDA tensor")
     dev = x.device
     _need(x, "x", torch.bfloat16, dev, 2)
-    _need(w, "w", torch.bfloat16, dev, 3 if lay == 0 else 4)
+    if lay == LAYOUTS["packed"]:
+        if not isinstance(w, PackedWeights):
+            raise TypeError("layout 'packed' takes the PackedWeights that pack() returns")
+        _need(w.data, "w.data", torch.uint8, dev, 1)
+    else:
+        _need(w, "w", torch.bfloat16, dev, 3 if lay == 0 else 4)
     _need(offs, "offs", torch.int32, dev, 1)
     T, K = x.shape
-    if lay == 0:
+    if lay == LAYOUTS["packed"]:
+        E, N, Kw, D = w.E, w.N, w.K, w.D
+    elif lay == 0:
         E, N, Kw = w.shape
         D = 1
     else:
@@ -150,7 +182,8 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
         if tuple(out.shape) != (T, N):
             raise ValueError("out must be [%d, %d], got %s" % (T, N, tuple(out.shape)))
     p = _Params()
-    p.x, p.w, p.offs, p.y = x.data_ptr(), w.data_ptr(), offs.data_ptr(), out.data_ptr()
+    wt = w.data if lay == LAYOUTS["packed"] else w
+    p.x, p.w, p.offs, p.y = x.data_ptr(), wt.data_ptr(), offs.data_ptr(), out.data_ptr()
     p.T, p.E, p.N, p.K = T, E, N, K
     p.layout, p.num_domains = lay, D
     p.mode = _enum(MODES, mode, "mode")
@@ -210,6 +243,39 @@ def to_localized(w, D):
 def to_plain(w):
     """[D, E, N/D, K] -> [E, N, K] (new tensor, device kernel)."""
     return _convert(w, w.shape[0], False)
+
+
+def packed_bytes(E, N, K, D):
+    """Bytes of the packed layout for these sizes (0 if they are invalid)."""
+    return _load().ldmoe_packed_bytes(E, N, K, D)
+
+
+def pack(w, D=None):
+    """[E, N, K] (plain, give D) or [D, E, N/D, K] (localized) bf16 -> PackedWeights (new
+    memory, device kernel on the current stream). Build it once, where the weights are loaded."""
+    lib = _load()
+    if not isinstance(w, torch.Tensor) or not w.is_cuda:
+        raise ValueError("w must be a CUDA tensor")
+    _need(w, "w", torch.bfloat16, w.device)
+    if w.dim() == 3:
+        E, N, K = w.shape
+        D = 1 if D is None else D
+        src = LAYOUTS["plain"]
+    elif w.dim() == 4:
+        Dw, E, ND, K = w.shape
+        if D is not None and D != Dw:
+            raise ValueError("w is localized over %d domains, D = %d given" % (Dw, D))
+        D, N, src = Dw, ND * Dw, LAYOUTS["localized"]
+    else:
+        raise ValueError("w must be [E, N, K] or [D, E, N/D, K], got shape %s" % (tuple(w.shape),))
+    n = lib.ldmoe_packed_bytes(E, N, K, D)
+    if n == 0:
+        raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0)" % (E, N, K, D))
+    data = torch.empty(n, dtype=torch.uint8, device=w.device)
+    with torch.cuda.device(w.device):
+        _check(lib.ldmoe_pack_weights(w.data_ptr(), src, data.data_ptr(), E, N, K, D,
+                                      torch.cuda.current_stream(w.device).cuda_stream))
+    return PackedWeights(data, E, N, K, D)
 
 
 def set_topology(sm_domain=None, num_domains=2, flags=TOPO_VALID | TOPO_AWARE, magic=TOPOLOGY_MAGIC):

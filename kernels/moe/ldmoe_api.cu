@@ -76,6 +76,30 @@ __global__ void convert_kernel(const uint4 *__restrict__ src, uint4 *__restrict_
     }
 }
 
+// plain [E, N, K] or localized [D, E, N/D, K] -> packed (ldmoe_tiles.h): one 16-byte chunk of
+// dst per thread-iteration, in dst order (writes are whole lines; reads gather), zeros in the padding.
+__global__ void pack_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int E, int N, int K, int D,
+                            int src_localized, int64_t chunks) {
+    const int32_t ND = N / D, pnb = ldmoe_packed_rowblocks(ND), pkb = ldmoe_packed_kblocks(K);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks; i += stride) {
+        const int64_t box = i / (LDMOE_PACK_BOX / 16);
+        const int32_t in_box = (int32_t)(i % (LDMOE_PACK_BOX / 16));
+        const int32_t rr = in_box / 8, c = (in_box % 8) ^ (rr % 8);   // box row, logical 16-byte chunk
+        const int32_t kb = (int32_t)(box % pkb);
+        const int64_t rowblk = box / pkb;
+        const int32_t rb = (int32_t)(rowblk % pnb), se = (int32_t)(rowblk / pnb);
+        const int32_t d = se / E, e = se % E;
+        const int32_t r = rb * LDMOE_PACK_ROWS + rr, k = kb * 64 + c * 8;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < ND && k < K) {
+            const int64_t row = src_localized ? (int64_t)se * ND + r : (int64_t)e * N + (int64_t)d * ND + r;
+            v = src[row * (K / 8) + k / 8];
+        }
+        dst[i] = v;
+    }
+}
+
 }  // namespace ldmoe
 
 using namespace ldmoe;
@@ -204,10 +228,11 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
     if (E < 1 || E > LDMOE_MAX_EXPERTS)
         return fail(E < 1 ? LDMOE_ERR_INVALID_ARG : LDMOE_ERR_UNSUPPORTED, "E = %d must be in 1..%d", E, LDMOE_MAX_EXPERTS);
     if (N < 1 || K < 1) return fail(LDMOE_ERR_INVALID_ARG, "N = %d and K = %d must be >= 1", N, K);
-    if (layout != LDMOE_LAYOUT_PLAIN && layout != LDMOE_LAYOUT_LOCALIZED)
-        return fail(LDMOE_ERR_INVALID_ARG, "layout %d is neither PLAIN (0) nor LOCALIZED (1)", layout);
-    if (layout == LDMOE_LAYOUT_LOCALIZED && (D < 1 || D > LDMOE_MAX_DOMAINS))
-        return fail(LDMOE_ERR_INVALID_ARG, "num_domains = %d must be in 1..%d for the localized layout", D, LDMOE_MAX_DOMAINS);
+    if (layout != LDMOE_LAYOUT_PLAIN && layout != LDMOE_LAYOUT_LOCALIZED && layout != LDMOE_LAYOUT_PACKED)
+        return fail(LDMOE_ERR_INVALID_ARG, "layout %d is not PLAIN (0), LOCALIZED (1) or PACKED (2)", layout);
+    if (layout != LDMOE_LAYOUT_PLAIN && (D < 1 || D > LDMOE_MAX_DOMAINS))
+        return fail(LDMOE_ERR_INVALID_ARG, "num_domains = %d must be in 1..%d for the %s layout", D, LDMOE_MAX_DOMAINS,
+                    layout == LDMOE_LAYOUT_PACKED ? "packed" : "localized");
     if (tile < LDMOE_TILE_AUTO || tile >= LDMOE_TILE_COUNT_) return fail(LDMOE_ERR_INVALID_ARG, "tile %d unknown", tile);
     if (K % 8) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 8 (16-byte rows)", K);
     if (N % (8 * D)) return fail(LDMOE_ERR_ALIGNMENT, "N = %d must be a multiple of 8*D = %d", N, 8 * D);
@@ -219,7 +244,7 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
 
 LDMOE_API int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
                               int *bm, int *bn, int64_t *bound) {
-    int D = layout == LDMOE_LAYOUT_LOCALIZED ? num_domains : 1;
+    int D = layout == LDMOE_LAYOUT_PLAIN ? 1 : num_domains;
     int rc = check_sizes(T, E, N, K, layout, D, tile);
     if (rc) return rc;
     TileCfg c = tile_cfg(resolve_tile(tile, T, E));
@@ -384,7 +409,7 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    const int D = p->layout == LDMOE_LAYOUT_LOCALIZED ? p->num_domains : 1;
+    const int D = p->layout == LDMOE_LAYOUT_PLAIN ? 1 : p->num_domains;
     int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile);
     if (rc) return rc;
     if (p->mode < LDMOE_MODE_AUTO || p->mode > LDMOE_MODE_STATIC)
@@ -419,7 +444,8 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
 
     KParams kp;
     memset(&kp, 0, sizeof kp);
-    if ((rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
+    const bool packed = p->layout == LDMOE_LAYOUT_PACKED;
+    if (!packed && (rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
     if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.box, "tokens"))) return rc;
     if (c.box < c.bn && ((rc = make_map(enc, &kp.tm_xh, p->x, p->T, p->K, c.bn / 2, "tokens, half box")) ||
                          (rc = make_map(enc, &kp.tm_xb, p->x, p->T, p->K, c.bn, "tokens, whole box"))))
@@ -431,6 +457,9 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     kp.T = p->T;
     kp.E = p->E; kp.N = p->N; kp.K = p->K; kp.D = D; kp.ND = p->N / D;
     kp.nbs = (kp.ND + c.bm - 1) / c.bm;
+    kp.packed = packed;
+    kp.pnb = ldmoe_packed_rowblocks(kp.ND);
+    kp.pkb = ldmoe_packed_kblocks(p->K);
     kp.mode = p->mode;
     kp.steal_waves = p->steal_waves > 0.f ? p->steal_waves : LDMOE_DEFAULT_STEAL_WAVES;
     kp.ctr = ctr;
@@ -472,6 +501,35 @@ LDMOE_API int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int
     convert_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>((const uint4 *)src, (uint4 *)dst, E, N, K, D, to_localized);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e, "launch of the layout converter");
+    g_msg[0] = 0;
+    return LDMOE_OK;
+}
+
+LDMOE_API size_t ldmoe_packed_bytes(int E, int N, int K, int D) {
+    if (E < 1 || N < 1 || K < 1 || D < 1 || D > LDMOE_MAX_DOMAINS || N % D) return 0;
+    return (size_t)ldmoe_packed_box(E, N / D, K, D, 0, 0, 0) * LDMOE_PACK_BOX;
+}
+
+LDMOE_API int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int E, int N, int K, int D,
+                                 void *stream) {
+    if (!src || !dst) return fail(LDMOE_ERR_INVALID_ARG, "src and dst must be non-NULL");
+    if (src_layout != LDMOE_LAYOUT_PLAIN && src_layout != LDMOE_LAYOUT_LOCALIZED)
+        return fail(LDMOE_ERR_INVALID_ARG, "src_layout %d is neither PLAIN (0) nor LOCALIZED (1)", src_layout);
+    if (E < 1 || N < 1 || K < 1 || D < 1 || D > LDMOE_MAX_DOMAINS)
+        return fail(LDMOE_ERR_INVALID_ARG, "E=%d N=%d K=%d D=%d: all >= 1, D <= %d", E, N, K, D, LDMOE_MAX_DOMAINS);
+    if (N % D) return fail(LDMOE_ERR_INVALID_ARG, "N = %d is not a multiple of D = %d", N, D);
+    if (K % 8 || !aligned16(src) || !aligned16(dst))
+        return fail(LDMOE_ERR_ALIGNMENT, "K must be a multiple of 8 and src/dst 16-byte aligned");
+    if ((int64_t)E * N > INT32_MAX) return fail(LDMOE_ERR_UNSUPPORTED, "E*N = %lld exceeds 2^31-1 weight rows", (long long)E * N);
+    const size_t sbytes = (size_t)E * N * K * 2, dbytes = ldmoe_packed_bytes(E, N, K, D);
+    if ((const char *)src < (const char *)dst + dbytes && (const char *)dst < (const char *)src + sbytes)
+        return fail(LDMOE_ERR_INVALID_ARG, "src and dst overlap");
+    const int64_t chunks = (int64_t)(dbytes / 16);
+    const int64_t blocks = (chunks + 255) / 256;
+    pack_kernel<<<(int)(blocks < 65536 ? blocks : 65536), 256, 0, (cudaStream_t)stream>>>(
+        (const uint4 *)src, (uint4 *)dst, E, N, K, D, src_layout == LDMOE_LAYOUT_LOCALIZED, chunks);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e, "launch of the weight packer");
     g_msg[0] = 0;
     return LDMOE_OK;
 }

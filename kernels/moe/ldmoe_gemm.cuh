@@ -27,6 +27,7 @@ namespace ldmoe {
 
 struct KParams {
     CUtensorMap tm_w;   // weights as a [E*N, K] bf16 matrix, box 64 k x BM rows, 128-byte swizzle
+                        // (not set for the packed layout: its boxes are read with plain bulk copies)
     CUtensorMap tm_x;   // tokens  as a [T, K] bf16 matrix,   box 64 k x BN rows, 128-byte swizzle
                         // (tiles with token chunks, WsCfg CHUNK < BN: box 64 k x CHUNK rows)
     CUtensorMap tm_xh;  // tiles with token chunks: the tokens again with a BN/2-row box
@@ -37,6 +38,8 @@ struct KParams {
     __nv_bfloat16 *y;
     int64_t T;
     int32_t E, N, K, D, ND, nbs;   // ND = N/D rows per slice, nbs = n-blocks per slice
+    int32_t packed;     // weights in LDMOE_LAYOUT_PACKED (ldmoe_tiles.h): pnb row blocks, pkb k-blocks
+    int32_t pnb, pkb;
     int32_t mode;
     uint32_t tune;   // LDMOE_TUNE_* bits (ldmoe.h); 0 = default
     float steal_waves;
@@ -143,6 +146,17 @@ __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap
         " [%0], [%1, {%2, %3}], [%4], %5;\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "l"(policy) : "memory");
 }
+// A contiguous global range into shared memory (packed weights); completes on `bar`. Sizes and
+// addresses are multiples of 16 bytes.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"((uint64_t)src), "r"(bytes), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
+                                               uint64_t policy) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
+                 ::"r"(dst), "l"((uint64_t)src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+}
 // Fetch a kernel parameter's tensor map into the TMA unit's descriptor cache ahead of its first use.
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
@@ -243,6 +257,8 @@ struct Tile {
     int32_t nrows;      // valid weight rows (<= BM)
     int32_t n0;         // first output column
     int32_t wrow_idx;   // first weight row of the tile, as a row of the [E*N, K] weight matrix
+    int32_t wse;        // d*E + e: the tile's slice of its expert (packed layout)
+    int32_t r0;         // first weight row of the tile within that slice
 };
 
 __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefix, int BM, int BN,
@@ -266,6 +282,8 @@ __device__ __forceinline__ Tile make_tile(const KParams &p, const int32_t *prefi
     t.nrows = p.ND - r0 < BM ? p.ND - r0 : BM;
     t.n0 = pos.d * p.ND + r0;
     t.wrow_idx = (int32_t)(((int64_t)pos.d * p.E + pos.e) * p.ND + r0);
+    t.wse = pos.d * p.E + pos.e;
+    t.r0 = r0;
     return t;
 }
 
@@ -424,6 +442,8 @@ struct Loader {
     int64_t tk;            // tile being loaded (-1: none left)
     int k, rot;            // k-step of tk, its first k-block
     int32_t wrow, tok;     // TMA row coordinates of tk
+    const char *wsrc;      // packed layout: k-block 0 of tk's rows (its first 128-row block)
+    const char *wsrc2;     // BM = 256: the second 128-row block (the first again past the slice's last)
     uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk (xcls 0)
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
@@ -462,6 +482,13 @@ struct Loader {
         const Tile t = make_tile(*p, prefix, C::BM, C::BN, mode, per_queue, tk);
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
+        if (p->packed) {
+            const int32_t rb = t.r0 / LDMOE_PACK_ROWS;
+            const int64_t box = ((int64_t)t.wse * p->pnb + rb) * p->pkb;
+            const char *w = reinterpret_cast<const char *>(p->w);
+            wsrc = w + box * LDMOE_PACK_BOX + (int64_t)(t.r0 % LDMOE_PACK_ROWS) * kRowBytes;
+            wsrc2 = rb + 1 < p->pnb ? wsrc + (int64_t)p->pkb * LDMOE_PACK_BOX : wsrc;
+        }
         rot = first_kstep(t.wrow_idx / C::BM, nk);
         // Chunks up to a quarter of the tile, then one half or one whole box: four 16-row boxes
         // measured 0.5-4 % slower than one 64-row box carrying the same bytes, 13-25 % under
@@ -481,11 +508,12 @@ struct Loader {
                                                        : xcls == 1 ? (uint32_t)C::B_BYTES / 2 : (uint32_t)C::B_BYTES));
         int kb = k + rot;
         kb = kb >= nk ? kb - nk : kb;
+        if (p->packed) load_packed(dst, bar, kb);
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
             const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
             if constexpr (C::STREAM_W) {
-                tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar, pol_w);
+                if (!p->packed) tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar, pol_w);
                 if (C::CHUNK < C::BN && nbox) {
                     #pragma unroll 1
                     for (uint32_t c = 0; c < nbox; ++c)
@@ -498,8 +526,35 @@ struct Loader {
                     tma_load_2d_hint(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar, pol_x);
                 }
             } else {
-                tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
+                if (!p->packed) tma_load_2d(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar);
                 tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);
+            }
+        }
+    }
+    // The stage's weights from the packed layout: k-blocks kb*KSUB .. of the tile's rows, each a
+    // 128-row box stored as shared memory holds it, so a BM = 128 stage is one contiguous copy of
+    // KSUB boxes, a BM = 64 k-block half a box, a BM = 256 k-block two boxes. The layout pads k to
+    // whole stages with zeros (ldmoe_packed_kblocks), as the tensor map's bounds would.
+    __device__ void load_packed(uint32_t dst, uint32_t bar, int kb) const {
+        const int64_t off = (int64_t)kb * C::KSUB * LDMOE_PACK_BOX;
+        auto copy = [&](uint32_t d, const char *src, uint32_t bytes) {
+            if constexpr (C::STREAM_W) bulk_load_hint(d, src, bytes, bar, pol_w);
+            else bulk_load(d, src, bytes, bar);
+        };
+        if constexpr (C::BM == LDMOE_PACK_ROWS) {
+            static_assert(C::A_SUB == LDMOE_PACK_BOX, "one box per k-block");
+            copy(dst, wsrc + off, (uint32_t)C::A_BYTES);
+        } else {
+            static_assert(C::BM == 64 || C::BM == 2 * LDMOE_PACK_ROWS, "weight rows per tile");
+            #pragma unroll
+            for (int sub = 0; sub < C::KSUB; ++sub) {
+                const int64_t o = off + (int64_t)sub * LDMOE_PACK_BOX;
+                if constexpr (C::BM == 64) {
+                    copy(dst + sub * C::A_SUB, wsrc + o, (uint32_t)C::A_SUB);
+                } else {
+                    copy(dst + sub * C::A_SUB, wsrc + o, LDMOE_PACK_BOX);
+                    copy(dst + sub * C::A_SUB + LDMOE_PACK_BOX, wsrc2 + o, LDMOE_PACK_BOX);
+                }
             }
         }
     }

@@ -116,4 +116,24 @@ LDMOE_HD int64_t ldmoe_localized_row(int32_t E, int32_t N, int32_t D, int32_t e,
     return ((int64_t)d * E + e) * nd + (n - d * nd);
 }
 
+/* Packed layout (ldmoe.h, LDMOE_LAYOUT_PACKED): boxes of 128 rows x 64 k (16 KiB, 128-byte
+ * swizzle), ordered [D][E][row block][k block]; k blocks per row block padded to a multiple of 4
+ * so that a stage of up to four k-blocks never reads past a row block. */
+#define LDMOE_PACK_ROWS 128
+#define LDMOE_PACK_BOX 16384
+LDMOE_HD int32_t ldmoe_packed_rowblocks(int32_t ND) { return (ND + LDMOE_PACK_ROWS - 1) / LDMOE_PACK_ROWS; }
+LDMOE_HD int32_t ldmoe_packed_kblocks(int32_t K) { return (K + 255) / 256 * 4; }
+
+/* Index of the box holding row block rb, k block kb of slice d of expert e. */
+LDMOE_HD int64_t ldmoe_packed_box(int32_t E, int32_t ND, int32_t K, int32_t d, int32_t e, int32_t rb, int32_t kb) {
+    return (((int64_t)d * E + e) * ldmoe_packed_rowblocks(ND) + rb) * ldmoe_packed_kblocks(K) + kb;
+}
+
+/* Byte offset of element (row r of slice d of expert e, column k) in the packed layout. */
+LDMOE_HD int64_t ldmoe_packed_offset(int32_t E, int32_t ND, int32_t K, int32_t d, int32_t e, int32_t r, int32_t k) {
+    int32_t rr = r % LDMOE_PACK_ROWS, c = (k % 64) / 8;
+    return ldmoe_packed_box(E, ND, K, d, e, r / LDMOE_PACK_ROWS, k / 64) * LDMOE_PACK_BOX + (int64_t)rr * 128 +
+           ((c ^ (rr % 8)) * 16) + (k % 8) * 2;
+}
+
 #endif /* LDMOE_TILES_H */

@@ -252,7 +252,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     unsigned early_v = 0;
     if (tid == 0) {
         trace_at(p, kTrEntry, globaltimer());
-        prefetch_tensormap(&p.tm_w);
+        if (!p.packed) prefetch_tensormap(&p.tm_w);
         prefetch_tensormap(&p.tm_x);
         if constexpr (C::CHUNK < C::BN) {
             prefetch_tensormap(&p.tm_xh);

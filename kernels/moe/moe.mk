@@ -8,6 +8,7 @@
 #   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 #   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
+#   make build/moe/pattern_probe       weight streaming by access pattern (bench/moe/pattern_probe.cu)
 
 LDMOE_DIR      := kernels/moe
 LDMOE_BUILD    := $(BUILD)/moe
@@ -63,6 +64,13 @@ $(LDMOE_FLOOR_LIB): bench/moe/stream_floor.cu
 	$(NVCC) --compress-mode=none -std=c++17 -O3 -arch=sm_90a -shared -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
 	  -Werror all-warnings -o $@ $<
 
+# Diagnostic: how fast one launch streams a weight matrix as 2-D row-piece boxes vs contiguous boxes.
+LDMOE_PATTERN_PROBE := $(LDMOE_BUILD)/pattern_probe
+$(LDMOE_PATTERN_PROBE): bench/moe/pattern_probe.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --compress-mode=none -std=c++17 -O3 -arch=sm_90a -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
+	  -o $@ $<
+
 .PHONY: test-moe test-moe-sched test-gpu-moe bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
@@ -76,7 +84,7 @@ test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
 bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py
 
-ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
+ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
 TEST_SUITES     += test-moe test-moe-sched
 GPU_TEST_SUITES += test-gpu-moe
 INSTALL_LIBS    += $(LDMOE_LIB)

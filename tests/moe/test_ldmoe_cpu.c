@@ -162,6 +162,72 @@ static void test_convert_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_convert_layout(P(0x1000), P(0x1000000), 2, 64, 60, 2, 1, NULL), LDMOE_ERR_ALIGNMENT);
 }
 
+/* The packed layout's element offsets: every (slice, expert, row, k) lands in its own 2-byte
+ * slot inside ldmoe_packed_bytes, slots of padding are never named, 16-byte chunks keep their 8
+ * elements together, and box rows are 128 bytes with chunk c at position c ^ (row % 8). */
+static void check_packed(int E, int N, int K, int D) {
+    const int ND = N / D;
+    const size_t bytes = ldmoe_packed_bytes(E, N, K, D);
+    CU_ASSERT_EQUAL_FATAL(bytes, (size_t)D * E * ((ND + 127) / 128) * ((K + 255) / 256 * 4) * 16384);
+    unsigned char *seen = calloc(bytes / 2, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+    int ok_range = 1, ok_chunk = 1, ok_swizzle = 1;
+    for (int d = 0; d < D; ++d)
+        for (int e = 0; e < E; ++e)
+            for (int r = 0; r < ND; ++r)
+                for (int k = 0; k < K; ++k) {
+                    int64_t o = ldmoe_packed_offset(E, ND, K, d, e, r, k);
+                    if (o < 0 || o + 2 > (int64_t)bytes || (o & 1)) { ok_range = 0; continue; }
+                    seen[o / 2]++;
+                    if (k % 8 && o != ldmoe_packed_offset(E, ND, K, d, e, r, k - k % 8) + 2 * (k % 8)) ok_chunk = 0;
+                    int rr = r % 128, c = (k % 64) / 8;
+                    if ((o % 16384) / 128 != rr || (o % 128) / 16 != (c ^ (rr % 8))) ok_swizzle = 0;
+                }
+    size_t named = 0, twice = 0;
+    for (size_t i = 0; i < bytes / 2; ++i) { named += seen[i] != 0; twice += seen[i] > 1; }
+    CU_ASSERT(ok_range);
+    CU_ASSERT(ok_chunk);
+    CU_ASSERT(ok_swizzle);
+    CU_ASSERT_EQUAL(twice, 0);
+    CU_ASSERT_EQUAL(named, (size_t)D * E * ND * K);
+    /* slice d is the d-th contiguous 1/D of the buffer */
+    CU_ASSERT_EQUAL(ldmoe_packed_offset(E, ND, K, D - 1, 0, 0, 0), (int64_t)(bytes / D) * (D - 1));
+    free(seen);
+}
+
+static void test_packed_layout(void) {
+    check_packed(3, 64, 72, 2);      /* rows and k padded */
+    check_packed(2, 256, 256, 1);    /* no padding */
+    check_packed(4, 520, 1032, 2);   /* 260 rows per slice: a partial third row block */
+    check_packed(2, 96, 8, 4);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(0, 64, 64, 1), 0);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(2, 63, 64, 2), 0);   /* N % D */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(2, 64, 64, 9), 0);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(128, 1536, 2048, 2), (size_t)128 * 1536 * 2048 * 2);   /* the FACTS shapes pack without padding */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(32, 4096, 7168, 2), (size_t)32 * 4096 * 7168 * 2);
+    /* packer validation (returns before any CUDA call) */
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(NULL, 0, P(0x1000), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 2, P(0x1000000), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT(strstr(ldmoe_last_error(), "src_layout") != NULL);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 0, P(0x1000 + 64), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT(strstr(ldmoe_last_error(), "overlap") != NULL);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 0, P(0x1000000), 2, 63, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 0, P(0x1000000), 2, 64, 60, 2, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 0, P(0x1000008), 2, 64, 64, 2, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights(P(0x1000), 0, P(0x1000000), 2, 64, 64, 0, NULL), LDMOE_ERR_INVALID_ARG);
+    /* the GEMM takes the packed layout with its D */
+    ldmoe_params_t p = good();
+    p.layout = LDMOE_LAYOUT_PACKED;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
+    p.num_domains = 0;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT(strstr(ldmoe_last_error(), "packed") != NULL);
+    int bm = 0, bn = 0;
+    int64_t bound = 0;
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_128x64, &bm, &bn, &bound), LDMOE_OK);
+    CU_ASSERT_EQUAL(bound, ((1000 + 63) / 64 + 8) * 2 * (2048 / 128));
+}
+
 static void test_tile_info(void) {
     int bm = 0, bn = 0;
     int64_t bound = 0;
@@ -215,5 +281,6 @@ static void register_tests(void) {
     CU_add_test(s, "argument validation", test_validation);
     CU_add_test(s, "converter validation", test_convert_validation);
     CU_add_test(s, "tile info", test_tile_info);
+    CU_add_test(s, "packed layout and packer validation", test_packed_layout);
     CU_add_test(s, "strings", test_strings);
 }

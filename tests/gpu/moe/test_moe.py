@@ -2,7 +2,7 @@
 """test_moe.py — GPU tests of libldmoe (needs an NVIDIA GPU, PyTorch).
 
 Correctness against an fp32 reference on fresh random inputs per case (random routing with
-empty experts and counts that are not tile multiples; both layouts; all modes and tiles; the four
+empty experts and counts that are not tile multiples; the three weight layouts; all modes and tiles; the four
 placement states via a fake published map), output poisoned with NaN before every run, and
 scheduler tests: every tile computed exactly once (debug counters) under local-first, stealing,
 unaware and static schedules, with unbalanced (74/66), single-domain and absent maps, with and
@@ -94,6 +94,56 @@ def test_converter(gen):
         report(torch.equal(wl, ref) and torch.equal(back, w), "convert E=%d N=%d K=%d D=%d" % (E, N, K, D))
 
 
+def in_layout(w, layout, D=2):
+    """The [E, N, K] weights in `layout` (what grouped_mm takes for it)."""
+    if layout == "localized":
+        return ldmoe.to_localized(w, D)
+    if layout == "packed":
+        return ldmoe.pack(w, D)
+    return w
+
+
+def packed_reference(w, D):
+    """The packed layout (ldmoe.h) built with torch ops, independently of the library's packer:
+    zero-padded [D, E, rb*128, kb*64], boxes of 128 x 64 in [D, E, rb, kb] order, and in each box
+    16-byte chunk c of row r stored at chunk position c ^ (r % 8)."""
+    E, N, K = w.shape
+    ND = N // D
+    rb, kb = -(-ND // 128), -(-K // 256) * 4
+    pad = torch.zeros((D, E, rb * 128, kb * 64), dtype=w.dtype, device=w.device)
+    pad[:, :, :ND, :K] = w.view(E, D, ND, K).permute(1, 0, 2, 3)
+    boxes = pad.view(D, E, rb, 128, kb, 8, 8).permute(0, 1, 2, 4, 3, 5, 6)   # [D, E, rb, kb, 128 rows, 8 chunks, 8]
+    r = torch.arange(128, device=w.device).view(128, 1)
+    src_chunk = torch.arange(8, device=w.device).view(1, 8) ^ (r % 8)      # position p holds chunk p ^ (r % 8)
+    return boxes[:, :, :, :, r, src_chunk, :].contiguous().view(-1)
+
+
+def test_pack(gen):
+    for (E, N, K, D) in [(3, 64, 72, 2), (8, 1536, 256, 2), (2, 96, 8, 4), (5, 384, 320, 1), (4, 520, 1032, 2)]:
+        w = torch.randn((E, N, K), generator=gen, device="cpu").to(torch.bfloat16).cuda()
+        ref = packed_reference(w, D)
+        for src in ("plain", "localized"):
+            wp = ldmoe.pack(w if src == "plain" else ldmoe.to_localized(w, D), D if src == "plain" else None)
+            torch.cuda.synchronize()
+            got = wp.data.view(torch.bfloat16)
+            ok = got.numel() == ref.numel() and torch.equal(got, ref) and \
+                wp.data.numel() == ldmoe.packed_bytes(E, N, K, D) and (wp.E, wp.N, wp.K, wp.D) == (E, N, K, D)
+            report(ok, "pack from %s E=%d N=%d K=%d D=%d" % (src, E, N, K, D),
+                   "%d bytes, reference %d" % (got.numel() * 2, ref.numel() * 2))
+    w4 = torch.zeros((2, 3, 32, 64), dtype=torch.bfloat16, device="cuda")
+    for what, fn, exc in [("D mismatch", lambda: ldmoe.pack(w4, 3), ValueError),
+                          ("N % D", lambda: ldmoe.pack(torch.zeros((2, 30, 64), dtype=torch.bfloat16, device="cuda"), 4),
+                           ValueError),
+                          ("layout packed needs PackedWeights", lambda: ldmoe.grouped_mm(
+                              torch.zeros((4, 64), dtype=torch.bfloat16, device="cuda"), w4,
+                              torch.tensor([2, 4, 4], dtype=torch.int32, device="cuda"), layout="packed"), TypeError)]:
+        try:
+            fn()
+            report(False, "pack error " + what, "no error raised")
+        except exc as e:
+            report(True, "pack error " + what, str(e))
+
+
 def test_errors():
     x = torch.zeros((16, 100), dtype=torch.bfloat16, device="cuda")
     w = torch.zeros((2, 64, 100), dtype=torch.bfloat16, device="cuda")
@@ -159,7 +209,7 @@ def test_correctness(gen, quick):
     tiles = [t for t in ldmoe.TILES]   # every tile the library has
     modes = ["auto", "aware", "unaware", "static"]
     for si, (T, E, N, K) in enumerate(shapes):
-        for layout in ["plain", "localized"]:
+        for layout in ["plain", "localized", "packed"]:
             for ti, tile in enumerate(tiles):
                 mode = modes[(si + ti) % 4] if tile != "auto" else None
                 for m in ([mode] if mode else modes):
@@ -169,7 +219,7 @@ def test_correctness(gen, quick):
                     offs, counts = routing(gen, T - (T // 7 if si % 2 else 0), E)
                     used = sum(counts)
                     y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-                    wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+                    wk = in_layout(w, layout)
                     ldmoe.grouped_mm(x, wk, offs, layout=layout, mode=m, tile=tile, out=y)
                     torch.cuda.synchronize()
                     ref = reference(x, w, counts)
@@ -181,14 +231,15 @@ def test_tune(gen):
     """Every epilogue and L2-hint variant (ldmoe.h LDMOE_TUNE_*) of the staged tiles, ragged counts."""
     for T, E, N, K in [(700, 16, 768, 512), (130, 128, 1536, 256), (45, 4, 2048, 1024), (3000, 6, 1280, 384)]:
         for tile in ("ws128x64", "ws128x16", "ws256x64", "ws128x64k1", "ws256x128ew", "ws128x64c16", "ws128x128c16"):
-            for tune in (0, 0x1, 0x2 | 0x4, 0x8, 0xF):
+            for tune, layout in ((0, "localized"), (0x1, "localized"), (0x2 | 0x4, "localized"), (0x8, "localized"),
+                                 (0xF, "localized"), (0, "packed"), (0x4, "packed"), (0x1, "packed")):
                 x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
                 offs, counts = routing(gen, T - T // 5, E)
                 y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-                ldmoe.grouped_mm(x, ldmoe.to_localized(w, 2), offs, layout="localized", tile=tile, out=y, tune=tune)
+                ldmoe.grouped_mm(x, in_layout(w, layout), offs, layout=layout, tile=tile, out=y, tune=tune)
                 torch.cuda.synchronize()
-                check_out("tune=%#x T=%d E=%d N=%d K=%d tile=%s" % (tune, T, E, N, K, tile), y,
+                check_out("tune=%#x T=%d E=%d N=%d K=%d tile=%s %s" % (tune, T, E, N, K, tile, layout), y,
                           reference(x, w, counts), sum(counts))
 
 
@@ -203,11 +254,11 @@ def test_token_classes(gen):
     offs = torch.tensor(list(itertools.accumulate(counts)), dtype=torch.int32, device="cuda")
     for tile in ("ws128x64c16", "ws128x128c16"):
         for mode in ("aware", "unaware", "static"):
-            for layout in ("plain", "localized"):
+            for layout in ("plain", "localized", "packed"):
                 x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
                 w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
                 y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-                wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+                wk = in_layout(w, layout)
                 ldmoe.grouped_mm(x, wk, offs, layout=layout, mode=mode, tile=tile, out=y)
                 torch.cuda.synchronize()
                 ref = reference(x, w, counts)
@@ -271,12 +322,12 @@ def test_states(gen, num_sms):
             ldmoe.set_topology(None)
         else:
             ldmoe.set_topology(st[0], 2, st[1])
-        for layout in ["plain", "localized"]:
+        for layout in ["plain", "localized", "packed"]:
             x = torch.randn((T, K), generator=gen).to(torch.bfloat16).cuda()
             w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
             offs, counts = routing(gen, T, E)
             y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-            wk = ldmoe.to_localized(w, 2) if layout == "localized" else w
+            wk = in_layout(w, layout)
             ldmoe.grouped_mm(x, wk, offs, layout=layout, mode="auto", out=y)
             torch.cuda.synchronize()
             check_out("state=%s %s" % (name, layout), y, reference(x, w, counts), sum(counts))
@@ -363,7 +414,7 @@ def main():
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
-    for fn in (lambda: test_converter(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
+    for fn in (lambda: test_converter(gen), lambda: test_pack(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
                lambda: test_tune(gen), lambda: test_token_classes(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
                lambda: test_scheduler(gen, num_sms)):
         try:
