@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """overhead.py — where a decode launch of libldmoe loses time that is not weight streaming.
 
-Two experiments (one GPU, no shim, even map, localized weights, equal tokens per expert):
+Experiments (one GPU, no shim, even map, weights in --layout: localized (default) or packed,
+equal tokens per expert):
 
   --contexts   Times one call (CUDA events around it) after a different untimed call each time:
                nothing (ldmoe back to back), torch._grouped_mm on other weights, a 1 GiB copy,
@@ -29,6 +30,11 @@ import statistics
 import sys
 
 torch = ldmoe = None
+LAYOUT = "localized"   # --layout
+
+
+def in_layout(w):
+    return ldmoe.pack(w, 2) if LAYOUT == "packed" else ldmoe.to_localized(w, 2)
 
 
 def load():
@@ -63,7 +69,7 @@ def variant(spec):
 
 def make_case(E, K, N, m, sets):
     ws = [torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(sets)]
-    wls = [ldmoe.to_localized(w, 2) for w in ws]
+    wls = [in_layout(w) for w in ws]
     x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
     offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
     y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
@@ -84,14 +90,14 @@ def contexts(a, out):
         pres = {
             "nothing": lambda i: None,
             "torch (other set)": lambda i: torch._grouped_mm(x, ws[(i + 1) % n].transpose(-2, -1), offs=offs),
-            "ldmoe (other set)": lambda i: ldmoe.grouped_mm(x, wls[(i + 1) % n], offs, layout="localized",
+            "ldmoe (other set)": lambda i: ldmoe.grouped_mm(x, wls[(i + 1) % n], offs, layout=LAYOUT,
                                                             mode="aware", tile="ws128x64", out=y),
             "1 GiB copy": lambda i: big2.copy_(big),
             "1 GiB read": lambda i: big.sum(),
             "200 us sleep": lambda i: torch.cuda._sleep(340000),
         }
         timed = [("torch", torch_fn)] + [
-            ("ldmoe " + v, (lambda i, tt=variant(v): ldmoe.grouped_mm(x, wls[i % n], offs, layout="localized",
+            ("ldmoe " + v, (lambda i, tt=variant(v): ldmoe.grouped_mm(x, wls[i % n], offs, layout=LAYOUT,
                                                                       mode=tt[2], tile=tt[0], tune=tt[1], out=y)))
             for v in a.tiles.split(",")]
         out.append("### m = %d tokens per expert" % m)
@@ -126,7 +132,7 @@ def trace(a, out):
                 tr = torch.zeros(8 * sms, device="cuda", dtype=torch.int64)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
-                ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=mode, tile=tile, tune=tune,
+                ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=LAYOUT, mode=mode, tile=tile, tune=tune,
                                  out=y, trace=tr)
                 e.record()
                 torch.cuda.synchronize()
@@ -178,7 +184,7 @@ def layers(a, out):
     for si in map(int, a.layer_shapes.split(",")):
         E, K, N = LAYER_SHAPES[si]
         ws = [torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(L)]
-        wls = [ldmoe.to_localized(w, 2) for w in ws]
+        wls = [in_layout(w) for w in ws]
         for m in map(int, a.tokens.split(",")):
             x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
             offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
@@ -191,7 +197,7 @@ def layers(a, out):
                         if kind == "torch":
                             torch._grouped_mm(x, ws[l].transpose(-2, -1), offs=offs)
                         else:
-                            ldmoe.grouped_mm(x, wls[l], offs, layout="localized", mode="aware", out=y)
+                            ldmoe.grouped_mm(x, wls[l], offs, layout=LAYOUT, mode="aware", out=y)
                 kinds = ["torch", "ldmoe"]
                 for _ in range(a.warmup):
                     for k in kinds:
@@ -237,7 +243,7 @@ def scaling(a, out):
             ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
             n = a.sets
             fns = [lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)] + [
-                (lambda i, tt=variant(t): ldmoe.grouped_mm(x, wls[i % n], offs, layout="localized", mode=tt[2],
+                (lambda i, tt=variant(t): ldmoe.grouped_mm(x, wls[i % n], offs, layout=LAYOUT, mode=tt[2],
                                                            tile=tt[0], tune=tt[1], out=y)) for t in tiles]
             # interleaved: call k of repetition i uses set (i + k) % n
             for i in range(a.warmup):
@@ -281,11 +287,14 @@ def main():
                     help="ldmoe variants TILE[:TUNE[:MODE]] (LDMOE_TUNE_* bits; mode aware by default), "
                          "comma-separated")
     ap.add_argument("--experts", default="16,32,64,128,256", help="expert counts for --scaling")
+    ap.add_argument("--layout", choices=("localized", "packed"), default="localized", help="ldmoe's weight layout")
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", help="write the markdown tables here as well")
     a = ap.parse_args()
+    global LAYOUT
+    LAYOUT = a.layout
     if not (a.contexts or a.trace or a.layers or a.scaling):
         ap.error("nothing to do: give --contexts, --trace, --layers and/or --scaling")
     load()
