@@ -116,16 +116,19 @@ def routing_counts(routing, E, m, seed):
     return torch.bincount(idx, minlength=E).tolist()
 
 
-def cases(a):
+def cases(a, layouts=("localized", "packed")):
     """Every --shapes x --tokens case: (E, K, N, m, weight sets by layout {"plain": [E, N, K] sets,
-    "localized": the same for two domains, "packed": the same packed for two domains}, tokens x
+    and of `layouts`, "localized": the same for two domains, "packed": the same packed for two domains}, tokens x
     [E*m, K], offs (cumulative tokens per expert, --routing), counts). Each shape's weights are
     freed before the next shape's are made."""
     for si in map(int, a.shapes.split(",")):
         E, K, N = SHAPES[si]
         ws = [(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(a.sets)]
-        wsets = {"plain": ws, "localized": [ldmoe.to_localized(w, 2) for w in ws],
-                 "packed": [ldmoe.pack(w, 2) for w in ws]}
+        wsets = {"plain": ws}
+        if "localized" in layouts:
+            wsets["localized"] = [ldmoe.to_localized(w, 2) for w in ws]
+        if "packed" in layouts:
+            wsets["packed"] = [ldmoe.pack(w, 2) for w in ws]
         for m in map(int, a.tokens.split(",")):
             counts = routing_counts(a.routing, E, m, 1000 * si + m)
             x = torch.randn((E * m, K), device="cuda", dtype=torch.bfloat16)
@@ -284,6 +287,8 @@ def main():
                 variants.append((tile, int(tune or "0", 0), mode or "aware", lay or a.layout))
             except ValueError:
                 ap.error("--variants: %r is not TILE:TUNE[:MODE[:LAYOUT]] (TUNE an integer, e.g. 0x3)" % v)
+            if variants[-1][2] not in ("auto", "aware", "unaware", "static"):
+                ap.error("--variants: mode %r is not auto, aware, unaware or static" % variants[-1][2])
             if variants[-1][3] not in ("plain", "localized", "packed"):
                 ap.error("--variants: layout %r is not plain, localized or packed" % variants[-1][3])
     global torch, ldmoe
@@ -511,7 +516,7 @@ def vkey(v):
 def run_variants(a, variants, head, bw):
     """torch and each ldmoe (tile, tune) variant interleaved call by call, per shape and m."""
     rows = []
-    for E, K, N, m, wsets, x, offs, counts in cases(a):
+    for E, K, N, m, wsets, x, offs, counts in cases(a, {v[3] for v in variants}):
         ws = wsets["plain"]
         T = E * m
         yt = torch._grouped_mm(x, ws[0].transpose(-2, -1), offs=offs)

@@ -16,8 +16,11 @@
  *                           c of box row r at byte 128 r + 16 (c ^ (r % 8))), rows past N/D and k
  *                           past K zero. Built once with ldmoe_pack_weights (size:
  *                           ldmoe_packed_bytes). Every weight read is then a contiguous copy of
- *                           16-64 KiB instead of 128 rows of 128 bytes K*2 apart, which streams
+ *                           8-64 KiB instead of 64-256 rows of 128 bytes K*2 apart, which streams
  *                           faster from HBM (doc/moe.md); slice d is still one contiguous range.
+ *                           num_domains must be the D the weights were packed with, and w must
+ *                           hold ldmoe_packed_bytes(E, N, K, D) bytes (the library cannot check
+ *                           either: a mismatch reads wrong rows or past the buffer).
  *
  * Scheduling (see doc/moe.md): one CTA per SM; each CTA reads the SM->domain map that libldshim
  * publishes into this library's `ldshim_topology` device symbol, takes tiles of its own
@@ -164,13 +167,14 @@ int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D,
                          int to_localized, void *stream);
 
 /* Bytes of the packed layout (LDMOE_LAYOUT_PACKED) for these sizes; 0 if they are invalid
- * (E, N, K, D >= 1, D <= LDMOE_MAX_DOMAINS, N % D == 0). Thread-safe, no GPU needed. */
+ * (E, N, K, D >= 1, D <= LDMOE_MAX_DOMAINS, N % D == 0, E*N <= 2^31-1). Thread-safe, no GPU
+ * needed. */
 size_t ldmoe_packed_bytes(int E, int N, int K, int D);
 
 /* Write the packed layout of `src` (LDMOE_LAYOUT_PLAIN [E, N, K], or LDMOE_LAYOUT_LOCALIZED
  * [D, E, N/D, K] with the same D) to dst, which holds ldmoe_packed_bytes(E, N, K, D) bytes
- * (padding included: every byte of dst is written). Same constraints as ldmoe_convert_layout;
- * src and dst must not overlap. Asynchronous on `stream`, thread-safe. */
+ * (padding included: every byte of dst is written). Same constraints as ldmoe_convert_layout,
+ * and E*N <= 2^31-1; src and dst must not overlap. Asynchronous on `stream`, thread-safe. */
 int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int E, int N, int K, int D,
                        void *stream);
 

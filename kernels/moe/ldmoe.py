@@ -39,14 +39,28 @@ class PackedWeights:
     """Weights in libldmoe's packed layout (ldmoe.h, LDMOE_LAYOUT_PACKED), made by pack().
 
     data: a uint8 CUDA tensor of ldmoe_packed_bytes(E, N, K, D) bytes whose slice d (a contiguous
-    1/D of it) holds rows d*N/D .. (d+1)*N/D - 1 of every expert; E, N, K, D: the sizes."""
+    1/D of it) holds rows d*N/D .. (d+1)*N/D - 1 of every expert; E, N, K, D: the sizes it was
+    packed for (read-only). Built from a saved buffer, the sizes are checked against it."""
+    __slots__ = ("_data", "_E", "_N", "_K", "_D")
 
     def __init__(self, data, E, N, K, D):
-        self.data, self.E, self.N, self.K, self.D = data, E, N, K, D
+        if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 1:
+            raise TypeError("PackedWeights data must be a 1-D uint8 tensor (what pack() returns)")
+        n = packed_bytes(E, N, K, D)
+        if n == 0 or data.numel() != n:
+            raise ValueError("PackedWeights: %d bytes, but E=%d N=%d K=%d D=%d pack into %d" % (
+                data.numel(), E, N, K, D, n))
+        self._data, self._E, self._N, self._K, self._D = data, E, N, K, D
+
+    data = property(lambda self: self._data)
+    E = property(lambda self: self._E)
+    N = property(lambda self: self._N)
+    K = property(lambda self: self._K)
+    D = property(lambda self: self._D)
 
     @property
     def device(self):
-        return self.data.device
+        return self._data.device
 
     def __repr__(self):
         return "PackedWeights(E=%d, N=%d, K=%d, D=%d, %d bytes on %s)" % (
@@ -137,12 +151,13 @@ def _need(t, name, dtype, dev, ndim=None):
         raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
 
 
-def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.0, tile="auto",
+def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, tile="auto",
                debug_tiles=None, tune=0, trace=None):
     """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
 
     x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16, or a PackedWeights
-    (pack(); layout is then "packed" whatever is passed); offs [E] int32;
+    (pack()); layout: "plain", "localized" or "packed" (None: packed for a PackedWeights, else
+    plain); offs [E] int32;
     out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
     mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
     debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h).
@@ -150,7 +165,11 @@ def grouped_mm(x, w, offs, layout="plain", mode="auto", out=None, steal_waves=0.
     trace: optional int64 tensor of 8 entries per SM, filled with a timeline of the launch by the
     warp-specialized tiles (debug only, see ldmoe.h)."""
     lib = _load()
-    lay = LAYOUTS["packed"] if isinstance(w, PackedWeights) else _enum(LAYOUTS, layout, "layout")
+    if layout is None:
+        layout = "packed" if isinstance(w, PackedWeights) else "plain"
+    lay = _enum(LAYOUTS, layout, "layout")
+    if isinstance(w, PackedWeights) and lay != LAYOUTS["packed"]:
+        raise TypeError("w is a PackedWeights but layout is %r" % (layout,))
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError("x must be a CUDA tensor")
     dev = x.device
@@ -268,9 +287,11 @@ def pack(w, D=None):
         D, N, src = Dw, ND * Dw, LAYOUTS["localized"]
     else:
         raise ValueError("w must be [E, N, K] or [D, E, N/D, K], got shape %s" % (tuple(w.shape),))
+    if not 1 <= D <= MAX_DOMAINS:
+        raise ValueError("D = %d must be in 1..%d" % (D, MAX_DOMAINS))
     n = lib.ldmoe_packed_bytes(E, N, K, D)
     if n == 0:
-        raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0)" % (E, N, K, D))
+        raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0, E*N < 2^31)" % (E, N, K, D))
     data = torch.empty(n, dtype=torch.uint8, device=w.device)
     with torch.cuda.device(w.device):
         _check(lib.ldmoe_pack_weights(w.data_ptr(), src, data.data_ptr(), E, N, K, D,

@@ -507,6 +507,7 @@ LDMOE_API int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int
 
 LDMOE_API size_t ldmoe_packed_bytes(int E, int N, int K, int D) {
     if (E < 1 || N < 1 || K < 1 || D < 1 || D > LDMOE_MAX_DOMAINS || N % D) return 0;
+    if ((int64_t)E * N > INT32_MAX || K > INT32_MAX - 256) return 0;   // the kernels' row and k coordinates are int32
     return (size_t)ldmoe_packed_box(E, N / D, K, D, 0, 0, 0) * LDMOE_PACK_BOX;
 }
 

@@ -5,7 +5,8 @@
 //
 // Operands stream through a ring of STAGES shared-memory stages, each filled by 2 x KSUB TMA
 // boxes (64 k x BM weight rows and 64 k x BN tokens per k-block; 128-byte rows, 128-byte
-// swizzle) that complete on the stage's mbarrier. One thread issues them, so the bytes in
+// swizzle) that complete on the stage's mbarrier; weights in the packed layout (ldmoe.h) come
+// as 1-D bulk copies of the same shared-memory image instead (Loader::load_packed). One thread issues them, so the bytes in
 // flight per SM are bounded by the ring, not by per-thread load slots. The ring never drains
 // between tiles: loads of the next tile start while the current one computes.
 //
@@ -536,6 +537,7 @@ struct Loader {
     // KSUB boxes, a BM = 64 k-block half a box, a BM = 256 k-block two boxes. The layout pads k to
     // whole stages with zeros (ldmoe_packed_kblocks), as the tensor map's bounds would.
     __device__ void load_packed(uint32_t dst, uint32_t bar, int kb) const {
+        static_assert(LDMOE_PACK_KALIGN % C::KSUB == 0, "a stage's k-blocks never cross a packed row block");
         const int64_t off = (int64_t)kb * C::KSUB * LDMOE_PACK_BOX;
         auto copy = [&](uint32_t d, const char *src, uint32_t bytes) {
             if constexpr (C::STREAM_W) bulk_load_hint(d, src, bytes, bar, pol_w);

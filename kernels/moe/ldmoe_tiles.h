@@ -121,8 +121,11 @@ LDMOE_HD int64_t ldmoe_localized_row(int32_t E, int32_t N, int32_t D, int32_t e,
  * so that a stage of up to four k-blocks never reads past a row block. */
 #define LDMOE_PACK_ROWS 128
 #define LDMOE_PACK_BOX 16384
-LDMOE_HD int32_t ldmoe_packed_rowblocks(int32_t ND) { return (ND + LDMOE_PACK_ROWS - 1) / LDMOE_PACK_ROWS; }
-LDMOE_HD int32_t ldmoe_packed_kblocks(int32_t K) { return (K + 255) / 256 * 4; }
+#define LDMOE_PACK_KALIGN 4   /* k blocks per row block are a multiple of this (the largest stage) */
+LDMOE_HD int32_t ldmoe_packed_rowblocks(int32_t ND) { return (int32_t)(((int64_t)ND + LDMOE_PACK_ROWS - 1) / LDMOE_PACK_ROWS); }
+LDMOE_HD int32_t ldmoe_packed_kblocks(int32_t K) {
+    return (int32_t)(((int64_t)K + 64 * LDMOE_PACK_KALIGN - 1) / (64 * LDMOE_PACK_KALIGN) * LDMOE_PACK_KALIGN);
+}
 
 /* Index of the box holding row block rb, k block kb of slice d of expert e. */
 LDMOE_HD int64_t ldmoe_packed_box(int32_t E, int32_t ND, int32_t K, int32_t d, int32_t e, int32_t rb, int32_t kb) {

@@ -1,7 +1,8 @@
 // ldmoe_ws.cuh — warp-specialized wgmma body of the grouped GEMM (sm_90a).
 //
 // Three warpgroups per CTA (one CTA per SM). Warpgroup 0 is the producer: one thread claims tiles
-// and fills a ring of shared-memory stages with TMA boxes (Loader, ldmoe_gemm.cuh). The rest of
+// and fills a ring of shared-memory stages with TMA boxes, or bulk copies of packed weights
+// (Loader, ldmoe_gemm.cuh). The rest of
 // warp 0 leaves; warps 1-3 leave too, or, with epilogue warps (EPIW), store each finished tile
 // from shared memory (in the prefill orientation the warpgroup first gives registers to the
 // consumers with setmaxnreg). Warpgroups 1 and 2 are the consumers: each issues wgmma for its

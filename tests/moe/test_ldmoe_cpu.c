@@ -203,6 +203,10 @@ static void test_packed_layout(void) {
     CU_ASSERT_EQUAL(ldmoe_packed_bytes(0, 64, 64, 1), 0);
     CU_ASSERT_EQUAL(ldmoe_packed_bytes(2, 63, 64, 2), 0);   /* N % D */
     CU_ASSERT_EQUAL(ldmoe_packed_bytes(2, 64, 64, 9), 0);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(1, 64, INT32_MAX, 1), 0);        /* k blocks would overflow int32 */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(1024, 1 << 21, 64, 1), 0);      /* 2^31 weight rows */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes(1, 64, INT32_MAX - 256, 1),
+                    (size_t)1 * (((size_t)INT32_MAX - 256 + 255) / 256 * 4) * 16384);
     CU_ASSERT_EQUAL(ldmoe_packed_bytes(128, 1536, 2048, 2), (size_t)128 * 1536 * 2048 * 2);   /* the FACTS shapes pack without padding */
     CU_ASSERT_EQUAL(ldmoe_packed_bytes(32, 4096, 7168, 2), (size_t)32 * 4096 * 7168 * 2);
     /* packer validation (returns before any CUDA call) */

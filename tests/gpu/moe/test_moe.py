@@ -131,7 +131,16 @@ def test_pack(gen):
             report(ok, "pack from %s E=%d N=%d K=%d D=%d" % (src, E, N, K, D),
                    "%d bytes, reference %d" % (got.numel() * 2, ref.numel() * 2))
     w4 = torch.zeros((2, 3, 32, 64), dtype=torch.bfloat16, device="cuda")
+    wp = ldmoe.pack(torch.zeros((1, 320, 64), dtype=torch.bfloat16, device="cuda"), 1)
+    x4 = torch.zeros((4, 64), dtype=torch.bfloat16, device="cuda")
+    o1 = torch.tensor([4], dtype=torch.int32, device="cuda")
     for what, fn, exc in [("D mismatch", lambda: ldmoe.pack(w4, 3), ValueError),
+                          ("D out of range", lambda: ldmoe.pack(w4[0], 0), ValueError),
+                          ("sizes not matching the buffer (D=2 on a D=1 pack)",
+                           lambda: ldmoe.PackedWeights(wp.data, 1, 320, 64, 2), ValueError),
+                          ("PackedWeights with layout localized",
+                           lambda: ldmoe.grouped_mm(x4, wp, o1, layout="localized"), TypeError),
+                          ("PackedWeights read-only", lambda: setattr(wp, "D", 2), AttributeError),
                           ("N % D", lambda: ldmoe.pack(torch.zeros((2, 30, 64), dtype=torch.bfloat16, device="cuda"), 4),
                            ValueError),
                           ("layout packed needs PackedWeights", lambda: ldmoe.grouped_mm(
@@ -142,6 +151,27 @@ def test_pack(gen):
             report(False, "pack error " + what, "no error raised")
         except exc as e:
             report(True, "pack error " + what, str(e))
+
+
+def test_packed_domains(gen):
+    """Packed weights for D = 1, 2 and 4 with a partial last 128-row block in every slice (N/D =
+    544, 272, 136) and K not a multiple of 64, through tiles of 64, 128 and 256 weight rows,
+    both bodies, against the fp32 reference."""
+    T, E, N, K = 300, 4, 544, 200
+    tiles = ["auto", "ws128x64c16", "ws128x128c16", "ws128x16", "ws256x64", "ws256x128ew", "ws128x128",
+             "64x16k4", "64x64k4", "128x64k2", "128x128", "wg256x128k2"]
+    modes = ["aware", "unaware", "static"]
+    for D in (1, 2, 4):
+        for ti, tile in enumerate(tiles):
+            mode = modes[(D + ti) % 3]
+            x = (torch.randn((T, K), generator=gen) * 0.5).to(torch.bfloat16).cuda()
+            w = (torch.randn((E, N, K), generator=gen) / math.sqrt(K)).to(torch.bfloat16).cuda()
+            offs, counts = routing(gen, T - 11, E)
+            y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.grouped_mm(x, ldmoe.pack(w, D), offs, mode=mode, tile=tile, out=y)
+            torch.cuda.synchronize()
+            check_out("packed D=%d N/D=%d tile=%s mode=%s" % (D, N // D, tile, mode), y, reference(x, w, counts),
+                      sum(counts))
 
 
 def test_errors():
@@ -414,7 +444,7 @@ def main():
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
-    for fn in (lambda: test_converter(gen), lambda: test_pack(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
+    for fn in (lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
                lambda: test_tune(gen), lambda: test_token_classes(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
                lambda: test_scheduler(gen, num_sms)):
         try:
