@@ -16,8 +16,8 @@ import os
 
 import torch
 
-__all__ = ["grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info", "set_topology", "get_topology",
-           "LdmoeError", "LAYOUTS", "MODES", "TILES"]
+__all__ = ["grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
+           "set_topology", "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
