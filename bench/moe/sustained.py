@@ -7,7 +7,7 @@ draws more power (more L2 traffic) runs at a lower clock on a power-limited GPU.
     python3 bench/moe/sustained.py --shape 2 --m 512 --variants ws256x128ew:aware,ws256x128ew:static
 
 --shape indexes bench_moe.py's SHAPES (0: 8 experts, 1: 32, 2: 128); equal tokens per expert,
-localized weights, no shim (even map). Variants are TILE:MODE[:TUNE] (mode: auto, aware, unaware,
+weights in --layout (default localized; or packed), no shim (even map). Variants are TILE:MODE[:TUNE] (mode: auto, aware, unaware,
 static; TUNE: LDMOE_TUNE_* bits, e.g. 0x10).
 """
 import argparse
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0, help="length of one block")
     ap.add_argument("--rounds", type=int, default=2, help="blocks per variant (alternating)")
     ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
+    ap.add_argument("--layout", choices=("localized", "packed"), default="localized", help="ldmoe's weight layout")
     a = ap.parse_args()
     variants = []
     for v in a.variants.split(","):
@@ -63,10 +64,10 @@ def main():
         variants.append((f[0], f[1], tune))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from one_case import equal_case
-    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets)
+    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets, a.layout)
 
     def call(i, tile, mode, tune):
-        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout="localized", mode=mode, tile=tile, out=y, tune=tune)
+        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=a.layout, mode=mode, tile=tile, out=y, tune=tune)
 
     for v in variants:   # warm up, and size a block
         for i in range(3):

@@ -403,7 +403,11 @@ LDMOE_API int ldmoe_release(void) {
 
 static const uint32_t kTuneKnown = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
                                    LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES |
-                                   LDMOE_TUNE_DYNAMIC_ONLY;
+                                   LDMOE_TUNE_DYNAMIC_ONLY
+#ifdef LDMOE_DIAG
+                                   | kDiagNoMma | kDiagNoStore
+#endif
+    ;
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 

@@ -26,6 +26,14 @@
 
 namespace ldmoe {
 
+// Diagnostic build only (-DLDMOE_DIAG, `make build/diag/libldmoe.so`, never installed): tune bits
+// that remove work from the warp-specialized kernels, to measure what the work costs. Results
+// are wrong by design. kDiagNoMma: consumers wait for and release every stage but issue no wgmma;
+// kDiagNoStore: no output stores.
+#ifdef LDMOE_DIAG
+constexpr uint32_t kDiagNoMma = 0x40000000u, kDiagNoStore = 0x20000000u;
+#endif
+
 struct KParams {
     CUtensorMap tm_w;   // weights as a [E*N, K] bf16 matrix, box 64 k x BM rows, 128-byte swizzle
                         // (not set for the packed layout: its boxes are read with plain bulk copies)

@@ -337,6 +337,12 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         // One stage's wgmmas (4 x KSUB x MI of k16); `first` zeroes acc (the tile's first k-step).
         auto mma_stage = [&](int st, bool first) {
             const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
+#ifdef LDMOE_DIAG
+            if (p.tune & kDiagNoMma) {
+                wg_commit();
+                return;
+            }
+#endif
             fence_all();
             wg_fence();
             #pragma unroll
@@ -368,6 +374,12 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         fence_all();
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
         const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+#ifdef LDMOE_DIAG
+        if (p.tune & kDiagNoStore) {
+            if (tid == 128) debug_count(p, t.gid, my_dom);
+            return;
+        }
+#endif
         if constexpr (C::WA) {
             if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
                 store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));

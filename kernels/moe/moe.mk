@@ -9,6 +9,7 @@
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 #   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
 #   make build/moe/pattern_probe       weight streaming by access pattern (bench/moe/pattern_probe.cu)
+#   make build/diag/libldmoe.so        diagnostic library: tune bits that skip the math or the stores
 
 LDMOE_DIR      := kernels/moe
 LDMOE_BUILD    := $(BUILD)/moe
@@ -70,6 +71,18 @@ $(LDMOE_PATTERN_PROBE): bench/moe/pattern_probe.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) --compress-mode=none -std=c++17 -O3 -arch=sm_90a -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
 	  -o $@ $<
+
+# Diagnostic build of the library (not built by `make`, never installed): -DLDMOE_DIAG adds the
+# tune bits 0x40000000 (no wgmma) and 0x20000000 (no output stores) of ldmoe_gemm.cuh, to time a
+# launch without its math or its stores (bench_moe.py --variants auto:0,auto:0x60000000 with
+# LDMOE_LIB pointing here). Its results are wrong by design, and ptxas serializes its wgmmas
+# (C7520), so compare its variants with each other, not with build/libldmoe.so.
+LDMOE_DIAG_LIB := $(BUILD)/diag/libldmoe.so
+$(LDMOE_DIAG_LIB): $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(LDMOE_DIR)/ldmoe.map
+	@mkdir -p $(dir $@)
+	$(NVCC) $(LDMOE_NVFLAGS) -DLDMOE_DIAG -c $< -o $(dir $@)ldmoe_api.o
+	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $(dir $@)ldmoe_api.o \
+	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
 
 .PHONY: test-moe test-moe-sched test-gpu-moe bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
