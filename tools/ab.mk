@@ -29,7 +29,7 @@ $(AB_NULL_SO): tests/ab/null.c
 AB_REAL_DEPS := $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13 \
                 $(BUILD)/fake/t_runtime
 
-test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy $(AB_REAL_DEPS)
+test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy $(AB_REAL_DEPS) $(BUILD)/libldmoe.so   # serve.py's packed sizes
 	@mkdir -p $(RESULTS)
 	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $(AB_TOOL) bench/apps/serve.py
 	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) AB_REAL_SHIM=$(abspath $(BUILD)/libldshim.so) \

@@ -16,6 +16,9 @@ for exactly these sizes). Not modelled: rotary embeddings, sampling other than g
 
 Backends for the expert GEMMs: torch (torch._grouped_mm, default), ldmoe (the project's
 kernels/moe/ldmoe.py over libldmoe.so), loop (one matmul per expert; reference, CPU).
+Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own, ldmoe.pack;
+--backend ldmoe only). split and packed keep slice d in the d-th 1/D of each weight tensor,
+which is what a split placement homes in domain d.
 """
 
 import argparse
@@ -60,11 +63,15 @@ def parse_args(argv=None):
                    help="untimed decode steps after an untimed prefill (default 4)")
     p.add_argument("--backend", choices=("torch", "ldmoe", "loop"), default="torch",
                    help="expert GEMMs: torch._grouped_mm (default), ldmoe, or a per-expert loop")
-    p.add_argument("--layout", choices=("plain", "split"), default="plain",
-                   help="expert weight layout: plain [E, N, K] (default) or split "
+    p.add_argument("--layout", choices=("plain", "split", "packed"), default="plain",
+                   help="expert weight layout: plain [E, N, K] (default), split "
                         "[D, E, N/D, K] (slice d = the half of every expert's rows homed in "
-                        "domain d under a split placement); same bytes either way")
-    p.add_argument("--domains", type=int, default=2, help="D of --layout split (default 2)")
+                        "domain d under a split placement; same bytes as plain), or packed "
+                        "(libldmoe's layout, its fastest at decode; --backend ldmoe only; "
+                        "slices as in split; the same bytes as plain when N/D is a multiple "
+                        "of 128 and K of 256, as with the defaults)")
+    p.add_argument("--domains", type=int, default=2,
+                   help="D of --layout split or packed (default 2)")
     p.add_argument("--ldmoe-mode", choices=("auto", "aware", "unaware", "static"),
                    default="auto", help="scheduling mode of --backend ldmoe (default auto: "
                    "what the shim publishes for the state)")
@@ -90,8 +97,15 @@ def parse_args(argv=None):
         p.error("--topk (%d) cannot exceed --experts (%d)" % (a.topk, a.experts))
     if not a.no_attention and (a.hidden % a.heads or a.heads % a.kv_heads):
         p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
-    if a.layout == "split" and (a.ffn % a.domains or a.hidden % a.domains):
-        p.error("--layout split needs --ffn and --hidden divisible by --domains")
+    if a.layout != "plain" and (a.ffn % a.domains or a.hidden % a.domains):
+        p.error("--layout %s needs --ffn and --hidden divisible by --domains" % a.layout)
+    if a.layout == "packed":
+        if a.backend != "ldmoe":
+            p.error("--layout packed is libldmoe's layout: it needs --backend ldmoe")
+        if a.dtype == "fp32" or a.device == "cpu":
+            p.error("--layout packed needs bf16 weights on a CUDA device")
+        if a.domains > 8:
+            p.error("--layout packed takes at most 8 --domains")
     return a
 
 
@@ -111,6 +125,23 @@ def torch_segment_bytes(nbytes):
     return (rounded + 2 * MiB - 1) // (2 * MiB) * (2 * MiB), False
 
 
+def packed_bytes(E, N, K, D):
+    """Bytes of libldmoe's packed layout (ldmoe_packed_bytes, ldmoe_tiles.h): boxes of 128 rows
+    x 64 k of bf16, ceil(N/D/128) row blocks per slice and expert, k blocks padded to a multiple
+    of 4. Here so that --print-sizes needs no GPU; Model checks it against the library."""
+    return D * E * -(-(N // D) // 128) * (-(-K // 256) * 4) * 16384
+
+
+def expert_weight_shape(a, n, k):
+    """(shape, bytes) of one expert weight tensor [E, n, k] in --layout (packed: uint8 bytes)."""
+    E, D = a.experts, a.domains
+    elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
+    if a.layout == "packed":
+        nbytes = packed_bytes(E, n, k, D)
+        return [nbytes], nbytes
+    return ([E, n, k] if a.layout == "plain" else [D, E, n // D, k]), E * n * k * elem
+
+
 def allocation_plan(a):
     """[(name, shape, bytes)] of the persistent tensors in allocation order."""
     elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
@@ -118,8 +149,8 @@ def allocation_plan(a):
     plan = []
     for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):   # as Model allocates them
         for layer in range(a.layers):
-            shape = [E, n, k] if a.layout == "plain" else [a.domains, E, n // a.domains, k]
-            plan.append(("layer%d.%s" % (layer, w), shape, E * n * k * elem))
+            shape, nbytes = expert_weight_shape(a, n, k)
+            plan.append(("layer%d.%s" % (layer, w), shape, nbytes))
     plan.append(("embed", [a.vocab, H], a.vocab * H * elem))
     plan.append(("lm_head", [a.vocab, H], a.vocab * H * elem))
     if not a.no_attention:
@@ -196,8 +227,8 @@ def load_ldmoe():
 class Gemm:
     """Expert GEMM y[t] = x[t] . W[e(t)]^T over tokens grouped by expert.
 
-    `w` is [E, N, K] (plain) or [D, E, N/D, K] (split); `offs` int32 cumulative end offsets
-    of each expert's rows in x (as torch._grouped_mm takes them)."""
+    `w` is [E, N, K] (plain), [D, E, N/D, K] (split) or ldmoe.PackedWeights (packed); `offs`
+    int32 cumulative end offsets of each expert's rows in x (as torch._grouped_mm takes them)."""
 
     def __init__(self, torch, backend, layout, ldmoe_mode="auto"):
         self.torch, self.backend, self.layout = torch, backend, layout
@@ -208,9 +239,8 @@ class Gemm:
         t = self.torch
         if self.backend == "ldmoe":
             # mode auto: the kernel follows the map the shim published (aware in state full).
-            return self.ldmoe.grouped_mm(x, w, offs, mode=self.ldmoe_mode,
-                                         layout="plain" if self.layout == "plain"
-                                         else "localized")
+            layout = {"plain": "plain", "split": "localized", "packed": "packed"}[self.layout]
+            return self.ldmoe.grouped_mm(x, w, offs, mode=self.ldmoe_mode, layout=layout)
         if self.layout == "split":
             # One GEMM per domain slice; slice d produces columns [d*N/D, (d+1)*N/D).
             return t.cat([self._plain(x, w[d], offs) for d in range(w.shape[0])], dim=1)
@@ -242,14 +272,35 @@ class Model:
         E, H, F = a.experts, a.hidden, a.ffn
         # Expert weights first, all allocated before any is initialized: each is then a
         # fresh cudaMalloc of its exact size (no temporary can be cached and split for it).
-        shape = (lambda n, k: (E, n, k)) if a.layout == "plain" else \
-            (lambda n, k: (a.domains, E, n // a.domains, k))
-        self.w1 = [torch.empty(shape(F, H), device=dev, dtype=dtype) for _ in range(a.layers)]
-        self.w3 = [torch.empty(shape(F, H), device=dev, dtype=dtype) for _ in range(a.layers)]
-        self.w2 = [torch.empty(shape(H, F), device=dev, dtype=dtype) for _ in range(a.layers)]
-        for ws, k in ((self.w1, H), (self.w3, H), (self.w2, F)):
-            for w in ws:
-                w.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+        packed = a.layout == "packed"
+
+        def alloc(n, k):
+            shape, _ = expert_weight_shape(a, n, k)
+            return torch.empty(shape, device=dev, dtype=torch.uint8 if packed else dtype)
+        self.w1 = [alloc(F, H) for _ in range(a.layers)]
+        self.w3 = [alloc(F, H) for _ in range(a.layers)]
+        self.w2 = [alloc(H, F) for _ in range(a.layers)]
+        self.ref_w1 = self.ref_w2 = None   # packed: layer 0's weights as plain [E, N, K] (--check)
+        if packed:
+            # Drawn as plain [E, n, k] in a temporary, then packed into the buffer allocated
+            # above (the temporary is a cudaMalloc of its own; the caching allocator reuses it).
+            ldmoe = load_ldmoe()
+            for ws, n, k, ref in ((self.w1, F, H, "ref_w1"), (self.w3, F, H, None),
+                                  (self.w2, H, F, "ref_w2")):
+                if ldmoe.packed_bytes(E, n, k, a.domains) != ws[0].numel():
+                    fail("packed size mismatch with libldmoe for E=%d N=%d K=%d D=%d"
+                         % (E, n, k, a.domains), 1)
+                for layer in range(a.layers):
+                    tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
+                    tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+                    ws[layer] = ldmoe.pack(tmp, a.domains, out=ws[layer])
+                    if layer == 0 and ref and a.check:
+                        setattr(self, ref, tmp)
+                    del tmp
+        else:
+            for ws, k in ((self.w1, H), (self.w3, H), (self.w2, F)):
+                for w in ws:
+                    w.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
         self.embed = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(0, 1, generator=g)
         self.lm_head = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(
             0, 1.0 / math.sqrt(H), generator=g)
@@ -362,12 +413,14 @@ def run_check(torch, model, gemm, dev, dtype):
     counts = torch.bincount(torch.randint(0, a.experts, (T * a.topk,), device=dev, generator=g),
                             minlength=a.experts)
     offs = torch.cumsum(counts, 0).to(torch.int32)
-    ref = Gemm(torch, "loop", a.layout)
+    # packed: the reference reads layer 0's weights as drawn (plain), the backend the packed copy.
+    packed = a.layout == "packed"
+    ref = Gemm(torch, "loop", "plain" if packed else a.layout)
     worst = 0.0
-    for w in (model.w1[0], model.w2[0]):
-        xin = x if w is model.w1[0] else torch.randn((T * a.topk, a.ffn), device=dev,
-                                                     dtype=dtype, generator=g)
-        y, r = gemm(xin, w, offs).float(), ref(xin, w, offs).float()
+    for i, w in enumerate((model.w1[0], model.w2[0])):
+        wr = (model.ref_w1, model.ref_w2)[i] if packed else w
+        xin = x if i == 0 else torch.randn((T * a.topk, a.ffn), device=dev, dtype=dtype, generator=g)
+        y, r = gemm(xin, w, offs).float(), ref(xin, wr, offs).float()
         err = ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
         worst = max(worst, err)
     tol = 2e-2 if dtype != torch.float32 else 1e-4
@@ -406,6 +459,8 @@ def main(argv=None):
              % torch.__version__)
 
     need = sum(n for _, _, n in allocation_plan(a))
+    if a.layout == "packed":   # the plain temporaries the weights are drawn in (Model)
+        need += (3 if a.check else 1) * a.experts * a.ffn * a.hidden * 2
     if dev.type == "cuda":
         free, total = torch.cuda.mem_get_info(dev)
         if need * 1.3 > free:

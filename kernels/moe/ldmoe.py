@@ -269,9 +269,11 @@ def packed_bytes(E, N, K, D):
     return _load().ldmoe_packed_bytes(E, N, K, D)
 
 
-def pack(w, D=None):
-    """[E, N, K] (plain, give D) or [D, E, N/D, K] (localized) bf16 -> PackedWeights (new
-    memory, device kernel on the current stream). Build it once, where the weights are loaded."""
+def pack(w, D=None, out=None):
+    """[E, N, K] (plain, give D) or [D, E, N/D, K] (localized) bf16 -> PackedWeights (device
+    kernel on the current stream). Build it once, where the weights are loaded. The bytes go to
+    new memory, or to `out`: a contiguous 1-D uint8 tensor of exactly packed_bytes(E, N, K, D)
+    on w's device (e.g. one allocated up front, where an allocation policy expects it)."""
     lib = _load()
     if not isinstance(w, torch.Tensor) or not w.is_cuda:
         raise ValueError("w must be a CUDA tensor")
@@ -292,7 +294,15 @@ def pack(w, D=None):
     n = lib.ldmoe_packed_bytes(E, N, K, D)
     if n == 0:
         raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0, E*N < 2^31)" % (E, N, K, D))
-    data = torch.empty(n, dtype=torch.uint8, device=w.device)
+    if out is None:
+        data = torch.empty(n, dtype=torch.uint8, device=w.device)
+    else:
+        if (not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.dim() != 1
+                or not out.is_contiguous() or out.device != w.device):
+            raise ValueError("out must be a contiguous 1-D uint8 tensor on %s" % (w.device,))
+        if out.numel() != n:
+            raise ValueError("out has %d bytes; E=%d N=%d K=%d D=%d pack into %d" % (out.numel(), E, N, K, D, n))
+        data = out
     with torch.cuda.device(w.device):
         _check(lib.ldmoe_pack_weights(w.data_ptr(), src, data.data_ptr(), E, N, K, D,
                                       torch.cuda.current_stream(w.device).cuda_stream))

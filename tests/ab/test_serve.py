@@ -130,6 +130,43 @@ class TestServeNoGpu(unittest.TestCase):
         self.assertEqual(sizes, [939524096])   # same bytes in the split layout
 
 
+    def test_packed_layout_sizes(self):
+        """--layout packed: libldmoe's packed bytes (the plain bytes for the defaults, padded
+        row and k blocks otherwise), and the formula is the library's own."""
+        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe")
+        self.assertEqual(sizes, [939524096])   # N/D multiple of 128, K of 256: no padding
+        self.assertEqual(len(re.findall(r"^  layer\d\.w[123] +939524096 ", text, re.M)), 6)
+        # 8 experts, N=1000, K=520, D=2: 4 row blocks of 128 per slice (500 rows), 12 k blocks
+        # (3 x 256 k): 2*8*4*12 boxes of 16 KiB; w2 (N=520, K=1000) comes to the same.
+        sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--ffn", "1000",
+                                "--hidden", "520", "--no-attention")
+        self.assertEqual(sizes, [2 * 8 * 4 * 12 * 16384])
+        s = load_serve()
+        lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
+        self.assertTrue(os.path.exists(lib_path), "%s missing: run make" % lib_path)
+        import ctypes
+        lib = ctypes.CDLL(lib_path)
+        lib.ldmoe_packed_bytes.restype = ctypes.c_size_t
+        lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
+        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1000, 520, 2),
+                           (128, 1536, 2048, 2), (3, 64, 72, 1), (5, 384, 320, 4), (1, 8, 8, 8)]:
+            self.assertEqual(s.packed_bytes(E, N, K, D), lib.ldmoe_packed_bytes(E, N, K, D),
+                             (E, N, K, D))
+
+    def test_packed_layout_errors(self):
+        for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
+                          (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
+                           "needs bf16 weights on a CUDA device"),
+                          (["--layout", "packed", "--backend", "ldmoe", "--device", "cpu"],
+                           "needs bf16 weights on a CUDA device"),
+                          (["--layout", "packed", "--backend", "ldmoe", "--domains", "3"],
+                           "divisible by --domains")]:
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
+
 class TestServeRun(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="serve-test-")

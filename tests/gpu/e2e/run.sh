@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — end to end on a GPU: the PyTorch server with libldmoe experts, unmodified, under
-# the shim. Checks that (1) the shim publishes the probed map into libldmoe's module,
-# (2) the weight allocations are tagged and split, (3) serve.py's own numerical check
-# passes in every state, (4) nothing is left live at exit.
+# the shim, with the expert weights in the split layout and in libldmoe's packed layout.
+# Checks that (1) the shim publishes the probed map into libldmoe's module, (2) the weight
+# allocations are tagged and split, (3) serve.py's own numerical check passes in every state,
+# (4) nothing is left live at exit.
 #   bash tests/gpu/e2e/run.sh RESULT_FILE     (make test-gpu-e2e)
 set -u
 cd "$(dirname "$0")/../../.."
@@ -11,16 +12,18 @@ log=${OUT:-/tmp}/e2e; mkdir -p "$log"
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-for st in stock memory full mismatch; do
+for lay in split packed; do
+for st0 in stock memory full mismatch; do
+  st=$lay-$st0
   rep=$log/report-$st.json
   rm -f "$rep"
-  timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$st \
+  timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$st0 \
     LDSHIM_LOG=debug LDSHIM_REPORT=$rep LDMOE_LIB=$PWD/build/libldmoe.so PYTHONUNBUFFERED=1 \
-    python3 bench/apps/serve.py --backend ldmoe --layout split --layers 1 --steps 8 --check \
+    python3 bench/apps/serve.py --backend ldmoe --layout $lay --layers 1 --steps 8 --check \
     > "$log/$st.out" 2> "$log/$st.err"
   rc=$?
   [ $rc = 0 ] && ok "$st/exit" || { bad "$st/exit" "rc=$rc: $(tail -3 "$log/$st.err" | tr '\n' ' ')"; continue; }
-  python3 - "$rep" "$st" "$log/$st.err" <<'PY' && ok "$st/report" || bad "$st/report" "see $log"
+  python3 - "$rep" "$st0" "$log/$st.err" <<'PY' && ok "$st/report" || bad "$st/report" "see $log"
 import json, sys
 rep, st, err = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
 r = json.load(open(rep))
@@ -41,6 +44,7 @@ else:
     print(f"{st}: {tagged} tagged, probe {dev['probe'].get('mode_used', dev['probe'])}")
 PY
   grep -E "decode|prefill|check" "$log/$st.out" | head -4
+done
 done
 echo "test-gpu-e2e: $pass passed, $fail failed"
 mkdir -p "$(dirname "$res")"; echo "$pass $fail" > "$res"

@@ -130,6 +130,12 @@ def test_pack(gen):
                 wp.data.numel() == ldmoe.packed_bytes(E, N, K, D) and (wp.E, wp.N, wp.K, wp.D) == (E, N, K, D)
             report(ok, "pack from %s E=%d N=%d K=%d D=%d" % (src, E, N, K, D),
                    "%d bytes, reference %d" % (got.numel() * 2, ref.numel() * 2))
+        # Into a caller's buffer (poisoned first): the same bytes, in that very buffer.
+        buf = torch.full((ldmoe.packed_bytes(E, N, K, D),), 0xA5, dtype=torch.uint8, device="cuda")
+        wp = ldmoe.pack(w, D, out=buf)
+        torch.cuda.synchronize()
+        report(wp.data.data_ptr() == buf.data_ptr() and torch.equal(buf.view(torch.bfloat16), ref),
+               "pack into out= E=%d N=%d K=%d D=%d" % (E, N, K, D), "bytes differ from the reference")
     w4 = torch.zeros((2, 3, 32, 64), dtype=torch.bfloat16, device="cuda")
     wp = ldmoe.pack(torch.zeros((1, 320, 64), dtype=torch.bfloat16, device="cuda"), 1)
     x4 = torch.zeros((4, 64), dtype=torch.bfloat16, device="cuda")
@@ -141,6 +147,12 @@ def test_pack(gen):
                           ("PackedWeights with layout localized",
                            lambda: ldmoe.grouped_mm(x4, wp, o1, layout="localized"), TypeError),
                           ("PackedWeights read-only", lambda: setattr(wp, "D", 2), AttributeError),
+                          ("out of the wrong size", lambda: ldmoe.pack(w4, out=torch.empty(
+                              wp.data.numel() + 16, dtype=torch.uint8, device="cuda")), ValueError),
+                          ("out not uint8", lambda: ldmoe.pack(w4, out=torch.empty(
+                              ldmoe.packed_bytes(3, 64, 64, 2) // 2, dtype=torch.bfloat16, device="cuda")), ValueError),
+                          ("out on the CPU", lambda: ldmoe.pack(w4, out=torch.empty(
+                              ldmoe.packed_bytes(3, 64, 64, 2), dtype=torch.uint8)), ValueError),
                           ("N % D", lambda: ldmoe.pack(torch.zeros((2, 30, 64), dtype=torch.bfloat16, device="cuda"), 4),
                            ValueError),
                           ("layout packed needs PackedWeights", lambda: ldmoe.grouped_mm(
