@@ -433,7 +433,13 @@ def run_check(torch, model, gemm, dev, dtype):
 def main(argv=None):
     a = parse_args(argv)
     if a.print_sizes:
-        print_sizes(a)
+        try:
+            print_sizes(a)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader left early (`| head`): not an error. Point stdout at /dev/null so
+            # that the interpreter's own flush at exit does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     torch = import_torch()
     try:

@@ -153,6 +153,16 @@ class TestServeNoGpu(unittest.TestCase):
             self.assertEqual(s.packed_bytes(E, N, K, D), lib.ldmoe_packed_bytes(E, N, K, D),
                              (E, N, K, D))
 
+    def test_print_sizes_into_a_closed_pipe(self):
+        """`serve.py --print-sizes | head -1`: one line, exit 0, nothing on stderr."""
+        r = subprocess.run("%s %s --print-sizes | head -1" % (sys.executable, SERVE), shell=True,
+                           capture_output=True, text=True, executable="/bin/bash")
+        self.assertEqual(r.stdout.count("\n"), 1, r.stdout)
+        self.assertEqual(r.stderr, "")
+        r = subprocess.run("set -o pipefail; %s %s --print-sizes | head -1 > /dev/null"
+                           % (sys.executable, SERVE), shell=True, executable="/bin/bash")
+        self.assertEqual(r.returncode, 0)
+
     def test_packed_layout_errors(self):
         for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
                           (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
