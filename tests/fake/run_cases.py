@@ -14,6 +14,8 @@ Prints "ok <name>" or "FAIL <name>: <why>" per case; writes "<passed> <failed>" 
 See doc/testing.md for how to add a case.
 """
 import argparse
+import glob
+import importlib
 import json
 import os
 import re
@@ -505,6 +507,22 @@ def cases(a):
                   expect={"magic_ok": 0, "lib_magic_ok": 0, "bad_image": 200}))
     C.append(Case("m/publish", "t_driver", ["publish"], "emulated.policy",
                   expect={"magic_ok": 1, "lib_magic_ok": 1, "num_sms": 132, "bad_image": 200}))
+    return C + extra_cases(a)
+
+
+def extra_cases(a):
+    """Cases of the topic files beside this one (cases_<topic>.py), each of which defines
+    cases(a) and builds them from this module's helpers (`from run_cases import ...`)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The topic files import this module by name: let them find the running one, so that
+    # Case and Fail are the classes main() knows.
+    sys.modules.setdefault("run_cases", sys.modules[__name__])
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    C = []
+    for path in sorted(glob.glob(os.path.join(here, "cases_*.py"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        C += importlib.import_module(name).cases(a)
     return C
 
 
