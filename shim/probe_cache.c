@@ -14,7 +14,7 @@
 #define CACHE_MAGIC "ldshim-topology-cache"
 #define CACHE_MAX_BYTES 8192   /* a full entry for 256 SMs is ~1.2 KB */
 
-static uint64_t fnv1a(const char *p, size_t n) {
+uint64_t ld_cache_checksum(const char *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) { h ^= (unsigned char)p[i]; h *= 0x100000001b3ull; }
     return h;
@@ -84,7 +84,7 @@ static int map_chars(char *dst, const uint8_t *map, uint32_t n) {
 
 int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_result_t *r,
                    char *why, size_t n) {
-    char path[4096], tmp[4200], phys[LDSHIM_MAX_SMS + 1], bal[LDSHIM_MAX_SMS + 1];
+    char path[4096], phys[LDSHIM_MAX_SMS + 1], bal[LDSHIM_MAX_SMS + 1];
     char body[CACHE_MAX_BYTES];
     if (r->num_sms == 0 || r->num_sms > LDSHIM_MAX_SMS || map_chars(phys, r->physical, r->num_sms) ||
         map_chars(bal, r->balanced, r->num_sms)) {
@@ -108,19 +108,24 @@ int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_re
                        r->tpcs_moved, phys, bal, verdict);
     if (len < 0 || (size_t)len + 40 >= sizeof body) { snprintf(why, n, "cache entry too large"); return -1; }
     len += snprintf(body + len, sizeof body - (size_t)len, "checksum %016llx\n",
-                    (unsigned long long)fnv1a(body, (size_t)len));
+                    (unsigned long long)ld_cache_checksum(body, (size_t)len));
+    return ld_cache_write_file(dir, path, body, (size_t)len, why, n);
+}
+
+int ld_cache_write_file(const char *dir, const char *path, const char *data, size_t len, char *why, size_t n) {
+    char tmp[4200];
     if (make_dirs(dir)) { snprintf(why, n, "cannot create %s: %s", dir, strerror(errno)); return -1; }
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) { snprintf(why, n, "cache path too long"); return -1; }
     int fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
     if (fd < 0) { snprintf(why, n, "cannot create %s: %s", tmp, strerror(errno)); return -1; }
     size_t off = 0;
-    while (off < (size_t)len) {
-        ssize_t w = write(fd, body + off, (size_t)len - off);
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) break;
         off += (size_t)w;
     }
-    int err = off == (size_t)len ? 0 : (errno ? errno : EIO);
+    int err = off == len ? 0 : (errno ? errno : EIO);
     if (close(fd) != 0 && !err) err = errno;
     if (!err && rename(tmp, path) != 0) err = errno;
     if (err) {
@@ -191,7 +196,7 @@ static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_k
     memcpy(tail, last, tl);
     tail[tl] = 0;
     if (sscanf(tail, "checksum %16llx\n", &want) != 1) BAD("%s: truncated (no checksum line)", path);
-    if (fnv1a(buf, (size_t)(last - buf)) != want) BAD("%s: corrupted (checksum mismatch)", path);
+    if (ld_cache_checksum(buf, (size_t)(last - buf)) != want) BAD("%s: corrupted (checksum mismatch)", path);
 
     cursor_t c = { buf, last, 0 };
     char *v;
@@ -258,30 +263,38 @@ static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_k
     return LD_CACHE_HIT;
 }
 
-int ld_cache_load(const char *dir, const ld_cache_key_t *key, ld_probe_result_t *r,
-                  char *why, size_t n) {
-    char path[4096];
-    if (ld_cache_path(dir, key, path, sizeof path)) { snprintf(why, n, "cache path too long"); return LD_CACHE_MISS; }
+int ld_cache_read_file(const char *path, char *buf, size_t cap, size_t *len, char *why, size_t n) {
+    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
         BAD("%s: cannot open: %s", path, strerror(errno));
     }
-    char *buf = malloc(CACHE_MAX_BYTES + 1);
-    if (!buf) { close(fd); BAD("%s: out of memory", path); }
-    size_t len = 0;
+    size_t got_all = 0;
     for (;;) {
-        ssize_t got = read(fd, buf + len, CACHE_MAX_BYTES + 1 - len);
+        ssize_t got = read(fd, buf + got_all, cap + 1 - got_all);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) break;
-        len += (size_t)got;
-        if (len > CACHE_MAX_BYTES) break;
+        got_all += (size_t)got;
+        if (got_all > cap) break;
     }
     close(fd);
-    int rc;
-    if (len > CACHE_MAX_BYTES) { snprintf(why, n, "%s: corrupted (larger than %d bytes)", path, CACHE_MAX_BYTES); rc = LD_CACHE_BAD; }
-    else if (memchr(buf, 0, len)) { snprintf(why, n, "%s: corrupted (NUL byte)", path); rc = LD_CACHE_BAD; }
-    else { buf[len] = 0; rc = parse_entry(buf, len, path, key, r, why, n); }
+    if (got_all > cap) BAD("%s: corrupted (larger than %zu bytes)", path, cap);
+    if (memchr(buf, 0, got_all)) BAD("%s: corrupted (NUL byte)", path);
+    buf[got_all] = 0;
+    *len = got_all;
+    return LD_CACHE_HIT;
+}
+
+int ld_cache_load(const char *dir, const ld_cache_key_t *key, ld_probe_result_t *r,
+                  char *why, size_t n) {
+    char path[4096];
+    if (ld_cache_path(dir, key, path, sizeof path)) { snprintf(why, n, "cache path too long"); return LD_CACHE_MISS; }
+    char *buf = malloc(CACHE_MAX_BYTES + 1);
+    if (!buf) BAD("%s: out of memory", path);
+    size_t len = 0;
+    int rc = ld_cache_read_file(path, buf, CACHE_MAX_BYTES, &len, why, n);
+    if (rc == LD_CACHE_HIT) rc = parse_entry(buf, len, path, key, r, why, n);
     free(buf);
     return rc;
 }

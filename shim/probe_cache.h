@@ -48,4 +48,15 @@ int ld_cache_load(const char *dir, const ld_cache_key_t *key, ld_probe_result_t 
 int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_result_t *r,
                    char *why, size_t n);
 
+/* The file I/O under both, also used for other per-GPU cache files (shim/compute.c):
+ * read a whole file of at most `cap` bytes into buf (cap + 1 bytes, NUL-terminated):
+ * LD_CACHE_HIT and *len, LD_CACHE_MISS when absent, LD_CACHE_BAD with `why`; write `len`
+ * bytes to `path` (inside `dir`, created mode 0700 if needed) atomically (temporary file of
+ * mode 0600, then rename): 0, or -1 with `why`. */
+int ld_cache_read_file(const char *path, char *buf, size_t cap, size_t *len, char *why, size_t n);
+int ld_cache_write_file(const char *dir, const char *path, const char *data, size_t len, char *why, size_t n);
+
+/* FNV-1a 64 of n bytes: the files' "checksum" line. */
+uint64_t ld_cache_checksum(const char *p, size_t n);
+
 #endif
