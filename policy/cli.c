@@ -32,6 +32,9 @@ static void print_policy(const char *path, const ld_policy_t *p) {
     printf("  state %s%s, backend %s, probe %s, map %s, strict %s, pool %s, min_split %s\n",
            ld_state_name(p->state), p->state_set ? "" : " (default)", ld_backend_name(p->backend),
            ld_probe_name(p->probe), ld_map_name(p->map), p->strict ? "on" : "off", pool, split);
+    char comp[32];
+    printf("  compute %s, compute_split %s, compute_sms %u%s\n", ld_compute_format(&p->compute, comp, sizeof comp),
+           ld_split_name(p->compute_split), p->compute_sms, p->compute_sms ? "" : " (no cap)");
     // NOTES: the policy holds rules sorted for matching; print them in file order.
     int last_line = 0;
     for (int k = 0; k < p->n_rules; k++) {

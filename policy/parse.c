@@ -14,16 +14,18 @@
 
 
 enum { K_STATE, K_BACKEND, K_PROBE, K_MAP, K_STRICT, K_POOL, K_MIN_SPLIT,
-       K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
+       K_COMPUTE, K_COMPUTE_SPLIT, K_COMPUTE_SMS, K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
 
 static const struct { const char *name; int rule; } kKeys[K_COUNT] = {
     [K_STATE] = { "state", 0 },   [K_BACKEND] = { "backend", 0 }, [K_PROBE] = { "probe", 0 },
     [K_MAP] = { "map", 0 },       [K_STRICT] = { "strict", 0 },   [K_POOL] = { "pool", 0 },
-    [K_MIN_SPLIT] = { "min_split", 0 },
+    [K_MIN_SPLIT] = { "min_split", 0 }, [K_COMPUTE] = { "compute", 0 },
+    [K_COMPUTE_SPLIT] = { "compute_split", 0 }, [K_COMPUTE_SMS] = { "compute_sms", 0 },
     [K_SIZE] = { "size", 1 },     [K_API] = { "api", 1 },  [K_OCCURRENCE] = { "occurrence", 1 },
     [K_PLACEMENT] = { "placement", 1 },
 };
-static const char kGlobalKeys[] = "state, backend, probe, map, strict, pool, min_split";
+static const char kGlobalKeys[] = "state, backend, probe, map, strict, pool, min_split, compute, "
+                                  "compute_split, compute_sms";
 static const char kRuleKeys[]   = "size, api, occurrence, placement";
 
 typedef struct {
@@ -251,6 +253,15 @@ static int parse_placement(parser_t *P, size_t vs, size_t ve, ld_rule_t *r) {
     return expect_end(P, skip_ws(P, e), ve, "the value");
 }
 
+static int parse_compute(parser_t *P, size_t vs, size_t ve, ld_compute_t *c) {
+    size_t e = vs;
+    while (e < ve && !is_ws(P->text[e])) e++;
+    char why[160];
+    size_t bad = 0;
+    if (ld_compute_scan(P->text + vs, e - vs, c, &bad, why, sizeof why) != 0) return FAIL(P, vs + bad, "%s", why);
+    return expect_end(P, skip_ws(P, e), ve, "the value");
+}
+
 static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
     ld_policy_t *g = &P->pol;
     ld_rule_t *r = &P->cur;
@@ -286,6 +297,24 @@ static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
         if (parse_size_value(P, vs, ve, 0, &lo, &hi) != 0) return -1;
         g->min_split = lo;
         return 0;
+    case K_COMPUTE:
+        return parse_compute(P, vs, ve, &g->compute);
+    case K_COMPUTE_SPLIT:
+        if (parse_enum(P, key, vs, ve, ld_pol_split_words, 3, &v) != 0) return -1;
+        g->compute_split = (ld_split_t)v;
+        return 0;
+    case K_COMPUTE_SMS: {
+        char why[160];
+        size_t p = vs;
+        uint64_t k;
+        if (ld_pol_scan_uint(P->text, ve, &p, &k, why, sizeof why) != 0) return FAIL(P, p, "%s", why);
+        if (k > LDSHIM_COMPUTE_MAX_SMS)
+            return FAIL(P, vs, "compute_sms %llu is more SMs than any GPU has (at most %d; 0: no cap)",
+                        (unsigned long long)k, LDSHIM_COMPUTE_MAX_SMS);
+        if (expect_end(P, skip_ws(P, p), ve, "the SM count") != 0) return -1;
+        g->compute_sms = (uint32_t)k;
+        return 0;
+    }
     case K_SIZE:
         return parse_size_value(P, vs, ve, 1, &r->size_min, &r->size_max);
     case K_API:
@@ -311,6 +340,9 @@ static const char *value_hint(int key) {
     case K_PROBE: return "auto, anchored, clustered, even or off";
     case K_MAP: return "balanced or physical";
     case K_STRICT: return "on or off";
+    case K_COMPUTE: return "all, domain:N or spread:K";
+    case K_COMPUTE_SPLIT: return "aligned, fine or backfill";
+    case K_COMPUTE_SMS: return "an SM count such as 56 (0: no cap)";
     default: return "runtime, driver or any";
     }
 }

@@ -10,6 +10,9 @@
  *     strict   = off               # on | off: a bad policy exits the program (status 3)
  *     pool     = 4GiB              # cap of released physical memory kept per device
  *     min_split = 4MiB             # tagged requests smaller than this pass through
+ *     compute  = all               # all | domain:N | spread:K: which SMs the process runs on
+ *     compute_split = aligned      # aligned | fine | backfill: how SM groups are carved
+ *     compute_sms = 0              # at most this many SMs bound (0: every whole group)
  *
  *     [rule experts]               # a named rule; names are unique, [A-Za-z0-9_.-]{1,63}
  *     size       = 112MiB          # exact size, or a range: 64MiB..1GiB (inclusive)
@@ -43,6 +46,22 @@ typedef enum { LD_PROBE_AUTO = 0, LD_PROBE_ANCHORED, LD_PROBE_CLUSTERED, LD_PROB
                LD_PROBE_OFF } ld_probe_mode_t;
 typedef enum { LD_MAP_BALANCED = 0, LD_MAP_PHYSICAL } ld_map_mode_t;
 
+/* Compute placement: every kernel of the process on all SMs, on the SMs of domain N, or on
+ * K SMs taken evenly from every domain (the equal-SM-count control). */
+typedef enum { LD_COMPUTE_ALL = 0, LD_COMPUTE_DOMAIN, LD_COMPUTE_SPREAD } ld_compute_kind_t;
+typedef struct {
+    ld_compute_kind_t kind;
+    int               domain;          /* LD_COMPUTE_DOMAIN: 0..7                          */
+    uint32_t          sms;             /* LD_COMPUTE_SPREAD: K, 1..LDSHIM_COMPUTE_MAX_SMS  */
+} ld_compute_t;
+#define LDSHIM_COMPUTE_MAX_SMS 256     /* = LDSHIM_MAX_SMS of kernels/ldshim_topology.h     */
+
+/* How SM groups are carved out of the device (after NVIDIA CCCL's locality_domain_sm_split):
+ * aligned: whole co-scheduled groups lying wholly in the domain (clusters allowed);
+ * fine: the finest groups the driver gives (more SMs, clusters limited);
+ * backfill: aligned groups topped up to an even share of the device from outside it. */
+typedef enum { LD_SPLIT_ALIGNED = 0, LD_SPLIT_FINE, LD_SPLIT_BACKFILL } ld_split_t;
+
 #define LD_RULE_NAME_MAX 64
 #define LD_MAX_OCC_RANGES 16
 #define LD_POLICY_MAX_BYTES (1 << 20)   /* a larger file is refused                        */
@@ -70,6 +89,9 @@ typedef struct {
     int               strict;          /* default 0                                       */
     uint64_t          pool_cap;        /* default 4 GiB                                   */
     uint64_t          min_split;       /* default 4 MiB                                   */
+    ld_compute_t      compute;         /* default all                                     */
+    ld_split_t        compute_split;   /* default aligned                                 */
+    uint32_t          compute_sms;     /* default 0: no cap                               */
     int               n_rules;
     ld_rule_t        *rules;           /* owned; sorted by (api, size_min), see below     */
 } ld_policy_t;
@@ -118,6 +140,14 @@ const char *ld_map_name(ld_map_mode_t m);
 const char *ld_api_name(ld_api_t a);
 /* Parse one enum word as the file does; -1 if unknown. Used for LDSHIM_STATE etc. */
 int ld_state_parse(const char *s);
+
+/* Parse a compute value (all | domain:N | spread:K) from s[0..len). 0 and *out, or -1 with
+ * a one-line reason in why and the offending offset in *bad. */
+int ld_compute_scan(const char *s, size_t len, ld_compute_t *out, size_t *bad, char *why, size_t n);
+/* "all", "domain:1", "spread:56" into buf; returns buf. */
+const char *ld_compute_format(const ld_compute_t *c, char *buf, size_t n);
+const char *ld_split_name(ld_split_t m);
+int ld_split_parse(const char *s);
 
 /* Parse a size with optional unit ("64MiB", "4096"). Returns 0 on success, -1 on a bad
  * number, unknown unit or overflow. */

@@ -15,6 +15,7 @@ extern const char *const ld_pol_probe_words[5];
 extern const char *const ld_pol_map_words[2];
 extern const char *const ld_pol_api_words[3];
 extern const char *const ld_pol_onoff_words[2];     /* "off", "on" */
+extern const char *const ld_pol_split_words[3];     /* policy/compute.c */
 
 /* Index of the word equal to s[0..len) in words[0..n), or -1. */
 int ld_pol_lookup(const char *const *words, int n, const char *s, size_t len);

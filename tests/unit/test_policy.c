@@ -855,6 +855,61 @@ static int run_cli(const char *args, char *out, size_t n) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+
+/* ---- compute placement ------------------------------------------------------------------- */
+
+static void test_compute(void) {
+    EXPECT_OK("state = full\n");
+    CU_ASSERT_EQUAL(g_pol.compute.kind, LD_COMPUTE_ALL);
+    CU_ASSERT_EQUAL(g_pol.compute_split, LD_SPLIT_ALIGNED);
+    CU_ASSERT_EQUAL(g_pol.compute_sms, 0);
+    EXPECT_OK("compute = domain:1\ncompute_split = fine\ncompute_sms = 56\n");
+    CU_ASSERT_EQUAL(g_pol.compute.kind, LD_COMPUTE_DOMAIN);
+    CU_ASSERT_EQUAL(g_pol.compute.domain, 1);
+    CU_ASSERT_EQUAL(g_pol.compute_split, LD_SPLIT_FINE);
+    CU_ASSERT_EQUAL(g_pol.compute_sms, 56);
+    EXPECT_OK("compute = spread:64   # the SM-count control\ncompute_split = backfill\n");
+    CU_ASSERT_EQUAL(g_pol.compute.kind, LD_COMPUTE_SPREAD);
+    CU_ASSERT_EQUAL(g_pol.compute.sms, 64);
+    CU_ASSERT_EQUAL(g_pol.compute_split, LD_SPLIT_BACKFILL);
+    EXPECT_OK("compute = all\ncompute_sms = 0\n");
+    CU_ASSERT_EQUAL(g_pol.compute.kind, LD_COMPUTE_ALL);
+    EXPECT_OK("compute = spread:256\n");
+    CU_ASSERT_EQUAL(g_pol.compute.sms, 256);
+
+    EXPECT_ERR("compute = domain:8\n", 1, 18, "expected a domain number 0..7 after 'domain:'");
+    EXPECT_ERR("compute = domain\n", 1, 17, "expected ':N' after 'domain'");
+    EXPECT_ERR("compute = domain:\n", 1, 18, "expected a domain number 0..7");
+    EXPECT_ERR("compute = domain:1x\n", 1, 19, "unexpected 'x' after the domain number");
+    EXPECT_ERR("compute = spread:0\n", 1, 18, "expected an SM count 1..256 after 'spread:'");
+    EXPECT_ERR("compute = spread:257\n", 1, 18, "expected an SM count 1..256");
+    EXPECT_ERR("compute = cores:4\n", 1, 11, "bad value 'cores:4' for compute, expected all, domain:N");
+    EXPECT_ERR("compute = Domain:0\n", 1, 11, "bad value 'Domain:0' for compute");
+    EXPECT_ERR("compute = domain:0 spread:4\n", 1, 20, "unexpected 's' after the value");
+    EXPECT_ERR("compute =\n", 1, 10, "expected all, domain:N or spread:K after 'compute ='");
+    EXPECT_ERR("compute_split = coarse\n", 1, 17, "bad value 'coarse' for compute_split, expected aligned, fine or backfill");
+    EXPECT_ERR("compute_sms = 257\n", 1, 15, "compute_sms 257 is more SMs than any GPU has");
+    EXPECT_ERR("compute_sms = 5x\n", 1, 16, "unexpected 'x' after the SM count");
+    EXPECT_ERR("compute = all\ncompute = all\n", 2, 1, "duplicate key 'compute' (already set on line 1)");
+    EXPECT_ERR("[rule a]\nsize = 1MiB\ncompute = all\n", 3, 1, "'compute' is a global option");
+
+    /* The value parser LDSHIM_COMPUTE uses, and its formatter. */
+    ld_compute_t c;
+    size_t bad = 0;
+    char why[160], buf[32];
+    CU_ASSERT_EQUAL(ld_compute_scan("domain:3", 8, &c, &bad, why, sizeof why), 0);
+    CU_ASSERT_STRING_EQUAL(ld_compute_format(&c, buf, sizeof buf), "domain:3");
+    CU_ASSERT_EQUAL(ld_compute_scan("spread:12", 9, &c, &bad, why, sizeof why), 0);
+    CU_ASSERT_STRING_EQUAL(ld_compute_format(&c, buf, sizeof buf), "spread:12");
+    CU_ASSERT_EQUAL(ld_compute_scan("all", 3, &c, &bad, why, sizeof why), 0);
+    CU_ASSERT_STRING_EQUAL(ld_compute_format(&c, buf, sizeof buf), "all");
+    CU_ASSERT_EQUAL(ld_compute_scan("allx", 4, &c, &bad, why, sizeof why), -1);
+    CU_ASSERT_EQUAL(ld_compute_scan("", 0, &c, &bad, why, sizeof why), -1);
+    CU_ASSERT_EQUAL(ld_split_parse("backfill"), LD_SPLIT_BACKFILL);
+    CU_ASSERT_EQUAL(ld_split_parse("Fine"), -1);
+    CU_ASSERT_STRING_EQUAL(ld_split_name(LD_SPLIT_FINE), "fine");
+}
+
 static void test_cli(void) {
     char out[4096];
     CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
@@ -934,6 +989,7 @@ static void register_tests(void) {
     CU_add_test(s, "matching vs brute force", test_match_many);
     CU_add_test(s, "hand-built policy and ld_policy_sort", test_sort_hand_built);
     CU_add_test(s, "random garbage", test_random_garbage);
+    CU_add_test(s, "compute placement", test_compute);
     CU_add_test(s, "ldshim-policy tool", test_cli);
 }
 
