@@ -14,10 +14,11 @@
 #ifndef LDSHIM_TOPOLOGY_H
 #define LDSHIM_TOPOLOGY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define LDSHIM_TOPOLOGY_MAGIC   0x4C445348u   /* "LDSH" */
-#define LDSHIM_TOPOLOGY_VERSION 1u
+#define LDSHIM_TOPOLOGY_VERSION 2u   /* 2: the bound SM set (sm_bound, bound_sms) */
 #define LDSHIM_MAX_SMS          256           /* B300 has 148, H200 132 */
 #define LDSHIM_MAX_DOMAINS      8
 #define LDSHIM_TOPOLOGY_SYMBOL  "ldshim_topology"
@@ -27,6 +28,7 @@
 #define LDSHIM_TOPO_BALANCED  (1u << 1)   /* whole TPCs were moved so domains hold equal SMs   */
 #define LDSHIM_TOPO_AWARE     (1u << 2)   /* kernels should schedule by domain (state `full`)  */
 #define LDSHIM_TOPO_INVERTED  (1u << 3)   /* negative control (state `mismatch`)               */
+#define LDSHIM_TOPO_BOUND     (1u << 4)   /* kernels run on a subset of the SMs: sm_bound[]    */
 #define LDSHIM_TOPO_SOURCE_SHIFT 8        /* bits 8..11: enum ldshim_topology_source           */
 #define LDSHIM_TOPO_SOURCE_MASK  (0xFu << LDSHIM_TOPO_SOURCE_SHIFT)
 
@@ -46,7 +48,16 @@ typedef struct ldshim_topology {
     uint32_t flags;        /* LDSHIM_TOPO_*                                            */
     uint32_t sms_per_domain[LDSHIM_MAX_DOMAINS]; /* count of SMs mapped to each domain */
     uint8_t  sm_domain[LDSHIM_MAX_SMS];          /* indexed by %smid                   */
+    /* version >= 2 */
+    uint32_t bound_sms;    /* SMs this process's kernels run on (num_sms when unbound)   */
+    uint32_t bound_domain; /* the domain they are bound to; LDSHIM_DOMAIN_NONE when the
+                              process is unbound or bound to SMs of several domains      */
+    uint8_t  sm_bound[LDSHIM_MAX_SMS];           /* 1: kernels may run on this SM      */
 } ldshim_topology_t;
+
+#define LDSHIM_DOMAIN_NONE 0xFFFFFFFFu
+/* Bytes of a version-1 symbol (no bound set): the shim fills those too, as version 1. */
+#define LDSHIM_TOPOLOGY_V1_BYTES offsetof(ldshim_topology_t, bound_sms)
 
 /* Even map: TPC t (SMs 2t, 2t+1) -> domain t mod D. What a kernel uses without the shim. */
 #if defined(__CUDACC__)
@@ -54,6 +65,27 @@ __host__ __device__
 #endif
 static inline uint32_t ldshim_even_domain(uint32_t smid, uint32_t num_domains) {
     return num_domains ? (smid >> 1) % num_domains : 0;
+}
+
+/* 1 if kernels of this process may run on SM `smid`: every SM unless the shim published a
+ * bound set (compute binding). A persistent kernel counts these to size its grid. */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+static inline int ldshim_sm_is_bound(const ldshim_topology_t *t, uint32_t smid) {
+    if (t->magic != LDSHIM_TOPOLOGY_MAGIC || t->version < 2 || !(t->flags & LDSHIM_TOPO_BOUND)) return 1;
+    return smid < LDSHIM_MAX_SMS && t->sm_bound[smid];
+}
+
+/* SMs the process's kernels run on: the bound count when the shim published one, else
+ * `device_sms` (the device attribute). */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+static inline uint32_t ldshim_bound_sms(const ldshim_topology_t *t, uint32_t device_sms) {
+    if (t->magic != LDSHIM_TOPOLOGY_MAGIC || t->version < 2 || !(t->flags & LDSHIM_TOPO_BOUND) || !t->bound_sms)
+        return device_sms;
+    return t->bound_sms;
 }
 
 #if defined(__CUDACC__)

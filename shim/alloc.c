@@ -1,5 +1,6 @@
 /* alloc.c — tagged requests become localized ranges; everything else is untouched. */
 #include "shim/alloc.h"
+#include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
@@ -189,7 +190,8 @@ typedef struct { CUcontext ctx; int dev; CUcontext primary; } forget_key_t;
 static int belongs(const ld_range_t *r, void *arg) {
     const forget_key_t *k = arg;
     if (k->ctx) return r->ctx == k->ctx;
-    return r->device == k->dev && (!k->primary || r->ctx == k->primary);
+    /* The primary's ranges include those allocated in its bound green context(s). */
+    return r->device == k->dev && (!k->primary || r->ctx == k->primary || ld_compute_owns(k->dev, r->ctx));
 }
 
 void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
@@ -211,11 +213,18 @@ void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     size_t n = ld_registry_take_if(belongs, &k, &v);
     if (n && pushed && d->cuCtxPushCurrent_v2(pushed) == CUDA_SUCCESS) {
         d->cuCtxSynchronize();
-        for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
         d->cuCtxPopCurrent_v2(&x);
-    } else {
-        for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
     }
+    /* Ranges allocated while a bound (green) context was current: wait for that context too. */
+    for (size_t i = 0; i < n; i++) {
+        int seen = v[i].ctx == pushed;
+        for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
+        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
+            d->cuCtxSynchronize();
+            d->cuCtxPopCurrent_v2(&x);
+        }
+    }
+    for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
     free(v);
     if (dev >= 0) ld_pool_trim(d, dev);
     if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);

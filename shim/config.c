@@ -72,11 +72,52 @@ int ld_config_init(void) {
         if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", be, ld_backend_name(ld_cfg.backend));
         else ld_cfg.backend = (ld_backend_kind_t)b;
     }
+    ld_cfg.compute = ld_cfg.policy.compute;
+    ld_cfg.compute_split = ld_cfg.policy.compute_split;
+    ld_cfg.compute_sms = ld_cfg.policy.compute_sms;
+    const char *cv = getenv("LDSHIM_COMPUTE");
+    if (cv && *cv) {
+        ld_compute_t c;
+        size_t bad;
+        char why[160];
+        if (ld_compute_scan(cv, strlen(cv), &c, &bad, why, sizeof why) != 0) LD_WARN("LDSHIM_COMPUTE=%s: %s; keeping the policy's", cv, why);
+        else ld_cfg.compute = c;
+    }
+    const char *cs = getenv("LDSHIM_COMPUTE_SPLIT");
+    if (cs && *cs) {
+        int m = ld_split_parse(cs);
+        if (m < 0) LD_WARN("LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", cs, ld_split_name(ld_cfg.compute_split));
+        else ld_cfg.compute_split = (ld_split_t)m;
+    }
+    const char *cn = getenv("LDSHIM_COMPUTE_SMS");
+    if (cn && *cn) {
+        char *end;
+        unsigned long v = strtoul(cn, &end, 10);
+        if (*end || end == cn || v > LDSHIM_COMPUTE_MAX_SMS) LD_WARN("LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", cn, LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
+        else ld_cfg.compute_sms = (uint32_t)v;
+    }
+    const char *cc = getenv("LDSHIM_COMPUTE_CONTEXTS");
+    if (cc && *cc) {
+        if (!strcmp(cc, "thread")) ld_cfg.compute_thread_ctx = 1;
+        else if (strcmp(cc, "shared")) LD_WARN("LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", cc);
+    }
+    const char *cu = getenv("LDSHIM_COMPUTE_CURRENT");
+    if (cu && *cu) {
+        if (!strcmp(cu, "green")) ld_cfg.compute_report_green = 1;
+        else if (strcmp(cu, "primary")) LD_WARN("LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", cu);
+    }
+    const char *ck = getenv("LDSHIM_COMPUTE_SMCOUNT");
+    if (ck && *ck) {
+        if (!strcmp(ck, "device")) ld_cfg.compute_device_sms = 1;
+        else if (strcmp(ck, "bound")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not bound|device; using bound", ck);
+    }
     const char *mm = getenv("LDSHIM_MISMATCH");
     if (mm && !strcmp(mm, "map")) ld_cfg.mismatch_map = 1;
     if (ld_cfg.backend == LD_BACKEND_OFF && ld_cfg.state != LD_STATE_STOCK)
         LD_INFO("backend off: tagged requests pass through; the map is still published");
-    LD_INFO("state %s, backend %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state), ld_backend_name(ld_cfg.backend),
+    char comp[32];
+    LD_INFO("state %s, backend %s, compute %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state),
+            ld_backend_name(ld_cfg.backend), ld_compute_format(&ld_cfg.compute, comp, sizeof comp),
             ld_cfg.policy.n_rules, path ? ", policy " : "", path ? path : "");
     return 0;
 }

@@ -7,6 +7,12 @@
  *   LDSHIM_BACKEND  auto|native|mlopart|emulated|off, overrides the file
  *   LDSHIM_LOG      error|warn|info|debug (shim/log.h)
  *   LDSHIM_REPORT   JSON report path written at exit ("%p" expands to the pid)
+ *   LDSHIM_COMPUTE  all|domain:N|spread:K, overrides the file's `compute`;
+ *                   LDSHIM_COMPUTE_SPLIT (aligned|fine|backfill), LDSHIM_COMPUTE_SMS (cap) too
+ *   LDSHIM_COMPUTE_CONTEXTS shared (default) | thread: one green context per thread
+ *   LDSHIM_COMPUTE_CURRENT  primary (default) | green: what cuCtxGetCurrent answers while
+ *                   the bound context is current
+ *   LDSHIM_COMPUTE_SMCOUNT  bound (default) | device: the SM-count attribute of a bound device
  *
  * Thread-safety: ld_cfg is written only before main() (and in a forked child before it
  * returns from fork); everything else reads it. */
@@ -23,6 +29,12 @@ typedef struct {
     char        policy_error[600];  /* first error line, "" if none                       */
     char        report_path[512];
     int         mismatch_map;  /* mismatch inverts the published map instead of the memory */
+    ld_compute_t compute;      /* the policy's `compute`, or LDSHIM_COMPUTE                */
+    ld_split_t  compute_split;
+    uint32_t    compute_sms;   /* 0: no cap                                                */
+    int         compute_thread_ctx;    /* LDSHIM_COMPUTE_CONTEXTS=thread                   */
+    int         compute_report_green;  /* LDSHIM_COMPUTE_CURRENT=green                     */
+    int         compute_device_sms;    /* LDSHIM_COMPUTE_SMCOUNT=device                    */
 } ld_config_t;
 
 extern ld_config_t ld_cfg;

@@ -16,4 +16,21 @@
 #define LD_CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN ((CUmemLocationType)6)
 #define LD_LOCALITY_LOCATION_ID(dev, domain) ((int)((dev) | ((domain) << 8)))
 
+/* CUDA 13.1: cuDevSmResourceSplit takes one parameter block per group; 13.4 adds grouping
+ * by locality domain (localityDomainId with CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID).
+ * Layout of CU_DEV_SM_RESOURCE_GROUP_PARAMS: 16 words, zeroed where unused. */
+typedef struct {
+    unsigned int smCount;
+    unsigned int coscheduledSmCount;
+    unsigned int preferredCoscheduledSmCount;
+    unsigned int flags;
+    unsigned int localityDomainId;
+    unsigned int reserved[11];
+} ld_sm_group_params_t;
+#define LD_CU_DEV_SM_RESOURCE_GROUP_BACKFILL 0x1u
+#define LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID 0x2u
+typedef CUresult (*ld_cuDevSmResourceSplit_fn)(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
+                                               CUdevResource *remainder, unsigned int flags,
+                                               ld_sm_group_params_t *groupParams);
+
 #endif

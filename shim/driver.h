@@ -80,7 +80,21 @@
     X(cuEventElapsedTime_v2, (float *, CUevent, CUevent)) \
     X(cuEventDestroy_v2, (CUevent)) \
     X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *)) \
-    X(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))
+    X(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream)) \
+    /* green contexts (CUDA 12.4+) and context-independent kernels (12.0+): compute.c */ \
+    X(cuDeviceGetDevResource, (CUdevice, CUdevResource *, CUdevResourceType)) \
+    X(cuDevSmResourceSplitByCount, (CUdevResource *, unsigned int *, const CUdevResource *, CUdevResource *, \
+                                    unsigned int, unsigned int)) \
+    X(cuDevResourceGenerateDesc, (CUdevResourceDesc *, CUdevResource *, unsigned int)) \
+    X(cuGreenCtxCreate, (CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int)) \
+    X(cuGreenCtxDestroy, (CUgreenCtx)) \
+    X(cuCtxFromGreenCtx, (CUcontext *, CUgreenCtx)) \
+    X(cuGreenCtxStreamCreate, (CUstream *, CUgreenCtx, unsigned int, int)) \
+    X(cuLibraryLoadData, (CUlibrary *, const void *, CUjit_option *, void **, unsigned int, CUlibraryOption *, \
+                          void **, unsigned int)) \
+    X(cuLibraryUnload, (CUlibrary)) \
+    X(cuLibraryGetKernel, (CUkernel *, CUlibrary, const char *)) \
+    X(cuKernelSetAttribute, (CUfunction_attribute, int, CUkernel, CUdevice))
 
 typedef struct ld_driver {
 #define LD_DRIVER_FIELD(name, args) CUresult (*name) args;

@@ -6,6 +6,7 @@
  * pool.c registers when it first keeps one, so it runs while the driver is still alive. */
 #include "shim/alloc.h"
 #include "shim/backend.h"
+#include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
@@ -25,6 +26,7 @@ static int in_child;
  * order is free): the child's copies are consistent and unlocked by their owner. The
  * registry's rwlock is the exception (registry.c says why). */
 static void before_fork(void) {
+    ld_compute_lock_for_fork();
     ld_topology_lock_for_fork();
     ld_device_lock_for_fork();
     ld_alloc_lock_for_fork();
@@ -35,6 +37,7 @@ static void unlock_all(void) {
     ld_alloc_unlock_after_fork();
     ld_device_unlock_after_fork();
     ld_topology_unlock_after_fork();
+    ld_compute_unlock_after_fork();
 }
 static void parent_after_fork(void) { unlock_all(); }
 /* The child has no CUDA context and none of the parent's mappings are usable by it:
@@ -46,6 +49,7 @@ static void child_after_fork(void) {
     ld_pool_reset();
     ld_device_reset();
     ld_topology_reset();
+    ld_compute_reset();
     ld_alloc_reset();
     if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(1);
 }

@@ -19,6 +19,7 @@
  * Entries reached through cuGetProcAddress are tagged api=runtime, exported symbols and
  * dlsym api=driver (policy `api`). */
 #include "shim/alloc.h"
+#include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/driver.h"
@@ -36,6 +37,101 @@
 
 /* --- wrappers' real targets ------------------------------------------------------------- */
 
+/* Entry points that take a stream (compute binding: ld_compute_stream maps the per-thread
+ * default stream to the calling thread's stream of the bound context). Each is hooked as
+ * itself and as its _ptsz variant. X(name, parameters, arguments); the stream is `hStream`. */
+#define LD_STREAM_HOOKS(X) \
+    X(cuLaunchKernel, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                       unsigned shm, CUstream hStream, void **kp, void **ex), \
+      (f, gx, gy, gz, bx, by, bz, shm, hStream, kp, ex)) \
+    X(cuLaunchHostFunc, (CUstream hStream, CUhostFn fn, void *u), (hStream, fn, u)) \
+    X(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    X(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    X(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    X(cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream), (dst, src, n, hStream)) \
+    X(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *cp, CUstream hStream), (cp, hStream)) \
+    X(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *cp, CUstream hStream), (cp, hStream)) \
+    X(cuMemcpyPeerAsync, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream hStream), \
+      (dst, dc, src, sc, n, hStream)) \
+    X(cuMemsetD8Async, (CUdeviceptr dp, unsigned char v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
+    X(cuMemsetD16Async, (CUdeviceptr dp, unsigned short v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
+    X(cuMemsetD32Async, (CUdeviceptr dp, unsigned int v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
+    X(cuMemsetD2D8Async, (CUdeviceptr dp, size_t pitch, unsigned char v, size_t w, size_t h, CUstream hStream), \
+      (dp, pitch, v, w, h, hStream)) \
+    X(cuMemsetD2D16Async, (CUdeviceptr dp, size_t pitch, unsigned short v, size_t w, size_t h, CUstream hStream), \
+      (dp, pitch, v, w, h, hStream)) \
+    X(cuMemsetD2D32Async, (CUdeviceptr dp, size_t pitch, unsigned int v, size_t w, size_t h, CUstream hStream), \
+      (dp, pitch, v, w, h, hStream)) \
+    X(cuStreamSynchronize, (CUstream hStream), (hStream)) \
+    X(cuStreamQuery, (CUstream hStream), (hStream)) \
+    X(cuStreamWaitEvent, (CUstream hStream, CUevent ev, unsigned int fl), (hStream, ev, fl)) \
+    X(cuStreamAddCallback, (CUstream hStream, CUstreamCallback cb, void *u, unsigned int fl), (hStream, cb, u, fl)) \
+    X(cuStreamAttachMemAsync, (CUstream hStream, CUdeviceptr dp, size_t n, unsigned int fl), (hStream, dp, n, fl)) \
+    X(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode)) \
+    X(cuStreamEndCapture, (CUstream hStream, CUgraph *g), (hStream, g)) \
+    X(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus *st), (hStream, st)) \
+    X(cuStreamGetCaptureInfo_v3, (CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, \
+                                  const CUgraphNode **deps, const CUgraphEdgeData **ed, size_t *nd), \
+      (hStream, st, id, g, deps, ed, nd)) \
+    X(cuStreamUpdateCaptureDependencies_v2, (CUstream hStream, CUgraphNode *deps, const CUgraphEdgeData *ed, size_t nd, \
+                                             unsigned int fl), (hStream, deps, ed, nd, fl)) \
+    X(cuStreamGetPriority, (CUstream hStream, int *pr), (hStream, pr)) \
+    X(cuStreamGetFlags, (CUstream hStream, unsigned int *fl), (hStream, fl)) \
+    X(cuStreamGetId, (CUstream hStream, unsigned long long *id), (hStream, id)) \
+    X(cuStreamGetDevice, (CUstream hStream, CUdevice *dev), (hStream, dev)) \
+    X(cuStreamGetAttribute, (CUstream hStream, CUstreamAttrID at, CUstreamAttrValue *v), (hStream, at, v)) \
+    X(cuStreamSetAttribute, (CUstream hStream, CUstreamAttrID at, const CUstreamAttrValue *v), (hStream, at, v)) \
+    X(cuStreamWriteValue32_v2, (CUstream hStream, CUdeviceptr a, cuuint32_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWaitValue32_v2, (CUstream hStream, CUdeviceptr a, cuuint32_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWriteValue64_v2, (CUstream hStream, CUdeviceptr a, cuuint64_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWaitValue64_v2, (CUstream hStream, CUdeviceptr a, cuuint64_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamBatchMemOp_v2, (CUstream hStream, unsigned int n, CUstreamBatchMemOpParams *ps, unsigned int fl), \
+      (hStream, n, ps, fl)) \
+    X(cuEventRecord, (CUevent ev, CUstream hStream), (ev, hStream)) \
+    X(cuEventRecordWithFlags, (CUevent ev, CUstream hStream, unsigned int fl), (ev, hStream, fl)) \
+    X(cuGraphLaunch, (CUgraphExec ge, CUstream hStream), (ge, hStream)) \
+    X(cuGraphUpload, (CUgraphExec ge, CUstream hStream), (ge, hStream)) \
+    X(cuMemFreeAsync, (CUdeviceptr dp, CUstream hStream), (dp, hStream)) \
+    X(cuMemPrefetchAsync_v2, (CUdeviceptr dp, size_t n, CUmemLocation loc, unsigned int fl, CUstream hStream), \
+      (dp, n, loc, fl, hStream)) \
+    X(cuSignalExternalSemaphoresAsync, (const CUexternalSemaphore *es, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *ps, \
+                                        unsigned int n, CUstream hStream), (es, ps, n, hStream)) \
+    X(cuWaitExternalSemaphoresAsync, (const CUexternalSemaphore *es, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *ps, \
+                                      unsigned int n, CUstream hStream), (es, ps, n, hStream))
+
+/* Synchronous per-thread-stream (_ptds) entry points: in a bound context they run as their
+ * legacy-stream variant, which orders at least as strictly. X(name, legacy, params, args). */
+#define LD_PTDS_HOOKS(X) \
+    X(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n)) \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
+    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
+    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
+    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *cp), (cp)) \
+    X(cuMemcpyPeer_ptds, cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), \
+      (dst, dc, src, sc, n)) \
+    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, (CUdeviceptr dp, unsigned char v, size_t n), (dp, v, n)) \
+    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, (CUdeviceptr dp, unsigned short v, size_t n), (dp, v, n)) \
+    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, (CUdeviceptr dp, unsigned int v, size_t n), (dp, v, n)) \
+    X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, (CUdeviceptr dp, size_t pitch, unsigned char v, size_t w, size_t h), \
+      (dp, pitch, v, w, h)) \
+    X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, (CUdeviceptr dp, size_t pitch, unsigned short v, size_t w, size_t h), \
+      (dp, pitch, v, w, h)) \
+    X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, (CUdeviceptr dp, size_t pitch, unsigned int v, size_t w, size_t h), \
+      (dp, pitch, v, w, h))
+
+/* Context and query entry points of compute binding (installed only when it is asked for). */
+#define LD_COMPUTE_HOOKS(X) \
+    X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxGetCurrent) X(cuCtxPopCurrent_v2) X(cuStreamGetCtx) \
+    X(cuStreamGetCtx_ptsz) X(cuStreamGetCtx_v2) X(cuStreamGetCtx_v2_ptsz) X(cuDeviceGetAttribute) \
+    X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
+    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz)
+
+#define LD_H_STREAM(name, params, args) H_##name, H_##name##_ptsz,
+#define LD_H_PTDS(name, legacy, params, args) H_##name,
+#define LD_H_COMPUTE(name) H_##name,
+
 enum {
     H_cuMemAlloc_v2, H_cuMemFree_v2, H_cuMemGetAddressRange_v2, H_cuIpcGetMemHandle,
     H_cuMemCreate, H_cuMemAllocAsync, H_cuMemAllocAsync_ptsz, H_cuMemAllocFromPoolAsync,
@@ -44,8 +140,10 @@ enum {
     H_cuCtxCreate_v4, H_cuCtxDestroy_v2, H_cuDevicePrimaryCtxReset_v2, H_cuModuleLoad,
     H_cuModuleLoadData, H_cuModuleLoadDataEx, H_cuModuleLoadFatBinary, H_cuModuleUnload,
     H_cuLibraryLoadData, H_cuLibraryLoadFromFile, H_cuLibraryUnload, H_cuGetProcAddress,
-    H_cuGetProcAddress_v2, H_cuPointerGetAttribute, H_cuPointerGetAttributes, H_COUNT
+    H_cuGetProcAddress_v2, H_cuPointerGetAttribute, H_cuPointerGetAttributes,
+    LD_COMPUTE_HOOKS(LD_H_COMPUTE) LD_STREAM_HOOKS(LD_H_STREAM) LD_PTDS_HOOKS(LD_H_PTDS) H_COUNT
 };
+#define H_FIRST_COMPUTE (H_cuPointerGetAttributes + 1)
 
 typedef struct {
     const char *name;    /* exact ABI name exported by libcuda */
@@ -53,6 +151,10 @@ typedef struct {
     void *rt;            /* wrapper handed out by cuGetProcAddress (api = runtime) */
     void *real;          /* libcuda's own address, NULL if this driver lacks it  */
 } hook_t;
+
+/* Hooks from H_FIRST_COMPUTE on exist for compute binding: substituted only when it is
+ * asked for, so the stock path and `compute = all` hand out libcuda's own pointers. */
+static int hook_wanted(int i) { return i < H_FIRST_COMPUTE || ld_compute_requested(); }
 
 static hook_t hooks[H_COUNT];      /* names and wrappers: defined by the table at the end */
 
@@ -133,11 +235,17 @@ static void fix_range_attr(CUpointer_attribute a, void *data, const ld_range_t *
     else if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *(size_t *)data = r->size;
 }
 
+/* Memory allocated while the bound context was current belongs to the program's primary. */
+static void fix_context_attr(CUpointer_attribute a, void *data) {
+    if (data && a == CU_POINTER_ATTRIBUTE_CONTEXT) *(CUcontext *)data = ld_compute_unbind(*(CUcontext *)data);
+}
+
 EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
     if (!HAVE(cuPointerGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult res = REAL(cuPointerGetAttribute, CUresult (*)(void *, CUpointer_attribute, CUdeviceptr))(data, a, p);
     ld_range_t r;
     if (res == CUDA_SUCCESS && drv() && ld_registry_find(p, &r) == 0) fix_range_attr(a, data, &r);
+    if (res == CUDA_SUCCESS) fix_context_attr(a, data);
     return res;
 }
 
@@ -148,6 +256,8 @@ EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a, v
     ld_range_t r;
     if (res == CUDA_SUCCESS && a && data && drv() && ld_registry_find(p, &r) == 0)
         for (unsigned i = 0; i < n; i++) fix_range_attr(a[i], data[i], &r);
+    if (res == CUDA_SUCCESS && a && data)
+        for (unsigned i = 0; i < n; i++) fix_context_attr(a[i], data[i]);
     return res;
 }
 
@@ -174,18 +284,22 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
 }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s) {
     if (!HAVE(cuMemAllocAsync)) return CUDA_ERROR_NOT_INITIALIZED;
+    s = ld_compute_stream(s, 0);
     TRIM_RETRY(REAL(cuMemAllocAsync, async_t)(dp, n, s));
 }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s) {
     if (!HAVE(cuMemAllocAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
+    s = ld_compute_stream(s, 1);
     TRIM_RETRY(REAL(cuMemAllocAsync_ptsz, async_t)(dp, n, s));
 }
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
     if (!HAVE(cuMemAllocFromPoolAsync)) return CUDA_ERROR_NOT_INITIALIZED;
+    s = ld_compute_stream(s, 0);
     TRIM_RETRY(REAL(cuMemAllocFromPoolAsync, frompool_t)(dp, n, pool, s));
 }
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
     if (!HAVE(cuMemAllocFromPoolAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
+    s = ld_compute_stream(s, 1);
     TRIM_RETRY(REAL(cuMemAllocFromPoolAsync_ptsz, frompool_t)(dp, n, pool, s));
 }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
@@ -220,13 +334,144 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (!HAVE(cuDevicePrimaryCtxRetain)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext *, CUdevice))(pctx, dev);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && pctx && (d = drv())) ld_topology_on_context(d, dev, *pctx, 0);
+    if (r == CUDA_SUCCESS && pctx && (d = drv())) ld_topology_on_context(d, dev, *pctx, 0, 1);
     return r;
 }
 
 #define CTX_CREATED(r, pctx, dev) \
     do { const ld_driver_t *d_; \
-         if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1); } while (0)
+         if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1, 0); } while (0)
+
+/* --- compute binding: the context made current, the context reported, the streams --------- */
+
+typedef CUresult (*ctx_fn)(CUcontext);
+typedef CUresult (*ctxp_fn)(CUcontext *);
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
+    if (!HAVE(cuCtxSetCurrent)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuCtxSetCurrent, ctx_fn)(ld_compute_bind(c));
+}
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c) {
+    if (!HAVE(cuCtxPushCurrent_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    return REAL(cuCtxPushCurrent_v2, ctx_fn)(ld_compute_bind(c));
+}
+EXPORT CUresult cuCtxGetCurrent(CUcontext *pc) {
+    if (!HAVE(cuCtxGetCurrent)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuCtxGetCurrent, ctxp_fn)(pc);
+    if (r == CUDA_SUCCESS && pc) *pc = ld_compute_unbind(*pc);
+    return r;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pc) {
+    if (!HAVE(cuCtxPopCurrent_v2)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuCtxPopCurrent_v2, ctxp_fn)(pc);
+    if (r == CUDA_SUCCESS && pc) *pc = ld_compute_unbind(*pc);
+    return r;
+}
+
+typedef CUresult (*sgc_fn)(CUstream, CUcontext *);
+typedef CUresult (*sgc2_fn)(CUstream, CUcontext *, CUgreenCtx *);
+#define STREAM_GET_CTX(name, pt) \
+    EXPORT CUresult name(CUstream s, CUcontext *pc) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUresult r = REAL(name, sgc_fn)(ld_compute_stream(s, pt), pc); \
+        if (r == CUDA_SUCCESS && pc) *pc = ld_compute_unbind(*pc); \
+        return r; \
+    }
+/* A stream of the bound context belongs to the program's primary context, as far as it can
+ * tell: no green context of its own. */
+#define STREAM_GET_CTX2(name, pt) \
+    EXPORT CUresult name(CUstream s, CUcontext *pc, CUgreenCtx *pg) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUcontext c = NULL; \
+        CUresult r = REAL(name, sgc2_fn)(ld_compute_stream(s, pt), &c, pg); \
+        if (r == CUDA_SUCCESS) { \
+            CUcontext u = ld_compute_unbind(c); \
+            if (u != c && pg) *pg = NULL; \
+            if (pc) *pc = u; \
+        } \
+        return r; \
+    }
+STREAM_GET_CTX(cuStreamGetCtx, 0)
+STREAM_GET_CTX(cuStreamGetCtx_ptsz, 1)
+STREAM_GET_CTX2(cuStreamGetCtx_v2, 0)
+STREAM_GET_CTX2(cuStreamGetCtx_v2_ptsz, 1)
+
+/* The SM count of a bound device is the bound count: programs size persistent and
+ * cooperative grids by it (LDSHIM_COMPUTE_SMCOUNT=device keeps the device's). */
+EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice dev) {
+    if (!HAVE(cuDeviceGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuDeviceGetAttribute, CUresult (*)(int *, CUdevice_attribute, CUdevice))(v, a, dev);
+    int n;
+    if (r == CUDA_SUCCESS && v && a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT && ld_compute_sm_count(dev, &n)) *v = n;
+    return r;
+}
+
+#define LD_STREAM_WRAPPERS(name, params, args) \
+    EXPORT CUresult name params { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        hStream = ld_compute_stream(hStream, 0); \
+        return REAL(name, CUresult (*) params) args; \
+    } \
+    EXPORT CUresult name##_ptsz params { \
+        if (!HAVE(name##_ptsz)) return CUDA_ERROR_NOT_INITIALIZED; \
+        hStream = ld_compute_stream(hStream, 1); \
+        return REAL(name##_ptsz, CUresult (*) params) args; \
+    }
+LD_STREAM_HOOKS(LD_STREAM_WRAPPERS)
+
+#define LD_PTDS_WRAPPERS(name, legacy, params, args) \
+    EXPORT CUresult name params { \
+        static void *legacy_fn; \
+        if (ld_compute_stream(CU_STREAM_PER_THREAD, 1) != CU_STREAM_PER_THREAD) { \
+            void *f = __atomic_load_n(&legacy_fn, __ATOMIC_ACQUIRE); \
+            if (!f && ld_driver_handle() && (f = ld_real_dlsym(ld_driver_handle(), #legacy))) \
+                __atomic_store_n(&legacy_fn, f, __ATOMIC_RELEASE); \
+            if (f) return ((CUresult (*) params)f) args; \
+        } \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        return REAL(name, CUresult (*) params) args; \
+    }
+LD_PTDS_HOOKS(LD_PTDS_WRAPPERS)
+
+typedef CUresult (*coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                            void **);
+#define COOP(name, pt) \
+    EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                         unsigned shm, CUstream hStream, void **kp) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUresult r = REAL(name, coop_fn)(f, gx, gy, gz, bx, by, bz, shm, ld_compute_stream(hStream, pt), kp); \
+        if (r != CUDA_SUCCESS) ld_compute_note_launch_error(r, "a cooperative launch", gx * gy * gz); \
+        return r; \
+    }
+COOP(cuLaunchCooperativeKernel, 0)
+COOP(cuLaunchCooperativeKernel_ptsz, 1)
+
+typedef CUresult (*lkex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+#define LAUNCH_EX(name, pt) \
+    EXPORT CUresult name(const CUlaunchConfig *cfg, CUfunction f, void **kp, void **ex) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUlaunchConfig c; \
+        const CUlaunchConfig *use = cfg; \
+        if (cfg) { \
+            CUstream s = ld_compute_stream(cfg->hStream, pt); \
+            if (s != cfg->hStream) { c = *cfg; c.hStream = s; use = &c; } \
+        } \
+        CUresult r = REAL(name, lkex_fn)(use, f, kp, ex); \
+        if (r != CUDA_SUCCESS && cfg) \
+            ld_compute_note_launch_error(r, "a launch with attributes (clusters, cooperative)", \
+                                         cfg->gridDimX * cfg->gridDimY * cfg->gridDimZ); \
+        return r; \
+    }
+LAUNCH_EX(cuLaunchKernelEx, 0)
+LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
+
+#define COPY_ATTR(name, pt) \
+    EXPORT CUresult name(CUstream dst, CUstream src) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        return REAL(name, CUresult (*)(CUstream, CUstream))(ld_compute_stream(dst, pt), ld_compute_stream(src, pt)); \
+    }
+COPY_ATTR(cuStreamCopyAttributes, 0)
+COPY_ATTR(cuStreamCopyAttributes_ptsz, 1)
 
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     if (!HAVE(cuCtxCreate_v2)) return CUDA_ERROR_NOT_SUPPORTED;
@@ -271,7 +516,11 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     const ld_driver_t *d = drv();
-    if (d) ld_alloc_forget_context(d, NULL, dev);
+    if (d) {
+        ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */
+        ld_compute_forget_device(d, dev);
+        ld_topology_unbind(dev);
+    }
     if (!HAVE(cuDevicePrimaryCtxReset_v2)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuDevicePrimaryCtxReset_v2, CUresult (*)(CUdevice))(dev);
 }
@@ -370,15 +619,16 @@ static int is_libcuda(const char *path) {
 static void *substitute(void *p, int runtime) {
     if (!p || !ld_active()) return p;
     for (int i = 0; i < H_COUNT; i++)
-        if (__atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE) == p) return runtime ? hooks[i].rt : hooks[i].drv;
+        if (__atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE) == p)
+            return hook_wanted(i) ? (runtime ? hooks[i].rt : hooks[i].drv) : p;
     Dl_info info;
     if (!dladdr(p, &info) || !is_libcuda(info.dli_fname)) return p;
     /* libcuda is loaded (p lies in it): looking its exports up loads nothing new. */
     for (int i = 0; i < H_COUNT; i++)
-        if (real_of(i) == p) return runtime ? hooks[i].rt : hooks[i].drv;
+        if (real_of(i) == p) return hook_wanted(i) ? (runtime ? hooks[i].rt : hooks[i].drv) : p;
     if (!info.dli_sname || info.dli_saddr != p) return p;
     for (int i = 0; i < H_COUNT; i++)
-        if (!strcmp(hooks[i].name, info.dli_sname)) return runtime ? hooks[i].rt : hooks[i].drv;
+        if (!strcmp(hooks[i].name, info.dli_sname)) return hook_wanted(i) ? (runtime ? hooks[i].rt : hooks[i].drv) : p;
     return p;
 }
 
@@ -520,5 +770,14 @@ static hook_t hooks[H_COUNT] = {
     HOOK(cuGetProcAddress_v2, cuGetProcAddress_v2, cuGetProcAddress_v2),
     HOOK(cuPointerGetAttribute, cuPointerGetAttribute, cuPointerGetAttribute),
     HOOK(cuPointerGetAttributes, cuPointerGetAttributes, cuPointerGetAttributes),
+#define HOOK1(n) HOOK(n, n, n),
+#define HOOK_STREAM(n, params, args) HOOK(n, n, n), HOOK(n##_ptsz, n##_ptsz, n##_ptsz),
+#define HOOK_PTDS(n, legacy, params, args) HOOK(n, n, n),
+    LD_COMPUTE_HOOKS(HOOK1)
+    LD_STREAM_HOOKS(HOOK_STREAM)
+    LD_PTDS_HOOKS(HOOK_PTDS)
+#undef HOOK1
+#undef HOOK_STREAM
+#undef HOOK_PTDS
 #undef HOOK
 };

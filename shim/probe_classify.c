@@ -460,4 +460,8 @@ void ld_topology_fill(ldshim_topology_t *t, const uint8_t *map, uint32_t num_sms
                (((uint32_t)source << LDSHIM_TOPO_SOURCE_SHIFT) & LDSHIM_TOPO_SOURCE_MASK);
     memcpy(t->sm_domain, map, num_sms);
     ld_count_domains(map, num_sms, t->num_domains, t->sms_per_domain);
+    /* Unbound until compute binding (shim/compute.c) says otherwise: every SM. */
+    t->bound_sms = num_sms;
+    t->bound_domain = LDSHIM_DOMAIN_NONE;
+    memset(t->sm_bound, 1, num_sms);
 }

@@ -1,5 +1,6 @@
 /* topology.c — run the probe once per device and publish its map into modules. */
 #include "shim/topology.h"
+#include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
@@ -30,8 +31,8 @@ static mod_t *mods;
 
 /* --- publication ------------------------------------------------------------------------ */
 
-/* Write dev's map into one module in the current context. */
-static int publish_one(const ld_driver_t *d, const mod_t *m, int dev) {
+/* Write `topo` (dev's map) into one module in the current context. */
+static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldshim_topology_t *topo) {
     CUdeviceptr p = 0;
     size_t bytes = 0;
     CUresult r;
@@ -45,20 +46,25 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev) {
         LD_DEBUG("module %p: no %s (%s)", m->handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
         return -1;
     }
-    if (bytes != sizeof(ldshim_topology_t)) {
-        LD_WARN("module %p defines %s with %zu bytes, expected %zu (other ldshim_topology.h version): not published",
-                m->handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t));
+    /* A module built with the version-1 header gets the version-1 prefix (no bound set). */
+    ldshim_topology_t t = *topo;
+    if (bytes == LDSHIM_TOPOLOGY_V1_BYTES) {
+        t.version = 1;
+    } else if (bytes != sizeof(ldshim_topology_t)) {
+        LD_WARN("module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
+                "not published", m->handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
+                (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
         return -1;
     }
     /* A private non-blocking stream: a synchronous copy would run on the legacy stream and
      * invalidate a capture that the program may be running on a blocking stream. */
     CUstream st = NULL;
     if (d->cuMemcpyHtoDAsync_v2 && d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
-        r = d->cuMemcpyHtoDAsync_v2(p, &published[dev], sizeof published[dev], st);
+        r = d->cuMemcpyHtoDAsync_v2(p, &t, bytes, st);
         if (r == CUDA_SUCCESS) r = d->cuStreamSynchronize(st);
         d->cuStreamDestroy_v2(st);
     } else {
-        r = d->cuMemcpyHtoD_v2(p, &published[dev], sizeof published[dev]);
+        r = d->cuMemcpyHtoD_v2(p, &t, bytes);
     }
     if (r != CUDA_SUCCESS) {
         LD_WARN("publishing the map into module %p: %s", m->handle, ld_cu_errname(r));
@@ -84,8 +90,10 @@ static void unrelax(const ld_driver_t *d, CUstreamCaptureMode m) {
 static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
     for (;;) {
         mod_t snapshot;
+        ldshim_topology_t topo;
         int found = 0;
         pthread_mutex_lock(&mods_mu);
+        topo = published[dev];
         for (mod_t *m = mods; m; m = m->next) {
             if (m->done & (1ull << dev)) continue;
             if (m->kind == LD_MOD_MODULE && (m->dev != dev || m->ctx != cur)) continue;
@@ -96,7 +104,7 @@ static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
         }
         pthread_mutex_unlock(&mods_mu);
         if (!found) return;
-        publish_one(d, &snapshot, dev);
+        publish_one(d, &snapshot, dev, &topo);
     }
 }
 
@@ -145,51 +153,83 @@ static void apply_state(ldshim_topology_t *t) {
     }
 }
 
-void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current) {
-    if (!ld_active() || ld_cfg.policy.probe == LD_PROBE_OFF || dev < 0 || dev >= MAX_DEV || !ctx) return;
-    int expect = 0;
-    if (!atomic_compare_exchange_strong(&probe_state[dev], &expect, 1)) {
-        if (expect == 2) {       /* a later context on a probed device: publish its modules */
-            CUstreamCaptureMode m = relax(d);
-            int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-            publish_pending(d, dev, ctx);
-            if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
-            unrelax(d, m);
-        }
-        return;
+/* Compute binding of dev's primary context, once (the probe ran on all SMs before it); a
+ * new bound set goes into every module of the device, also those published already. */
+static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, const ld_probe_result_t *pr) {
+    ld_compute_on_context(d, dev, ctx, is_primary, pr);
+    if (!is_primary) return;
+    pthread_mutex_lock(&mods_mu);
+    int changed = 0;
+    if (published[dev].magic && !(published[dev].flags & LDSHIM_TOPO_BOUND)) {
+        ld_compute_publish(dev, &published[dev]);
+        changed = (published[dev].flags & LDSHIM_TOPO_BOUND) != 0;
     }
+    if (changed)
+        for (mod_t *m = mods; m; m = m->next) m->done &= ~(1ull << dev);
+    pthread_mutex_unlock(&mods_mu);
+}
+
+void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current, int is_primary) {
+    if (!ld_active() || dev < 0 || dev >= MAX_DEV || !ctx) return;
+    int probe_on = ld_cfg.policy.probe != LD_PROBE_OFF, bind = ld_compute_requested();
+    int expect = 0;
+    int mine = probe_on && atomic_compare_exchange_strong(&probe_state[dev], &expect, 1);
+    if (!mine && expect == 1) return;   /* another thread probes; it publishes (and binds its primary) */
+    if (!mine && !bind && expect != 2) return;
     CUstreamCaptureMode m = relax(d);
     int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
 
-    ld_device_t *dv = ld_device_get(d, dev);
-    loc_ctx_t lc = {d, dv};
-    ld_probe_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.mode = ld_cfg.policy.probe;
-    o.map = ld_cfg.policy.map;
-    o.ndomains = dv && dv->ndomains ? dv->ndomains : 2;
-    o.use_cache = 1;
-    const char *force = getenv("LDSHIM_PROBE_FORCE");
-    o.force = force && !strcmp(force, "1");
-    if (dv && dv->backend && dv->backend->localizes) {
-        o.alloc_localized = alloc_localized;
-        o.free_localized = free_localized;
-        o.alloc_ctx = &lc;
+    int probed = !mine && expect == 2;
+    if (mine) {
+        ld_device_t *dv = ld_device_get(d, dev);
+        loc_ctx_t lc = {d, dv};
+        ld_probe_opts_t o;
+        memset(&o, 0, sizeof o);
+        o.mode = ld_cfg.policy.probe;
+        o.map = ld_cfg.policy.map;
+        o.ndomains = dv && dv->ndomains ? dv->ndomains : 2;
+        o.use_cache = 1;
+        const char *force = getenv("LDSHIM_PROBE_FORCE");
+        o.force = force && !strcmp(force, "1");
+        if (dv && dv->backend && dv->backend->localizes) {
+            o.alloc_localized = alloc_localized;
+            o.free_localized = free_localized;
+            o.alloc_ctx = &lc;
+        }
+        ld_probe_result_t *res = &results[dev];
+        if (ld_probe_device(d, dev, &o, res) != 0) {
+            LD_WARN("device %d: topology probe could not query the device; no map published", dev);
+            atomic_store(&probe_state[dev], 0);
+        } else {
+            ldshim_topology_t t = res->published;
+            apply_state(&t);
+            pthread_mutex_lock(&mods_mu);
+            published[dev] = t;
+            pthread_mutex_unlock(&mods_mu);
+            LD_INFO("device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
+                    res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
+            probed = 1;
+        }
     }
-    ld_probe_result_t *res = &results[dev];
-    if (ld_probe_device(d, dev, &o, res) != 0) {
-        LD_WARN("device %d: topology probe could not query the device; no map published", dev);
-        atomic_store(&probe_state[dev], 0);
-    } else {
-        published[dev] = res->published;
-        apply_state(&published[dev]);
-        LD_INFO("device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
-                res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
-        atomic_store(&probe_state[dev], 2);
-        publish_pending(d, dev, ctx);
-    }
+    if (bind) bind_compute(d, dev, ctx, is_primary, probed ? &results[dev] : NULL);
+    if (mine && probed) atomic_store(&probe_state[dev], 2);
+    if (probed) publish_pending(d, dev, ctx);
     if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
     unrelax(d, m);
+}
+
+void ld_topology_unbind(int dev) {
+    if (dev < 0 || dev >= MAX_DEV) return;
+    pthread_mutex_lock(&mods_mu);
+    if (published[dev].flags & LDSHIM_TOPO_BOUND) {
+        ldshim_topology_t *t = &published[dev];
+        t->flags &= ~LDSHIM_TOPO_BOUND;
+        t->bound_sms = t->num_sms;
+        t->bound_domain = LDSHIM_DOMAIN_NONE;
+        memset(t->sm_bound, 0, sizeof t->sm_bound);
+        memset(t->sm_bound, 1, t->num_sms < LDSHIM_MAX_SMS ? t->num_sms : LDSHIM_MAX_SMS);
+    }
+    pthread_mutex_unlock(&mods_mu);
 }
 
 void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const void *image, const char *path) {
@@ -233,7 +273,11 @@ int ld_topology_get(int dev, ldshim_topology_t *out) {
         if (out) memset(out, 0, sizeof *out);
         return -1;
     }
-    if (out) *out = published[dev];
+    if (out) {
+        pthread_mutex_lock(&mods_mu);
+        *out = published[dev];
+        pthread_mutex_unlock(&mods_mu);
+    }
     return 0;
 }
 

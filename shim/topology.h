@@ -17,7 +17,10 @@
 #include "shim/driver.h"
 #include "shim/probe.h"
 
-void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current);
+/* `is_primary`: ctx is dev's primary context (it gets the compute binding, compute.h). */
+void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current, int is_primary);
+/* The primary context of dev is being reset: the published map loses its bound set. */
+void ld_topology_unbind(int dev);
 
 enum { LD_MOD_MODULE = 0, LD_MOD_LIBRARY = 1 };
 /* `image` may be NULL when `path` names the file the module was loaded from. */

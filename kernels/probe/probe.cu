@@ -132,3 +132,18 @@ extern "C" __global__ void ldprobe_clustered(const uint8_t *region, const uint32
         out[(uint64_t)sm * nlines + l] = chase(line, smem);
     }
 }
+
+// Which SMs a context's kernels land on (compute binding, shim/compute.c): each CTA counts
+// itself under its %smid (ids >= num_sms in slot num_sms) and then holds its SM for
+// `hold_ns`, so that with one CTA per SM (the host asks for the per-block maximum of shared
+// memory) the CTAs of a launch several times the group's size spread over all of its SMs.
+extern "C" __global__ void ldprobe_sm_marker(uint32_t *seen, uint32_t num_sms, uint32_t hold_ns) {
+    extern __shared__ uint32_t smem[];
+    if (threadIdx.x != 0) return;
+    uint32_t sm;
+    claim_sm(seen, num_sms, &sm);
+    smem[0] = sm;   // touch the reservation so the compiler keeps the dynamic shared memory
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < hold_ns);
+}

@@ -1,0 +1,97 @@
+/* compute.h — compute binding: run every kernel of the process on the SMs a compute
+ * placement names (`compute = domain:N | spread:K`), through a green context that the shim
+ * makes current wherever the program makes the device's primary context current.
+ *
+ * Flow: the first primary-context retain of a device (shim/topology.c, after the probe ran
+ * on all SMs) calls ld_compute_on_context(), which splits the SMs into groups, learns which
+ * SMs each group holds (the driver's locality-domain split, or a %smid marker kernel per
+ * group, cached per GPU), picks the groups (compute_plan.h), creates the green context and
+ * checks with the marker where its kernels land. From then on:
+ *
+ *   ld_compute_bind(c)      the context to make current instead of c (cuCtxSetCurrent,
+ *                           cuCtxPushCurrent): the green context when c is a bound primary
+ *   ld_compute_unbind(c)    what the program is told is current (cuCtxGetCurrent,
+ *                           cuCtxPopCurrent, cuStreamGetCtx, pointer attributes): the primary
+ *                           when c is one of our green contexts, so programs that compare
+ *                           contexts still see their own
+ *   ld_compute_stream(s,pt) the stream to use for `s`: the per-thread default stream (and a
+ *                           NULL stream of a _ptsz/_ptds entry point, pt = 1) becomes this
+ *                           thread's own blocking stream of the green context, because the
+ *                           driver's per-thread default stream fails in a green context
+ *
+ * Fallbacks (each logs one line, runs unbound, and the report says why): no green-context
+ * API, no measured SM->domain map, a split with no group inside the domain, green-context
+ * creation failing (MPS clients), the marker seeing other SMs than planned, contexts the
+ * program creates itself (cuCtxCreate). The stock state and `compute = all` substitute
+ * nothing.
+ *
+ * Thread-safety: every function. Binding is built once per device with no shim lock held
+ * during driver calls; a thread making the primary current while another builds the binding
+ * waits for it (bounded). Fork: the child forgets every binding (ld_compute_reset). */
+#ifndef LDSHIM_COMPUTE_H
+#define LDSHIM_COMPUTE_H
+
+#include "shim/compute_plan.h"
+#include "shim/driver.h"
+#include "shim/probe.h"
+
+/* After the probe, with `ctx` current or pushed: build the binding of `dev` when `ctx` is its
+ * primary context (is_primary), once; note an unbound program-created context otherwise.
+ * `probe` is the device's probe result, NULL if the probe did not run. */
+void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
+                           const ld_probe_result_t *probe);
+
+/* 1 if the configuration asks for binding (the hooks below are then installed). */
+int ld_compute_requested(void);
+
+CUcontext ld_compute_bind(CUcontext c);
+CUcontext ld_compute_unbind(CUcontext c);
+CUstream ld_compute_stream(CUstream s, int per_thread_variant);
+
+/* The SM count to answer for CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of a bound device:
+ * 1 and *out, or 0 when the real answer stands (unbound, or LDSHIM_COMPUTE_SMCOUNT=device). */
+int ld_compute_sm_count(int dev, int *out);
+
+/* 1 if `c` is one of the shim's green contexts of `dev`. */
+int ld_compute_owns(int dev, CUcontext c);
+
+/* A bound launch failed with `r`: say once why it may not fit the bound SMs. */
+void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks);
+
+/* Fill the bound set of `dev` into a published topology (unbound: left as filled). */
+void ld_compute_publish(int dev, ldshim_topology_t *t);
+
+/* The program is resetting `dev`'s primary context: destroy the green context(s) and the
+ * per-thread streams first (they hold the primary); the next retain binds again. */
+void ld_compute_forget_device(const ld_driver_t *d, int dev);
+
+/* For the report and ldshim-probe. */
+typedef struct {
+    int      requested;             /* binding asked for on this device               */
+    int      applied;               /* 1: kernels run on `sms`                        */
+    char     request[32];           /* "domain:0", "spread:56"                        */
+    char     method[96];            /* how the groups were made                       */
+    char     split[16];             /* aligned | fine | backfill                      */
+    char     reason[240];           /* why not applied, or what was applied           */
+    ld_compute_plan_t plan;
+    uint32_t device_sms;
+    int      groups_from_cache;
+    int      verified;              /* the marker saw exactly the planned SMs         */
+    int      thread_contexts;       /* one green context per thread                   */
+    double   elapsed_ms;            /* extra time at the first context creation       */
+    int      unbound_contexts;      /* program-created contexts seen (they run unbound) */
+} ld_compute_info_t;
+int ld_compute_info(int dev, ld_compute_info_t *out);   /* 0 if anything was recorded */
+
+/* Build a binding outside the shim (ldshim-probe), with the device's primary context current:
+ * fills *out; `keep` 0 destroys what was created before returning. Returns 0 if applied. */
+int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_compute_t *req, ld_split_t method,
+                                uint32_t cap, const ld_probe_result_t *probe, const char *cache_dir,
+                                int use_cache, ld_compute_info_t *out);
+
+/* Forked child: forget everything (no driver call), after the fork lock was released. */
+void ld_compute_reset(void);
+void ld_compute_lock_for_fork(void);
+void ld_compute_unlock_after_fork(void);
+
+#endif
