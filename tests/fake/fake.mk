@@ -10,7 +10,7 @@
 # calls keep pointing at its own functions when a preloaded shim exports the same names.
 
 FAKE_DIR      := $(BUILD)/fake
-FAKE_DRV_SRCS := tests/fake/fake_core.c tests/fake/fake_mem.c tests/fake/fake_module.c \
+FAKE_DRV_SRCS := tests/fake/fake_core.c tests/fake/fake_mem.c tests/fake/fake_module.c tests/fake/fake_green.c \
                  tests/fake/fake_proc.c
 FAKE_DRV_OBJS := $(patsubst tests/fake/%.c,$(FAKE_DIR)/obj/%.o,$(FAKE_DRV_SRCS))
 FAKE_HDRS     := $(wildcard tests/fake/*.h) shim/cuda_compat.h

@@ -108,8 +108,29 @@ static void fk_setup_once(void) {
     if (lim && *lim) fk.mem_limit = (size_t)strtoull(lim, NULL, 0);
     const char *fail = getenv("FAKE_CUDA_FAIL");
     if (fail && *fail) fk_parse_fail(fail);
-    for (int d = 0; d < FK_MAX_DEVICES; d++)
+    if (fk.nsms > FK_MAX_SMS) fk.nsms = FK_MAX_SMS;
+    fk.nsides = fk.ndomains >= 2 ? fk.ndomains : 2;
+    if (fk.nsides > 8) fk.nsides = 8;
+    const char *sides = getenv("FAKE_CUDA_SM_SIDES");
+    for (int sm = 0; sm < fk.nsms; sm++) {
+        int v = (sm / 2) % fk.nsides;
+        if (sides && sides[sm] >= '0' && sides[sm] < '0' + fk.nsides) v = sides[sm] - '0';
+        fk.side[sm] = (uint8_t)v;
+    }
+    const char *caps = getenv("FAKE_CUDA_GROUPS_PER_SIDE");
+    for (int i = 0; caps && *caps && i < 8; i++) {
+        char *end;
+        long v = strtol(caps, &end, 10);
+        if (end == caps || v < 0) break;
+        fk.groups_cap[i] = (int)v;
+        caps = *end == ',' ? end + 1 : end;
+    }
+    const char *split = getenv("FAKE_CUDA_SPLIT");
+    fk.split_straddle = split && !strcmp(split, "straddle");
+    for (int d = 0; d < FK_MAX_DEVICES; d++) {
         fk.primary[d] = (fk_ctx_t){ .magic = FK_CTX_MAGIC, .device = d, .primary = 1 };
+        fk_all_sms(fk.primary[d].sms);
+    }
     pthread_atfork(fk_atfork_prepare, fk_atfork_parent, fk_atfork_child);
 }
 
@@ -143,8 +164,8 @@ static void fk_write_report(void) {
     fakecuda_counts(c);
     FILE *f = fopen(path, "w");
     if (!f) return;
-    fprintf(f, "plain=%d handles=%d reservations=%d mappings=%d fds=%d\n",
-            c[0], c[1], c[2], c[3], c[4]);
+    fprintf(f, "plain=%d handles=%d reservations=%d mappings=%d fds=%d green=%d\n",
+            c[0], c[1], c[2], c[3], c[4], fk_green_live());
     fclose(f);
 }
 
@@ -391,6 +412,7 @@ static CUresult fk_ctx_create(CUcontext *pc, CUdevice dev) {
     fk_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     *c = (fk_ctx_t){ .magic = FK_CTX_MAGIC, .device = dev, .refcount = 1 };
+    fk_all_sms(c->sms);
     fk_stack[fk_depth++] = c;
     *pc = (CUcontext)c;
     return CUDA_SUCCESS;
@@ -446,10 +468,38 @@ FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
 
 /* ---- streams and events ---------------------------------------------------------------- */
 
-typedef struct { uint32_t magic; int device; } fk_stream_t;
-#define FK_STREAM_MAGIC 0x5743A311u
 typedef struct { uint32_t magic; int recorded; } fk_event_t;
 #define FK_EVENT_MAGIC 0xE7E7E7E7u
+
+fk_stream_t *fk_stream(CUstream s) {
+    fk_stream_t *x = (fk_stream_t *)s;
+    return (uintptr_t)s > 2 && x->magic == FK_STREAM_MAGIC ? x : NULL;
+}
+
+static int fk_valid_stream(CUstream s) {
+    /* 0 (legacy), 1 (CU_STREAM_LEGACY) and 2 (CU_STREAM_PER_THREAD) are always valid. */
+    return (uintptr_t)s <= 2 || fk_stream(s) != NULL;
+}
+
+CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out) {
+    fk_stream_t *x = fk_stream(s);
+    if (x) { *out = x->ctx; return CUDA_SUCCESS; }
+    if ((uintptr_t)s > 2) return CUDA_ERROR_INVALID_HANDLE;
+    fk_ctx_t *c = fk_current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    int per_thread = s == CU_STREAM_PER_THREAD || (pt && s == NULL);
+    if (per_thread && c->green) return CUDA_ERROR_INVALID_HANDLE;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fk_stream_new(CUstream *s, fk_ctx_t *c) {
+    fk_stream_t *x = calloc(1, sizeof *x);
+    if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
+    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device, c, NULL };
+    *s = (CUstream)x;
+    return CUDA_SUCCESS;
+}
 
 FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     (void)flags;
@@ -457,39 +507,80 @@ FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
     fk_ctx_t *c = fk_current();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    fk_stream_t *x = malloc(sizeof *x);
-    if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
-    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device };
-    *s = (CUstream)x;
-    return CUDA_SUCCESS;
+    return fk_stream_new(s, c);
 }
 
-static int fk_valid_stream(CUstream s) {
-    /* 0 (legacy), 1 (CU_STREAM_LEGACY) and 2 (CU_STREAM_PER_THREAD) are always valid. */
-    return (uintptr_t)s <= 2 || ((fk_stream_t *)s)->magic == FK_STREAM_MAGIC;
-}
+CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c) { return fk_stream_new(s, c); }
 
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
     FK_ENTER("cuStreamDestroy_v2", CUDA_ERROR_INVALID_VALUE);
-    if ((uintptr_t)s <= 2 || !fk_valid_stream(s)) return CUDA_ERROR_INVALID_HANDLE;
-    ((fk_stream_t *)s)->magic = 0;
-    free(s);
+    fk_stream_t *x = fk_stream(s);
+    if (!x || x->capture) return CUDA_ERROR_INVALID_HANDLE;
+    x->magic = 0;
+    free(x);
     return CUDA_SUCCESS;
 }
 
-FAKE_API CUresult cuStreamSynchronize(CUstream s) {
-    FK_ENTER("cuStreamSynchronize", CUDA_ERROR_INVALID_VALUE);
+static CUresult fk_sync(CUstream s, int pt) {
     if (!fk_valid_stream(s)) return CUDA_ERROR_INVALID_HANDLE;
-    if (!fk_current() && (uintptr_t)s <= 2) return CUDA_ERROR_INVALID_CONTEXT;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r != CUDA_SUCCESS) return r;
     atomic_fetch_add(&fk_syncs, 1);
     return CUDA_SUCCESS;
 }
+FAKE_API CUresult cuStreamSynchronize(CUstream s) {
+    FK_ENTER("cuStreamSynchronize", CUDA_ERROR_INVALID_VALUE);
+    return fk_sync(s, 0);
+}
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream s) {
+    FK_ENTER("cuStreamSynchronize_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_sync(s, 1);
+}
 
+static CUresult fk_stream_get_ctx(CUstream s, int pt, CUcontext *pc, CUgreenCtx *pg, int v2) {
+    if (!pc && !(v2 && pg)) return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r != CUDA_SUCCESS) return r;
+    if (pc) *pc = (CUcontext)c;
+    /* The green context of a green CUcontext is the object holding it (fake_green.c). */
+    if (v2 && pg) *pg = c->green ? (CUgreenCtx)FK_GREEN_OF(c) : NULL;
+    return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamGetCtx(CUstream s, CUcontext *pc) {
+    FK_ENTER("cuStreamGetCtx", CUDA_ERROR_INVALID_VALUE);
+    return fk_stream_get_ctx(s, 0, pc, NULL, 0);
+}
+FAKE_API CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *pc) {
+    FK_ENTER("cuStreamGetCtx_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_stream_get_ctx(s, 1, pc, NULL, 0);
+}
+FAKE_API CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *pc, CUgreenCtx *pg) {
+    FK_ENTER("cuStreamGetCtx_v2", CUDA_ERROR_INVALID_VALUE);
+    return fk_stream_get_ctx(s, 0, pc, pg, 1);
+}
+FAKE_API CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext *pc, CUgreenCtx *pg) {
+    FK_ENTER("cuStreamGetCtx_v2_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_stream_get_ctx(s, 1, pc, pg, 1);
+}
+
+static CUresult fk_is_capturing(CUstream s, int pt, CUstreamCaptureStatus *st) {
+    if (!st || !fk_valid_stream(s)) return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r != CUDA_SUCCESS) return r;
+    fk_stream_t *x = fk_stream(s);
+    *st = x && x->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
     FK_ENTER("cuStreamIsCapturing", CUDA_ERROR_INVALID_VALUE);
-    if (!st || !fk_valid_stream(s)) return CUDA_ERROR_INVALID_VALUE;
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
+    return fk_is_capturing(s, 0, st);
+}
+FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *st) {
+    FK_ENTER("cuStreamIsCapturing_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_is_capturing(s, 1, st);
 }
 
 static __thread CUstreamCaptureMode fk_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -520,12 +611,38 @@ static fk_event_t *fk_event(CUevent e) {
     return x && x->magic == FK_EVENT_MAGIC ? x : NULL;
 }
 
-FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) {
-    FK_ENTER("cuEventRecord", CUDA_ERROR_INVALID_VALUE);
+static CUresult fk_record(CUevent e, CUstream s, int pt) {
     fk_event_t *x = fk_event(e);
     if (!x || !fk_valid_stream(s)) return CUDA_ERROR_INVALID_HANDLE;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r != CUDA_SUCCESS) return r;
     x->recorded = 1;
     return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) {
+    FK_ENTER("cuEventRecord", CUDA_ERROR_INVALID_VALUE);
+    return fk_record(e, s, 0);
+}
+FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+    FK_ENTER("cuEventRecord_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_record(e, s, 1);
+}
+
+static CUresult fk_wait_event(CUstream s, CUevent e, int pt) {
+    if (!fk_event(e) || !fk_valid_stream(s)) return CUDA_ERROR_INVALID_HANDLE;
+    fk_ctx_t *c;
+    return fk_stream_ctx(s, pt, &c);
+}
+FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+    (void)flags;
+    FK_ENTER("cuStreamWaitEvent", CUDA_ERROR_INVALID_VALUE);
+    return fk_wait_event(s, e, 0);
+}
+FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
+    (void)flags;
+    FK_ENTER("cuStreamWaitEvent_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_wait_event(s, e, 1);
 }
 
 FAKE_API CUresult cuEventSynchronize(CUevent e) {

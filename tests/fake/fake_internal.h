@@ -19,12 +19,36 @@
 #define FK_GRANULARITY ((size_t)2 << 20)          /* 2 MiB, as on H200 (FACTS.md)          */
 #define FK_DEFAULT_TOTAL ((size_t)141 << 30)      /* reported total memory per device     */
 
+#define FK_MAX_SMS 256
+#define FK_MASK_WORDS (FK_MAX_SMS / 64)
+
 typedef struct fk_ctx {
     uint32_t magic;            /* FK_CTX_MAGIC while alive */
     int device;
     int primary;               /* 1: the device's primary context */
     int refcount;              /* primary: retain count */
+    int green;                 /* 1: the CUcontext of a green context (fake_green.c) */
+    uint64_t sms[FK_MASK_WORDS];   /* SMs its kernels run on */
 } fk_ctx_t;
+
+/* A green context (fake_green.c): its CUcontext is `ctx`. */
+typedef struct fk_green {
+    uint32_t magic;            /* FK_GREEN_MAGIC while alive */
+    int pad;
+    fk_ctx_t ctx;
+} fk_green_t;
+#define FK_GREEN_MAGIC 0x62EE4C70u
+#define FK_GREEN_OF(c) ((fk_green_t *)((char *)(c) - offsetof(fk_green_t, ctx)))
+
+/* A stream: its context decides which SMs its launches use. */
+typedef struct fk_graph fk_graph_t;
+typedef struct {
+    uint32_t magic;
+    int device;
+    fk_ctx_t *ctx;
+    fk_graph_t *capture;       /* non-NULL while a capture records into it */
+} fk_stream_t;
+#define FK_STREAM_MAGIC 0x5743A311u
 #define FK_CTX_MAGIC 0xC0C7C0C7u
 
 typedef struct {
@@ -34,6 +58,10 @@ typedef struct {
     size_t mem_limit;          /* 0: unlimited */
     size_t mem_used;           /* live plain + VMM bytes */
     fk_ctx_t primary[FK_MAX_DEVICES];
+    uint8_t side[FK_MAX_SMS];  /* locality domain of each SM ($FAKE_CUDA_SM_SIDES, else TPC t -> t mod 2) */
+    int nsides;                /* domains the sides span (2 unless FAKE_CUDA_DOMAINS says more) */
+    int groups_cap[8];         /* $FAKE_CUDA_GROUPS_PER_SIDE: most split groups per side (0: no cap) */
+    int split_straddle;        /* $FAKE_CUDA_SPLIT=straddle: groups in SM-id order, ignoring sides */
     unsigned char peer[FK_MAX_DEVICES][FK_MAX_DEVICES];   /* peer[a][b]: a may access b */
     pthread_mutex_t lock;
 } fk_state_t;
@@ -77,5 +105,34 @@ void fk_report_if_exiting(void);
 
 /* Module images (fake_module.c): 1 if `image` is a real CUDA image (fatbin, ELF, PTX). */
 int fk_is_real_image(const void *image);
+
+/* The context a stream's work runs in (fake_core.c): a created stream's own, the thread's
+ * current one for the legacy/NULL streams. The per-thread default stream (CU_STREAM_PER_THREAD,
+ * or NULL through a _ptsz/_ptds entry point, pt = 1) fails with CUDA_ERROR_INVALID_HANDLE in a
+ * green context, as on the real driver. */
+CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out);
+fk_stream_t *fk_stream(CUstream s);    /* a created stream, or NULL */
+CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c);
+
+/* Every SM of a device (fake_green.c). */
+void fk_all_sms(uint64_t out[FK_MASK_WORDS]);
+
+/* A launch (fake_module.c): runs the kernel now, or records it into the stream's capture. */
+typedef struct {
+    void *func;                /* fk_func_t* (a fake module's) or fk_kernel_t* (a library's) */
+    unsigned grid;             /* blocks */
+    uint64_t a0;               /* the first argument (a pointer), copied at launch         */
+    uint32_t a1, a2;           /* the second and third (32-bit)                           */
+} fk_launch_t;
+CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx);
+CUresult fk_graph_record(fk_graph_t *g, const fk_launch_t *l);
+
+/* CUDA 13.1's cuDevSmResourceSplit (absent from the 13.0 headers), for fake_proc.c. */
+typedef struct fk_group_params fk_group_params_t;
+CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
+                              CUdevResource *remainder, unsigned int flags, fk_group_params_t *params);
+
+/* Live green contexts (fake_green.c), for the exit report. */
+int fk_green_live(void);
 
 #endif

@@ -230,22 +230,38 @@ FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
 }
 /* Stream-ordered copy: the fake has no asynchrony, so it completes at once. */
+static CUresult fk_copy_async(CUdeviceptr dst, const void *src, size_t n, CUstream s, int pt) {
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r != CUDA_SUCCESS) return r;
+    return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+}
 FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
     FK_ENTER("cuMemcpyHtoDAsync_v2", CUDA_ERROR_INVALID_VALUE);
-    (void)s;
-    return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+    return fk_copy_async(dst, src, n, s, 0);
+}
+FAKE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    FK_ENTER("cuMemcpyHtoDAsync_v2_ptsz", CUDA_ERROR_INVALID_VALUE);
+    return fk_copy_async(dst, src, n, s, 1);
 }
 FAKE_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     FK_ENTER("cuMemcpyDtoH_v2", CUDA_ERROR_INVALID_VALUE);
     return fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
 }
+/* The per-thread default stream is not usable in a green context (fk_stream_ctx). */
+static CUresult fk_ptds_ok(void) {
+    fk_ctx_t *c = fk_current();
+    return c && c->green ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
 FAKE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) {
     FK_ENTER("cuMemcpyHtoD_v2_ptds", CUDA_ERROR_INVALID_VALUE);
-    return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+    CUresult r = fk_ptds_ok();
+    return r ? r : fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
 }
 FAKE_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
     FK_ENTER("cuMemcpyDtoH_v2_ptds", CUDA_ERROR_INVALID_VALUE);
-    return fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
+    CUresult r = fk_ptds_ok();
+    return r ? r : fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
 }
 /* Unified addressing: either side may be host or device memory; a plain memmove. */
 FAKE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
