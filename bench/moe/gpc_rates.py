@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""gpc-rates.py — per-GPC tile rates and exit times from an overhead.py --trace --dump file.
+"""gpc_rates.py — per-GPC tile rates and exit times from an overhead.py --trace --dump file.
 
-    python3 gpc-rates.py trace-dump.json.gz
+    python3 bench/moe/gpc_rates.py bench/results/moe-launch-timeline/trace-dump.json.gz
 
 GPC membership of the H200's SMs as the placement probe found it
-(../moe-session4-2026-11-29/sm-layout-h200.txt: 8/16/16/16/16/16/18/18/8 SMs)."""
+(bench/results/moe-scheduler-cost/sm-layout-h200.txt: 8/16/16/16/16/16/18/18/8 SMs)."""
 import collections
 import gzip
 import json
