@@ -3,7 +3,7 @@
 # with the emulated backend (bench/ab/serve-emulated.policy). Builds nothing: needs
 # build/libldshim.so (`make`) and PyTorch with CUDA. About 3-4 minutes on an H200.
 #
-#   sh bench/ab/run_serve_ab.sh            # results under $OUT, else bench/results/ab-serve-<time>
+#   sh bench/ab/run_serve_ab.sh            # results under $OUT, else bench/results/ab-serve/<backend>-<time>
 #
 # Environment: OUT (results folder), PYTHON (default python3), SHIM (default
 # build/libldshim.so), RUNS (measured runs per state, default 4), STEPS (decode steps per run,
@@ -21,7 +21,7 @@ RUNS=${RUNS:-4}
 STEPS=${STEPS:-64}
 BACKEND=${BACKEND:-torch}
 SERVE_ARGS="--backend $BACKEND ${SERVE_ARGS:-}"
-OUT=${OUT:-$ROOT/bench/results/ab-serve-$BACKEND-$(date -u +%Y%m%d-%H%M%S)}
+OUT=${OUT:-$ROOT/bench/results/ab-serve/$BACKEND-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || exit 2
 
 if [ ! -f "$SHIM" ]; then

@@ -76,7 +76,7 @@ def median_times_interleaved(fns, n_sets, warmup, reps):
     """Median single-call times of several functions, called in turn within each repetition.
     The order is a fresh seeded permutation each repetition, so over the run each function
     follows each other one about equally often (what ran just before moves a call by up to 6 %:
-    bench/results/moe-session5-2026-11-29). Calls take the weight sets in turn by their position
+    bench/results/moe-launch-timeline). Calls take the weight sets in turn by their position
     in the whole sequence, so two consecutive calls never read the same weights (no L2
     carry-over between peers) when there are two sets or more."""
     n = len(fns)
@@ -315,7 +315,7 @@ def main():
     if len(shapes) > 1 and not a.same_process:
         # One fresh process per shape: in one process the 128-expert rows measured 2-8 % slower
         # for ldmoe and 5-10 % for torch after the larger shapes' buffers had come and gone
-        # (bench/results/moe-session5-2026-11-29), which is the allocation history, not the kernels.
+        # (bench/results/moe-launch-timeline), which is the allocation history, not the kernels.
         rows = []
         for sh in shapes:
             with tempfile.TemporaryDirectory() as td:

@@ -6,7 +6,7 @@
 // launches; (2) the GPC groups found by launching clusters (a cluster never spans GPCs): SMs that
 // ever share a cluster are joined (union-find), over many launches of the largest cluster size
 // the device accepts (SMs of GPCs too small for it stay alone). Diagnostic for libldmoe's
-// tile-to-SM placement (doc/moe.md); results: bench/results/moe-session4-2026-11-29/.
+// tile-to-SM placement (doc/moe.md); results: bench/results/moe-scheduler-cost/.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

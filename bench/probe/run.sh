@@ -7,7 +7,7 @@
 #     the shim and an empty cache (cold; target: < 50 ms added), with a warm cache (cached;
 #     target: < 2 ms added). Medians.
 # Results go to $OUT/probe-bench when OUT is set, else $BUILD/probe/bench; results.txt holds
-# the summary to copy under bench/results/.
+# the summary to copy under bench/results/probe/.
 set -u
 case "${1:-}" in -h|--help) echo 'usage: bench/probe/run.sh   (or: make probe-bench); results under $OUT/probe-bench or $BUILD/probe/bench'; exit 0;; esac
 B=${BUILD:-build}

@@ -207,7 +207,7 @@ static int resolve_tile(int tile, int64_t T, int E) {
         // Decode tiles sized for the busiest expert, not the average one: an expert with more
         // tokens than a tile holds streams its weights once per m-block, and real routing is never
         // even. The chunked tiles load (and multiply) only the tokens a tile has. H200, against
-        // WS_128x16 / WS_128x64 (bench/results/moe-session6-2026-11-29):
+        // WS_128x16 / WS_128x64 (bench/results/moe-floor-routing):
         //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1 % of WS_128x16 with
         //          8 tokens each, up to 20 % faster with skewed routing;
         //   <= 96: WS_128x128_C16, up to 128: 1-4 % slower than WS_128x64 with exactly 64 tokens
