@@ -398,7 +398,7 @@ typedef struct {
 
 /* The SM->domain map a fallback split is judged by: a measured one only. */
 static const uint8_t *measured_map(const ld_probe_result_t *pr, char *why, size_t n) {
-    if (!pr) { snprintf(why, n, "no SM->domain map (probe = off)"); return NULL; }
+    if (!pr) { snprintf(why, n, "no SM->domain map (probe off or failed)"); return NULL; }
     if (!pr->valid || pr->mode_used == LD_PROBE_EVEN) {
         snprintf(why, n, "no measured SM->domain map (probe: %s)", pr->verdict[0] ? pr->verdict : "even map");
         return NULL;
@@ -443,7 +443,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
                  sp->g.ngroups ? sp->g.count[0] : 0, sp->fine ? ", co-scheduling ignored" : "");
     }
 
-    /* Which SMs each group holds: the cache, else the marker. */
+    /* Which SMs each group holds: the cache, else the marker. A cached answer that the
+     * final check contradicts is measured again, once. */
     char dir[4096] = "";
     ld_groups_key_t key;
     int cached = 0, keyed = groups_key(d, dev, sp, &key) == 0;
@@ -455,66 +456,72 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         }
     }
     if (marker_open(d, dev, nsms, &m, why, sizeof why) == 0) have_marker = 1;
-    if (!cached) {
-        if (!have_marker) goto done;
-        /* The remainder is never bound, so it is not measured. */
-        for (int i = 0; i < sp->g.ngroups; i++)
-            if (measure_one(&m, &sp->res[i], &sp->g.sms[i], why, sizeof why)) goto done;
-        char w2[160];
-        if (ld_sm_groups_check(&sp->g, nsms, w2, sizeof w2)) { snprintf(why, sizeof why, "SM groups: %s", w2); goto done; }
-        if (o->use_cache && keyed && dir[0]) groups_store(dir, &key, &sp->g);
-    }
-    info->groups_from_cache = cached;
-    if (sp->native) {
-        /* The driver's labels decide; the map below only counts SMs per domain. */
-        memset(label_map, 0, sizeof label_map);
-        for (int i = 0; i < sp->g.ngroups; i++)
-            for (uint32_t s = 0; s < nsms; s++)
-                if (ld_smmask_has(&sp->g.sms[i], s)) label_map[s] = (uint8_t)i;
-        map = label_map;
-    }
+    for (int attempt = 0;; attempt++) {
+        if (!cached) {
+            if (!have_marker) goto done;
+            /* The remainder is never bound, so it is not measured. */
+            for (int i = 0; i < sp->g.ngroups; i++)
+                if (measure_one(&m, &sp->res[i], &sp->g.sms[i], why, sizeof why)) goto done;
+            char w2[160];
+            if (ld_sm_groups_check(&sp->g, nsms, w2, sizeof w2)) { snprintf(why, sizeof why, "SM groups: %s", w2); goto done; }
+            if (o->use_cache && keyed && dir[0]) groups_store(dir, &key, &sp->g);
+        }
+        info->groups_from_cache = cached;
+        if (sp->native) {
+            /* The driver's labels decide; the map below only counts SMs per domain. */
+            memset(label_map, 0, sizeof label_map);
+            for (int i = 0; i < sp->g.ngroups; i++)
+                for (uint32_t s = 0; s < nsms; s++)
+                    if (ld_smmask_has(&sp->g.sms[i], s)) label_map[s] = (uint8_t)i;
+            map = label_map;
+        }
 
-    /* Choose, create, verify. */
-    if (ld_compute_plan(o->req, o->method, o->cap, map, nsms, (uint32_t)nd, &sp->g, &info->plan) != 0) {
-        snprintf(why, sizeof why, "%s", info->plan.why);
-        goto done;
-    }
-    CUdevResource chosen[LD_MAX_SM_GROUPS];
-    for (int i = 0; i < info->plan.ngroups; i++) chosen[i] = sp->res[info->plan.group[i]];
-    if ((r = d->cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
-        snprintf(why, sizeof why, "cuDevResourceGenerateDesc: %s", ld_cu_errname(r));
-        goto done;
-    }
-    if ((r = d->cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
-        int mps = 0;
-        d->cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
-        snprintf(why, sizeof why, "cuGreenCtxCreate: %s%s", ld_cu_errname(r), mps ? " (an MPS client)" : "");
-        out->green = NULL;
-        goto done;
-    }
-    if ((r = d->cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
-        snprintf(why, sizeof why, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
-        goto done;
-    }
-    if (have_marker) {
+        /* Choose, create, verify. */
+        if (ld_compute_plan(o->req, o->method, o->cap, map, nsms, (uint32_t)nd, &sp->g, &info->plan) != 0) {
+            snprintf(why, sizeof why, "%s", info->plan.why);
+            goto done;
+        }
+        CUdevResource chosen[LD_MAX_SM_GROUPS];
+        for (int i = 0; i < info->plan.ngroups; i++) chosen[i] = sp->res[info->plan.group[i]];
+        if ((r = d->cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
+            snprintf(why, sizeof why, "cuDevResourceGenerateDesc: %s", ld_cu_errname(r));
+            goto done;
+        }
+        if ((r = d->cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
+            int mps = 0;
+            d->cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
+            snprintf(why, sizeof why, "cuGreenCtxCreate: %s%s", ld_cu_errname(r), mps ? " (an MPS client)" : "");
+            out->green = NULL;
+            goto done;
+        }
+        if ((r = d->cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
+            snprintf(why, sizeof why, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
+            goto done;
+        }
+        if (!have_marker) {
+            if (!sp->native) goto done;   /* groups from the cache cannot be trusted unchecked */
+            LD_INFO("compute: device %d: bound SMs not checked (%s)", (int)dev, why);
+            break;
+        }
         ld_smmask_t got;
         char w2[200];
         if (marker_run(&m, out->green, out->gctx, info->plan.count, &got, w2, sizeof w2) != 0) {
             snprintf(why, sizeof why, "checking the bound SMs: %s", w2);
             goto done;
         }
-        if (memcmp(&got, &info->plan.sms, sizeof got) != 0) {
-            char a[160], b[160];
-            snprintf(why, sizeof why, "the bound context ran on SMs %s, planned %s%s", ld_smmask_format(&got, a, sizeof a),
-                     ld_smmask_format(&info->plan.sms, b, sizeof b), cached ? " (stale SM-group cache; re-measure "
-                     "with LDSHIM_PROBE_FORCE=1)" : "");
-            goto done;
+        if (!memcmp(&got, &info->plan.sms, sizeof got)) {
+            info->verified = 1;
+            break;
         }
-        info->verified = 1;
-    } else if (!sp->native) {
-        goto done;   /* groups from the cache cannot be trusted unchecked */
-    } else {
-        LD_INFO("compute: device %d: bound SMs not checked (%s)", (int)dev, why);
+        char a[160], b[160];
+        snprintf(why, sizeof why, "the bound context ran on SMs %s, planned %s", ld_smmask_format(&got, a, sizeof a),
+                 ld_smmask_format(&info->plan.sms, b, sizeof b));
+        d->cuGreenCtxDestroy(out->green);
+        out->green = NULL;
+        out->gctx = NULL;
+        if (!cached || attempt > 0) goto done;
+        LD_WARN("compute: device %d: the SM-group cache is stale (%s); measuring the groups again", (int)dev, why);
+        cached = 0;
     }
     rc = 0;
     info->applied = 1;
@@ -533,14 +540,15 @@ done:
 
 /* ---- the shim's binding per device ----------------------------------------------------- */
 
+/* Exit: the green contexts hold the primary contexts, so they go before the runtime's own
+ * exit handlers (registered earlier, so run later). The records stay for the report. */
 static void at_exit(void) {
     const ld_driver_t *d = ld_driver();
     if (!d) return;
+    unsigned long long was = atomic_exchange(&bound_mask, 0);
     destroy_thread_objects(d, -1);
     for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
-        if (!(atomic_load(&bound_mask) & (1ull << dev))) continue;
-        atomic_fetch_and(&bound_mask, ~(1ull << dev));
-        atomic_store(&B[dev].state, B_NONE);
+        if (!(was & (1ull << dev))) continue;
         if (B[dev].green) d->cuGreenCtxDestroy(B[dev].green);
         B[dev].green = NULL;
         B[dev].gctx = NULL;
@@ -634,7 +642,7 @@ CUcontext ld_compute_bind(CUcontext c) {
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
         if (st == B_BUILDING) st = settled_state(b);
-        if (st == B_BOUND && b->primary == c) {
+        if (st == B_BOUND && b->primary == c && (atomic_load(&bound_mask) & (1ull << dev))) {
             const ld_driver_t *d = ld_driver();
             return d ? thread_context(d, dev) : c;
         }
@@ -730,7 +738,7 @@ void ld_compute_publish(int dev, ldshim_topology_t *t) {
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     if (dev < 0 || dev >= LD_MAX_DEVICES) return;
     binding_t *b = &B[dev];
-    if (atomic_load(&b->state) != B_BOUND) return;
+    if (atomic_load(&b->state) != B_BOUND || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
     destroy_thread_objects(d, dev);
     if (b->green) d->cuGreenCtxDestroy(b->green);

@@ -1,6 +1,7 @@
 /* report.c — JSON report of state, backend, probe, rules, pool, fallbacks, histogram. */
 #include "shim/report.h"
 #include "shim/alloc.h"
+#include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/ldshim.h"
@@ -69,6 +70,9 @@ static void build(buf_t *b) {
     put(b, ",\n  \"policy_error\": ");
     put_str(b, ld_cfg.policy_error[0] ? ld_cfg.policy_error : NULL);
     put(b, ",\n  \"backend_setting\": \"%s\",\n", ld_backend_name(ld_cfg.backend));
+    char comp[32];
+    put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u},\n",
+        ld_compute_format(&ld_cfg.compute, comp, sizeof comp), ld_split_name(ld_cfg.compute_split), ld_cfg.compute_sms);
 
     /* devices */
     const char *active_backend = "off", *active_reason = ld_active() ? "no tagged allocation reached a device" : "stock";
@@ -77,8 +81,9 @@ static void build(buf_t *b) {
     for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
         ld_device_t *dv = ld_device_peek(dev);
         ld_probe_result_t pr;
-        int probed = ld_topology_result(dev, &pr) == 0;
-        if (!dv && !probed) continue;
+        ld_compute_info_t ci;
+        int probed = ld_topology_result(dev, &pr) == 0, computed = ld_compute_info(dev, &ci) == 0;
+        if (!dv && !probed && !computed) continue;
         put(b, "%s\n    {\"device\": %d", first ? "" : ",", dev);
         first = 0;
         if (dv) {
@@ -106,6 +111,30 @@ static void build(buf_t *b) {
             }
         } else {
             put(b, ", \"probe\": null");
+        }
+        if (computed) {
+            put(b, ", \"compute\": {\"requested\": ");
+            put_str(b, ci.request);
+            put(b, ", \"applied\": ");
+            put_str(b, ci.applied ? ci.request : "all");
+            put(b, ", \"sm_count\": %u, \"device_sms\": %u, \"sms\": [", ci.applied ? ci.plan.count : ci.device_sms,
+                ci.device_sms);
+            int k = 0;
+            for (uint32_t s = 0; ci.applied && s < LDSHIM_MAX_SMS; s++)
+                if (ld_smmask_has(&ci.plan.sms, s)) put(b, "%s%u", k++ ? "," : "", s);
+            put(b, "], \"sms_per_domain\": [");
+            for (int d = 0; d < 2 || (d < LDSHIM_MAX_DOMAINS && ci.plan.per_domain[d]); d++)
+                put(b, "%s%u", d ? "," : "", ci.applied ? ci.plan.per_domain[d] : 0);
+            put(b, "], \"outside_domain\": %u, \"split\": ", ci.applied ? ci.plan.outside : 0);
+            put_str(b, ci.split);
+            put(b, ", \"method\": ");
+            put_str(b, ci.method[0] ? ci.method : NULL);
+            put(b, ", \"groups\": %d, \"groups_from_cache\": %s, \"verified\": %s, \"contexts\": \"%s\", "
+                   "\"unbound_contexts\": %d, \"elapsed_ms\": %.3f, \"reason\": ",
+                ci.plan.ngroups, ci.groups_from_cache ? "true" : "false", ci.verified ? "true" : "false",
+                ci.thread_contexts ? "thread" : "shared", ci.unbound_contexts, ci.elapsed_ms);
+            put_str(b, ci.reason);
+            put(b, "}");
         }
         put(b, "}");
     }

@@ -33,6 +33,19 @@ int fakecuda_device_of(const void *ptr);
  * own device or a peer with access enabled, else 0; -2 when nothing is mapped there. */
 int fakecuda_access_of(const void *ptr, int device);
 
+/* Green contexts (fake_green.c). Live green contexts; the SMs of a context (out[s] = 1 for
+ * each SM it has; returns their count, -1 for a bad context); 1 if a CUcontext is a green
+ * context's, 0 if not, -1 if invalid; the locality domain ("side") of an SM, -1 beyond the GPU. */
+int fakecuda_green_count(void);
+void *fakecuda_current_ctx(void);   /* the context really current on this thread */
+int fakecuda_ctx_sms(void *ctx, unsigned char out[256]);
+int fakecuda_ctx_is_green(void *ctx);
+int fakecuda_sm_side(int sm);
+
+/* The SMs this thread's last executed launch ran on (its context's), like out[] above, and
+ * its block count; returns the SM count, -1 if the thread launched nothing yet. */
+int fakecuda_last_launch(unsigned char out[256], unsigned *grid);
+
 #ifdef __cplusplus
 }
 #endif

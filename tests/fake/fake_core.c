@@ -186,6 +186,9 @@ __attribute__((destructor)) static void fk_dtor(void) {
 
 FAKE_API int fakecuda_sync_count(void) { return atomic_load(&fk_syncs); }
 
+/* What is really current on this thread (no shim can translate a call it never sees). */
+FAKE_API void *fakecuda_current_ctx(void) { return fk_current(); }
+
 /* ---- init, version, errors ------------------------------------------------------------- */
 
 FAKE_API CUresult cuInit(unsigned int flags) {
@@ -222,6 +225,15 @@ static const struct { CUresult r; const char *name, *text; } fk_errors[] = {
       "peer access is already enabled" },
     { CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
     { CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped" },
+    { CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted in the current state" },
+    { CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure" },
+    { CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+      "too many blocks in cooperative launch" },
+    { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+      "operation not permitted when stream is capturing" },
+    { CUDA_ERROR_INVALID_RESOURCE_TYPE, "CUDA_ERROR_INVALID_RESOURCE_TYPE", "invalid resource type" },
+    { CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
+      "invalid resource configuration" },
     { CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error" },
 };
 
@@ -403,6 +415,13 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     else r = CUDA_ERROR_INVALID_CONTEXT;
     fk_unlock();
     return r;
+}
+
+/* The real reset destroys what the primary context holds; the fake's primary holds nothing
+ * but its retain count, which the program's own releases account for. */
+FAKE_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    FK_ENTER("cuDevicePrimaryCtxReset_v2", CUDA_ERROR_INVALID_VALUE);
+    return fk_valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 static CUresult fk_ctx_create(CUcontext *pc, CUdevice dev) {

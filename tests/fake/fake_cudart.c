@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RT_API __attribute__((visibility("default")))
@@ -32,13 +33,26 @@
     X(mem_get_info, "cuMemGetInfo", (size_t *, size_t *)) \
     X(memset_d8, "cuMemsetD8", (CUdeviceptr, unsigned char, size_t)) \
     X(ipc_get_handle, "cuIpcGetMemHandle", (CUipcMemHandle *, CUdeviceptr)) \
-    X(pointer_get_attr, "cuPointerGetAttribute", (void *, CUpointer_attribute, CUdeviceptr))
+    X(pointer_get_attr, "cuPointerGetAttribute", (void *, CUpointer_attribute, CUdeviceptr)) \
+    X(module_load, "cuModuleLoadData", (CUmodule *, const void *)) \
+    X(module_get_function, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *)) \
+    X(stream_create, "cuStreamCreate", (CUstream *, unsigned int)) \
+    X(stream_destroy, "cuStreamDestroy", (CUstream))
+
+/* Entries whose per-thread variant a --default-stream per-thread runtime uses. */
+#define RT_DRIVER_PT(X) \
+    X(launch, "cuLaunchKernel", (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                                 CUstream, void **, void **)) \
+    X(stream_sync, "cuStreamSynchronize", (CUstream))
 
 static struct {
     CUresult (*get_proc)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 #define RT_FIELD(f, name, sig) CUresult (*f) sig;
     RT_DRIVER(RT_FIELD)
+    RT_DRIVER_PT(RT_FIELD)
 #undef RT_FIELD
+    CUmodule mod;
+    CUfunction kernel;
     cudaError_t init_error;
     CUcontext primary[64];
     int ndevices;
@@ -60,6 +74,13 @@ static void rt_init_once(void) {
         !rt.f) { rt.init_error = cudaErrorInitializationError; return; }
     RT_DRIVER(RT_RESOLVE)
 #undef RT_RESOLVE
+    const char *pt = getenv("FAKERT_PER_THREAD");
+    cuuint64_t ptflag = pt && !strcmp(pt, "1") ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+#define RT_RESOLVE_PT(f, name, sig) \
+    if (rt.get_proc(name, (void **)&rt.f, FAKE_CUDART_VERSION, ptflag, NULL) != CUDA_SUCCESS || !rt.f) { \
+        rt.init_error = cudaErrorInitializationError; return; }
+    RT_DRIVER_PT(RT_RESOLVE_PT)
+#undef RT_RESOLVE_PT
     if (rt.init(0) != CUDA_SUCCESS) { rt.init_error = cudaErrorInitializationError; return; }
     if (rt.device_get_count(&rt.ndevices) != CUDA_SUCCESS || rt.ndevices <= 0) {
         rt.init_error = cudaErrorNoDevice;
@@ -220,6 +241,39 @@ RT_API cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, 
 RT_API cudaError_t cudaGetDriverEntryPoint(const char *sym, void **fn, unsigned long long flags,
                                            cudaDriverEntryPointQueryResult *st) {
     return cudaGetDriverEntryPointByVersion(sym, fn, FAKE_CUDART_VERSION, flags, st);
+}
+
+RT_API cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    cudaError_t e = rt_ready();
+    if (e) return e;
+    if (!s) return cudaErrorInvalidValue;
+    return rt_err(rt.stream_create((CUstream *)s, 0));
+}
+
+RT_API cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    cudaError_t e = rt_ready();
+    if (e) return e;
+    return rt_err(rt.stream_destroy((CUstream)s));
+}
+
+RT_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    cudaError_t e = rt_ready();
+    if (e) return e;
+    return rt_err(rt.stream_sync((CUstream)s));
+}
+
+RT_API cudaError_t fakert_launch(unsigned grid, cudaStream_t s) {
+    cudaError_t e = rt_ready();
+    if (e) return e;
+    pthread_mutex_lock(&rt_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!rt.kernel && (r = rt.module_load(&rt.mod, "FAKEMOD v1 functions=rt_kernel")) == CUDA_SUCCESS)
+        r = rt.module_get_function(&rt.kernel, rt.mod, "rt_kernel");
+    CUfunction k = rt.kernel;
+    pthread_mutex_unlock(&rt_lock);
+    if (r != CUDA_SUCCESS) return rt_err(r);
+    void *params[] = { NULL };
+    return rt_err(rt.launch(k, grid, 1, 1, 32, 1, 1, 0, (CUstream)s, params, NULL));
 }
 
 RT_API const char *cudaGetErrorString(cudaError_t e) {

@@ -75,6 +75,18 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
                                              cudaDriverEntryPointQueryResult *status);
 const char *cudaGetErrorString(cudaError_t err);
 
+/* Streams and a kernel launch, resolved like the rest (cuGetProcAddress_v2). With
+ * FAKERT_PER_THREAD=1 in the environment the runtime behaves as one built with
+ * --default-stream per-thread: it resolves the per-thread (_ptsz) entry points, so a NULL
+ * stream means the per-thread default stream. fakert_launch launches a no-op kernel of a fake
+ * module (loaded on first use) with `grid` blocks. */
+typedef struct CUstream_st *cudaStream_t;
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t fakert_launch(unsigned grid, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -322,14 +322,14 @@ FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *s, CUgreenCtx h, unsigned int
 
 FAKE_API int fakecuda_green_count(void) { return atomic_load(&fk_greens); }
 
-FAKE_API int fakecuda_ctx_sms(CUcontext c, unsigned char out[256]) {
+FAKE_API int fakecuda_ctx_sms(void *c, unsigned char out[256]) {
     fk_ctx_t *x = (fk_ctx_t *)c;
     if (!fk_valid_ctx(x)) return -1;
     for (int s = 0; s < FK_MAX_SMS && out; s++) out[s] = (unsigned char)((x->sms[s >> 6] >> (s & 63)) & 1);
     return popcount(x->sms);
 }
 
-FAKE_API int fakecuda_ctx_is_green(CUcontext c) {
+FAKE_API int fakecuda_ctx_is_green(void *c) {
     fk_ctx_t *x = (fk_ctx_t *)c;
     return fk_valid_ctx(x) ? x->green : -1;
 }

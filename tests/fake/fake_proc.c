@@ -34,6 +34,7 @@ static const fk_proc_t fk_procs[] = {
     P("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    P("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
     P("cuCtxCreate", 3020, cuCtxCreate_v2),
     P("cuCtxCreate", 11040, cuCtxCreate_v3),
     P("cuCtxCreate", 12050, cuCtxCreate_v4),

@@ -21,7 +21,9 @@ static const char *usage =
     "  free SIZE             interior cudaFree fails, base cudaFree works\n"
     "  ipc TAGGED UNTAGGED   cudaIpcGetMemHandle on tagged / untagged memory\n"
     "  stock T U             a fixed sequence whose observable results are printed\n"
-    "  oom SIZE              prints the return code of one cudaMalloc\n";
+    "  oom SIZE              prints the return code of one cudaMalloc\n"
+    "  launch SIZE           cudaMalloc, then a kernel on the NULL stream, a created stream and\n"
+    "                        cudaStreamPerThread: the SMs each ran on (compute binding)\n";
 
 static void ready(void) {
     int n = 0;
@@ -123,6 +125,41 @@ static int case_oom(size_t size) {
     return 0;
 }
 
+static void launched(const char *tag) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h);
+    int (*last)(unsigned char *, unsigned *) = (int (*)(unsigned char *, unsigned *))dlsym(h, "fakecuda_last_launch");
+    int (*side)(int) = (int (*)(int))dlsym(h, "fakecuda_sm_side");
+    CHECK(last && side);
+    unsigned char sms[256];
+    int n = last(sms, NULL), s = -2;
+    for (int i = 0; i < 256; i++)
+        if (sms[i]) s = s == -2 ? side(i) : (s == side(i) ? s : -1);
+    printf("%s_sms=%d\n", tag, n);
+    if (s == -1) printf("%s_side=mixed\n", tag);
+    else printf("%s_side=%d\n", tag, s);
+}
+
+static int case_launch(size_t size) {
+    void *p = NULL;
+    CHECK_RC(cudaMalloc(&p, size), cudaSuccess);
+    CHECK_RC(fakert_launch(8, NULL), cudaSuccess);
+    launched("null");
+    cudaStream_t s;
+    CHECK_RC(cudaStreamCreate(&s), cudaSuccess);
+    CHECK_RC(fakert_launch(8, s), cudaSuccess);
+    launched("stream");
+    cudaError_t e = fakert_launch(8, cudaStreamPerThread);
+    printf("pts_rc=%d\n", (int)e);
+    if (e == cudaSuccess) launched("pts");
+    printf("pts_sync_rc=%d\n", (int)cudaStreamSynchronize(cudaStreamPerThread));
+    CHECK_RC(cudaStreamSynchronize(s), cudaSuccess);
+    CHECK_RC(cudaStreamDestroy(s), cudaSuccess);
+    CHECK_RC(cudaDeviceSynchronize(), cudaSuccess);
+    CHECK_RC(cudaFree(p), cudaSuccess);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = PROG;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -138,6 +175,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "ipc")) { ARGS(2); return case_ipc(t_size(argv[2]), t_size(argv[3])); }
     if (!strcmp(c, "stock")) { ARGS(2); return case_stock(t_size(argv[2]), t_size(argv[3])); }
     if (!strcmp(c, "oom")) { ARGS(1); return case_oom(t_size(argv[2])); }
+    if (!strcmp(c, "launch")) { ARGS(1); return case_launch(t_size(argv[2])); }
     fprintf(stderr, PROG ": unknown case '%s'\n%s", c, usage);
     return 2;
 }

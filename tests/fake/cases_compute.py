@@ -1,0 +1,286 @@
+"""cases_compute.py — compute binding (shim/compute.c) on the fake driver's green contexts.
+
+The fake's SMs lie in two locality domains ("sides": TPC t -> t mod 2, FAKE_CUDA_SM_SIDES
+otherwise); its probe kernels cannot run, so each case plants a measured (clustered) topology
+in the cache, the way a real GPU's first run leaves one. plant_cache() writes the file the
+probe cache would (shim/probe_cache.c's format)."""
+import json
+import os
+
+from run_cases import Case, Fail, report_check, stderr_matches, stderr_only, same_as_noshim
+
+NSMS = 132
+UUID = "GPU-fa6ec0da-1300-4900-8a17-0000000000%02x"
+
+
+def sides(nsms=NSMS):
+    return "".join(str((s // 2) % 2) for s in range(nsms))
+
+
+def fnv1a(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h ^= b
+        h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def cache_text(dev=0, phys=None, driver=13000, valid=1, mode="clustered"):
+    phys = phys or sides()
+    body = ("ldshim-topology-cache 1\nuuid %s\ndriver %d\nkmod -\ntopology_version 2\nnum_sms %d\n"
+            "num_domains 2\nmode %s\nvalid %d\nattempts 1\nnear 280.000\nfar 310.000\n"
+            "separation 0.90000\ntpcs_moved 0\nphysical %s\nbalanced %s\nverdict planted by the test\n"
+            % (UUID % dev, driver, len(phys), mode, valid, phys, phys))
+    body = body.encode()
+    return body + b"checksum %016x\n" % fnv1a(body)
+
+
+def plant(devices=1, phys=None):
+    """The argv prefix of a case that plants a measured topology into $LDSHIM_CACHE_DIR."""
+    return ["/bin/sh", "-c", 'mkdir -p "$LDSHIM_CACHE_DIR" && ' + " && ".join(
+        "printf '%s' > \"$LDSHIM_CACHE_DIR/topology-%s-13000.txt\"" % (
+            cache_text(d, phys).decode().replace("\n", "\\n").replace("%", "%%"), UUID % d)
+        for d in range(devices)) + ' && exec "$0" "$@"']
+
+
+def fake_groups(nsms=NSMS, size=8):
+    """The fake's cuDevSmResourceSplitByCount groups: side 0's SMs in id order, then side 1's."""
+    groups = []
+    for side in (0, 1):
+        sms = [s for s in range(nsms) if (s // 2) % 2 == side]
+        groups += [sms[i:i + size] for i in range(0, len(sms) - size + 1, size)]
+    return groups
+
+
+def groups_text(groups, dev=0, split="bycount:8:0"):
+    body = "ldshim-smgroups 1\nuuid %s\ndriver 13000\nnum_sms %d\nsplit %s\ngroups %d\n" % (
+        UUID % dev, NSMS, split, len(groups))
+    for g in groups:
+        mask = 0
+        for sm in g:
+            mask |= 1 << sm
+        body += "g %d -1 %064x\n" % (len(g), mask)
+    body = body.encode()
+    return body + b"checksum %016x\n" % fnv1a(body)
+
+
+def plant_groups(groups):
+    """argv prefix: a measured topology and an SM-group cache with these groups."""
+    name = "smgroups-%s-13000-bycount_8_0.txt" % (UUID % 0)
+    pre = plant()
+    script = pre[2].replace(' && exec "$0" "$@"', "") + " && printf '%s' > \"$LDSHIM_CACHE_DIR/%s\"" % (
+        groups_text(groups).decode().replace("\n", "\\n"), name) + ' && exec "$0" "$@"'
+    return ["/bin/sh", "-c", script]
+
+
+def twice(prefix):
+    """argv prefix that runs the program once quietly, then again (the second writes the report)."""
+    return prefix[:2] + [prefix[2].replace('exec "$0" "$@"', '"$0" "$@" > /dev/null && exec "$0" "$@"')]
+
+
+def compute_of(r, dev=0):
+    for d in r.get("devices", []):
+        if d.get("device") == dev:
+            c = d.get("compute")
+            if c is None:
+                raise Fail("report: device %d has no compute section" % dev)
+            return c
+    raise Fail("report: no device %d" % dev)
+
+
+def check_compute(applied, sm_count=None, per_domain=None, reason=None, split=None):
+    def fn(r):
+        c = compute_of(r)
+        if c["applied"] != applied:
+            raise Fail("compute applied %s, expected %s (reason: %s)" % (c["applied"], applied, c.get("reason")))
+        if sm_count is not None and c["sm_count"] != sm_count:
+            raise Fail("compute sm_count %s, expected %s" % (c["sm_count"], sm_count))
+        if sm_count is not None and applied != "all" and len(c["sms"]) != sm_count:
+            raise Fail("compute sms lists %d SMs, expected %d" % (len(c["sms"]), sm_count))
+        if per_domain is not None and c["sms_per_domain"][:len(per_domain)] != per_domain:
+            raise Fail("compute sms_per_domain %s, expected %s" % (c["sms_per_domain"], per_domain))
+        if reason is not None and reason not in (c.get("reason") or ""):
+            raise Fail("compute reason %r lacks %r" % (c.get("reason"), reason))
+        if split is not None and c["split"] != split:
+            raise Fail("compute split %s, expected %s" % (c["split"], split))
+        if applied != "all" and not c["verified"]:
+            raise Fail("compute applied but not verified by the marker")
+    return report_check(fn)
+
+
+def cases(a):
+    C = []
+    plant1 = plant()
+    bound = {"cur_is_primary": 1, "real_is_green": 1, "pts_rc": 0, "ptsz_rc": 0, "ptds_copy_rc": 0,
+             "pts_sync_rc": 0, "event_rc": 0, "wait_rc": 0, "event_pts_rc": 0, "graph_pts_rc": 0,
+             "coop_fit_rc": 0, "coop_big_rc": 720, "stream_ctx_primary": 1, "ptr_ctx_primary": 1,
+             "pop_primary": 1, "topo_magic": 1, "topo_version": 2, "topo_bound": 1, "green_live": 1}
+
+    # Without the shim (and in stock, and with compute = all) nothing is bound.
+    C.append(Case("n/paths/noshim", "t_compute", ["paths"], shim=False,
+                  expect={"null_sms": NSMS, "pts_rc": 0, "ptsz_rc": 0, "attr_sms": NSMS, "green_live": 0}))
+    for st in ("stock",):
+        C.append(Case("n/paths/%s" % st, "t_compute", ["paths"], "compute.policy", env={"LDSHIM_STATE": st},
+                      wrap=plant1, quiet=True,
+                      checks=[lambda r, res: same_as_noshim(r, res, Case("", "t_compute", ["paths"], shim=False))]))
+    C.append(Case("n/paths/all", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "all"},
+                  wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0,
+                                       "attr_sms": NSMS}))
+
+    # domain:0 and domain:1: every path on the 64 SMs of one side (8 groups of 8 of its 66).
+    for dom in (0, 1):
+        exp = dict(bound, attr_sms=64, topo_bound_sms=64, topo_sm_bound=64, topo_domain=dom)
+        for tag in ("null", "legacy", "stream", "nbstream", "pts", "ptsz", "graph"):
+            exp["%s_sms" % tag] = 64
+            exp["%s_side" % tag] = dom
+        C.append(Case("n/paths/domain%d" % dom, "t_compute", ["paths"], "compute.policy",
+                      env={"LDSHIM_COMPUTE": "domain:%d" % dom}, wrap=plant1, expect=exp,
+                      checks=[check_compute("domain:%d" % dom, 64, [64, 0] if dom == 0 else [0, 64], split="aligned")]))
+    # The H200's split: 7 groups on the side of SM 0, 8 on the other.
+    h200 = {"FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}
+    C.append(Case("n/h200/domain0", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="domain:0"),
+                  wrap=plant1, expect={"null_sms": 56, "null_side": 0, "attr_sms": 56, "coop_big_rc": 720},
+                  checks=[check_compute("domain:0", 56, [56, 0])]))
+    C.append(Case("n/h200/domain1-cap", "t_compute", ["paths"], "compute.policy",
+                  env=dict(h200, LDSHIM_COMPUTE="domain:1", LDSHIM_COMPUTE_SMS=56),
+                  wrap=plant1, expect={"null_sms": 56, "null_side": 1, "topo_bound_sms": 56},
+                  checks=[check_compute("domain:1", 56, [0, 56])]))
+    # spread:K: as evenly from both sides as whole groups allow (4 + 3 groups of 8 = 56).
+    C.append(Case("n/spread56", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="spread:56"),
+                  wrap=plant1, expect={"null_sms": 56, "null_side": "mixed", "topo_domain": -1},
+                  checks=[check_compute("spread:56", 56, [32, 24])]))
+    # fine: co-scheduling ignored, 2-SM groups: every SM of the side (66).
+    C.append(Case("n/fine", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_SPLIT": "fine"}, wrap=plant1,
+                  expect={"null_sms": 66, "null_side": 1}, checks=[check_compute("domain:1", 66, [0, 66], split="fine")]))
+    # backfill: the side's 56 SMs topped up to an even share (66) from outside it.
+    C.append(Case("n/backfill", "t_compute", ["paths"], "compute.policy",
+                  env=dict(h200, LDSHIM_COMPUTE="domain:0", LDSHIM_COMPUTE_SPLIT="backfill"), wrap=plant1,
+                  expect={"null_sms": 64, "null_side": "mixed"},
+                  checks=[check_compute("domain:0", 64, [56, 8], split="backfill")]))
+    # The SM-count attribute kept as the device's: a cooperative grid sized by it does not fit.
+    C.append(Case("n/smcount-device", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_COMPUTE_SMCOUNT": "device"}, wrap=plant1,
+                  expect={"attr_sms": NSMS, "coop_fit_rc": 720, "null_sms": 64},
+                  checks=[stderr_matches(r"cooperative launch of 132 blocks failed", 1)]))
+    # What cuCtxGetCurrent answers can be the green context (diagnostics).
+    C.append(Case("n/current-green", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_COMPUTE_CURRENT": "green"}, wrap=plant1,
+                  expect={"cur_is_primary": 0, "null_sms": 64, "stream_ctx_primary": 0}))
+
+    # Fallbacks: one line, unbound, the report says why.
+    C.append(Case("n/fallback/no-map", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0},
+                  checks=[check_compute("all", reason="no measured SM->domain map"),
+                          stderr_matches(r"compute: device 0 runs unbound .*no measured SM->domain map", 1)]))
+    C.append(Case("n/fallback/straddle", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "FAKE_CUDA_SPLIT": "straddle"}, wrap=plant1,
+                  expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0},
+                  checks=[check_compute("all", reason="no SM group lies wholly in domain 0"),
+                          stderr_matches(r"runs unbound", 1)]))
+    C.append(Case("n/fallback/no-domain", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:5"},
+                  wrap=plant1, expect={"null_sms": NSMS},
+                  checks=[check_compute("all", reason="no such domain (the GPU has 2 domains, 0..1)")]))
+    C.append(Case("n/fallback/green-create", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "FAKE_CUDA_FAIL": "cuGreenCtxCreate:1+"}, wrap=plant1,
+                  expect={"null_sms": NSMS, "real_is_green": 0},
+                  checks=[check_compute("all", reason="green context for one SM group")]))
+    C.append(Case("n/fallback/no-green-api", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "FAKE_CUDA_FAIL": "cuDeviceGetDevResource:1+:801"}, wrap=plant1,
+                  expect={"null_sms": NSMS}, checks=[check_compute("all", reason="cuDeviceGetDevResource")]))
+    C.append(Case("n/fallback/probe-off", "t_compute", ["paths"], "compute_probe_off.policy", wrap=plant1,
+                  expect={"null_sms": NSMS, "topo_magic": 0},
+                  checks=[check_compute("all", reason="no SM->domain map (probe off or failed)"),
+                          stderr_matches(r"runs unbound", 1)]))
+    C.append(Case("n/ownctx", "t_compute", ["ownctx"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"own_sms": NSMS},
+                  checks=[stderr_matches(r"a context the program created itself \(cuCtxCreate\) runs unbound", 1)]))
+
+    # cudart, dynamic and static, and one built with --default-stream per-thread.
+    for prog in ("t_runtime", "t_runtime_static"):
+        C.append(Case("n/rt/%s/noshim" % prog, prog, ["launch", "8MiB"], shim=False,
+                      expect={"null_sms": NSMS, "stream_sms": NSMS, "pts_rc": 0}))
+        C.append(Case("n/rt/%s/noshim-per-thread" % prog, prog, ["launch", "8MiB"], shim=False,
+                      env={"FAKERT_PER_THREAD": 1}, expect={"null_sms": NSMS, "pts_rc": 0, "pts_sync_rc": 0}))
+        for pt in (0, 1):
+            C.append(Case("n/rt/%s/domain1%s" % (prog, "-per-thread" if pt else ""), prog, ["launch", "8MiB"],
+                          "compute.policy", env={"LDSHIM_COMPUTE": "domain:1", "FAKERT_PER_THREAD": pt}, wrap=plant1,
+                          expect={"null_sms": 64, "null_side": 1, "stream_sms": 64, "stream_side": 1, "pts_rc": 0,
+                                  "pts_sms": 64, "pts_side": 1, "pts_sync_rc": 0},
+                          checks=[check_compute("domain:1", 64, [0, 64]),
+                                  report_check(lambda r: r["rules"][0]["allocations"] == 1 or
+                                               (_ for _ in ()).throw(Fail("the 8 MiB rule did not tag")))]))
+    # The fake reproduces the driver's failure the shim works around: a program that makes a
+    # green context current itself cannot use the per-thread default stream.
+    C.append(Case("fake/green-per-thread-fails", "t_compute", ["selfgreen"], shim=False,
+                  expect={"green_null_sms": 8, "green_null_side": 0, "green_pts_rc": 400}))
+
+    # The SM-group cache: a second process reuses it; a stale one is measured again, once.
+    C.append(Case("n/cache/reuse", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=twice(plant1), expect={"null_sms": 64},
+                  checks=[report_check(lambda r: compute_of(r)["groups_from_cache"] or
+                                       (_ for _ in ()).throw(Fail("the second run measured the groups again")))]))
+    swapped = fake_groups()
+    swapped[0], swapped[8] = swapped[8], swapped[0]
+    C.append(Case("n/cache/stale", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant_groups(swapped), expect={"null_sms": 64, "null_side": 0},
+                  checks=[check_compute("domain:0", 64, [64, 0]),
+                          report_check(lambda r: not compute_of(r)["groups_from_cache"] or
+                                       (_ for _ in ()).throw(Fail("a stale cache was used"))),
+                          stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
+    C.append(Case("n/cache/good", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
+                  wrap=plant_groups(fake_groups()), expect={"null_sms": 64, "null_side": 1},
+                  checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 65 blocks failed"),
+                          report_check(lambda r: compute_of(r)["groups_from_cache"] or
+                                       (_ for _ in ()).throw(Fail("a good cache was not used")))]))
+
+    # CUDA >= 13.4 with locality domains: the driver's split by domain, no measured map needed.
+    native = {"FAKE_CUDA_DOMAINS": 2}
+    for method, count in (("aligned", 64), ("fine", 66), ("backfill", 66)):
+        C.append(Case("n/native/%s" % method, "t_compute", ["paths"], "compute.policy",
+                      env=dict(native, LDSHIM_COMPUTE="domain:1", LDSHIM_COMPUTE_SPLIT=method),
+                      expect={"null_sms": count, "null_side": 1, "attr_sms": count, "topo_bound_sms": count},
+                      checks=[check_compute("domain:1", count, [0, count], split=method),
+                              report_check(lambda r: "locality domain" in compute_of(r)["method"] or
+                                           (_ for _ in ()).throw(Fail("not the driver's split")))]))
+    C.append(Case("n/native/spread64", "t_compute", ["paths"], "compute.policy",
+                  env=dict(native, LDSHIM_COMPUTE="spread:64"), expect={"null_sms": 64, "null_side": "mixed"},
+                  checks=[check_compute("spread:64", 64, [32, 32])]))
+
+    # A failure at any green-context step leaves the program working (bound or not, as the
+    # report says) with nothing leaked; the fake's live counts, green contexts included, are
+    # checked at exit by every case.
+    for name, nth in (("cuDeviceGetDevResource", 1), ("cuDevSmResourceSplitByCount", 1),
+                      ("cuDevResourceGenerateDesc", 1), ("cuDevResourceGenerateDesc", 17), ("cuGreenCtxCreate", 1),
+                      ("cuGreenCtxCreate", 17), ("cuCtxFromGreenCtx", 1), ("cuCtxFromGreenCtx", 17),
+                      ("cuGreenCtxStreamCreate", 1), ("cuGreenCtxStreamCreate", 17), ("cuLibraryLoadData", 1),
+                      ("cuLibraryGetKernel", 2), ("cuKernelSetAttribute", 1), ("cuLaunchKernel", 1),
+                      ("cuLaunchKernel", 34), ("cuStreamSynchronize", 1), ("cuMemcpyDtoH_v2", 1),
+                      ("cuMemAlloc_v2", 1), ("cuPushCurrent_v2", 1)):
+        name_ = "cuCtxPushCurrent_v2" if name == "cuPushCurrent_v2" else name
+        def consistent(r, res):
+            c = compute_of(res.report)
+            bound = res.out.get("null_sms") == "64"
+            if bound != (c["applied"] != "all"):
+                raise Fail("kernels ran on %s SMs but the report says applied=%s (%s)" % (
+                    res.out.get("null_sms"), c["applied"], c.get("reason")))
+            if not bound and not c.get("reason"):
+                raise Fail("unbound without a reason")
+        C.append(Case("n/fault/%s:%d" % (name_, nth), "t_compute", ["paths"], "compute.policy",
+                      env={"LDSHIM_COMPUTE": "domain:0", "FAKE_CUDA_FAIL": "%s:%d" % (name_, nth)}, wrap=plant1,
+                      checks=[consistent]))
+
+    # Threads, reset, fork.
+    C.append(Case("n/threads", "t_compute", ["threads", 16, 200], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
+                  wrap=plant1, expect={"threads_ok": 1, "thread_sms": 64, "distinct_ctx": 1}))
+    C.append(Case("n/threads/per-thread-contexts", "t_compute", ["threads", 8, 100], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_CONTEXTS": "thread"},
+                  wrap=plant1, expect={"threads_ok": 1, "thread_sms": 64, "distinct_ctx": 8}))
+    C.append(Case("n/reset", "t_compute", ["reset"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"before_sms": 64, "green_after_reset": 0, "same_primary": 1,
+                                       "after_sms": 64, "after_side": 0, "green_live": 1}))
+    C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
+    # The SM-group cache: a second process reads it instead of measuring; a planted stale one
+    # is re-measured... (see n/cache below)
+    return C

@@ -1,0 +1,362 @@
+/* t_compute.c — compute binding seen from a driver-API program (linked with -lcuda), run with
+ * and without the shim on the fake driver (tests/fake/cases_compute.py).
+ *
+ *   t_compute paths          every launch path once: NULL/legacy stream, created streams
+ *                            (blocking, non-blocking), the per-thread default stream and the
+ *                            _ptsz/_ptds entry points, events across streams, a captured and
+ *                            replayed graph, cooperative launches that fit and that do not,
+ *                            what the program is told about contexts, the SM-count attribute,
+ *                            the published topology
+ *   t_compute threads N K    N threads make the primary current and launch K times each on
+ *                            their own stream, the NULL stream and the per-thread stream
+ *   t_compute reset          bound, cuDevicePrimaryCtxReset, bound again
+ *   t_compute ownctx         a context the program creates itself (runs unbound)
+ *   t_compute fork           bound in the parent, then a child binds on its own
+ *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
+ *                            launches on the per-thread default stream (the driver refuses)
+ *
+ * Output: "key=value" lines. For a launch, <tag>_sms is the SM count of the launch's context
+ * (fakecuda_last_launch) and <tag>_side the one locality domain they all lie in, or "mixed".
+ */
+#include <pthread.h>
+#include <sys/wait.h>
+#include "tests/fake/t_common.h"
+#include "tests/fake/fake_api.h"
+#include "shim/cuda_compat.h"
+
+static int (*last_launch)(unsigned char *, unsigned *);
+static int (*sm_side)(int);
+static int (*ctx_is_green)(void *);
+static int (*green_count)(void);
+static void *(*current_ctx)(void);
+static CUfunction g_fn;
+
+static void hooks(void) {
+    t_fake_init();
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h);
+    last_launch = (int (*)(unsigned char *, unsigned *))dlsym(h, "fakecuda_last_launch");
+    sm_side = (int (*)(int))dlsym(h, "fakecuda_sm_side");
+    ctx_is_green = (int (*)(void *))dlsym(h, "fakecuda_ctx_is_green");
+    green_count = (int (*)(void))dlsym(h, "fakecuda_green_count");
+    /* What is really current (the shim translates cuCtxGetCurrent, and dlsym of it too). */
+    current_ctx = (void *(*)(void))dlsym(h, "fakecuda_current_ctx");
+    CHECK(last_launch && sm_side && ctx_is_green && green_count && current_ctx);
+}
+
+/* SM count and side of the last launch: "<n> <side or -1 mixed>". */
+static int launched(int *side) {
+    unsigned char sms[256];
+    int n = last_launch(sms, NULL);
+    int s = -2;
+    for (int i = 0; i < 256; i++) {
+        if (!sms[i]) continue;
+        int d = sm_side(i);
+        s = s == -2 ? d : (s == d ? s : -1);
+    }
+    *side = s;
+    return n;
+}
+
+static void report_launch(const char *tag) {
+    int side;
+    int n = launched(&side);
+    printf("%s_sms=%d\n", tag, n);
+    if (side == -1) printf("%s_side=mixed\n", tag);
+    else printf("%s_side=%d\n", tag, side);
+}
+
+static CUresult launch(CUstream s) {
+    void *kp[] = { NULL };
+    return cuLaunchKernel(g_fn, 8, 1, 1, 32, 1, 1, 0, s, kp, NULL);
+}
+
+static CUcontext setup(CUmodule *mod) {
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    CUdevice dev;
+    CHECK_RC(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CUcontext prim = NULL;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&prim, dev), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(prim), CUDA_SUCCESS);
+    char image[160];
+    snprintf(image, sizeof image, "FAKEMOD v1 globals=ldshim_topology:%zu functions=k", sizeof(ldshim_topology_t));
+    CHECK_RC(cuModuleLoadData(mod, image), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, *mod, "k"), CUDA_SUCCESS);
+    return prim;
+}
+
+static void teardown(CUmodule mod) {
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
+static int case_paths(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CUcontext cur = NULL, real = current_ctx();
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("cur_is_primary=%d\nreal_is_green=%d\n", cur == prim, ctx_is_green(real));
+    int attr = 0;
+    CHECK_RC(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
+    printf("attr_sms=%d\n", attr);
+
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("null");
+    CHECK_RC(launch(CU_STREAM_LEGACY), CUDA_SUCCESS);
+    report_launch("legacy");
+    CUstream bs, nbs;
+    CHECK_RC(cuStreamCreate(&bs, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    CHECK_RC(cuStreamCreate(&nbs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_RC(launch(bs), CUDA_SUCCESS);
+    report_launch("stream");
+    CHECK_RC(launch(nbs), CUDA_SUCCESS);
+    report_launch("nbstream");
+
+    /* The per-thread default stream, three ways. */
+    CUresult r = launch(CU_STREAM_PER_THREAD);
+    printf("pts_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("pts");
+    void *fn = NULL;
+    CHECK_RC(cuGetProcAddress_v2("cuLaunchKernel", &fn, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL),
+             CUDA_SUCCESS);
+    void *kp[] = { NULL };
+    r = ((CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **))fn)(g_fn, 4, 1, 1, 32, 1, 1, 0, NULL, kp, NULL);
+    printf("ptsz_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("ptsz");
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+    void *cp = NULL;
+    CHECK_RC(cuGetProcAddress_v2("cuMemcpyHtoD", &cp, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL),
+             CUDA_SUCCESS);
+    char buf[64] = "per-thread copy";
+    printf("ptds_copy_rc=%d\n", (int)((CUresult (*)(CUdeviceptr, const void *, size_t))cp)(p, buf, sizeof buf));
+    printf("pts_sync_rc=%d\n", (int)cuStreamSynchronize(CU_STREAM_PER_THREAD));
+
+    /* Events across streams, synchronization. */
+    CUevent ev;
+    CHECK_RC(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+    printf("event_rc=%d\n", (int)cuEventRecord(ev, bs));
+    printf("wait_rc=%d\n", (int)cuStreamWaitEvent(nbs, ev, 0));
+    printf("event_pts_rc=%d\n", (int)cuEventRecord(ev, CU_STREAM_PER_THREAD));
+    CHECK_RC(cuCtxSynchronize(), CUDA_SUCCESS);
+
+    /* A graph captured on a created stream, replayed on another. */
+    CHECK_RC(cuStreamBeginCapture_v2(bs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_RC(cuLaunchKernel(g_fn, 6, 1, 1, 32, 1, 1, 0, bs, kp, NULL), CUDA_SUCCESS);
+    CUgraph g;
+    CHECK_RC(cuStreamEndCapture(bs, &g), CUDA_SUCCESS);
+    CUgraphExec ge;
+    CHECK_RC(cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+    CHECK_RC(cuGraphLaunch(ge, nbs), CUDA_SUCCESS);
+    report_launch("graph");
+    printf("graph_pts_rc=%d\n", (int)cuGraphLaunch(ge, CU_STREAM_PER_THREAD));
+    CHECK_RC(cuGraphExecDestroy(ge), CUDA_SUCCESS);
+    CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* Cooperative grids sized by the attribute fit; one block more does not. */
+    printf("coop_fit_rc=%d\n",
+           (int)cuLaunchCooperativeKernel(g_fn, (unsigned)attr, 1, 1, 32, 1, 1, 0, nbs, kp));
+    printf("coop_big_rc=%d\n",
+           (int)cuLaunchCooperativeKernel(g_fn, (unsigned)attr + 1, 1, 1, 32, 1, 1, 0, nbs, kp));
+
+    /* What the program is told about contexts. */
+    CUcontext sc = NULL;
+    CHECK_RC(cuStreamGetCtx(bs, &sc), CUDA_SUCCESS);
+    printf("stream_ctx_primary=%d\n", sc == prim);
+    CUcontext pc = NULL;
+    CHECK_RC(cuPointerGetAttribute(&pc, CU_POINTER_ATTRIBUTE_CONTEXT, p), CUDA_SUCCESS);
+    printf("ptr_ctx_primary=%d\n", pc == prim);
+    CHECK_RC(cuCtxPushCurrent_v2(prim), CUDA_SUCCESS);
+    CUcontext popped = NULL;
+    CHECK_RC(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+    printf("pop_primary=%d\n", popped == prim);
+
+    /* The published topology. */
+    CUdeviceptr tp;
+    size_t tb;
+    CHECK_RC(cuModuleGetGlobal_v2(&tp, &tb, mod, "ldshim_topology"), CUDA_SUCCESS);
+    ldshim_topology_t t;
+    CHECK_RC(cuMemcpyDtoH_v2(&t, tp, sizeof t), CUDA_SUCCESS);
+    int nb = 0;
+    for (int i = 0; i < LDSHIM_MAX_SMS; i++) nb += t.sm_bound[i] != 0;
+    printf("topo_magic=%d\ntopo_version=%u\ntopo_bound=%d\ntopo_bound_sms=%u\ntopo_sm_bound=%d\ntopo_domain=%d\n",
+           t.magic == LDSHIM_TOPOLOGY_MAGIC, t.version, (t.flags & LDSHIM_TOPO_BOUND) != 0, t.bound_sms, nb,
+           (int)t.bound_domain);
+    printf("green_live=%d\n", green_count());
+
+    CHECK_RC(cuEventDestroy_v2(ev), CUDA_SUCCESS);
+    CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
+    CHECK_RC(cuStreamDestroy_v2(nbs), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+typedef struct { CUcontext prim; int iters, expect, ok; CUcontext real; } worker_t;
+static pthread_barrier_t g_all_alive;
+
+static void *worker(void *arg) {
+    worker_t *w = arg;
+    w->ok = 1;
+    if (cuCtxSetCurrent(w->prim) != CUDA_SUCCESS) { w->ok = 0; return NULL; }
+    CUstream s;
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) { w->ok = 0; return NULL; }
+    w->real = current_ctx();
+    for (int i = 0; i < w->iters && w->ok; i++) {
+        CUstream ss[3] = { s, NULL, CU_STREAM_PER_THREAD };
+        for (int k = 0; k < 3; k++) {
+            int side;
+            if (launch(ss[k]) != CUDA_SUCCESS || launched(&side) != w->expect) { w->ok = 0; break; }
+        }
+        if (cuStreamSynchronize(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) w->ok = 0;
+    }
+    cuStreamDestroy_v2(s);
+    pthread_barrier_wait(&g_all_alive);   /* every thread's context is alive when compared */
+    return NULL;
+}
+
+static int case_threads(int n, int iters) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    int side;
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    int expect = launched(&side);
+    worker_t w[64];
+    pthread_t th[64];
+    CHECK(n > 0 && n <= 64);
+    CHECK(pthread_barrier_init(&g_all_alive, NULL, (unsigned)n) == 0);
+    for (int i = 0; i < n; i++) {
+        w[i] = (worker_t){ prim, iters, expect, 0, NULL };
+        CHECK(pthread_create(&th[i], NULL, worker, &w[i]) == 0);
+    }
+    int ok = 1, distinct = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        ok &= w[i].ok;
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= w[j].real == w[i].real;
+        distinct += !seen;
+    }
+    pthread_barrier_destroy(&g_all_alive);
+    printf("threads_ok=%d\nthread_sms=%d\ndistinct_ctx=%d\n", ok, expect, distinct);
+    teardown(mod);
+    return 0;
+}
+
+static int case_reset(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("before");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    printf("green_after_reset=%d\n", green_count());
+    CUcontext again = NULL;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(again), CUDA_SUCCESS);
+    printf("same_primary=%d\n", again == prim);
+    char image[160];
+    snprintf(image, sizeof image, "FAKEMOD v1 functions=k");
+    CHECK_RC(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("after");
+    printf("green_live=%d\n", green_count());
+    teardown(mod);
+    return 0;
+}
+
+static int case_ownctx(void) {
+    hooks();
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    CUcontext c;
+    CHECK_RC(cuCtxCreate_v2(&c, 0, 0), CUDA_SUCCESS);
+    CUmodule mod;
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("own");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuCtxDestroy_v2(c), CUDA_SUCCESS);
+    return 0;
+}
+
+static int case_fork(void) {
+    hooks();
+    CUmodule mod;
+    setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("parent");
+    fflush(stdout);
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        CUcontext c;
+        int n = -1, side = -2;
+        if (cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && cuCtxSetCurrent(c) == CUDA_SUCCESS &&
+            cuModuleLoadData(&mod, "FAKEMOD v1 functions=k") == CUDA_SUCCESS &&
+            cuModuleGetFunction(&g_fn, mod, "k") == CUDA_SUCCESS && launch(NULL) == CUDA_SUCCESS)
+            n = launched(&side);
+        char out[64];
+        int len = snprintf(out, sizeof out, "%d %d", n, side);
+        if (write(fd[1], out, (size_t)len) != len) _exit(3);
+        _exit(0);
+    }
+    close(fd[1]);
+    char in[64] = "";
+    ssize_t got = read(fd[0], in, sizeof in - 1);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    int n, side;
+    CHECK(sscanf(in, "%d %d", &n, &side) == 2);
+    printf("child_sms=%d\nchild_side=%d\n", n, side);
+    teardown(mod);
+    return 0;
+}
+
+static int case_selfgreen(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CUdevResource all, groups[32], rem;
+    CHECK_RC(cuDeviceGetDevResource(0, &all, CU_DEV_RESOURCE_TYPE_SM), CUDA_SUCCESS);
+    unsigned n = 32;
+    CHECK_RC(cuDevSmResourceSplitByCount(groups, &n, &all, &rem, 0, 8), CUDA_SUCCESS);
+    CUdevResourceDesc desc;
+    CHECK_RC(cuDevResourceGenerateDesc(&desc, groups, 1), CUDA_SUCCESS);
+    CUgreenCtx g;
+    CHECK_RC(cuGreenCtxCreate(&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
+    CUcontext gc;
+    CHECK_RC(cuCtxFromGreenCtx(&gc, g), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(gc), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("green_null");
+    printf("green_pts_rc=%d\n", (int)launch(CU_STREAM_PER_THREAD));
+    CHECK_RC(cuCtxSetCurrent(prim), CUDA_SUCCESS);
+    CHECK_RC(cuGreenCtxDestroy(g), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    t_prog = "t_compute";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && !strcmp(argv[1], "paths")) return case_paths();
+    if (argc >= 4 && !strcmp(argv[1], "threads")) return case_threads(atoi(argv[2]), atoi(argv[3]));
+    if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
+    if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
+    if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
+    if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
+    fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen\n");
+    return 2;
+}
