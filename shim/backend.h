@@ -36,8 +36,6 @@ extern const ld_backend_ops_t ld_backend_native;
 extern const ld_backend_ops_t ld_backend_emulated;
 extern const ld_backend_ops_t ld_backend_mlopart;   /* shim/backend_mlopart.c */
 
-/* Number of locality domains the driver reports for `dev` (native API, attribute 149), or 0
- * when the driver does not know the attribute. */
-int ld_native_domain_count(const ld_driver_t *drv, CUdevice dev);
+/* ld_native_domain_count (the driver's locality-domain count) lives in shim/driver.h. */
 
 #endif

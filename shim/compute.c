@@ -14,8 +14,6 @@
  * - No shim lock is held across a driver call, except the per-thread stream list's lock
  *   around stream/context destruction at reset and exit, where nothing else can wait on it. */
 #include "shim/compute.h"
-#include "shim/config.h"
-#include "shim/device.h"
 #include "shim/log.h"
 #include "shim/probe_cache.h"
 
@@ -47,10 +45,10 @@ typedef struct {
     ld_compute_info_t info;
 } binding_t;
 
-static binding_t B[LD_MAX_DEVICES];
+static binding_t B[LD_COMPUTE_MAX_DEVICES];
 static atomic_ullong bound_mask;     /* bit d: B[d] is B_BOUND                               */
 static atomic_int building;          /* bindings being built                                 */
-static atomic_uint gen[LD_MAX_DEVICES];   /* bumped when a device's streams are destroyed   */
+static atomic_uint gen[LD_COMPUTE_MAX_DEVICES];   /* bumped when a device's streams are destroyed   */
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
@@ -61,7 +59,11 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-int ld_compute_requested(void) { return ld_active() && ld_cfg.compute.kind != LD_COMPUTE_ALL; }
+static ld_compute_opts_t opt;   /* written by ld_compute_configure before any CUDA call */
+
+void ld_compute_configure(const ld_compute_opts_t *o) { opt = *o; }
+
+int ld_compute_requested(void) { return opt.requested && opt.compute.kind != LD_COMPUTE_ALL; }
 
 /* ---- per-thread streams (and per-thread green contexts) -------------------------------- */
 
@@ -154,7 +156,7 @@ static void destroy_thread_objects(const ld_driver_t *d, int dev) {
             if (s->dev < 0 || (dev >= 0 && s->dev != dev) || s->gen != atomic_load(&gen[s->dev])) continue;
             destroy_slot(d, s);
         }
-    for (int k = 0; k < LD_MAX_DEVICES; k++)
+    for (int k = 0; k < LD_COMPUTE_MAX_DEVICES; k++)
         if (dev < 0 || k == dev) atomic_fetch_add(&gen[k], 1);
     pthread_mutex_unlock(&blocks_mu);
 }
@@ -547,7 +549,7 @@ static void at_exit(void) {
     if (!d) return;
     unsigned long long was = atomic_exchange(&bound_mask, 0);
     destroy_thread_objects(d, -1);
-    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         if (!(was & (1ull << dev))) continue;
         if (B[dev].green) d->cuGreenCtxDestroy(B[dev].green);
         B[dev].green = NULL;
@@ -564,7 +566,7 @@ static void set_state(binding_t *b, int st) {
 
 void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
                            const ld_probe_result_t *probe) {
-    if (!ld_compute_requested() || dev < 0 || dev >= LD_MAX_DEVICES || !ctx) return;
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !ctx) return;
     binding_t *b = &B[dev];
     if (!is_primary) {
         if (atomic_fetch_add(&b->unbound_ctx, 1) == 0)
@@ -575,12 +577,10 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     int expect = B_NONE;
     if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return;
     atomic_fetch_add(&building, 1);
-    build_opts_t o = { &ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms, NULL, 1, 0 };
-    const char *force = getenv("LDSHIM_PROBE_FORCE");
-    o.force = force && !strcmp(force, "1");
+    build_opts_t o = { &opt.compute, opt.split, opt.cap, NULL, 1, opt.force };
     build_out_t out;
     memset(&b->info, 0, sizeof b->info);
-    b->info.thread_contexts = ld_cfg.compute_thread_ctx;
+    b->info.thread_contexts = opt.thread_contexts;
     int rc = build(d, dev, &o, probe, &b->info, &out);
     if (rc == 0) {
         static atomic_int exit_registered;
@@ -619,7 +619,7 @@ static int settled_state(binding_t *b) {
 /* The green context this thread runs `dev` on. */
 static CUcontext thread_context(const ld_driver_t *d, int dev) {
     binding_t *b = &B[dev];
-    if (!ld_cfg.compute_thread_ctx) return b->gctx;
+    if (!opt.thread_contexts) return b->gctx;
     slot_t *s = my_slot(dev, 1);
     if (!s) return b->gctx;
     if (!s->gctx) {
@@ -637,7 +637,7 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
 
 CUcontext ld_compute_bind(CUcontext c) {
     if (!c || (!atomic_load_explicit(&bound_mask, memory_order_acquire) && !atomic_load(&building))) return c;
-    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         binding_t *b = &B[dev];
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
@@ -652,11 +652,11 @@ CUcontext ld_compute_bind(CUcontext c) {
 
 CUcontext ld_compute_unbind(CUcontext c) {
     unsigned long long mask = atomic_load_explicit(&bound_mask, memory_order_acquire);
-    if (!c || !mask || ld_cfg.compute_report_green) return c;
+    if (!c || !mask || opt.report_green) return c;
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
         if (B[dev].gctx == c) return B[dev].primary;
-        if (ld_cfg.compute_thread_ctx) {
+        if (opt.thread_contexts) {
             slot_t *s = my_slot(dev, 0);
             if (s && s->gctx == c) return B[dev].primary;
         }
@@ -665,7 +665,7 @@ CUcontext ld_compute_unbind(CUcontext c) {
 }
 
 int ld_compute_owns(int dev, CUcontext c) {
-    if (dev < 0 || dev >= LD_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
     if (B[dev].gctx == c) return 1;
     int found = 0;
     pthread_mutex_lock(&blocks_mu);
@@ -687,7 +687,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
         if (!(mask & 1)) continue;
         binding_t *b = &B[dev];
         slot_t *sl = NULL;
-        if (b->gctx != cur && !(ld_cfg.compute_thread_ctx && (sl = my_slot(dev, 0)) && sl->gctx == cur)) continue;
+        if (b->gctx != cur && !(opt.thread_contexts && (sl = my_slot(dev, 0)) && sl->gctx == cur)) continue;
         if (!sl) sl = my_slot(dev, 1);
         if (!sl) {
             LD_DEBUG("compute: no per-thread stream slot left on this thread; using the legacy stream");
@@ -708,7 +708,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
 }
 
 int ld_compute_sm_count(int dev, int *out) {
-    if (dev < 0 || dev >= LD_MAX_DEVICES || ld_cfg.compute_device_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || opt.device_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
         return 0;
     *out = (int)B[dev].info.plan.count;
     return 1;
@@ -722,21 +722,21 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     char comp[32];
     LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s; a cooperative grid or cluster must fit "
             "the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
-            ld_compute_format(&ld_cfg.compute, comp, sizeof comp));
+            ld_compute_format(&opt.compute, comp, sizeof comp));
 }
 
 void ld_compute_publish(int dev, ldshim_topology_t *t) {
-    if (dev < 0 || dev >= LD_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     const ld_compute_plan_t *p = &B[dev].info.plan;
     t->flags |= LDSHIM_TOPO_BOUND;
     t->bound_sms = p->count;
     memset(t->sm_bound, 0, sizeof t->sm_bound);
     for (uint32_t s = 0; s < LDSHIM_MAX_SMS; s++) t->sm_bound[s] = (uint8_t)ld_smmask_has(&p->sms, s);
-    t->bound_domain = ld_cfg.compute.kind == LD_COMPUTE_DOMAIN ? (uint32_t)ld_cfg.compute.domain : LDSHIM_DOMAIN_NONE;
+    t->bound_domain = opt.compute.kind == LD_COMPUTE_DOMAIN ? (uint32_t)opt.compute.domain : LDSHIM_DOMAIN_NONE;
 }
 
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {
-    if (dev < 0 || dev >= LD_MAX_DEVICES) return;
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return;
     binding_t *b = &B[dev];
     if (atomic_load(&b->state) != B_BOUND || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
@@ -750,11 +750,11 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
-    if (dev < 0 || dev >= LD_MAX_DEVICES) return -1;
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return -1;
     int st = atomic_load(&B[dev].state), unbound = atomic_load(&B[dev].unbound_ctx);
     if (st != B_BOUND && st != B_UNBOUND && !unbound) return -1;
     if (st == B_BOUND || st == B_UNBOUND) *out = B[dev].info;
-    else { memset(out, 0, sizeof *out); ld_compute_format(&ld_cfg.compute, out->request, sizeof out->request); }
+    else { memset(out, 0, sizeof *out); ld_compute_format(&opt.compute, out->request, sizeof out->request); }
     out->unbound_contexts = unbound;
     return 0;
 }
@@ -773,7 +773,7 @@ int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_com
 void ld_compute_reset(void) {
     atomic_store(&bound_mask, 0);
     atomic_store(&building, 0);
-    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         memset(&B[dev].info, 0, sizeof B[dev].info);
         B[dev].green = NULL;
         B[dev].gctx = NULL;
@@ -781,7 +781,7 @@ void ld_compute_reset(void) {
         atomic_store(&B[dev].state, B_NONE);
         atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }
-    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) atomic_store(&B[dev].unbound_ctx, 0);
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&B[dev].unbound_ctx, 0);
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
     atomic_store(&launch_warned, 0);

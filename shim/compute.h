@@ -35,6 +35,21 @@
 #include "shim/driver.h"
 #include "shim/probe.h"
 
+#define LD_COMPUTE_MAX_DEVICES 64
+
+/* The configuration (shim/config.c calls this once, before the first CUDA call). */
+typedef struct {
+    int          requested;        /* a non-stock state: binding applies                  */
+    ld_compute_t compute;
+    ld_split_t   split;
+    uint32_t     cap;              /* compute_sms; 0: no cap                              */
+    int          thread_contexts;  /* LDSHIM_COMPUTE_CONTEXTS=thread                      */
+    int          report_green;     /* LDSHIM_COMPUTE_CURRENT=green                        */
+    int          device_sms;       /* LDSHIM_COMPUTE_SMCOUNT=device                       */
+    int          force;            /* LDSHIM_PROBE_FORCE=1: measure the SM groups again   */
+} ld_compute_opts_t;
+void ld_compute_configure(const ld_compute_opts_t *o);
+
 /* After the probe, with `ctx` current or pushed: build the binding of `dev` when `ctx` is its
  * primary context (is_primary), once; note an unbound program-created context otherwise.
  * `probe` is the device's probe result, NULL if the probe did not run. */

@@ -1,5 +1,6 @@
 /* config.c — environment and policy, read once before main(). */
 #include "shim/config.h"
+#include "shim/compute.h"
 #include "shim/log.h"
 
 #include <stdio.h>
@@ -111,6 +112,11 @@ int ld_config_init(void) {
         if (!strcmp(ck, "device")) ld_cfg.compute_device_sms = 1;
         else if (strcmp(ck, "bound")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not bound|device; using bound", ck);
     }
+    const char *pf = getenv("LDSHIM_PROBE_FORCE");
+    ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
+                             ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_device_sms,
+                             pf && !strcmp(pf, "1") };
+    ld_compute_configure(&co);
     const char *mm = getenv("LDSHIM_MISMATCH");
     if (mm && !strcmp(mm, "map")) ld_cfg.mismatch_map = 1;
     if (ld_cfg.backend == LD_BACKEND_OFF && ld_cfg.state != LD_STATE_STOCK)

@@ -13,12 +13,6 @@ static ld_device_t devices[LD_MAX_DEVICES];
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t init_cv = PTHREAD_COND_INITIALIZER;
 
-int ld_native_domain_count(const ld_driver_t *d, CUdevice dev) {
-    int v = 0;
-    if (d->cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) != CUDA_SUCCESS) return 0;
-    return v > 0 ? v : 0;
-}
-
 static const ld_backend_ops_t *try_backend(const ld_backend_ops_t *b, const ld_driver_t *d, ld_device_t *dv,
                                            int ndomains, char *why, size_t n) {
     if (!b || !b->available) return NULL;

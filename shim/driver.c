@@ -108,3 +108,9 @@ const char *ld_cu_errname(CUresult r) {
     snprintf(buf, sizeof buf, "CUresult %d", (int)r);
     return buf;
 }
+
+int ld_native_domain_count(const ld_driver_t *d, CUdevice dev) {
+    int v = 0;
+    if (d->cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) != CUDA_SUCCESS) return 0;
+    return v > 0 ? v : 0;
+}

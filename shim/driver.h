@@ -115,6 +115,9 @@ void *ld_driver_handle(void);
 /* The real dlsym (the shim interposes dlsym). Safe before ld_driver(). */
 void *ld_real_dlsym(void *handle, const char *name);
 
+/* Locality domains the driver reports for dev (CUDA 13.4 attribute), 0 when it cannot say. */
+int ld_native_domain_count(const ld_driver_t *d, CUdevice dev);
+
 /* "CUDA_ERROR_OUT_OF_MEMORY" style name for messages; never NULL. */
 const char *ld_cu_errname(CUresult r);
 

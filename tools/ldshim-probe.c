@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shim/compute.h"
 #include "shim/driver.h"
 #include "shim/log.h"
 #include "shim/probe.h"
@@ -30,6 +31,9 @@ static void usage(FILE *f) {
           "  --no-cache      neither read nor write the cache\n"
           "  --cache-dir D   cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
           "                  ~/.cache/ldshim)\n"
+          "  --compute P     also build the compute binding P (domain:N | spread:K) the shim would\n"
+          "                  apply, and draw its SMs; --compute-split aligned|fine|backfill and\n"
+          "                  --compute-sms K as the policy's compute_split / compute_sms\n"
           "  --json          one JSON object per device and line, for machines\n"
           "  --classify FILE re-run the classifier on a matrix dumped with LDSHIM_PROBE_DUMP\n"
           "                  (clustered-*.csv or anchored-*.csv); needs no GPU\n"
@@ -171,6 +175,32 @@ static void print_picture(int dev, const char *name, const char *uuid, const ld_
     }
 }
 
+/* The bound SMs of a compute binding on the same grid: '#' bound, '.' not. */
+static void print_compute(const ld_probe_result_t *r, const ld_compute_info_t *ci) {
+    if (!ci->applied) {
+        printf("  compute  %s: not bound: %s\n", ci->request, ci->reason);
+        return;
+    }
+    printf("  compute  %s: %u of %u SMs in %d group(s) (%s); %s%s, %.1f ms\n", ci->request, ci->plan.count,
+           ci->device_sms, ci->plan.ngroups, ci->method, ci->verified ? "checked with the marker" : "not checked",
+           ci->groups_from_cache ? ", groups from the cache" : "", ci->elapsed_ms);
+    printf("           per domain");
+    for (uint32_t d = 0; d < r->num_domains; d++) printf("%s%u", d ? " / " : " ", ci->plan.per_domain[d]);
+    if (ci->plan.outside) printf("   (%u outside the domain)", ci->plan.outside);
+    printf("; a cell is one TPC, # = bound SM:\n");
+    uint32_t n = r->num_sms, ntpc = (n + 1) / 2;
+    for (uint32_t row = 0; row * 16 < ntpc; row++) {
+        uint32_t first = row * 32, last = (row + 1) * 32 - 1 < n - 1 ? (row + 1) * 32 - 1 : n - 1;
+        printf("     SM %3u-%-3u", first, last);
+        for (uint32_t t = row * 16; t < (row + 1) * 16 && t < ntpc; t++) {
+            uint32_t s0 = 2 * t;
+            printf(" %c%c ", ld_smmask_has(&ci->plan.sms, s0) ? '#' : '.',
+                   s0 + 1 < n ? (ld_smmask_has(&ci->plan.sms, s0 + 1) ? '#' : '.') : '-');
+        }
+        printf("\n");
+    }
+}
+
 /* ---- offline classification of a LDSHIM_PROBE_DUMP file ---------------------------- */
 
 /* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order). */
@@ -250,7 +280,10 @@ static int parse_mode(const char *s, ld_probe_mode_t *m) {
     return 0;
 }
 
-static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *base, int json, int physical) {
+typedef struct { int on; ld_compute_t req; ld_split_t split; uint32_t cap; } compute_req_t;
+
+static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *base, int json, int physical,
+                     const compute_req_t *creq) {
     CUdevice dev;
     CUresult r = d->cuDeviceGet(&dev, ordinal);
     if (r != CUDA_SUCCESS) {
@@ -297,6 +330,10 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
         LD_INFO("device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
     ld_probe_result_t res;
     int rc = ld_probe_device(d, dev, &o, &res);
+    ld_compute_info_t ci;
+    memset(&ci, 0, sizeof ci);
+    if (rc == 0 && creq->on)
+        ld_compute_build_standalone(d, dev, &creq->req, creq->split, creq->cap, &res, o.cache_dir, o.use_cache, &ci);
     CUcontext popped;
     d->cuCtxPopCurrent_v2(&popped);
     d->cuDevicePrimaryCtxRelease_v2(dev);
@@ -309,10 +346,22 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
         ld_probe_result_json(&res, buf, sizeof buf);
         printf("{\"device\":%d,\"name\":\"", ordinal);
         for (const char *c = name; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
-        printf("\",\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s}\n", uuid,
+        printf("\",\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s", uuid,
                mem.native ? "native" : o.alloc_localized ? "ordinary" : "none", buf);
+        if (creq->on) {
+            printf(",\"compute\":{\"requested\":\"%s\",\"applied\":%s,\"sm_count\":%u,\"sms\":[", ci.request,
+                   ci.applied ? "true" : "false", ci.applied ? ci.plan.count : 0);
+            int k = 0;
+            for (uint32_t sm = 0; ci.applied && sm < LDSHIM_MAX_SMS; sm++)
+                if (ld_smmask_has(&ci.plan.sms, sm)) printf("%s%u", k++ ? "," : "", sm);
+            printf("],\"verified\":%s,\"reason\":\"", ci.verified ? "true" : "false");
+            for (const char *c = ci.reason; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
+            printf("\"}");
+        }
+        printf("}\n");
     } else {
         print_picture(ordinal, name, uuid, &res, physical);
+        if (creq->on) print_compute(&res, &ci);
         if (o.alloc_localized && !mem.native)
             printf("  note     anchored mode measured ordinary (interleaved) memory: no separation is expected\n");
     }
@@ -327,6 +376,8 @@ int main(int argc, char **argv) {
         { "force", no_argument, NULL, 'f' }, { "no-cache", no_argument, NULL, 'N' },
         { "cache-dir", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
         { "classify", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' },
+        { "compute", required_argument, NULL, 'K' }, { "compute-split", required_argument, NULL, 'S' },
+        { "compute-sms", required_argument, NULL, 'Q' },
         { NULL, 0, NULL, 0 } };
     ld_probe_opts_t o;
     memset(&o, 0, sizeof o);
@@ -334,6 +385,8 @@ int main(int argc, char **argv) {
     o.map = LD_MAP_BALANCED;
     o.use_cache = 1;
     int json = 0, only = -1, c;
+    compute_req_t creq;
+    memset(&creq, 0, sizeof creq);
     const char *classify = NULL;
     char *end;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -365,6 +418,33 @@ int main(int argc, char **argv) {
         case 'c': o.cache_dir = optarg; break;
         case 'j': json = 1; break;
         case 'C': classify = optarg; break;
+        case 'K': {
+            size_t bad;
+            char why[160];
+            if (ld_compute_scan(optarg, strlen(optarg), &creq.req, &bad, why, sizeof why) != 0 ||
+                creq.req.kind == LD_COMPUTE_ALL) {
+                fprintf(stderr, "ldshim-probe: --compute %s: %s\n", optarg,
+                        creq.req.kind == LD_COMPUTE_ALL ? "expected domain:N or spread:K" : why);
+                return 2;
+            }
+            creq.on = 1;
+            break;
+        }
+        case 'S': {
+            int m = ld_split_parse(optarg);
+            if (m < 0) { fprintf(stderr, "ldshim-probe: --compute-split %s: expected aligned, fine or backfill\n", optarg); return 2; }
+            creq.split = (ld_split_t)m;
+            break;
+        }
+        case 'Q': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || end == optarg || v > LDSHIM_COMPUTE_MAX_SMS) {
+                fprintf(stderr, "ldshim-probe: --compute-sms %s: expected 0..%d\n", optarg, LDSHIM_COMPUTE_MAX_SMS);
+                return 2;
+            }
+            creq.cap = (uint32_t)v;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -388,7 +468,7 @@ int main(int argc, char **argv) {
     int failed = 0;
     for (int i = 0; i < count; i++)
         if (only < 0 || i == only) {
-            failed |= probe_one(d, i, &o, json, o.map == LD_MAP_PHYSICAL);
+            failed |= probe_one(d, i, &o, json, o.map == LD_MAP_PHYSICAL, &creq);
             if (!json && only < 0 && i + 1 < count) printf("\n");
         }
     return failed ? 1 : 0;

@@ -3,6 +3,7 @@
 //
 // Errors are values with a thread-local message; nothing is printed.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -325,6 +326,17 @@ static void sm_order_probe(int dev, int sms, void *stream) {
         (void)cudaGetLastError();
 }
 
+// One CTA per SM the process runs on: under compute binding (libldshim preloaded with
+// `compute = domain:N | spread:K`) that is the bound set the shim publishes. Asked through the
+// shim's host API, which needs no device copy (a first launch may be inside a graph capture).
+static uint32_t bound_sms(int dev, uint32_t device_sms) {
+    typedef int (*get_topology_fn)(int, ldshim_topology_t *);
+    get_topology_fn fn = (get_topology_fn)dlsym(RTLD_DEFAULT, "ldshim_get_topology");
+    ldshim_topology_t t;
+    if (!fn || fn(dev, &t) != 0) return device_sms;
+    return ldshim_bound_sms(&t, device_sms);
+}
+
 // Caller holds g_lock.
 static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
     if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
@@ -333,7 +345,7 @@ static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
         int v = 0;
         if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
             return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
-        g_sms[dev] = v;
+        g_sms[dev] = (int)bound_sms(dev, (uint32_t)v);
     }
     if (!(g_attr_done[dev] & (1u << tile))) {
         if ((e = cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem)) != cudaSuccess)
@@ -389,10 +401,12 @@ LDMOE_API int ldmoe_release(void) {
         else g_ws[kept++] = g_ws[i];
     }
     g_nws = kept;
-    // A device reset after this loses the kernels' attributes and the SM order keys: set them again.
+    // A device reset after this loses the kernels' attributes and the SM order keys, and may
+    // bind the process to other SMs: set them again.
     if (dev < LDMOE_MAX_DEVICES) {
         g_attr_done[dev] = 0;
         g_order_done[dev] = false;
+        g_sms[dev] = 0;
     }
     pthread_mutex_unlock(&g_lock);
     return LDMOE_OK;

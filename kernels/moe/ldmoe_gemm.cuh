@@ -336,14 +336,15 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     // The map's loads are issued first, before any barrier, so that their latencies overlap each
     // other's and pass 1's (offs): the header, the entry and SM key of each of this thread's SM
     // slots, and those of this CTA's SM. Used after pass 2.
-    const uint32_t t_magic = topo->magic, t_num = topo->num_sms, t_flags = topo->flags;
+    const uint32_t t_magic = topo->magic, t_num = topo->num_sms, t_flags = topo->flags, t_version = topo->version;
     constexpr int SLOTS = (LDSHIM_MAX_SMS + THREADS - 1) / THREADS;
-    uint32_t slot_dom[SLOTS], slot_key[SLOTS];
+    uint32_t slot_dom[SLOTS], slot_key[SLOTS], slot_bound[SLOTS];
     #pragma unroll
     for (int i = 0; i < SLOTS; ++i) {
         const int sl = tid + i * THREADS;
         slot_dom[i] = sl < LDSHIM_MAX_SMS ? topo->sm_domain[sl] : 0u;
         slot_key[i] = sl < LDSHIM_MAX_SMS ? g_sm_key[sl] : 0u;
+        slot_bound[i] = sl < LDSHIM_MAX_SMS ? topo->sm_bound[sl] : 1u;
     }
     uint32_t me;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(me));
@@ -399,10 +400,13 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
 
     const bool published = t_magic == LDSHIM_TOPOLOGY_MAGIC;
     const uint32_t nsm = min(published ? t_num : gridDim.x, (uint32_t)LDSHIM_MAX_SMS);
+    // Compute binding: only the SMs the process is bound to hold ranks (a domain with none of
+    // them is stolen from by everyone, ldmoe_may_steal).
+    const bool bound_set = published && t_version >= 2 && (t_flags & LDSHIM_TOPO_BOUND);
     auto dom_of = [&](uint32_t s, uint32_t entry) { return (published ? entry : ldshim_even_domain(s, D)) % D; };
     // The mode decides whether ranks count per domain (aware) or over all SMs; resolve it first.
     const int m = resolve_mode(p.mode, published, t_flags, D);
-    const bool on_map = me < nsm;
+    const bool on_map = me < nsm && (!bound_set || topo->sm_bound[me_slot]);
     const uint32_t my_d = on_map ? dom_of(me, me_dom) : 0u;
     const uint32_t my_key = on_map ? me_key : 0u;
     if (tid == 0) sh.rank = on_map ? 0 : -1;
@@ -411,7 +415,7 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     #pragma unroll
     for (int i = 0; i < SLOTS; ++i) {
         const uint32_t sl = tid + i * THREADS;
-        if (sl >= nsm) continue;
+        if (sl >= nsm || (bound_set && !slot_bound[i])) continue;
         const uint32_t d = dom_of(sl, slot_dom[i]);
         atomicAdd(&sh.domcnt[d], 1);
         const uint32_t k = slot_key[i];

@@ -270,6 +270,21 @@ def cases(a):
                       env={"LDSHIM_COMPUTE": "domain:0", "FAKE_CUDA_FAIL": "%s:%d" % (name_, nth)}, wrap=plant1,
                       checks=[consistent]))
 
+    # ldshim-probe draws the binding the shim would apply (no preload: it links the probe).
+    probe_tool = os.path.join("..", "ldshim-probe")
+    C.append(Case("n/probe-tool", probe_tool, ["--compute", "domain:1", "--compute-sms", "56"], shim=False,
+                  env={"LDSHIM_LIBCUDA": "libcuda.so.1", "FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}, wrap=plant1,
+                  checks=[stderr_only(r"^$"), lambda r, res: None if (
+                      "compute  domain:1: 56 of 132 SMs in 7 group(s)" in res.stdout and "checked with the marker" in res.stdout
+                      and res.stdout.count("##") == 28) else (_ for _ in ()).throw(Fail("picture: " + res.stdout[-400:]))]))
+    C.append(Case("n/probe-tool/json", probe_tool, ["--json", "--compute", "spread:64"], shim=False,
+                  env={"LDSHIM_LIBCUDA": "libcuda.so.1"}, wrap=plant1,
+                  checks=[lambda r, res: None if (json.loads(res.stdout)["compute"]["sm_count"] == 64 and
+                                                  json.loads(res.stdout)["compute"]["applied"]) else
+                          (_ for _ in ()).throw(Fail("json: " + res.stdout[:300]))]))
+    C.append(Case("n/probe-tool/bad-arg", probe_tool, ["--compute", "all"], shim=False, rc=2, zero_counts=False,
+                  checks=[stderr_matches(r"--compute all: expected domain:N or spread:K", 1)]))
+
     # Threads, reset, fork.
     C.append(Case("n/threads", "t_compute", ["threads", 16, 200], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
                   wrap=plant1, expect={"threads_ok": 1, "thread_sms": 64, "distinct_ctx": 1}))
