@@ -708,7 +708,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
 }
 
 int ld_compute_sm_count(int dev, int *out) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || opt.device_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !opt.bound_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
         return 0;
     *out = (int)B[dev].info.plan.count;
     return 1;

@@ -45,7 +45,7 @@ typedef struct {
     uint32_t     cap;              /* compute_sms; 0: no cap                              */
     int          thread_contexts;  /* LDSHIM_COMPUTE_CONTEXTS=thread                      */
     int          report_green;     /* LDSHIM_COMPUTE_CURRENT=green                        */
-    int          device_sms;       /* LDSHIM_COMPUTE_SMCOUNT=device                       */
+    int          bound_sms;        /* LDSHIM_COMPUTE_SMCOUNT=bound                        */
     int          force;            /* LDSHIM_PROBE_FORCE=1: measure the SM groups again   */
 } ld_compute_opts_t;
 void ld_compute_configure(const ld_compute_opts_t *o);
@@ -63,8 +63,8 @@ CUcontext ld_compute_bind(CUcontext c);
 CUcontext ld_compute_unbind(CUcontext c);
 CUstream ld_compute_stream(CUstream s, int per_thread_variant);
 
-/* The SM count to answer for CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of a bound device:
- * 1 and *out, or 0 when the real answer stands (unbound, or LDSHIM_COMPUTE_SMCOUNT=device). */
+/* The SM count to answer for CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of a bound device with
+ * LDSHIM_COMPUTE_SMCOUNT=bound: 1 and *out; 0 when the real answer stands (the default). */
 int ld_compute_sm_count(int dev, int *out);
 
 /* 1 if `c` is one of the shim's green contexts of `dev`. */

@@ -109,12 +109,12 @@ int ld_config_init(void) {
     }
     const char *ck = getenv("LDSHIM_COMPUTE_SMCOUNT");
     if (ck && *ck) {
-        if (!strcmp(ck, "device")) ld_cfg.compute_device_sms = 1;
-        else if (strcmp(ck, "bound")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not bound|device; using bound", ck);
+        if (!strcmp(ck, "bound")) ld_cfg.compute_bound_sms = 1;
+        else if (strcmp(ck, "device")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", ck);
     }
     const char *pf = getenv("LDSHIM_PROBE_FORCE");
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
-                             ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_device_sms,
+                             ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,
                              pf && !strcmp(pf, "1") };
     ld_compute_configure(&co);
     const char *mm = getenv("LDSHIM_MISMATCH");

@@ -12,7 +12,7 @@
  *   LDSHIM_COMPUTE_CONTEXTS shared (default) | thread: one green context per thread
  *   LDSHIM_COMPUTE_CURRENT  primary (default) | green: what cuCtxGetCurrent answers while
  *                   the bound context is current
- *   LDSHIM_COMPUTE_SMCOUNT  bound (default) | device: the SM-count attribute of a bound device
+ *   LDSHIM_COMPUTE_SMCOUNT  device (default) | bound: the SM-count attribute of a bound device
  *
  * Thread-safety: ld_cfg is written only before main() (and in a forked child before it
  * returns from fork); everything else reads it. */
@@ -34,7 +34,7 @@ typedef struct {
     uint32_t    compute_sms;   /* 0: no cap                                                */
     int         compute_thread_ctx;    /* LDSHIM_COMPUTE_CONTEXTS=thread                   */
     int         compute_report_green;  /* LDSHIM_COMPUTE_CURRENT=green                     */
-    int         compute_device_sms;    /* LDSHIM_COMPUTE_SMCOUNT=device                    */
+    int         compute_bound_sms;     /* LDSHIM_COMPUTE_SMCOUNT=bound                     */
 } ld_config_t;
 
 extern ld_config_t ld_cfg;

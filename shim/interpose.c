@@ -396,8 +396,9 @@ STREAM_GET_CTX(cuStreamGetCtx_ptsz, 1)
 STREAM_GET_CTX2(cuStreamGetCtx_v2, 0)
 STREAM_GET_CTX2(cuStreamGetCtx_v2_ptsz, 1)
 
-/* The SM count of a bound device is the bound count: programs size persistent and
- * cooperative grids by it (LDSHIM_COMPUTE_SMCOUNT=device keeps the device's). */
+/* With LDSHIM_COMPUTE_SMCOUNT=bound the SM count of a bound device is the bound count, so
+ * programs size persistent and cooperative grids by it. By default the program sees the
+ * device's count: the same launch configurations (and library algorithm choices) as stock. */
 EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice dev) {
     if (!HAVE(cuDeviceGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuDeviceGetAttribute, CUresult (*)(int *, CUdevice_attribute, CUdevice))(v, a, dev);

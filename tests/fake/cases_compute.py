@@ -113,7 +113,7 @@ def cases(a):
     plant1 = plant()
     bound = {"cur_is_primary": 1, "real_is_green": 1, "pts_rc": 0, "ptsz_rc": 0, "ptds_copy_rc": 0,
              "pts_sync_rc": 0, "event_rc": 0, "wait_rc": 0, "event_pts_rc": 0, "graph_pts_rc": 0,
-             "coop_fit_rc": 0, "coop_big_rc": 720, "stream_ctx_primary": 1, "ptr_ctx_primary": 1,
+             "coop_fit_rc": 720, "coop_big_rc": 720, "stream_ctx_primary": 1, "ptr_ctx_primary": 1,
              "pop_primary": 1, "topo_magic": 1, "topo_version": 2, "topo_bound": 1, "green_live": 1}
 
     # Without the shim (and in stock, and with compute = all) nothing is bound.
@@ -129,7 +129,7 @@ def cases(a):
 
     # domain:0 and domain:1: every path on the 64 SMs of one side (8 groups of 8 of its 66).
     for dom in (0, 1):
-        exp = dict(bound, attr_sms=64, topo_bound_sms=64, topo_sm_bound=64, topo_domain=dom)
+        exp = dict(bound, attr_sms=NSMS, topo_bound_sms=64, topo_sm_bound=64, topo_domain=dom)
         for tag in ("null", "legacy", "stream", "nbstream", "pts", "ptsz", "graph"):
             exp["%s_sms" % tag] = 64
             exp["%s_side" % tag] = dom
@@ -139,7 +139,7 @@ def cases(a):
     # The H200's split: 7 groups on the side of SM 0, 8 on the other.
     h200 = {"FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}
     C.append(Case("n/h200/domain0", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="domain:0"),
-                  wrap=plant1, expect={"null_sms": 56, "null_side": 0, "attr_sms": 56, "coop_big_rc": 720},
+                  wrap=plant1, expect={"null_sms": 56, "null_side": 0, "attr_sms": NSMS, "coop_big_rc": 720},
                   checks=[check_compute("domain:0", 56, [56, 0])]))
     C.append(Case("n/h200/domain1-cap", "t_compute", ["paths"], "compute.policy",
                   env=dict(h200, LDSHIM_COMPUTE="domain:1", LDSHIM_COMPUTE_SMS=56),
@@ -158,11 +158,15 @@ def cases(a):
                   env=dict(h200, LDSHIM_COMPUTE="domain:0", LDSHIM_COMPUTE_SPLIT="backfill"), wrap=plant1,
                   expect={"null_sms": 64, "null_side": "mixed"},
                   checks=[check_compute("domain:0", 64, [56, 8], split="backfill")]))
-    # The SM-count attribute kept as the device's: a cooperative grid sized by it does not fit.
-    C.append(Case("n/smcount-device", "t_compute", ["paths"], "compute.policy",
-                  env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_COMPUTE_SMCOUNT": "device"}, wrap=plant1,
-                  expect={"attr_sms": NSMS, "coop_fit_rc": 720, "null_sms": 64},
+    # By default the SM-count attribute stays the device's: a cooperative grid sized by it does
+    # not fit the bound SMs (one warning); with LDSHIM_COMPUTE_SMCOUNT=bound it does.
+    C.append(Case("n/smcount-device", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"attr_sms": NSMS, "coop_fit_rc": 720, "null_sms": 64},
                   checks=[stderr_matches(r"cooperative launch of 132 blocks failed", 1)]))
+    C.append(Case("n/smcount-bound", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_COMPUTE_SMCOUNT": "bound"}, wrap=plant1,
+                  expect={"attr_sms": 64, "coop_fit_rc": 0, "coop_big_rc": 720, "null_sms": 64},
+                  checks=[stderr_matches(r"cooperative launch of 65 blocks failed", 1)]))
     # What cuCtxGetCurrent answers can be the green context (diagnostics).
     C.append(Case("n/current-green", "t_compute", ["paths"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_COMPUTE_CURRENT": "green"}, wrap=plant1,
@@ -230,7 +234,7 @@ def cases(a):
                           stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
     C.append(Case("n/cache/good", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
                   wrap=plant_groups(fake_groups()), expect={"null_sms": 64, "null_side": 1},
-                  checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 65 blocks failed"),
+                  checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 132 blocks failed"),
                           report_check(lambda r: compute_of(r)["groups_from_cache"] or
                                        (_ for _ in ()).throw(Fail("a good cache was not used")))]))
 
@@ -239,7 +243,7 @@ def cases(a):
     for method, count in (("aligned", 64), ("fine", 66), ("backfill", 66)):
         C.append(Case("n/native/%s" % method, "t_compute", ["paths"], "compute.policy",
                       env=dict(native, LDSHIM_COMPUTE="domain:1", LDSHIM_COMPUTE_SPLIT=method),
-                      expect={"null_sms": count, "null_side": 1, "attr_sms": count, "topo_bound_sms": count},
+                      expect={"null_sms": count, "null_side": 1, "attr_sms": NSMS, "topo_bound_sms": count},
                       checks=[check_compute("domain:1", count, [0, count], split=method),
                               report_check(lambda r: "locality domain" in compute_of(r)["method"] or
                                            (_ for _ in ()).throw(Fail("not the driver's split")))]))
