@@ -90,7 +90,7 @@ static int cmd_match(const char *file, const char *size_s, const char *api_s) {
                         "unit B, KiB, MiB, GiB or TiB\n", size_s);
         return 2;
     }
-    if (api_s && (api = ld_pol_lookup(ld_pol_api_words, 3, api_s, strlen(api_s))) < 0) {
+    if (api_s && (api = ld_pol_lookup(ld_pol_api_words, LD_API_COUNT, api_s, strlen(api_s))) < 0) {
         fprintf(stderr, "ldshim-policy: bad api '%s': expected runtime, driver or any\n", api_s);
         return 2;
     }

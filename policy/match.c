@@ -49,22 +49,21 @@ static int search_group(const ld_rule_t *r, int lo, int hi, uint64_t size) {
 }
 
 /* See policy.h. A request whose api is LD_API_ANY (origin unknown) matches a rule of any
- * api; should both a runtime and a driver rule hold its size, the runtime one is returned.
- * Cost: two binary searches for the group bounds, at most three within groups. */
+ * api, in the order of the api enum (runtime before driver, ...). Cost: binary searches for
+ * the group bounds and within at most two groups (every group for LD_API_ANY). */
 int ld_policy_match(const ld_policy_t *p, uint64_t size, ld_api_t api) {
     if (!p || !p->rules || p->n_rules <= 0) return -1;
-    if (api != LD_API_ANY && api != LD_API_RUNTIME && api != LD_API_DRIVER) return -1;
+    if ((int)api < 0 || api >= LD_API_COUNT) return -1;
     const ld_rule_t *r = p->rules;
     int n = p->n_rules;
-    int g_rt = group_start(r, n, LD_API_RUNTIME);   /* any: [0, g_rt)        */
-    int g_dr = group_start(r, n, LD_API_DRIVER);    /* runtime: [g_rt, g_dr) */
-    int i = search_group(r, 0, g_rt, size);         /* driver: [g_dr, n)     */
+    int i = search_group(r, 0, group_start(r, n, LD_API_RUNTIME), size);   /* the `any` rules */
     if (i >= 0) return i;
-    if (api != LD_API_DRIVER) {
-        i = search_group(r, g_rt, g_dr, size);
-        if (i >= 0 || api == LD_API_RUNTIME) return i;
-    }
-    return search_group(r, g_dr, n, size);
+    if (api != LD_API_ANY)
+        return search_group(r, group_start(r, n, api), group_start(r, n, (ld_api_t)(api + 1)), size);
+    for (int a = LD_API_RUNTIME; a < LD_API_COUNT; a++)
+        if ((i = search_group(r, group_start(r, n, (ld_api_t)a), group_start(r, n, (ld_api_t)(a + 1)), size)) >= 0)
+            return i;
+    return -1;
 }
 
 /* See policy.h. Pure; occurrence 0 is never taken by a rule with an occurrence list. */

@@ -4,11 +4,12 @@
 #include "policy/policy.h"
 #include "policy/policy_internal.h"
 
-const char *const ld_pol_state_words[4]   = { "stock", "memory", "full", "mismatch" };
+const char *const ld_pol_state_words[LD_STATE_COUNT] = { "stock", "memory", "full", "mismatch", "memory-only",
+                                                         "compute-only", "full-ld", "mismatch-ld", "sm-control" };
 const char *const ld_pol_backend_words[5] = { "auto", "native", "mlopart", "emulated", "off" };
 const char *const ld_pol_probe_words[5]   = { "auto", "anchored", "clustered", "even", "off" };
 const char *const ld_pol_map_words[2]     = { "balanced", "physical" };
-const char *const ld_pol_api_words[3]     = { "any", "runtime", "driver" };
+const char *const ld_pol_api_words[LD_API_COUNT] = { "any", "runtime", "driver", "async", "vmm", "pitch", "managed" };
 const char *const ld_pol_onoff_words[2]   = { "off", "on" };
 
 int ld_pol_lookup(const char *const *words, int n, const char *s, size_t len) {
@@ -42,5 +43,5 @@ const char *ld_api_name(ld_api_t a)             { return NAME_OF(ld_pol_api_word
 /* The spelling the file uses for `state`, exactly (case-sensitive, no blanks). */
 int ld_state_parse(const char *s) {
     if (!s) return -1;
-    return ld_pol_lookup(ld_pol_state_words, 4, s, strlen(s));
+    return ld_pol_lookup(ld_pol_state_words, LD_STATE_COUNT, s, strlen(s));
 }

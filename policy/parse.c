@@ -14,18 +14,19 @@
 
 
 enum { K_STATE, K_BACKEND, K_PROBE, K_MAP, K_STRICT, K_POOL, K_MIN_SPLIT,
-       K_COMPUTE, K_COMPUTE_SPLIT, K_COMPUTE_SMS, K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
+       K_COMPUTE, K_COMPUTE_SPLIT, K_COMPUTE_SMS, K_DOMAIN, K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
 
 static const struct { const char *name; int rule; } kKeys[K_COUNT] = {
     [K_STATE] = { "state", 0 },   [K_BACKEND] = { "backend", 0 }, [K_PROBE] = { "probe", 0 },
     [K_MAP] = { "map", 0 },       [K_STRICT] = { "strict", 0 },   [K_POOL] = { "pool", 0 },
     [K_MIN_SPLIT] = { "min_split", 0 }, [K_COMPUTE] = { "compute", 0 },
     [K_COMPUTE_SPLIT] = { "compute_split", 0 }, [K_COMPUTE_SMS] = { "compute_sms", 0 },
+    [K_DOMAIN] = { "domain", 0 },
     [K_SIZE] = { "size", 1 },     [K_API] = { "api", 1 },  [K_OCCURRENCE] = { "occurrence", 1 },
     [K_PLACEMENT] = { "placement", 1 },
 };
 static const char kGlobalKeys[] = "state, backend, probe, map, strict, pool, min_split, compute, "
-                                  "compute_split, compute_sms";
+                                  "compute_split, compute_sms, domain";
 static const char kRuleKeys[]   = "size, api, occurrence, placement";
 
 typedef struct {
@@ -269,7 +270,7 @@ static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
     int v = 0;
     switch (key) {
     case K_STATE:
-        if (parse_enum(P, key, vs, ve, ld_pol_state_words, 4, &v) != 0) return -1;
+        if (parse_enum(P, key, vs, ve, ld_pol_state_words, LD_STATE_COUNT, &v) != 0) return -1;
         g->state = (ld_state_t)v;
         g->state_set = 1;
         return 0;
@@ -315,10 +316,21 @@ static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
         g->compute_sms = (uint32_t)k;
         return 0;
     }
+    case K_DOMAIN: {
+        char why[160];
+        size_t p = vs;
+        uint64_t d;
+        if (ld_pol_scan_uint(P->text, ve, &p, &d, why, sizeof why) != 0) return FAIL(P, p, "%s", why);
+        if (d > 7) return FAIL(P, vs, "domain %llu out of range, expected 0..7", (unsigned long long)d);
+        if (expect_end(P, skip_ws(P, p), ve, "the domain number") != 0) return -1;
+        g->domain = (int)d;
+        g->domain_set = 1;
+        return 0;
+    }
     case K_SIZE:
         return parse_size_value(P, vs, ve, 1, &r->size_min, &r->size_max);
     case K_API:
-        if (parse_enum(P, key, vs, ve, ld_pol_api_words, 3, &v) != 0) return -1;
+        if (parse_enum(P, key, vs, ve, ld_pol_api_words, LD_API_COUNT, &v) != 0) return -1;
         r->api = (ld_api_t)v;
         return 0;
     case K_OCCURRENCE:
@@ -335,7 +347,8 @@ static const char *value_hint(int key) {
     case K_POOL: case K_MIN_SPLIT: return "a size such as 4GiB";
     case K_OCCURRENCE: return "occurrence numbers such as 1,3,5-8";
     case K_PLACEMENT: return "split, domain:N (N in 0..7) or stock";
-    case K_STATE: return "stock, memory, full or mismatch";
+    case K_STATE: return "stock, memory, full, mismatch, memory-only, compute-only, full-ld, mismatch-ld or sm-control";
+    case K_DOMAIN: return "a domain number 0..7";
     case K_BACKEND: return "auto, native, mlopart, emulated or off";
     case K_PROBE: return "auto, anchored, clustered, even or off";
     case K_MAP: return "balanced or physical";
@@ -343,7 +356,7 @@ static const char *value_hint(int key) {
     case K_COMPUTE: return "all, domain:N or spread:K";
     case K_COMPUTE_SPLIT: return "aligned, fine or backfill";
     case K_COMPUTE_SMS: return "an SM count such as 56 (0: no cap)";
-    default: return "runtime, driver or any";
+    default: return "any, runtime, driver, async, vmm, pitch or managed";
     }
 }
 

@@ -3,7 +3,9 @@
  * File format (documented in doc/policy.md, example in policy/examples/):
  *
  *     # global options (before the first [rule]); every key optional
- *     state    = full              # stock | memory | full | mismatch
+ *     state    = full              # stock | memory | full | mismatch (split family)
+ *                                  # memory-only | compute-only | full-ld | mismatch-ld | sm-control
+ *     domain   = 0                 # the study states' domain X
  *     backend  = auto              # auto | native | mlopart | emulated | off
  *     probe    = auto              # auto | anchored | clustered | even | off
  *     map      = balanced          # balanced | physical
@@ -16,7 +18,7 @@
  *
  *     [rule experts]               # a named rule; names are unique, [A-Za-z0-9_.-]{1,63}
  *     size       = 112MiB          # exact size, or a range: 64MiB..1GiB (inclusive)
- *     api        = any             # runtime | driver | any
+ *     api        = any             # runtime | driver | async | vmm | pitch | managed | any
  *     occurrence = 1,3,5-8         # optional: which matching requests (1-based) it takes
  *     placement  = split           # split | domain:N | stock
  *
@@ -37,9 +39,21 @@
 extern "C" {
 #endif
 
-typedef enum { LD_API_ANY = 0, LD_API_RUNTIME = 1, LD_API_DRIVER = 2 } ld_api_t;
+/* Where a request comes from: cuMemAlloc through the runtime or the driver API, stream-ordered
+ * allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync), the program's own VMM handles
+ * (cuMemCreate), pitched and managed allocations. `any` matches all of them. */
+typedef enum { LD_API_ANY = 0, LD_API_RUNTIME = 1, LD_API_DRIVER = 2, LD_API_ASYNC = 3, LD_API_VMM = 4,
+               LD_API_PITCH = 5, LD_API_MANAGED = 6, LD_API_COUNT } ld_api_t;
 typedef enum { LD_PLACE_SPLIT = 0, LD_PLACE_DOMAIN = 1, LD_PLACE_STOCK = 2 } ld_place_t;
-typedef enum { LD_STATE_STOCK = 0, LD_STATE_MEMORY, LD_STATE_FULL, LD_STATE_MISMATCH } ld_state_t;
+/* Placement states: presets of (memory placement, compute placement, map). The split family
+ * (memory, full, mismatch) splits tagged cuMemAlloc ranges over the domains for kernels that
+ * read the map; the study family places tagged memory in domain X (`domain`) and/or binds
+ * compute to it, for any program (doc/policy.md has the table). */
+typedef enum { LD_STATE_STOCK = 0, LD_STATE_MEMORY, LD_STATE_FULL, LD_STATE_MISMATCH, LD_STATE_MEMORY_ONLY,
+               LD_STATE_COMPUTE_ONLY, LD_STATE_FULL_LD, LD_STATE_MISMATCH_LD, LD_STATE_SM_CONTROL,
+               LD_STATE_COUNT } ld_state_t;
+/* 1 for the study family's states. */
+static inline int ld_state_is_study(ld_state_t s) { return s >= LD_STATE_MEMORY_ONLY && s < LD_STATE_COUNT; }
 typedef enum { LD_BACKEND_AUTO = 0, LD_BACKEND_NATIVE, LD_BACKEND_MLOPART, LD_BACKEND_EMULATED,
                LD_BACKEND_OFF } ld_backend_kind_t;
 typedef enum { LD_PROBE_AUTO = 0, LD_PROBE_ANCHORED, LD_PROBE_CLUSTERED, LD_PROBE_EVEN,
@@ -92,6 +106,8 @@ typedef struct {
     ld_compute_t      compute;         /* default all                                     */
     ld_split_t        compute_split;   /* default aligned                                 */
     uint32_t          compute_sms;     /* default 0: no cap                               */
+    int               domain;          /* the study states' domain X, default 0            */
+    int               domain_set;      /* 1 if the file set `domain`                       */
     int               n_rules;
     ld_rule_t        *rules;           /* owned; sorted by (api, size_min), see below     */
 } ld_policy_t;

@@ -33,9 +33,14 @@ static pthread_mutex_t fb_mu = PTHREAD_MUTEX_INITIALIZER;
 static ld_fallback_t fb[MAX_FB];
 static size_t n_fb;
 
+/* Per allocation api: requests seen, placed by the shim, passed through, fallbacks. */
+static struct { atomic_uint_fast64_t requests, placed, emulated, passed, fallbacks; } apis[LD_API_COUNT];
+
+#define HIST_API_SHIFT 61   /* key = (size + 1) | api << 61: sizes are < 2^61 in practice */
+
 static void hist_add(uint64_t size, ld_api_t api) {
-    /* key 0 means empty, so store size + 1; sizes are < 2^62 in practice, api in the top two bits. */
-    uint64_t key = ((size + 1) & ((1ull << 62) - 1)) | ((uint64_t)api << 62);
+    /* key 0 means empty, so store size + 1. */
+    uint64_t key = ((size + 1) & ((1ull << HIST_API_SHIFT) - 1)) | ((uint64_t)api << HIST_API_SHIFT);
     uint64_t h = key * 0x9E3779B97F4A7C15ull;
     for (unsigned i = 0; i < 64; i++) {
         unsigned s = (unsigned)((h >> 40) + i) % HIST_SLOTS;
@@ -73,51 +78,118 @@ static CUresult real_alloc(const ld_driver_t *d, CUdeviceptr *dptr, size_t size)
     return r;
 }
 
-static CUresult untagged(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api) {
-    hist_add(size, api);
-    atomic_fetch_add_explicit(&n_untagged, 1, memory_order_relaxed);
-    return real_alloc(d, dptr, size);
-}
-
 static int mirror(int dom, int ndomains, int mismatch) {
     return mismatch ? ndomains - 1 - dom : dom;
+}
+
+/* Split placement only exists for cuMemAlloc: one reserved range holding a slice per domain. */
+static int splittable(ld_api_t api) { return api == LD_API_RUNTIME || api == LD_API_DRIVER || api == LD_API_ANY; }
+
+int ld_alloc_decide(size_t size, ld_api_t api, ld_decision_t *out) {
+    out->rule = -1;
+    out->kind = LD_PLACE_STOCK;
+    out->domain = -1;
+    if ((int)api >= 0 && api < LD_API_COUNT) atomic_fetch_add_explicit(&apis[api].requests, 1, memory_order_relaxed);
+    int ri = size && ld_active() && ld_cfg.policy.n_rules ? ld_policy_match(&ld_cfg.policy, size, api) : -1;
+    if (ri < 0 || ri >= LD_MAX_RULE_STATS) {
+        hist_add(size, api);
+        atomic_fetch_add_explicit(&n_untagged, 1, memory_order_relaxed);
+        return 0;
+    }
+    const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
+    rule_ctr_t *rc = &rules[ri];
+    out->rule = ri;
+    uint64_t occ = atomic_fetch_add(&rc->occurrences, 1) + 1;
+    /* The state decides where tagged memory goes: kept as stock (compute-only, sm-control),
+     * all in domain X (memory-only, full-ld, mismatch-ld), or as the rule says (split family). */
+    int pass = !ld_rule_takes_occurrence(rule, occ) || rule->placement == LD_PLACE_STOCK || ld_cfg.mem_stock;
+    if (!pass && ld_cfg.mem_domain < 0 && rule->placement == LD_PLACE_SPLIT && !splittable(api)) {
+        pass = 1;
+        note_fallback(ri, "split placement applies to cuMemAlloc only; this request passes through");
+    }
+    if (pass) {
+        atomic_fetch_add(&rc->passed, 1);
+        if ((int)api >= 0 && api < LD_API_COUNT) atomic_fetch_add(&apis[api].passed, 1);
+        return 0;
+    }
+    atomic_fetch_add(&rc->matched, 1);
+    if (ld_cfg.mem_domain >= 0) {
+        out->kind = LD_PLACE_DOMAIN;
+        out->domain = ld_cfg.mem_domain;
+    } else {
+        out->kind = rule->placement;
+        out->domain = rule->placement == LD_PLACE_DOMAIN ? rule->domain : -1;
+    }
+    return 1;
+}
+
+void ld_alloc_note_placed(const ld_decision_t *dc, ld_api_t api, size_t bytes, int domain, int emulated) {
+    if ((int)api >= 0 && api < LD_API_COUNT) {
+        atomic_fetch_add(&apis[api].placed, 1);
+        if (emulated) atomic_fetch_add(&apis[api].emulated, 1);
+    }
+    if (dc->rule < 0 || dc->rule >= LD_MAX_RULE_STATS) return;
+    rule_ctr_t *rc = &rules[dc->rule];
+    atomic_fetch_add(&rc->allocations, 1);
+    atomic_fetch_add(&rc->bytes, bytes);
+    if (domain >= 0 && domain < LD_MAX_SLICES) atomic_fetch_add(&rc->bytes_per_domain[domain], bytes);
+    atomic_fetch_add(&n_tagged, 1);
+}
+
+void ld_alloc_note_fallback(const ld_decision_t *dc, ld_api_t api, const char *why) {
+    if ((int)api >= 0 && api < LD_API_COUNT) atomic_fetch_add(&apis[api].fallbacks, 1);
+    note_fallback(dc->rule, why);
+}
+
+void ld_api_stats(int api, ld_api_stats_t *o) {
+    memset(o, 0, sizeof *o);
+    if (api < 0 || api >= LD_API_COUNT) return;
+    o->requests = atomic_load(&apis[api].requests);
+    o->placed = atomic_load(&apis[api].placed);
+    o->emulated = atomic_load(&apis[api].emulated);
+    o->passed = atomic_load(&apis[api].passed);
+    o->fallbacks = atomic_load(&apis[api].fallbacks);
 }
 
 CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
     const ld_driver_t *d = ld_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!dptr || !size || !ld_active() || !ld_cfg.policy.n_rules) return untagged(d, dptr, size, api);
+    ld_decision_t dc;
+    if (!dptr || !ld_alloc_decide(size, api, &dc)) return real_alloc(d, dptr, size);
+    return ld_alloc_placed(d, dptr, size, api, &dc);
+}
 
-    int ri = ld_policy_match(&ld_cfg.policy, size, api);
-    if (ri < 0 || ri >= LD_MAX_RULE_STATS) return untagged(d, dptr, size, api);
-    const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
+CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api, const ld_decision_t *dc) {
+    int ri = dc->rule;
     rule_ctr_t *rc = &rules[ri];
-    uint64_t occ = atomic_fetch_add(&rc->occurrences, 1) + 1;
-    if (!ld_rule_takes_occurrence(rule, occ) || rule->placement == LD_PLACE_STOCK) {
-        atomic_fetch_add(&rc->passed, 1);
-        return real_alloc(d, dptr, size);
-    }
-    atomic_fetch_add(&rc->matched, 1);
-
+    const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
     CUdevice dev;
     CUcontext ctx = NULL;
     if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return real_alloc(d, dptr, size);       /* no context: the driver gives the stock error */
     ld_device_t *dv = ld_device_get(d, dev);
     if (!dv || !dv->backend) {
-        note_fallback(ri, dv ? dv->backend_reason : "device ordinal out of range");
+        ld_alloc_note_fallback(dc, api, dv ? dv->backend_reason : "device ordinal out of range");
         return real_alloc(d, dptr, size);
     }
     if (size < ld_cfg.policy.min_split || size < dv->gran) {
         atomic_fetch_add(&rc->passed, 1);
+        atomic_fetch_add(&apis[api].passed, 1);
         return real_alloc(d, dptr, size);
     }
 
     int mismatch = ld_cfg.state == LD_STATE_MISMATCH && !ld_cfg.mismatch_map;
     int nslices, dom[LD_MAX_SLICES];
-    if (rule->placement == LD_PLACE_DOMAIN) {
+    if (dc->kind == LD_PLACE_DOMAIN) {
+        if (dc->domain >= dv->ndomains) {
+            char why[160];
+            snprintf(why, sizeof why, "domain %d does not exist (device %d has %d domains, 0..%d)", dc->domain,
+                     (int)dev, dv->ndomains, dv->ndomains - 1);
+            ld_alloc_note_fallback(dc, api, why);
+            return real_alloc(d, dptr, size);
+        }
         nslices = 1;
-        dom[0] = mirror(rule->domain % dv->ndomains, dv->ndomains, mismatch);
+        dom[0] = ld_cfg.mem_domain >= 0 ? dc->domain : mirror(dc->domain, dv->ndomains, mismatch);
     } else {
         nslices = dv->ndomains < LD_MAX_SLICES ? dv->ndomains : LD_MAX_SLICES;
         for (int i = 0; i < nslices; i++) dom[i] = mirror(i, nslices, mismatch);
@@ -126,14 +198,14 @@ CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
     char why[160] = "";
     CUresult res = ld_vmm_create(d, dv, size, nslices, dom, &r, why, sizeof why);
     if (res != CUDA_SUCCESS) {
-        note_fallback(ri, why);
+        ld_alloc_note_fallback(dc, api, why);
         return real_alloc(d, dptr, size);
     }
     r.ctx = ctx;
     r.rule = ri;
     if (ld_registry_insert(&r) != 0) {
         ld_vmm_destroy(d, &r);
-        note_fallback(ri, "registry insert failed (out of host memory)");
+        ld_alloc_note_fallback(dc, api, "registry insert failed (out of host memory)");
         return real_alloc(d, dptr, size);
     }
     /* A peer enabled between the range's access grant and its registration missed the
@@ -151,6 +223,8 @@ CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
     for (int i = 0; i < nslices; i++)
         if (dom[i] >= 0 && dom[i] < LD_MAX_SLICES) atomic_fetch_add(&rc->bytes_per_domain[dom[i]], r.slice);
     atomic_fetch_add(&n_tagged, 1);
+    atomic_fetch_add(&apis[api].placed, 1);
+    if (!dv->backend->localizes) atomic_fetch_add(&apis[api].emulated, 1);
     LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
              (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
     *dptr = r.base;
@@ -262,8 +336,8 @@ size_t ld_untagged_histogram(ld_hist_entry_t *out, size_t max) {
         uint64_t key = atomic_load(&hist[s].key), c = atomic_load(&hist[s].count);
         if (!key || !c) continue;
         if (k < max) {
-            out[k].size = (key & ((1ull << 62) - 1)) - 1;
-            out[k].api = (int)(key >> 62);
+            out[k].size = (key & ((1ull << HIST_API_SHIFT) - 1)) - 1;
+            out[k].api = (int)(key >> HIST_API_SHIFT);
             out[k].count = c;
         }
         k++;
@@ -283,6 +357,7 @@ void ld_alloc_counts(ld_alloc_counts_t *o) {
 
 void ld_alloc_reset(void) {
     memset(rules, 0, sizeof rules);
+    memset(apis, 0, sizeof apis);
     memset(hist, 0, sizeof hist);
     atomic_store(&hist_overflow, 0);
     atomic_store(&n_tagged, 0);

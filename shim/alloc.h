@@ -12,6 +12,23 @@
 /* cuMemAlloc_v2 semantics. `api` says how the caller reached the shim. */
 CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api);
 
+/* Where a request of `size` bytes from `api` goes, counted once per request: 1 and *out (the
+ * rule, LD_PLACE_SPLIT or LD_PLACE_DOMAIN with the domain) when the shim places it, 0 when it
+ * passes through (untagged, stock rule, an occurrence not taken, a state that keeps memory as
+ * stock, split asked of an api other than cuMemAlloc). The other allocation apis (place.c)
+ * report what they did with ld_alloc_note_placed / ld_alloc_note_fallback. */
+typedef struct { int rule; int kind; int domain; } ld_decision_t;
+int ld_alloc_decide(size_t size, ld_api_t api, ld_decision_t *out);
+void ld_alloc_note_placed(const ld_decision_t *dc, ld_api_t api, size_t bytes, int domain, int emulated);
+void ld_alloc_note_fallback(const ld_decision_t *dc, ld_api_t api, const char *why);
+
+/* A decided request as a shim range (cuMemAlloc semantics; also the pitched path). */
+CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api, const ld_decision_t *dc);
+
+/* Per-api counts for the report. */
+typedef struct { uint64_t requests, placed, emulated, passed, fallbacks; } ld_api_stats_t;
+void ld_api_stats(int api, ld_api_stats_t *out);
+
 /* cuMemFree_v2 semantics: shim ranges are synchronized, unmapped and released; an interior
  * pointer of a shim range gives CUDA_ERROR_INVALID_VALUE; anything else goes to the driver. */
 CUresult ld_free(CUdeviceptr p);

@@ -390,7 +390,24 @@ typedef struct {
     uint32_t cap;
     const char *cache_dir;          /* NULL: the default                                      */
     int use_cache, force;
+    int equalize, next_domain;      /* ld_compute_opts_t's                                    */
 } build_opts_t;
+
+/* The SM count every domain binding gets when they are equalized: the smallest domain's. */
+static int equal_count(ld_split_t method, uint32_t cap, const uint8_t *map, uint32_t nsms, uint32_t nd,
+                       const ld_sm_groups_t *g, uint32_t *k, char *why, size_t n) {
+    *k = 0;
+    for (uint32_t d = 0; d < nd; d++) {
+        ld_compute_t req = { LD_COMPUTE_DOMAIN, (int)d, 0 };
+        ld_compute_plan_t p;
+        if (ld_compute_plan(&req, method, cap, map, nsms, nd, g, &p) != 0) {
+            snprintf(why, n, "%s", p.why);
+            return -1;
+        }
+        if (!*k || p.count < *k) *k = p.count;
+    }
+    return 0;
+}
 
 typedef struct {
     CUgreenCtx green;
@@ -410,7 +427,7 @@ static const uint8_t *measured_map(const ld_probe_result_t *pr, char *why, size_
 
 static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, const ld_probe_result_t *pr,
                  ld_compute_info_t *info, build_out_t *out) {
-    char why[240] = "";
+    char why[400] = "";
     double t0 = now_ms();
     memset(out, 0, sizeof *out);
     ld_compute_format(o->req, info->request, sizeof info->request);
@@ -434,8 +451,24 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     ld_cuDevSmResourceSplit_fn nfn = native_split_fn(d);
     const uint8_t *map = NULL;
     uint8_t label_map[LDSHIM_MAX_SMS];
+    ld_compute_t req = *o->req;
+    uint32_t cap = o->cap;
+    int auto_spread = req.kind == LD_COMPUTE_SPREAD && !req.sms;
     if (nd >= 2 && nfn) {
-        if (split_native(nfn, nd, o->req, o->method, o->cap, sp, why, sizeof why)) goto done;
+        if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN) req.domain = (req.domain + 1) % nd;
+        ld_compute_t whole = { LD_COMPUTE_DOMAIN, 0, 0 };
+        if (split_native(nfn, nd, auto_spread || o->equalize ? &whole : &req, o->method, cap, sp, why, sizeof why))
+            goto done;
+        if (auto_spread || o->equalize) {
+            /* Equal SM counts: every domain's group sized like the smallest (one more split). */
+            uint32_t k = 0;
+            for (int i = 0; i < sp->g.ngroups; i++)
+                if (!k || sp->g.count[i] < k) k = sp->g.count[i];
+            if (!k) { snprintf(why, sizeof why, "the driver's split by locality domain left a domain without SMs"); goto done; }
+            if (auto_spread) req.sms = k;
+            if (!cap || k < cap) cap = k;
+            if (split_native(nfn, nd, &req, o->method, cap, sp, why, sizeof why)) goto done;
+        }
         snprintf(info->method, sizeof info->method, "driver split by locality domain (%s)", ld_split_name(o->method));
     } else {
         if (!(map = measured_map(pr, why, sizeof why))) goto done;
@@ -478,8 +511,27 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
             map = label_map;
         }
 
+        /* The study states: mismatch-ld binds the domain after X, and every bound state gets
+         * the SM count of the smallest domain binding (sm-control spreads as many). */
+        if (!sp->native) {
+            if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN) req.domain = (req.domain + 1) % nd;
+            if (auto_spread || o->equalize) {
+                uint32_t k = 0;
+                char w3[200];
+                if (equal_count(o->method, o->cap, map, nsms, (uint32_t)nd, &sp->g, &k, w3, sizeof w3) != 0) {
+                    snprintf(why, sizeof why, "%s needs the SM count of every domain binding: %.150s",
+                             auto_spread ? "sm-control" : "the study states' equal SM count", w3);
+                    goto done;
+                }
+                if (auto_spread) req.sms = k;
+                cap = o->cap && o->cap < k ? o->cap : k;
+            }
+        }
+        ld_compute_format(&req, info->request, sizeof info->request);
+        info->bound_domain = req.kind == LD_COMPUTE_DOMAIN ? req.domain : -1;
+
         /* Choose, create, verify. */
-        if (ld_compute_plan(o->req, o->method, o->cap, map, nsms, (uint32_t)nd, &sp->g, &info->plan) != 0) {
+        if (ld_compute_plan(&req, o->method, cap, map, nsms, (uint32_t)nd, &sp->g, &info->plan) != 0) {
             snprintf(why, sizeof why, "%s", info->plan.why);
             goto done;
         }
@@ -577,7 +629,7 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     int expect = B_NONE;
     if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return;
     atomic_fetch_add(&building, 1);
-    build_opts_t o = { &opt.compute, opt.split, opt.cap, NULL, 1, opt.force };
+    build_opts_t o = { &opt.compute, opt.split, opt.cap, NULL, 1, opt.force, opt.equalize, opt.next_domain };
     build_out_t out;
     memset(&b->info, 0, sizeof b->info);
     b->info.thread_contexts = opt.thread_contexts;
@@ -732,7 +784,7 @@ void ld_compute_publish(int dev, ldshim_topology_t *t) {
     t->bound_sms = p->count;
     memset(t->sm_bound, 0, sizeof t->sm_bound);
     for (uint32_t s = 0; s < LDSHIM_MAX_SMS; s++) t->sm_bound[s] = (uint8_t)ld_smmask_has(&p->sms, s);
-    t->bound_domain = opt.compute.kind == LD_COMPUTE_DOMAIN ? (uint32_t)opt.compute.domain : LDSHIM_DOMAIN_NONE;
+    t->bound_domain = B[dev].info.bound_domain >= 0 ? (uint32_t)B[dev].info.bound_domain : LDSHIM_DOMAIN_NONE;
 }
 
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {
@@ -762,7 +814,7 @@ int ld_compute_info(int dev, ld_compute_info_t *out) {
 int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_compute_t *req, ld_split_t method,
                                 uint32_t cap, const ld_probe_result_t *probe, const char *cache_dir, int use_cache,
                                 ld_compute_info_t *out) {
-    build_opts_t o = { req, method, cap, cache_dir, use_cache, 0 };
+    build_opts_t o = { req, method, cap, cache_dir, use_cache, 0, 0, 0 };
     build_out_t bo;
     memset(out, 0, sizeof *out);
     int rc = build(d, dev, &o, probe, out, &bo);

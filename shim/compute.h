@@ -47,6 +47,10 @@ typedef struct {
     int          report_green;     /* LDSHIM_COMPUTE_CURRENT=green                        */
     int          bound_sms;        /* LDSHIM_COMPUTE_SMCOUNT=bound                        */
     int          force;            /* LDSHIM_PROBE_FORCE=1: measure the SM groups again   */
+    int          equalize;         /* study states: every domain binding gets the SM count
+                                      of the smallest, so states differ only in placement;
+                                      spread with sms 0 takes that count                    */
+    int          next_domain;      /* mismatch-ld: bind the domain after compute.domain    */
 } ld_compute_opts_t;
 void ld_compute_configure(const ld_compute_opts_t *o);
 
@@ -95,6 +99,7 @@ typedef struct {
     int      thread_contexts;       /* one green context per thread                   */
     double   elapsed_ms;            /* extra time at the first context creation       */
     int      unbound_contexts;      /* program-created contexts seen (they run unbound) */
+    int      bound_domain;          /* the domain bound, -1 for a spread                */
 } ld_compute_info_t;
 int ld_compute_info(int dev, ld_compute_info_t *out);   /* 0 if anything was recorded */
 

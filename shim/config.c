@@ -17,6 +17,36 @@ static int parse_backend(const char *s) {
     return -1;
 }
 
+/* The study states are presets of (memory placement, compute placement): doc/policy.md.
+ *   memory-only  tagged memory in domain X, all SMs
+ *   compute-only memory as stock, compute on domain X
+ *   full-ld      both in domain X
+ *   mismatch-ld  memory in X, compute on the next domain (the negative control)
+ *   sm-control   memory as stock, compute on as many SMs as a domain:X binding gets, spread
+ * Their compute placement replaces `compute`; the split family keeps it. */
+static void resolve_state(void) {
+    ld_cfg.mem_domain = -1;
+    ld_cfg.mem_stock = 0;
+    if (!ld_state_is_study(ld_cfg.state)) return;
+    ld_state_t s = ld_cfg.state;
+    if (s == LD_STATE_MEMORY_ONLY || s == LD_STATE_FULL_LD || s == LD_STATE_MISMATCH_LD) ld_cfg.mem_domain = ld_cfg.domain;
+    else ld_cfg.mem_stock = 1;
+    ld_compute_t c = { LD_COMPUTE_ALL, 0, 0 };
+    if (s == LD_STATE_COMPUTE_ONLY || s == LD_STATE_FULL_LD || s == LD_STATE_MISMATCH_LD) {
+        c.kind = LD_COMPUTE_DOMAIN;
+        c.domain = ld_cfg.domain;   /* mismatch-ld: compute.c binds the domain after it */
+    } else if (s == LD_STATE_SM_CONTROL) {
+        c.kind = LD_COMPUTE_SPREAD;
+        c.sms = 0;                  /* as many as the domain:X binding gets (compute.c) */
+    }
+    if (ld_cfg.compute.kind != LD_COMPUTE_ALL) {
+        char a[32];
+        LD_WARN("state %s sets the compute placement itself; compute = %s is ignored", ld_state_name(s),
+                ld_compute_format(&ld_cfg.compute, a, sizeof a));
+    }
+    ld_cfg.compute = c;
+}
+
 int ld_config_init(void) {
     memset(&ld_cfg, 0, sizeof ld_cfg);
     ld_policy_init(&ld_cfg.policy);
@@ -64,8 +94,18 @@ int ld_config_init(void) {
     const char *st = getenv("LDSHIM_STATE");
     if (st && *st && !ld_cfg.policy_error[0]) {
         int s = ld_state_parse(st);
-        if (s < 0) LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch; keeping %s", st, ld_state_name(ld_cfg.state));
+        if (s < 0)
+            LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|"
+                    "sm-control; keeping %s", st, ld_state_name(ld_cfg.state));
         else ld_cfg.state = (ld_state_t)s;
+    }
+    ld_cfg.domain = ld_cfg.policy.domain;
+    const char *dm = getenv("LDSHIM_DOMAIN");
+    if (dm && *dm) {
+        char *end;
+        long v = strtol(dm, &end, 10);
+        if (*end || end == dm || v < 0 || v > 7) LD_WARN("LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", dm, ld_cfg.domain);
+        else ld_cfg.domain = (int)v;
     }
     const char *be = getenv("LDSHIM_BACKEND");
     if (be && *be) {
@@ -112,10 +152,12 @@ int ld_config_init(void) {
         if (!strcmp(ck, "bound")) ld_cfg.compute_bound_sms = 1;
         else if (strcmp(ck, "device")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", ck);
     }
+    resolve_state();
     const char *pf = getenv("LDSHIM_PROBE_FORCE");
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
                              ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,
-                             pf && !strcmp(pf, "1") };
+                             pf && !strcmp(pf, "1"), ld_state_is_study(ld_cfg.state),
+                             ld_cfg.state == LD_STATE_MISMATCH_LD };
     ld_compute_configure(&co);
     const char *mm = getenv("LDSHIM_MISMATCH");
     if (mm && !strcmp(mm, "map")) ld_cfg.mismatch_map = 1;

@@ -2,8 +2,10 @@
  * policy file by ld_config_init() (called from the library constructor; no CUDA calls).
  *
  *   LDSHIM_POLICY   policy file (policy/policy.h); none: nothing is tagged
- *   LDSHIM_STATE    stock|memory|full|mismatch, overrides the file; default: the file's
- *                   state, or stock without a policy
+ *   LDSHIM_STATE    a state (stock|memory|full|mismatch|memory-only|compute-only|full-ld|
+ *                   mismatch-ld|sm-control), overrides the file; default: the file's state, or
+ *                   stock without a policy
+ *   LDSHIM_DOMAIN   the study states' domain X, overrides the file's `domain` (default 0)
  *   LDSHIM_BACKEND  auto|native|mlopart|emulated|off, overrides the file
  *   LDSHIM_LOG      error|warn|info|debug (shim/log.h)
  *   LDSHIM_REPORT   JSON report path written at exit ("%p" expands to the pid)
@@ -35,6 +37,10 @@ typedef struct {
     int         compute_thread_ctx;    /* LDSHIM_COMPUTE_CONTEXTS=thread                   */
     int         compute_report_green;  /* LDSHIM_COMPUTE_CURRENT=green                     */
     int         compute_bound_sms;     /* LDSHIM_COMPUTE_SMCOUNT=bound                     */
+    /* What the state makes of the placement (resolved once from state, domain, compute): */
+    int         domain;        /* X of the study states                                    */
+    int         mem_domain;    /* >= 0: every tagged request goes to this domain (study)   */
+    int         mem_stock;     /* 1: tagged requests pass through (compute-only, sm-control)*/
 } ld_config_t;
 
 extern ld_config_t ld_cfg;

@@ -295,7 +295,7 @@ static void test_occurrence(void) {
 /* ---- enums ----------------------------------------------------------------------------------- */
 
 static void test_enum_choices(void) {
-    EXPECT_ERR("state = Full\n", 1, 9, "bad value 'Full' for state, expected stock, memory, full or mismatch");
+    EXPECT_ERR("state = Full\n", 1, 9, "bad value 'Full' for state, expected stock, memory, full, mismatch, memory-only, compute-only, full-ld, mismatch-ld or sm-control");
     EXPECT_ERR("backend = cuda\n", 1, 11, "bad value 'cuda' for backend, expected auto, native, mlopart, emulated or off");
     EXPECT_ERR("probe = fast\n", 1, 9, "bad value 'fast' for probe, expected auto, anchored, clustered, even or off");
     EXPECT_ERR("map = even\n", 1, 7, "bad value 'even' for map, expected balanced or physical");
@@ -310,7 +310,7 @@ static void test_enum_choices(void) {
     for (int i = 0; i < 15; i++) strcat(want, "\xc3\xa9");      /* 31 bytes: 32 would split */
     strcat(want, "' for state");
     EXPECT_ERR(t, 1, 9, want);
-    EXPECT_ERR("[rule a]\nsize = 1\napi = both\n", 3, 7, "bad value 'both' for api, expected any, runtime or driver");
+    EXPECT_ERR("[rule a]\nsize = 1\napi = both\n", 3, 7, "bad value 'both' for api, expected any, runtime, driver, async, vmm, pitch or managed");
     EXPECT_ERR("[rule a]\nsize = 1\napi = Runtime\n", 3, 7, "bad value 'Runtime' for api");
 
     EXPECT_OK("[rule a]\nsize = 1\napi = runtime\n[rule b]\nsize = 1\napi = driver\n"
@@ -368,11 +368,24 @@ static void test_names(void) {
     CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_ANY), "any");
     CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_RUNTIME), "runtime");
     CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_DRIVER), "driver");
-    CU_ASSERT_STRING_EQUAL(ld_api_name((ld_api_t)3), "unknown");
+    CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_ASYNC), "async");
+    CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_VMM), "vmm");
+    CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_PITCH), "pitch");
+    CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_MANAGED), "managed");
+    CU_ASSERT_STRING_EQUAL(ld_api_name(LD_API_COUNT), "unknown");
     CU_ASSERT_EQUAL(ld_state_parse("stock"), LD_STATE_STOCK);
     CU_ASSERT_EQUAL(ld_state_parse("memory"), LD_STATE_MEMORY);
     CU_ASSERT_EQUAL(ld_state_parse("full"), LD_STATE_FULL);
     CU_ASSERT_EQUAL(ld_state_parse("mismatch"), LD_STATE_MISMATCH);
+    CU_ASSERT_EQUAL(ld_state_parse("memory-only"), LD_STATE_MEMORY_ONLY);
+    CU_ASSERT_EQUAL(ld_state_parse("compute-only"), LD_STATE_COMPUTE_ONLY);
+    CU_ASSERT_EQUAL(ld_state_parse("full-ld"), LD_STATE_FULL_LD);
+    CU_ASSERT_EQUAL(ld_state_parse("mismatch-ld"), LD_STATE_MISMATCH_LD);
+    CU_ASSERT_EQUAL(ld_state_parse("sm-control"), LD_STATE_SM_CONTROL);
+    CU_ASSERT_EQUAL(ld_state_parse("full_ld"), -1);
+    CU_ASSERT_STRING_EQUAL(ld_state_name(LD_STATE_SM_CONTROL), "sm-control");
+    CU_ASSERT_TRUE(ld_state_is_study(LD_STATE_FULL_LD));
+    CU_ASSERT_FALSE(ld_state_is_study(LD_STATE_FULL));
     CU_ASSERT_EQUAL(ld_state_parse("Full"), -1);
     CU_ASSERT_EQUAL(ld_state_parse(" full"), -1);
     CU_ASSERT_EQUAL(ld_state_parse("ful"), -1);
@@ -409,8 +422,8 @@ static void test_keys(void) {
     EXPECT_ERR("[rule a]\nsize: 1MiB\n", 2, 5, "expected '=' after 'size', found ':'");
     EXPECT_ERR("= full\n", 1, 1, "unexpected '='; expected a key, a [rule NAME] header or '#'");
     EXPECT_ERR("  *\n", 1, 3, "unexpected '*'");
-    EXPECT_ERR("state = \n", 1, 9, "expected stock, memory, full or mismatch after 'state ='");
-    EXPECT_ERR("[rule a]\napi=\n", 2, 5, "expected runtime, driver or any after 'api ='");
+    EXPECT_ERR("state = \n", 1, 9, "expected stock, memory, full, mismatch, memory-only, compute-only, full-ld, mismatch-ld or sm-control after 'state ='");
+    EXPECT_ERR("[rule a]\napi=\n", 2, 5, "expected any, runtime, driver, async, vmm, pitch or managed after 'api ='");
     /* '#' anywhere outside a value starts a comment. */
     EXPECT_OK("state = stock# comment\n[rule a] # c\nsize = 1#c\n#[rule b]\n");
     CU_ASSERT_EQUAL(g_pol.n_rules, 1);
@@ -688,7 +701,7 @@ static void test_match(void) {
     CU_ASSERT_STRING_EQUAL(g_pol.rules[tp].name, "top");
     CU_ASSERT_EQUAL(ld_policy_match(&g_pol, UINT64_MAX - 1, LD_API_RUNTIME), -1);
     /* Bad arguments. */
-    CU_ASSERT_EQUAL(ld_policy_match(&g_pol, 112u << 20, (ld_api_t)3), -1);
+    CU_ASSERT_EQUAL(ld_policy_match(&g_pol, 112u << 20, LD_API_COUNT), -1);
     CU_ASSERT_EQUAL(ld_policy_match(&g_pol, 112u << 20, (ld_api_t)-1), -1);
     CU_ASSERT_EQUAL(ld_policy_match(NULL, 1, LD_API_ANY), -1);
     /* Rules are sorted by (api, size_min); line keeps the file position. */
@@ -910,6 +923,52 @@ static void test_compute(void) {
     CU_ASSERT_STRING_EQUAL(ld_split_name(LD_SPLIT_FINE), "fine");
 }
 
+
+/* ---- study states, `domain`, the allocation apis ------------------------------------------ */
+
+static void test_study(void) {
+    EXPECT_OK("state = full-ld\ndomain = 1\n");
+    CU_ASSERT_EQUAL(g_pol.state, LD_STATE_FULL_LD);
+    CU_ASSERT_EQUAL(g_pol.domain, 1);
+    CU_ASSERT_TRUE(g_pol.domain_set);
+    EXPECT_OK("state = sm-control\n");
+    CU_ASSERT_EQUAL(g_pol.domain, 0);
+    CU_ASSERT_FALSE(g_pol.domain_set);
+    EXPECT_ERR("domain = 8\n", 1, 10, "domain 8 out of range, expected 0..7");
+    EXPECT_ERR("domain = x\n", 1, 10, "bad number");
+    EXPECT_ERR("domain = 1 2\n", 1, 12, "unexpected '2' after the domain number");
+    EXPECT_ERR("[rule a]\nsize = 1\ndomain = 0\n", 3, 1, "'domain' is a global option");
+    /* Rules per allocation api: `any` matches every api; one api's rule matches only it. */
+    EXPECT_OK("[rule v]\nsize = 2MiB..1GiB\napi = vmm\nplacement = domain:1\n"
+              "[rule a]\nsize = 2MiB..1GiB\napi = async\n"
+              "[rule m]\nsize = 1MiB\napi = managed\n"
+              "[rule p]\nsize = 1MiB\napi = pitch\n"
+              "[rule all]\nsize = 4GiB..8GiB\n");
+    int v = ld_policy_match(&g_pol, 64u << 20, LD_API_VMM), a = ld_policy_match(&g_pol, 64u << 20, LD_API_ASYNC);
+    CU_ASSERT_TRUE_FATAL(v >= 0 && a >= 0);
+    CU_ASSERT_STRING_EQUAL(g_pol.rules[v].name, "v");
+    CU_ASSERT_EQUAL(g_pol.rules[v].placement, LD_PLACE_DOMAIN);
+    CU_ASSERT_STRING_EQUAL(g_pol.rules[a].name, "a");
+    CU_ASSERT_EQUAL(ld_policy_match(&g_pol, 64u << 20, LD_API_RUNTIME), -1);
+    CU_ASSERT_EQUAL(ld_policy_match(&g_pol, 64u << 20, LD_API_DRIVER), -1);
+    int m = ld_policy_match(&g_pol, 1u << 20, LD_API_MANAGED), p = ld_policy_match(&g_pol, 1u << 20, LD_API_PITCH);
+    CU_ASSERT_TRUE_FATAL(m >= 0 && p >= 0);
+    CU_ASSERT_STRING_EQUAL(g_pol.rules[m].name, "m");
+    CU_ASSERT_STRING_EQUAL(g_pol.rules[p].name, "p");
+    for (int api = LD_API_RUNTIME; api < LD_API_COUNT; api++) {
+        int x = ld_policy_match(&g_pol, 5ull << 30, (ld_api_t)api);
+        CU_ASSERT_TRUE_FATAL(x >= 0);
+        CU_ASSERT_STRING_EQUAL(g_pol.rules[x].name, "all");
+    }
+    /* Origin unknown: the api groups in enum order. */
+    int u = ld_policy_match(&g_pol, 1u << 20, LD_API_ANY);
+    CU_ASSERT_TRUE_FATAL(u >= 0);
+    CU_ASSERT_STRING_EQUAL(g_pol.rules[u].name, "p");
+    /* `any` overlaps a rule of any api; two apis do not overlap each other. */
+    EXPECT_ERR("[rule v]\nsize = 1MiB\napi = vmm\n[rule x]\nsize = 1MiB\n", 4, 7, "overlaps rule 'v'");
+    EXPECT_OK("[rule v]\nsize = 1MiB\napi = vmm\n[rule x]\nsize = 1MiB\napi = async\n");
+}
+
 static void test_cli(void) {
     char out[4096];
     CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
@@ -990,6 +1049,7 @@ static void register_tests(void) {
     CU_add_test(s, "hand-built policy and ld_policy_sort", test_sort_hand_built);
     CU_add_test(s, "random garbage", test_random_garbage);
     CU_add_test(s, "compute placement", test_compute);
+    CU_add_test(s, "study states, domain, allocation apis", test_study);
     CU_add_test(s, "ldshim-policy tool", test_cli);
 }
 
