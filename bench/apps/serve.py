@@ -750,6 +750,11 @@ def main(argv=None):
             # that the interpreter's own flush at exit does not fail again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    if a.graphs:
+        # Kineto's CUPTI teardown and lazy re-initialisation are what break profiling
+        # around CUDA graphs (pytorch#75504); PyTorch's own graph users turn both off.
+        os.environ.setdefault("TEARDOWN_CUPTI", "0")
+        os.environ.setdefault("DISABLE_CUPTI_LAZY_REINIT", "1")
     torch = import_torch()
     try:
         dev = torch.device(a.device)
@@ -826,35 +831,33 @@ def main(argv=None):
         serve(a.warmup_steps)          # compile/tune paths, fill caches, clocks up
         pre_ms, step_ms, gen = serve(a.steps)
         med = statistics.median(step_ms)
-        events, span_ms, prof_err = None, 0.0, None
-        # The busy fraction needs steps beyond the timed ones (the profiler slows the host);
-        # they fit in the cache: a pass may take max(steps, warmup-steps) of them.
-        nmax = max(a.steps, a.warmup_steps)
-        nwarm = 1 if nmax > 1 else 0
-        nprof = min(4, nmax - nwarm)
+        p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]
+        ntok = a.batch * a.prefill_tokens
+        # Everything the timed pass measured is out before the profiler runs.
+        print("prefill: %.3f ms  %.1f tok/s  (%d sequences x %d tokens)"
+              % (pre_ms, ntok / (pre_ms / 1e3), a.batch, a.prefill_tokens))
+        print("decode: %.3f ms/step  %.1f tok/s  (batch %d, median of %d steps, %s; mean "
+              "%.3f, p90 %.3f ms)" % (med, a.batch / (med / 1e3), a.batch, len(step_ms),
+                                      "GPU time per step from CUDA events" if dev.type == "cuda"
+                                      else "wall time per step", statistics.mean(step_ms), p90))
+        print("tokens: %s" % " ".join(str(int(x)) for x in gen[:8, -1].tolist()))
+        flat = " ".join(str(int(x)) for x in gen.flatten().tolist())
+        print("generated: %d x %d tokens, crc32 %08x" % (gen.shape[0], gen.shape[1],
+                                                         zlib.crc32(flat.encode())))
+        sys.stdout.flush()
         if a.profile or not a.no_busy:
+            # Steps beyond the timed ones (the profiler slows the host); they fit in the
+            # cache: a pass may take max(steps, warmup-steps) of them.
+            nmax = max(a.steps, a.warmup_steps)
+            nwarm = 1 if nmax > 1 else 0
+            nprof = min(4, nmax - nwarm)
             try:
                 events, span_ms = profile_steps(torch, dec, prompt, dev, nwarm, nprof)
             except Exception as e:  # noqa: BLE001 - whatever the profiler raises
-                prof_err = "%s: %s" % (type(e).__name__, e)
-
-    p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]
-    ntok = a.batch * a.prefill_tokens
-    print("prefill: %.3f ms  %.1f tok/s  (%d sequences x %d tokens)"
-          % (pre_ms, ntok / (pre_ms / 1e3), a.batch, a.prefill_tokens))
-    print("decode: %.3f ms/step  %.1f tok/s  (batch %d, median of %d steps, %s; mean %.3f, "
-          "p90 %.3f ms)" % (med, a.batch / (med / 1e3), a.batch, len(step_ms),
-                            "GPU time per step from CUDA events" if dev.type == "cuda" else
-                            "wall time per step", statistics.mean(step_ms), p90))
-    if prof_err is not None:
-        print("busy: not measured (torch.profiler failed: %s)" % prof_err)
-    elif events is not None:
-        report_profile(a, events, nprof, span_ms, dev.type == "cuda")
-    ids = gen[:, -1]
-    print("tokens: %s" % " ".join(str(int(x)) for x in ids[:8].tolist()))
-    flat = " ".join(str(int(x)) for x in gen.flatten().tolist())
-    print("generated: %d x %d tokens, crc32 %08x" % (gen.shape[0], gen.shape[1],
-                                                     zlib.crc32(flat.encode())))
+                print("busy: not measured (torch.profiler failed: %s: %s)"
+                      % (type(e).__name__, e))
+            else:
+                report_profile(a, events, nprof, span_ms, dev.type == "cuda")
     return 0
 
 

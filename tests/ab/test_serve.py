@@ -414,7 +414,7 @@ class TestServeRun(unittest.TestCase):
         r = subprocess.run([sys.executable, TOOL, "--shim", shim_path(), "--states",
                             "stock,full", "--runs", "2", "--warmup", "1", "--out", out,
                             "--metric", r"decode: ([0-9.]+) ms/step", "--lower-is-better",
-                            "--unit", "ms/step", "--", py, SERVE] + TINY,
+                            "--unit", "ms/step", "--", py, SERVE, "--no-busy"] + TINY,
                            capture_output=True, text=True, timeout=600)
         with open(os.path.join(out, "summary.json")) as f:
             rows = {x["state"]: x for x in json.load(f)["rows"]}
