@@ -1,7 +1,10 @@
 """CPU tests of bench/apps/serve.py and its policies. PyTorch is not needed: without it the
-tests check the clear error (and ldshim-ab's report of those failed runs); with it
-(SERVE_TEST_PYTHON=/path/to/python-with-torch, or torch importable by this python) they run
-a tiny --device cpu config through ldshim-ab and check the figures it parsed."""
+run tests check that their options get as far as the clear error (and ldshim-ab's report of
+those failed runs); with it (SERVE_TEST_PYTHON=/path/to/python-with-torch, or torch
+importable by this python) they run a tiny --device cpu config: its output lines, the static
+decode against the dynamic one, the CUDA-graph path against stand-in stream and graph APIs
+(serve_fake_graph.py), --profile, and a run through ldshim-ab. The decode-mode argument
+errors and the profile arithmetic (on synthetic trace events) need no torch."""
 
 import importlib.util
 import json
