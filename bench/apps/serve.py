@@ -6,8 +6,22 @@ top-k softmax router whose tokens are grouped by expert and run through three gr
 GEMMs (w1, w3: [E, ffn, hidden]; w2: [E, hidden, ffn]). One prefill step over
 batch x prefill-tokens, then batched greedy decode steps. Prints, for ldshim-ab:
 
-    prefill: 45.600 ms  179650.1 tok/s
-    decode: 12.345 ms/step  810.2 tok/s
+    prefill: 45.600 ms  179650.1 tok/s  (...)
+    decode: 2.012 ms/step  15904.6 tok/s  (...)
+    busy: 96.8 % of the decode step (...)
+
+Decode is shaped the way serving engines keep it GPU-bound: attention reads the whole
+preallocated KV cache (maximum length) under a mask built from per-sequence lengths held
+in a device tensor, so every step has the same shapes and nothing is re-planned; the step
+(model, next-token choice, cache and length updates) is captured once as a CUDA graph and
+replayed (--no-graphs: run it eagerly). --attention dynamic keeps the older eager path
+(SDPA over the cache so far, a new shape every step). Prefill is eager.
+
+decode ms/step is the median of per-step times: CUDA events around each step on a GPU,
+the wall clock on the CPU. busy is the share of the step the GPU spent in kernels, from
+torch.profiler over a few extra steps after the timed ones (--profile also prints a
+per-kernel breakdown of one step). generated: is a crc32 of every token the timed steps
+chose, to compare runs.
 
 Expert weights are one tensor per layer per matrix, allocated before anything else, so
 each is one cudaMalloc of a distinctive size a policy can tag (--print-sizes lists them;
@@ -22,11 +36,15 @@ which is what a split placement homes in domain d.
 """
 
 import argparse
+import json
 import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+import zlib
 
 MiB = 1 << 20
 PROG = "serve.py"
@@ -83,6 +101,23 @@ def parse_args(argv=None):
     p.add_argument("--check", action="store_true",
                    help="before timing, compare the backend against the loop reference on "
                         "layer 0 and fail on a mismatch")
+    p.add_argument("--attention", choices=("static", "dynamic"), default=None,
+                   help="decode attention: static (default; the whole KV cache of the maximum "
+                        "length under a mask from per-sequence lengths held on the device: the "
+                        "same shapes every step) or dynamic (SDPA over the cache so far: a new "
+                        "shape every step, eager only; the older path, for comparison)")
+    p.add_argument("--graphs", dest="graphs", action="store_true", default=None,
+                   help="capture the decode step once as a CUDA graph and replay it (default "
+                        "on a CUDA device with static attention and --backend torch or ldmoe)")
+    p.add_argument("--no-graphs", dest="graphs", action="store_false",
+                   help="run the decode step eagerly (the default on the CPU, with "
+                        "--attention dynamic and with --backend loop)")
+    p.add_argument("--profile", action="store_true",
+                   help="also print a per-kernel breakdown of one decode step (torch.profiler; "
+                        "on the CPU: per operator)")
+    p.add_argument("--no-busy", action="store_true",
+                   help="skip the profiled steps that measure the busy fraction (no busy line; "
+                        "for a PyTorch without a working profiler)")
     p.add_argument("--print-sizes", action="store_true",
                    help="print the allocation sizes (expert weights first) and what "
                         "cudaMalloc sees for each, then exit; needs no GPU or torch")
@@ -99,6 +134,24 @@ def parse_args(argv=None):
         p.error("--hidden must be a multiple of --heads, and --heads of --kv-heads")
     if a.layout != "plain" and (a.ffn % a.domains or a.hidden % a.domains):
         p.error("--layout %s needs --ffn and --hidden divisible by --domains" % a.layout)
+    on_cpu = a.device.split(":")[0] == "cpu"
+    if a.attention is not None and a.no_attention:
+        p.error("--attention has no effect with --no-attention")
+    a.attention = a.attention or "static"
+    if a.graphs:
+        # Refused rather than quietly turned off: a run asked for graphs must time graphs.
+        if on_cpu:
+            p.error("--graphs needs a CUDA device (a CUDA graph records GPU work); on the CPU "
+                    "the decode step runs eagerly, as with --no-graphs")
+        if a.attention == "dynamic" and not a.no_attention:
+            p.error("--graphs needs --attention static: dynamic attention changes shape every "
+                    "step, so one captured graph cannot replay it")
+        if a.backend == "loop":
+            p.error("--backend loop reads the expert offsets on the host in every GEMM, which a "
+                    "CUDA graph cannot capture: use --no-graphs")
+    elif a.graphs is None:
+        a.graphs = not on_cpu and a.backend != "loop" and (a.no_attention or
+                                                           a.attention == "static")
     if a.layout == "packed":
         if a.backend != "ldmoe":
             p.error("--layout packed is libldmoe's layout: it needs --backend ldmoe")
@@ -307,10 +360,12 @@ class Model:
         self.gate = [torch.empty((E, H), device=dev, dtype=dtype).normal_(
             0, 1.0 / math.sqrt(H), generator=g) for _ in range(a.layers)]
         self.attn = []
+        # Positions a decode pass can reach: every pass (warm-up, timed, profiled) starts
+        # again from a fresh prefill and runs at most this many steps.
+        self.maxlen = a.prefill_tokens + max(a.steps, a.warmup_steps)
         if not a.no_attention:
             hd = H // a.heads
             self.hd = hd
-            self.maxlen = a.prefill_tokens + max(a.steps, a.warmup_steps)
             for _ in range(a.layers):
                 def lin(n, k):
                     return torch.empty((n, k), device=dev, dtype=dtype).normal_(
@@ -320,6 +375,7 @@ class Model:
                     wq=lin(H, H), wk=lin(a.kv_heads * hd, H), wv=lin(a.kv_heads * hd, H),
                     wo=lin(H, H), k=torch.zeros(kv, device=dev, dtype=dtype),
                     v=torch.zeros(kv, device=dev, dtype=dtype)))
+        self.positions = torch.arange(self.maxlen, device=dev)
         self.gen = g
 
     @staticmethod
@@ -343,6 +399,42 @@ class Model:
             vv = vv.repeat_interleave(rep, dim=1)
         o = t.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=(ntok > 1))
         return o.transpose(1, 2).reshape(B * ntok, a.heads * hd) @ at["wo"].T
+
+    def attention_static(self, layer, h, lens):
+        """One decode token per sequence, h: [B, H]; lens: [B] int64 on the device, the
+        position each sequence's token takes. Reads the whole cache (maxlen positions) and
+        masks what lies past each length, so the shapes never change and no host value is
+        read: the same kernels every step, which one CUDA graph can replay. Numerics as in
+        the usual eager attention: scores and values in the model dtype, softmax in fp32."""
+        t, a, at = self.t, self.a, self.attn[layer]
+        B, hd, kvh = a.batch, self.hd, a.kv_heads
+        rep = a.heads // kvh
+        q = (h @ at["wq"].T).view(B, kvh, rep, hd)      # query head g*rep+r reads KV head g
+        k = (h @ at["wk"].T).view(B, kvh, 1, hd)
+        v = (h @ at["wv"].T).view(B, kvh, 1, hd)
+        at_pos = lens.view(B, 1, 1, 1).expand(B, kvh, 1, hd)
+        at["k"].scatter_(2, at_pos, k)
+        at["v"].scatter_(2, at_pos, v)
+        s = (q @ at["k"].transpose(-2, -1)).float() * (1.0 / math.sqrt(hd))   # [B, kvh, rep, L]
+        past = self.positions.view(1, -1) > lens.view(B, 1)                   # [B, L]
+        s = s.masked_fill(past.view(B, 1, 1, -1), float("-inf"))
+        o = t.softmax(s, dim=-1).to(h.dtype) @ at["v"]                        # [B, kvh, rep, hd]
+        return o.reshape(B, a.heads * hd) @ at["wo"].T
+
+    def decode_step(self, st, gemm):
+        """One greedy decode step on the device-resident state `st` (DecodeState): reads the
+        tokens and lengths from it and writes the next tokens, the sequences and the lengths
+        back, so a replay of this step needs nothing from the host."""
+        t, a = self.t, self.a
+        x = self.embed.index_select(0, st.ids)
+        for layer in range(a.layers):
+            if self.attn:
+                x = x + self.attention_static(layer, self.rms(t, x), st.lens)
+            x = x + self.moe(layer, self.rms(t, x), gemm)
+        nxt = t.argmax(self.rms(t, x) @ self.lm_head.T, dim=-1)
+        st.seq.scatter_(1, (st.lens + 1).view(-1, 1), nxt.view(-1, 1))
+        st.ids.copy_(nxt)
+        st.lens.add_(1)
 
     def moe(self, layer, h, gemm):
         t, a = self.t, self.a
@@ -378,10 +470,101 @@ class Model:
         return t.argmax(last @ self.lm_head.T, dim=-1)
 
 
+# ----------------------------------------------------------------------------- decode
+
+class DecodeState:
+    """What a decode step reads and writes, in device tensors that live for the whole run
+    (a captured graph keeps their addresses): ids [B], the token each sequence feeds next;
+    lens [B], the position it takes; seq [B, maxlen + 1], every sequence's tokens."""
+
+    def __init__(self, torch, model):
+        a, dev = model.a, model.dev
+        self.P = a.prefill_tokens
+        self.ids = torch.zeros(a.batch, device=dev, dtype=torch.int64)
+        self.lens = torch.full((a.batch,), self.P, device=dev, dtype=torch.int64)
+        self.seq = torch.zeros((a.batch, model.maxlen + 1), device=dev, dtype=torch.int64)
+
+    def start(self, prompt, ids):
+        """After a prefill of `prompt` ([B*P]) that chose `ids` ([B]), in place."""
+        B = self.ids.shape[0]
+        self.seq[:, :self.P].copy_(prompt.view(B, self.P))
+        self.seq[:, self.P].copy_(ids)
+        self.ids.copy_(ids)
+        self.lens.fill_(self.P)
+
+
+class Decoder:
+    """Prefill (eager) and decode steps in one of three ways: a CUDA graph of the static
+    step ("graph"), the same step eagerly ("static"), or the older eager step with dynamic
+    attention ("dynamic")."""
+
+    def __init__(self, torch, model, gemm):
+        a = model.a
+        self.t, self.model, self.gemm, self.a = torch, model, gemm, a
+        self.mode = "dynamic" if a.attention == "dynamic" and not a.no_attention else \
+            ("graph" if a.graphs else "static")
+        self.state = DecodeState(torch, model) if self.mode != "dynamic" else None
+        self.graph = None
+        self.ids, self.gen = None, []
+        if self.mode == "graph":
+            self.capture()
+
+    def capture(self):
+        """Capture one decode step (torch.cuda.graph, after warm-up steps on the capture
+        stream). The warm-up makes every lazy first-call setup happen outside the capture:
+        cuBLAS handles and workspaces for that stream, libldmoe's per-stream tile counters
+        (a cudaMalloc, which a capture refuses), kernel attributes. Each warm-up step starts
+        from length P again, so it writes only position P, which every pass rewrites."""
+        t, st, dev = self.t, self.state, self.model.dev
+        side = t.cuda.Stream(device=dev)
+        side.wait_stream(t.cuda.current_stream(dev))
+        with t.cuda.stream(side):
+            for _ in range(2):
+                st.lens.fill_(st.P)
+                self.model.decode_step(st, self.gemm)
+            st.lens.fill_(st.P)
+        t.cuda.current_stream(dev).wait_stream(side)
+        g = t.cuda.CUDAGraph()
+        try:
+            with t.cuda.graph(g, stream=side):
+                self.model.decode_step(st, self.gemm)
+        except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, backends others
+            fail("capturing the decode step as a CUDA graph failed (%s: %s); run with "
+                 "--no-graphs" % (type(e).__name__, e), 1)
+        self.graph = g
+
+    def prefill(self, prompt):
+        return self.model.forward(prompt, 0, self.a.prefill_tokens, self.gemm)
+
+    def start(self, prompt, ids):
+        if self.state is not None:
+            self.state.start(prompt, ids)
+        else:
+            self.ids, self.gen = ids, [ids]
+
+    def step(self, i):
+        """Decode step i (0-based) of the pass started last."""
+        if self.graph is not None:
+            self.graph.replay()
+        elif self.state is not None:
+            self.model.decode_step(self.state, self.gemm)
+        else:
+            self.ids = self.model.forward(self.ids, self.a.prefill_tokens + i, 1, self.gemm)
+            self.gen.append(self.ids)
+
+    def generated(self, n):
+        """[B, 1 + n]: the token the prefill chose and those of n decode steps."""
+        if self.state is not None:
+            P = self.a.prefill_tokens
+            return self.state.seq[:, P:P + 1 + n]
+        return self.t.stack(self.gen[:1 + n], dim=1)
+
+
 # ----------------------------------------------------------------------------- timing
 
 class Timer:
-    """CUDA events on a GPU, perf_counter (after the work) on the CPU."""
+    """CUDA events on a GPU (GPU time between two points of the stream), perf_counter
+    (after the work, which is synchronous) on the CPU."""
 
     def __init__(self, torch, dev):
         self.t, self.cuda = torch, dev.type == "cuda"
@@ -401,6 +584,132 @@ class Timer:
             return lambda: s.elapsed_time(e)
         ms = (time.perf_counter() - s) * 1e3
         return lambda: ms
+
+
+GPU_TRACE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def trace_activity(events, gpu):
+    """What ran, from torch.profiler's Chrome-trace events (times in us).
+
+    gpu: the device activity (kernels, memcpys, memsets); busy = the union of their
+    intervals. CPU: PyTorch operators (cpu_op), each name charged its self time (its time
+    minus the operators nested in it); busy = the union of the outermost operators.
+    Returns (busy_us, [(name, us, count)] largest first)."""
+    rows, spans = {}, []
+
+    def charge(name, us):
+        r = rows.setdefault(name, [0.0, 0])
+        r[0] += us
+        r[1] += 1
+    xs = [e for e in events if e.get("ph") == "X" and "dur" in e and "ts" in e]
+    if gpu:
+        for e in xs:
+            if str(e.get("cat", "")).lower() in GPU_TRACE_CATS:
+                charge(e.get("name", "?"), float(e["dur"]))
+                spans.append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    else:
+        ops = [e for e in xs if str(e.get("cat", "")).lower() == "cpu_op"
+               and not str(e.get("name", "")).startswith("ProfilerStep#")]
+        by_thread = {}
+        for e in ops:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        for evs in by_thread.values():
+            evs.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
+            stack = []          # [end, name, dur, nested dur]
+            for e in evs:
+                ts, dur = float(e["ts"]), float(e["dur"])
+                while stack and stack[-1][0] <= ts:
+                    end, name, d, inner = stack.pop()
+                    charge(name, max(0.0, d - inner))
+                if stack:
+                    stack[-1][3] += dur
+                else:
+                    spans.append((ts, ts + dur))
+                stack.append([ts + dur, e.get("name", "?"), dur, 0.0])
+            while stack:
+                end, name, d, inner = stack.pop()
+                charge(name, max(0.0, d - inner))
+    busy, cur = 0.0, None
+    for lo, hi in sorted(spans):
+        if cur is None or lo > cur[1]:
+            if cur is not None:
+                busy += cur[1] - cur[0]
+            cur = [lo, hi]
+        else:
+            cur[1] = max(cur[1], hi)
+    if cur is not None:
+        busy += cur[1] - cur[0]
+    return busy, sorted(((n, us, c) for n, (us, c) in rows.items()), key=lambda r: -r[1])
+
+
+def profile_steps(torch, dec, prompt, dev, nwarm, nsteps):
+    """A fresh pass (prefill, `nwarm` untimed steps, so the profiler starts on a warm
+    step), then `nsteps` decode steps under torch.profiler. Returns the Chrome-trace
+    events and the steps' time in ms (GPU time from CUDA events, or the wall clock), or
+    raises."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = dev.type == "cuda"
+    ids = dec.prefill(prompt)
+    dec.start(prompt, ids)
+    for i in range(nwarm):
+        dec.step(i)
+    if cuda:
+        torch.cuda.synchronize(dev)
+    timer = Timer(torch, dev)
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        s = timer.start()
+        for i in range(nwarm, nwarm + nsteps):
+            dec.step(i)
+        span = timer.stop(s)
+        if cuda:
+            torch.cuda.synchronize(dev)
+    tmp = tempfile.mkdtemp(prefix="serve-profile-")
+    try:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return (trace.get("traceEvents", []) if isinstance(trace, dict) else trace), span()
+
+
+def report_profile(a, events, nsteps, span_ms, gpu):
+    """The busy line: the share of the profiled steps' time (span_ms, all of them) in which
+    the device ran something; and with --profile a per-kernel breakdown of one step (the
+    profiled steps' totals divided by their number: every static step runs the same
+    kernels)."""
+    busy_us, rows = trace_activity(events, gpu)
+    what = "GPU kernels" if gpu else "PyTorch operators"
+    if not rows or span_ms <= 0:
+        print("busy: not measured (torch.profiler recorded no %s%s)"
+              % (what, "; is CUPTI available?" if gpu else ""))
+        return
+    print("busy: %.1f %% of the decode step (%s %.3f of %.3f ms/step, %d steps under "
+          "torch.profiler)" % (100.0 * busy_us / 1e3 / span_ms, what, busy_us / nsteps / 1e3,
+                               span_ms / nsteps, nsteps))
+    if not a.profile:
+        return
+    total = sum(us for _, us, _ in rows)
+    print("profile: one decode step, %s by %s time (totals of %d profiled steps / %d):"
+          % ("kernels" if gpu else "operators", "GPU" if gpu else "self", nsteps, nsteps))
+    print("profile: %6s %9s %6s  %s" % ("share", "ms", "count", "kernel" if gpu else "operator"))
+    top, rest = rows[:12], rows[12:]
+
+    def line(share, us, count, name):
+        c = count / nsteps
+        print("profile: %5.1f%% %9.4f %6s  %s" % (share, us / nsteps / 1e3,
+                                                   ("%d" % c) if c == int(c) else ("%.1f" % c),
+                                                   name if len(name) <= 90 else name[:87] + "..."))
+    for name, us, count in top:
+        line(100.0 * us / total, us, count, name)
+    if rest:
+        us = sum(r[1] for r in rest)
+        line(100.0 * us / total, us, sum(r[2] for r in rest), "(%d others)" % len(rest))
+    print("profile: total %.4f ms/step in %s %s" % (total / nsteps / 1e3,
+                                                   "%g" % (sum(r[2] for r in rows) / nsteps),
+                                                   "kernels" if gpu else "operator calls"))
 
 
 def run_check(torch, model, gemm, dev, dtype):
@@ -441,6 +750,11 @@ def main(argv=None):
             # that the interpreter's own flush at exit does not fail again.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    if a.graphs:
+        # Kineto's CUPTI teardown and lazy re-initialisation are what break profiling
+        # around CUDA graphs (pytorch#75504); PyTorch's own graph users turn both off.
+        os.environ.setdefault("TEARDOWN_CUPTI", "0")
+        os.environ.setdefault("DISABLE_CUPTI_LAZY_REINIT", "1")
     torch = import_torch()
     try:
         dev = torch.device(a.device)
@@ -489,33 +803,61 @@ def main(argv=None):
             run_check(torch, model, gemm, dev, dtype)
         prompt = torch.randint(0, a.vocab, (a.batch * a.prefill_tokens,), device=dev,
                                generator=model.gen)
+        dec = Decoder(torch, model, gemm)
+        attn = "no attention" if a.no_attention else (
+            "dynamic attention (SDPA over the cache so far, a new shape every step)"
+            if dec.mode == "dynamic" else
+            "static attention (KV cache of %d positions, masked by length)" % model.maxlen)
+        print("serve: decode: %s, %s; prefill eager"
+              % (attn, "CUDA graph captured once, replayed every step" if dec.mode == "graph"
+                 else "eager steps"))
+        sys.stdout.flush()
         timer = Timer(torch, dev)
 
         def serve(nsteps):
             s = timer.start()
-            ids = model.forward(prompt, 0, a.prefill_tokens, gemm)
+            ids = dec.prefill(prompt)
             pre = timer.stop(s)
+            dec.start(prompt, ids)
             steps = []
             for i in range(nsteps):
                 s = timer.start()
-                ids = model.forward(ids, a.prefill_tokens + i, 1, gemm)
+                dec.step(i)
                 steps.append(timer.stop(s))
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
-            return pre(), [f() for f in steps], ids
+            return pre(), [f() for f in steps], dec.generated(nsteps).cpu()
 
         serve(a.warmup_steps)          # compile/tune paths, fill caches, clocks up
-        pre_ms, step_ms, ids = serve(a.steps)
-
-    med = statistics.median(step_ms)
-    p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]
-    ntok = a.batch * a.prefill_tokens
-    print("prefill: %.3f ms  %.1f tok/s  (%d sequences x %d tokens)"
-          % (pre_ms, ntok / (pre_ms / 1e3), a.batch, a.prefill_tokens))
-    print("decode: %.3f ms/step  %.1f tok/s  (batch %d, median of %d steps; mean %.3f, "
-          "p90 %.3f ms)" % (med, a.batch / (med / 1e3), a.batch, len(step_ms),
-                            statistics.mean(step_ms), p90))
-    print("tokens: %s" % " ".join(str(int(x)) for x in ids[:8].tolist()))
+        pre_ms, step_ms, gen = serve(a.steps)
+        med = statistics.median(step_ms)
+        p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]
+        ntok = a.batch * a.prefill_tokens
+        # Everything the timed pass measured is out before the profiler runs.
+        print("prefill: %.3f ms  %.1f tok/s  (%d sequences x %d tokens)"
+              % (pre_ms, ntok / (pre_ms / 1e3), a.batch, a.prefill_tokens))
+        print("decode: %.3f ms/step  %.1f tok/s  (batch %d, median of %d steps, %s; mean "
+              "%.3f, p90 %.3f ms)" % (med, a.batch / (med / 1e3), a.batch, len(step_ms),
+                                      "GPU time per step from CUDA events" if dev.type == "cuda"
+                                      else "wall time per step", statistics.mean(step_ms), p90))
+        print("tokens: %s" % " ".join(str(int(x)) for x in gen[:8, -1].tolist()))
+        flat = " ".join(str(int(x)) for x in gen.flatten().tolist())
+        print("generated: %d x %d tokens, crc32 %08x" % (gen.shape[0], gen.shape[1],
+                                                         zlib.crc32(flat.encode())))
+        sys.stdout.flush()
+        if a.profile or not a.no_busy:
+            # Steps beyond the timed ones (the profiler slows the host); they fit in the
+            # cache: a pass may take max(steps, warmup-steps) of them.
+            nmax = max(a.steps, a.warmup_steps)
+            nwarm = 1 if nmax > 1 else 0
+            nprof = min(4, nmax - nwarm)
+            try:
+                events, span_ms = profile_steps(torch, dec, prompt, dev, nwarm, nprof)
+            except Exception as e:  # noqa: BLE001 - whatever the profiler raises
+                print("busy: not measured (torch.profiler failed: %s: %s)"
+                      % (type(e).__name__, e))
+            else:
+                report_profile(a, events, nprof, span_ms, dev.type == "cuda")
     return 0
 
 

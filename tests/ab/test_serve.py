@@ -1,7 +1,10 @@
 """CPU tests of bench/apps/serve.py and its policies. PyTorch is not needed: without it the
-tests check the clear error (and ldshim-ab's report of those failed runs); with it
-(SERVE_TEST_PYTHON=/path/to/python-with-torch, or torch importable by this python) they run
-a tiny --device cpu config through ldshim-ab and check the figures it parsed."""
+run tests check that their options get as far as the clear error (and ldshim-ab's report of
+those failed runs); with it (SERVE_TEST_PYTHON=/path/to/python-with-torch, or torch
+importable by this python) they run a tiny --device cpu config: its output lines, the static
+decode against the dynamic one, the CUDA-graph path against stand-in stream and graph APIs
+(serve_fake_graph.py), --profile, and a run through ldshim-ab. The decode-mode argument
+errors and the profile arithmetic (on synthetic trace events) need no torch."""
 
 import importlib.util
 import json
@@ -68,7 +71,8 @@ class TestServeNoGpu(unittest.TestCase):
         r = subprocess.run([sys.executable, SERVE, "--help"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
         for opt in ("--layers", "--experts", "--hidden", "--ffn", "--batch",
-                    "--prefill-tokens", "--steps", "--backend", "--print-sizes"):
+                    "--prefill-tokens", "--steps", "--backend", "--print-sizes", "--attention",
+                    "--graphs", "--no-graphs", "--profile", "--no-busy"):
             self.assertIn(opt, r.stdout)
 
     def test_bad_option(self):
@@ -163,6 +167,117 @@ class TestServeNoGpu(unittest.TestCase):
                            % (sys.executable, SERVE), shell=True, executable="/bin/bash")
         self.assertEqual(r.returncode, 0)
 
+    def test_decode_mode_errors(self):
+        """--graphs where a graph cannot be captured is refused (exit 2), not turned off."""
+        for args, msg in [(["--graphs", "--device", "cpu"], "--graphs needs a CUDA device"),
+                          (["--graphs", "--device", "cpu:0"], "--graphs needs a CUDA device"),
+                          (["--graphs", "--attention", "dynamic"],
+                           "--graphs needs --attention static"),
+                          (["--graphs", "--backend", "loop"],
+                           "--backend loop reads the expert offsets on the host"),
+                          (["--attention", "dynamic", "--no-attention"],
+                           "--attention has no effect with --no-attention"),
+                          (["--attention", "paged"], "invalid choice")]:
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+        # what is accepted: graphs with --no-attention, --no-graphs anywhere
+        for args in (["--graphs", "--no-attention"], ["--no-graphs", "--device", "cpu"],
+                     ["--no-graphs", "--attention", "dynamic", "--backend", "loop"]):
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+
+    def test_decode_mode_defaults(self):
+        s = load_serve()
+        for args, graphs, attention in [([], True, "static"),
+                                        (["--device", "cpu"], False, "static"),
+                                        (["--device", "cuda:1"], True, "static"),
+                                        (["--attention", "dynamic"], False, "dynamic"),
+                                        (["--backend", "loop"], False, "static"),
+                                        (["--no-attention"], True, "static"),
+                                        (["--no-graphs"], False, "static")]:
+            a = s.parse_args(args)
+            self.assertEqual((a.graphs, a.attention), (graphs, attention), args)
+
+    def test_trace_activity_gpu(self):
+        """Device activity from a Chrome trace: kernels, memcpy and memset count, host
+        events do not; busy is the union of the intervals (overlap counted once)."""
+        s = load_serve()
+        ev = [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 100.0, "dur": 10.0},
+              {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 112.0, "dur": 10.0},
+              {"ph": "X", "cat": "kernel", "name": "softmax", "ts": 118.0, "dur": 6.0},
+              {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 130.0,
+               "dur": 1.0},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 140.0, "dur": 2.0},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 90.0,
+               "dur": 50.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 90.0, "dur": 5.0},
+              {"ph": "s", "cat": "ac2g", "name": "flow", "ts": 90.0},
+              {"ph": "M", "name": "process_name"}]
+        busy, rows = s.trace_activity(ev, True)
+        self.assertAlmostEqual(busy, 10 + 12 + 1 + 2)      # [112, 124) holds softmax
+        self.assertEqual(rows, [("gemm", 20.0, 2), ("softmax", 6.0, 1),
+                                ("Memcpy DtoD", 2.0, 1), ("Memset (Device)", 1.0, 1)])
+        self.assertEqual(s.trace_activity([], True), (0.0, []))
+
+    def test_trace_activity_cpu(self):
+        """CPU operators: self time (nested operators subtracted), per thread; busy is the
+        outermost operators; the profiler's step markers are not operators."""
+        s = load_serve()
+        ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0.0, "dur": 10.0,
+               "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::matmul", "ts": 1.0, "dur": 8.0,
+               "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2.0, "dur": 5.0,
+               "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 10.0, "dur": 2.0,
+               "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 3.0, "dur": 4.0,
+               "pid": 1, "tid": 2},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0.0,
+               "dur": 50.0, "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2", "ts": 0.0, "dur": 50.0,
+               "pid": 1, "tid": 1}]
+        busy, rows = s.trace_activity(ev, False)
+        self.assertAlmostEqual(busy, 12.0)    # [0, 12) on thread 1 holds thread 2's [3, 7)
+        self.assertEqual(dict((n, (us, c)) for n, us, c in rows),
+                         {"aten::mm": (9.0, 2), "aten::matmul": (3.0, 1),
+                          "aten::linear": (2.0, 1), "aten::add": (2.0, 1)})
+
+    def test_report_profile_lines(self):
+        import contextlib
+        import io
+        s = load_serve()
+        a = s.parse_args(["--device", "cpu", "--profile"])
+        ev = [{"ph": "X", "cat": "kernel", "name": "k%02d" % i, "ts": 100.0 * i, "dur": 1.0 + i}
+              for i in range(14)] + \
+             [{"ph": "X", "cat": "kernel", "name": "k13", "ts": 2000.0, "dur": 14.0}]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            s.report_profile(a, ev, 2, 0.5, True)    # 2 steps in 0.5 ms of GPU time
+        text = out.getvalue()
+        busy_us = sum(1.0 + i for i in range(14)) + 14.0
+        m = re.search(r"(?m)^busy: ([0-9.]+) % of the decode step \(GPU kernels ([0-9.]+) of "
+                      r"([0-9.]+) ms/step, 2 steps under torch.profiler\)$", text)
+        self.assertTrue(m, text)
+        self.assertAlmostEqual(float(m.group(1)), 100 * busy_us / 1e3 / 0.5, delta=0.06)
+        self.assertAlmostEqual(float(m.group(2)), busy_us / 2 / 1e3, delta=0.0006)
+        self.assertEqual(m.group(3), "0.250")
+        rows = re.findall(r"(?m)^profile: +([0-9.]+)% +([0-9.]+) +([0-9.]+)  (.*)$", text)
+        self.assertEqual(len(rows), 13, text)                 # 12 kernels + "(2 others)"
+        self.assertEqual(rows[0][2:], ("1", "k13"))           # 2 launches over 2 steps
+        self.assertEqual(rows[1][2:], ("0.5", "k12"))         # 1 launch over 2 steps
+        self.assertEqual(rows[-1][3], "(2 others)")
+        self.assertAlmostEqual(sum(float(r[0]) for r in rows), 100.0, delta=0.5)
+        self.assertRegex(text, r"(?m)^profile: total [0-9.]+ ms/step in 7.5 kernels$")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            s.report_profile(a, [], 2, 0.5, True)
+        self.assertEqual(out.getvalue(), "busy: not measured (torch.profiler recorded no GPU "
+                                         "kernels; is CUPTI available?)\n")
+
     def test_packed_layout_errors(self):
         for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
                           (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
@@ -184,19 +299,115 @@ class TestServeRun(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def test_run_or_clear_error(self):
+    def run_tiny(self, *args):
+        """serve.py on TINY + args with torch (the CompletedProcess, exit 0 asserted), or,
+        without torch, the check that those options get as far as the clear error (None)."""
         py = torch_python()
         if py is None:
-            r = subprocess.run([sys.executable, SERVE], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 2)
+            r = subprocess.run([sys.executable, SERVE] + TINY + list(args), capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("serve.py: PyTorch is not installed", r.stderr)
-            return
-        r = subprocess.run([py, SERVE, "--check"] + TINY, capture_output=True, text=True,
+            return None
+        r = subprocess.run([py, SERVE] + TINY + list(args), capture_output=True, text=True,
                            timeout=300)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference")
-        self.assertRegex(r.stdout, r"(?m)^prefill: [0-9.]+ ms  [0-9.]+ tok/s")
-        self.assertRegex(r.stdout, r"(?m)^decode: [0-9.]+ ms/step  [0-9.]+ tok/s")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def test_run_or_clear_error(self):
+        r = self.run_tiny("--check", "--no-graphs")
+        if r is None:
+            return
+        out = r.stdout
+        self.assertRegex(out, r"(?m)^check: backend loop vs loop reference")
+        self.assertRegex(out, r"(?m)^serve: decode: static attention \(KV cache of 8 positions, "
+                              r"masked by length\), eager steps; prefill eager$")
+        self.assertRegex(out, r"(?m)^prefill: [0-9.]+ ms  [0-9.]+ tok/s")
+        m = re.search(r"(?m)^decode: ([0-9.]+) ms/step  ([0-9.]+) tok/s  \(batch 3, median of 3 "
+                      r"steps, wall time per step; mean ([0-9.]+), p90 ([0-9.]+) ms\)$", out)
+        self.assertTrue(m, out)
+        med, tps, p90 = float(m.group(1)), float(m.group(2)), float(m.group(4))
+        self.assertGreater(med, 0.0)
+        self.assertAlmostEqual(tps, 3 / (med / 1e3), delta=0.05 * tps)
+        self.assertGreaterEqual(p90, med)
+        m = re.search(r"(?m)^busy: ([0-9.]+) % of the decode step \(PyTorch operators ([0-9.]+) "
+                      r"of ([0-9.]+) ms/step, 2 steps under torch.profiler\)$", out)
+        self.assertTrue(m, out)
+        busy, ops, step = map(float, m.groups())
+        self.assertGreater(busy, 0.0)
+        self.assertLessEqual(busy, 100.5)        # operators lie inside the profiled steps
+        self.assertLessEqual(ops, step * 1.005)
+        self.assertNotIn("profile:", out)        # only with --profile
+        self.assertRegex(out, r"(?m)^tokens: \d+ \d+ \d+$")
+        self.assertRegex(out, r"(?m)^generated: 3 x 4 tokens, crc32 [0-9a-f]{8}$")
+
+    def test_static_decode_matches_dynamic(self):
+        """The static-shape decode (whole cache, length mask, device-side state) chooses the
+        same tokens as the older dynamic attention (SDPA over the cache so far), step by
+        step: same seed, fp32 on the CPU, every generated token compared through the crc."""
+        outs = {}
+        for mode in ("static", "dynamic"):
+            r = self.run_tiny("--attention", mode, "--no-graphs", "--no-busy", "--steps", "6",
+                              "--prefill-tokens", "7", "--batch", "4")
+            if r is None:
+                return
+            self.assertNotIn("busy:", r.stdout)      # --no-busy
+            outs[mode] = [ln for ln in r.stdout.splitlines()
+                          if ln.startswith(("tokens:", "generated:"))]
+            self.assertEqual(len(outs[mode]), 2, r.stdout)
+            self.assertRegex(outs[mode][1], r"^generated: 4 x 7 tokens, crc32 ")
+        self.assertEqual(outs["static"], outs["dynamic"])
+        # and the crc does tell sequences apart: another prompt seed, other tokens
+        r = self.run_tiny("--no-graphs", "--no-busy", "--steps", "6", "--prefill-tokens", "7",
+                          "--batch", "4", "--seed", "1")
+        self.assertNotEqual([ln for ln in r.stdout.splitlines() if ln.startswith("generated:")],
+                            outs["static"][1:])
+
+    def test_graph_path_with_stand_in_cuda(self):
+        """The CUDA-graph decode path of serve.py run on the CPU with torch.cuda's stream and
+        graph API replaced (serve_fake_graph.py): warm-up on the capture stream, one capture,
+        every timed and profiled step a replay, and the tokens of the eager static path."""
+        py = torch_python()
+        args = ["--steps", "6", "--prefill-tokens", "7", "--batch", "4", "--warmup-steps", "2"]
+        if py is None:       # the driver needs torch; the options themselves must parse
+            self.run_tiny(*args)
+            return
+        r = subprocess.run([py, os.path.join(HERE, "serve_fake_graph.py")] + TINY + args,
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^serve: decode: static attention \(KV cache of 13 "
+                                   r"positions, masked by length\), CUDA graph captured once, "
+                                   r"replayed every step; prefill eager$")
+        # replays: 2 warm-up + 6 timed + 1 + 4 profiled (the profile pass: 1 untimed step,
+        # then min(4, 6 - 1) under the profiler)
+        self.assertRegex(r.stdout, r"(?m)^fake-graph: captures=1 eager_steps=0 replays=13 "
+                                   r"warmup_on_side=2$")
+        self.assertRegex(r.stdout, r"(?m)^busy: [0-9.]+ % of the decode step \(PyTorch "
+                                   r"operators [0-9.]+ of [0-9.]+ ms/step, 4 steps under")
+        eager = self.run_tiny("--no-graphs", "--no-busy", *args)
+        pick = lambda out: [ln for ln in out.splitlines() if ln.startswith(("tokens:",
+                                                                            "generated:"))]
+        self.assertEqual(len(pick(r.stdout)), 2)
+        self.assertEqual(pick(r.stdout), pick(eager.stdout))
+
+    def test_profile_breakdown_cpu(self):
+        r = self.run_tiny("--profile", "--no-graphs")
+        if r is None:
+            return
+        out = r.stdout
+        self.assertRegex(out, r"(?m)^busy: [0-9.]+ % of the decode step")
+        self.assertRegex(out, r"(?m)^profile: one decode step, operators by self time \(totals "
+                              r"of 2 profiled steps / 2\):$")
+        rows = re.findall(r"(?m)^profile: +([0-9.]+)% +([0-9.]+) +([0-9.]+)  (.*)$", out)
+        self.assertGreaterEqual(len(rows), 5, out)
+        names = [x[3] for x in rows]
+        self.assertIn("aten::mm", names)           # the projections and the loop's GEMMs
+        self.assertAlmostEqual(sum(float(x[0]) for x in rows), 100.0, delta=1.0)
+        shares = [float(x[0]) for x in rows if not x[3].endswith(" others)")]
+        self.assertEqual(shares, sorted(shares, reverse=True))
+        self.assertRegex(out, r"(?m)^profile: total [0-9.]+ ms/step in [0-9.]+ operator calls$")
+        # the profile comes after the timed steps: the metric line is still the last decode:
+        self.assertEqual(len(re.findall(r"decode: [0-9.]+ ms/step", out)), 1)
 
     def test_ab_over_serve(self):
         """ldshim-ab over serve.py: real figures with torch, reported failures without."""
@@ -206,7 +417,7 @@ class TestServeRun(unittest.TestCase):
         r = subprocess.run([sys.executable, TOOL, "--shim", shim_path(), "--states",
                             "stock,full", "--runs", "2", "--warmup", "1", "--out", out,
                             "--metric", r"decode: ([0-9.]+) ms/step", "--lower-is-better",
-                            "--unit", "ms/step", "--", py, SERVE] + TINY,
+                            "--unit", "ms/step", "--", py, SERVE, "--no-busy"] + TINY,
                            capture_output=True, text=True, timeout=600)
         with open(os.path.join(out, "summary.json")) as f:
             rows = {x["state"]: x for x in json.load(f)["rows"]}

@@ -3,7 +3,8 @@
 # the shim, with the expert weights in the split layout and in libldmoe's packed layout.
 # Checks that (1) the shim publishes the probed map into libldmoe's module, (2) the weight
 # allocations are tagged and split, (3) serve.py's own numerical check passes in every state,
-# (4) nothing is left live at exit.
+# (4) nothing is left live at exit, (5) every state chooses the same tokens, with the decode
+# step replayed as a CUDA graph (serve.py's default) and run eagerly (--no-graphs, stock).
 #   bash tests/gpu/e2e/run.sh RESULT_FILE     (make test-gpu-e2e)
 set -u
 cd "$(dirname "$0")/../../.."
@@ -13,16 +14,24 @@ pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 for lay in split packed; do
-for st0 in stock memory full mismatch; do
+for st0 in stock memory full mismatch eager; do
   st=$lay-$st0
   rep=$log/report-$st.json
   rm -f "$rep"
-  timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$st0 \
+  extra=; state=$st0
+  if [ $st0 = eager ]; then extra=--no-graphs; state=stock; fi
+  timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$state \
     LDSHIM_LOG=debug LDSHIM_REPORT=$rep LDMOE_LIB=$PWD/build/libldmoe.so PYTHONUNBUFFERED=1 \
-    python3 bench/apps/serve.py --backend ldmoe --layout $lay --layers 1 --steps 8 --check \
+    python3 bench/apps/serve.py --backend ldmoe --layout $lay --layers 1 --steps 8 --check $extra \
     > "$log/$st.out" 2> "$log/$st.err"
   rc=$?
   [ $rc = 0 ] && ok "$st/exit" || { bad "$st/exit" "rc=$rc: $(tail -3 "$log/$st.err" | tr '\n' ' ')"; continue; }
+  gen=$(grep '^generated:' "$log/$st.out")
+  ref=$(grep -h '^generated:' "$log/$lay-stock.out" 2>/dev/null)
+  if [ $st0 != stock ]; then
+    [ -n "$gen" ] && [ "$gen" = "$ref" ] && ok "$st/tokens" || bad "$st/tokens" "'$gen' vs stock '$ref'"
+  fi
+  [ $st0 = eager ] && { grep -E "decode|busy" "$log/$st.out" | head -3; continue; }
   python3 - "$rep" "$st0" "$log/$st.err" <<'PY' && ok "$st/report" || bad "$st/report" "see $log"
 import json, sys
 rep, st, err = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
@@ -43,7 +52,7 @@ else:
     assert dev["published"]["aware"] == (st in ("full", "mismatch")), dev["published"]
     print(f"{st}: {tagged} tagged, probe {dev['probe'].get('mode_used', dev['probe'])}")
 PY
-  grep -E "decode|prefill|check" "$log/$st.out" | head -4
+  grep -E "decode|prefill|check|busy|generated" "$log/$st.out" | head -7
 done
 done
 echo "test-gpu-e2e: $pass passed, $fail failed"
