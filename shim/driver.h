@@ -94,7 +94,16 @@
                           void **, unsigned int)) \
     X(cuLibraryUnload, (CUlibrary)) \
     X(cuLibraryGetKernel, (CUkernel *, CUlibrary, const char *)) \
-    X(cuKernelSetAttribute, (CUfunction_attribute, int, CUkernel, CUdevice))
+    X(cuKernelSetAttribute, (CUfunction_attribute, int, CUkernel, CUdevice)) \
+    /* stream-ordered and managed memory placed in a domain (place.c) */ \
+    X(cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *)) \
+    X(cuMemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void *)) \
+    X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *)) \
+    X(cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice)) \
+    X(cuDeviceGetMemPool, (CUmemoryPool *, CUdevice)) \
+    X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
+    X(cuMemAdvise_v2, (CUdeviceptr, size_t, CUmem_advise, CUmemLocation)) \
+    X(cuStreamGetDevice, (CUstream, CUdevice *))
 
 typedef struct ld_driver {
 #define LD_DRIVER_FIELD(name, args) CUresult (*name) args;

@@ -10,6 +10,7 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
+#include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/report.h"
@@ -50,6 +51,7 @@ static void child_after_fork(void) {
     ld_device_reset();
     ld_topology_reset();
     ld_compute_reset();
+    ld_place_reset();
     ld_alloc_reset();
     if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(1);
 }

@@ -24,6 +24,7 @@
 #include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/report.h"
@@ -277,38 +278,46 @@ typedef CUresult (*managed_t)(CUdeviceptr *, size_t, unsigned int);
 typedef CUresult (*pitch_t)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
 typedef CUresult (*frompool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 
+/* The other allocation apis: placed in a domain where a rule or the state says so (place.c),
+ * otherwise libcuda's own call; either way with the pool trimmed on out-of-memory. */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p,
                             unsigned long long f) {
     if (!HAVE(cuMemCreate)) return CUDA_ERROR_NOT_INITIALIZED;
-    TRIM_RETRY(REAL(cuMemCreate, create_t)(h, n, p, f));
+    const ld_driver_t *d = drv();
+    create_t real = REAL(cuMemCreate, create_t);
+    TRIM_RETRY(d ? ld_place_create(d, real, h, n, p, f) : real(h, n, p, f));
 }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s) {
-    if (!HAVE(cuMemAllocAsync)) return CUDA_ERROR_NOT_INITIALIZED;
-    s = ld_compute_stream(s, 0);
-    TRIM_RETRY(REAL(cuMemAllocAsync, async_t)(dp, n, s));
-}
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s) {
-    if (!HAVE(cuMemAllocAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
-    s = ld_compute_stream(s, 1);
-    TRIM_RETRY(REAL(cuMemAllocAsync_ptsz, async_t)(dp, n, s));
-}
-EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
-    if (!HAVE(cuMemAllocFromPoolAsync)) return CUDA_ERROR_NOT_INITIALIZED;
-    s = ld_compute_stream(s, 0);
-    TRIM_RETRY(REAL(cuMemAllocFromPoolAsync, frompool_t)(dp, n, pool, s));
-}
-EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) {
-    if (!HAVE(cuMemAllocFromPoolAsync_ptsz)) return CUDA_ERROR_NOT_INITIALIZED;
-    s = ld_compute_stream(s, 1);
-    TRIM_RETRY(REAL(cuMemAllocFromPoolAsync_ptsz, frompool_t)(dp, n, pool, s));
-}
+#define ASYNC_WRAPPER(name, pt) \
+    EXPORT CUresult name(CUdeviceptr *dp, size_t n, CUstream s) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        s = ld_compute_stream(s, pt); \
+        const ld_driver_t *d = drv(); \
+        async_t real = REAL(name, async_t); \
+        TRIM_RETRY(d ? ld_place_async(d, real, dp, n, s, pt) : real(dp, n, s)); \
+    }
+ASYNC_WRAPPER(cuMemAllocAsync, 0)
+ASYNC_WRAPPER(cuMemAllocAsync_ptsz, 1)
+#define FROMPOOL_WRAPPER(name, pt) \
+    EXPORT CUresult name(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        s = ld_compute_stream(s, pt); \
+        const ld_driver_t *d = drv(); \
+        frompool_t real = REAL(name, frompool_t); \
+        TRIM_RETRY(d ? ld_place_from_pool(d, real, dp, n, pool, s) : real(dp, n, pool, s)); \
+    }
+FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync, 0)
+FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync_ptsz, 1)
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
     if (!HAVE(cuMemAllocManaged)) return CUDA_ERROR_NOT_INITIALIZED;
-    TRIM_RETRY(REAL(cuMemAllocManaged, managed_t)(dp, n, flags));
+    const ld_driver_t *d = drv();
+    managed_t real = REAL(cuMemAllocManaged, managed_t);
+    TRIM_RETRY(d ? ld_place_managed(d, real, dp, n, flags) : real(dp, n, flags));
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h, unsigned int esz) {
     if (!HAVE(cuMemAllocPitch_v2)) return CUDA_ERROR_NOT_INITIALIZED;
-    TRIM_RETRY(REAL(cuMemAllocPitch_v2, pitch_t)(dp, pitch, w, h, esz));
+    const ld_driver_t *d = drv();
+    pitch_t real = REAL(cuMemAllocPitch_v2, pitch_t);
+    TRIM_RETRY(d ? ld_place_pitch(d, real, dp, pitch, w, h, esz) : real(dp, pitch, w, h, esz));
 }
 
 /* cuCtxEnablePeerAccess lets the *current* context read `peer`'s memory: extend the

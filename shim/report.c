@@ -73,6 +73,9 @@ static void build(buf_t *b) {
     char comp[32];
     put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u},\n",
         ld_compute_format(&ld_cfg.compute, comp, sizeof comp), ld_split_name(ld_cfg.compute_split), ld_cfg.compute_sms);
+    put(b, "  \"domain\": %d,\n  \"memory_setting\": \"%s\",\n", ld_cfg.domain,
+        !ld_active() ? "stock" : ld_cfg.mem_stock ? "stock (the state keeps tagged memory as stock)"
+        : ld_cfg.mem_domain >= 0 ? "domain (the state places tagged memory in one domain)" : "rules");
 
     /* devices */
     const char *active_backend = "off", *active_reason = ld_active() ? "no tagged allocation reached a device" : "stock";
@@ -188,6 +191,19 @@ static void build(buf_t *b) {
             ld_api_name((ld_api_t)h[i].api), (unsigned long long)h[i].count);
     put(b, "%s]},\n", nh ? "\n  " : "");
     free(h);
+
+    /* Every allocation api: what reached the shim and what it did (emulated: counted as
+     * placed, with no physical locality). */
+    put(b, "  \"apis\": {");
+    for (int a = LD_API_RUNTIME; a < LD_API_COUNT; a++) {
+        ld_api_stats_t as;
+        ld_api_stats(a, &as);
+        put(b, "%s\n    \"%s\": {\"requests\": %llu, \"placed\": %llu, \"emulated\": %llu, \"passed\": %llu, "
+               "\"fallbacks\": %llu}", a > LD_API_RUNTIME ? "," : "", ld_api_name((ld_api_t)a),
+            (unsigned long long)as.requests, (unsigned long long)as.placed, (unsigned long long)as.emulated,
+            (unsigned long long)as.passed, (unsigned long long)as.fallbacks);
+    }
+    put(b, "\n  },\n");
 
     ld_alloc_counts_t c;
     ld_alloc_counts(&c);

@@ -11,6 +11,7 @@
 
 FAKE_DIR      := $(BUILD)/fake
 FAKE_DRV_SRCS := tests/fake/fake_core.c tests/fake/fake_mem.c tests/fake/fake_module.c tests/fake/fake_green.c \
+                 tests/fake/fake_pool.c \
                  tests/fake/fake_proc.c
 FAKE_DRV_OBJS := $(patsubst tests/fake/%.c,$(FAKE_DIR)/obj/%.o,$(FAKE_DRV_SRCS))
 FAKE_HDRS     := $(wildcard tests/fake/*.h) shim/cuda_compat.h
@@ -18,7 +19,7 @@ FAKE_LIBCUDA  := $(FAKE_DIR)/libcuda.so.1
 FAKE_CUDART   := $(FAKE_DIR)/libcudart.so.13
 FAKE_CUDART_A := $(FAKE_DIR)/libcudart_fake_static.a
 FAKE_PROGS    := $(FAKE_DIR)/t_driver $(FAKE_DIR)/t_vmm $(FAKE_DIR)/t_runtime $(FAKE_DIR)/t_runtime_static \
-                 $(FAKE_DIR)/t_compute
+                 $(FAKE_DIR)/t_compute $(FAKE_DIR)/t_place
 FAKE_POLICIES := $(wildcard tests/fake/policies/*.policy)
 # Iterations of the thread stress case (scaled down under SAN=1).
 FAKE_STRESS_ITERS ?= $(if $(filter 1,$(SAN)),1000,10000)
@@ -58,6 +59,9 @@ $(FAKE_DIR)/t_vmm: tests/fake/t_vmm.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_
 $(FAKE_DIR)/t_compute: tests/fake/t_compute.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
 
+$(FAKE_DIR)/t_place: tests/fake/t_place.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
+
 $(FAKE_DIR)/t_runtime: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcudart.so
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcudart -pthread -ldl
 
@@ -85,7 +89,7 @@ TSAN_BUILD ?= build-tsan
 TSAN_TARGETS = $(TSAN_BUILD)/libldshim.so $(TSAN_BUILD)/fake/libcuda.so.1 $(TSAN_BUILD)/fake/libcuda.so \
                $(TSAN_BUILD)/fake/libcudart.so.13 $(TSAN_BUILD)/fake/libcudart.so $(TSAN_BUILD)/fake/t_driver \
                $(TSAN_BUILD)/fake/t_runtime $(TSAN_BUILD)/fake/t_runtime_static $(TSAN_BUILD)/fake/t_vmm \
-               $(TSAN_BUILD)/fake/t_compute
+               $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place
 .PHONY: test-tsan
 test-tsan: | $(RESULTS)
 	CFLAGS=-fsanitize=thread LDFLAGS=-fsanitize=thread $(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) $(TSAN_TARGETS)

@@ -132,6 +132,13 @@ typedef struct fk_group_params fk_group_params_t;
 CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
                               CUdevResource *remainder, unsigned int flags, fk_group_params_t *params);
 
+/* Plain memory (fake_mem.c): kind 0 cuMemAlloc, 1 stream-ordered, 2 managed; `domain` as
+ * fakecuda_domain_of answers it. fk_plain_free checks the kind (cuMemFreeAsync of memory that
+ * is not stream-ordered is refused). Call without the lock held. */
+CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, int domain);
+CUresult fk_plain_free(CUdeviceptr dptr, int kind);
+int fk_plain_set_domain(CUdeviceptr dptr, size_t size, int domain);   /* managed only; 0 or -1 */
+
 /* Live green contexts (fake_green.c), for the exit report. */
 int fk_green_live(void);
 

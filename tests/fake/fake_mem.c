@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { uintptr_t base; size_t size, mapped; int device; } fk_plain_t;
+/* kind: 0 cuMemAlloc, 1 stream-ordered (fake_pool.c), 2 managed; domain: the pool's or the
+ * managed memory's preferred locality domain, -1 none. */
+typedef struct { uintptr_t base; size_t size, mapped; int device, kind, domain; } fk_plain_t;
 typedef struct {
     int used, fd, device, domain, released, refs, exportable, imported;
     size_t size;
@@ -130,11 +132,7 @@ void fk_unregister_global(void *p) {
 
 /* ---- plain memory ---------------------------------------------------------------------- */
 
-FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
-    FK_ENTER("cuMemAlloc_v2", CUDA_ERROR_INVALID_VALUE);
-    if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, int domain) {
     size_t mapped = (size + 4095) & ~(size_t)4095;
     if (mapped < size) return CUDA_ERROR_OUT_OF_MEMORY;
     fk_lock();
@@ -144,7 +142,7 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     fk_lock();
-    if (p == MAP_FAILED || FK_PUSH(plains, ((fk_plain_t){ (uintptr_t)p, size, mapped, c->device }))) {
+    if (p == MAP_FAILED || FK_PUSH(plains, ((fk_plain_t){ (uintptr_t)p, size, mapped, device, kind, domain }))) {
         fk_mem_uncharge(size);
         fk_unlock();
         if (p != MAP_FAILED) munmap(p, mapped);
@@ -153,6 +151,39 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     fk_unlock();
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+    FK_ENTER("cuMemAlloc_v2", CUDA_ERROR_INVALID_VALUE);
+    if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c = fk_current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    return fk_plain_alloc(dptr, size, c->device, 0, -1);
+}
+
+CUresult fk_plain_free(CUdeviceptr dptr, int kind) {
+    uintptr_t p = (uintptr_t)dptr;
+    fk_lock();
+    int i = fk_find_plain(p);
+    if (i < 0 || plains[i].base != p || plains[i].kind != kind) {
+        fk_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    fk_plain_t a = plains[i];
+    FK_DEL(plains, i);
+    fk_mem_uncharge(a.size);
+    munmap((void *)a.base, a.mapped);
+    fk_unlock();
+    fk_report_if_exiting();
+    return CUDA_SUCCESS;
+}
+
+int fk_plain_set_domain(CUdeviceptr dptr, size_t size, int domain) {
+    fk_lock();
+    int i = fk_find_plain((uintptr_t)dptr), ok = i >= 0 && plains[i].kind == 2 && size <= plains[i].size;
+    if (ok) plains[i].domain = domain;
+    fk_unlock();
+    return ok ? 0 : -1;
 }
 
 FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -287,7 +318,7 @@ FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
     if (!h) return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     int i = fk_find_plain((uintptr_t)dptr);
-    fk_plain_t a = i >= 0 ? plains[i] : (fk_plain_t){ 0, 0, 0, 0 };
+    fk_plain_t a = i >= 0 ? plains[i] : (fk_plain_t){ 0, 0, 0, 0, 0, -1 };
     fk_unlock();
     if (i < 0) return CUDA_ERROR_INVALID_VALUE;   /* VMM memory or unknown: as the real driver */
     memset(h->reserved, 0, sizeof h->reserved);
@@ -651,7 +682,8 @@ FAKE_API int fakecuda_domain_of(const void *ptr) {
     int r = -2, i;
     fk_lock();
     if ((i = fk_find_map(p)) >= 0) r = handles[maps[i].handle].domain;
-    else if (fk_find_plain(p) >= 0 || fk_find_global(p) >= 0) r = -1;
+    else if ((i = fk_find_plain(p)) >= 0) r = plains[i].domain;
+    else if (fk_find_global(p) >= 0) r = -1;
     fk_unlock();
     return r;
 }
