@@ -795,7 +795,7 @@ class TestReports(ToolCase):
         for st in ("memory", "mismatch"):
             self.assertIn("in state '%s' the shim tagged no allocation and bound no compute "
                           "in any run: no verdict (the policy's sizes match nothing the "
-                          "program allocates (see --discover))" % st, r.stdout)
+                          "program allocates; see --discover)" % st, r.stdout)
         self.assertNotIn("in state 'full' the shim", r.stdout)
         self.assertNotIn("in state 'stock' the shim", r.stdout)
         self.assertIn("full: backend fake, 6 tagged", r.stdout)
@@ -1108,6 +1108,24 @@ class TestPlots(ToolCase):
         dots = sum(len(c[1][1]) for c in calls if c[0] == "scatter" and c[2].get("s") == 10)
         self.assertEqual(dots, 12)
         self.assertTrue(os.path.isfile(png))
+
+
+class TestDoc(ToolCase):
+    def test_doc_example_table_is_what_the_tool_prints(self):
+        """doc/ab.md section 4 shows a table printed over fake_prog.py: print it again."""
+        with open(os.path.join(ROOT, "doc", "ab.md")) as f:
+            doc = f.read()
+        sec = doc[doc.index("## 4. Reading the table"):doc.index("## 5. Calibration")]
+        shown = sec.split("```")[1].strip("\n").splitlines()
+        env = {"FAKE_TAGGED": "memory=6;full=6",
+               "FAKE_COMPUTE": ";".join("%s=all:132" % st for st in STATES),
+               "FAKE_NOISE": ";".join("%s=0.004" % st for st in STATES),
+               "FAKE_VALUES": "stock=2.412;memory=2.414;full=2.392;mismatch=2.41"}
+        r = self.ab_metric("--policy", os.path.join(ROOT, "policy", "examples", "serve.policy"),
+                           "--calibrate", "--runs", "6", "--warmup", "0", "--quiet", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        printed = r.stdout.split("\nresults:")[0].splitlines()
+        self.assertEqual(printed[:len(shown)], shown)
 
 
 class TestUsageErrors(ToolCase):
