@@ -8,7 +8,8 @@
 # Environment: OUT (results folder), PYTHON (default python3), SHIM (default
 # build/libldshim.so), RUNS (measured runs per state, default 4), STEPS (decode steps per run,
 # default 64), BACKEND (serve.py --backend: torch, default, or ldmoe), SERVE_ARGS (extra
-# serve.py options, e.g. "--layers 1").
+# serve.py options, e.g. "--layers 1"), CALIBRATE=1 (add the A/A state: ldshim-ab --calibrate),
+# TARGET_CI (e.g. 1%: ldshim-ab --target-ci, RUNS the minimum) and MAX_RUNS (its cap, default 20).
 # Writes: env.txt, sizes.txt, discovery.txt + discovery.log + discovery/reports/ (a run with
 # the shim and no policy: the histogram of untagged sizes), ab/ (ldshim-ab: runs.csv, runs.json,
 # summary.json, plot.svg, plot.png when matplotlib is importable, reports/), ab.log, table.txt.
@@ -22,6 +23,9 @@ STEPS=${STEPS:-64}
 BACKEND=${BACKEND:-torch}
 SERVE_ARGS="--backend $BACKEND ${SERVE_ARGS:-}"
 OUT=${OUT:-$ROOT/bench/results/ab-serve/$BACKEND-$(date -u +%Y%m%d-%H%M%S)}
+AB_EXTRA=
+[ "${CALIBRATE:-0}" = 1 ] && AB_EXTRA="--calibrate"
+[ -n "${TARGET_CI:-}" ] && AB_EXTRA="$AB_EXTRA --target-ci $TARGET_CI --max-runs ${MAX_RUNS:-20}"
 mkdir -p "$OUT" || exit 2
 
 if [ ! -f "$SHIM" ]; then
@@ -39,7 +43,7 @@ fi
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv 2>&1
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   "$PYTHON" -c 'import matplotlib; print("matplotlib", matplotlib.__version__)' 2>&1 | tail -1
-  echo "shim $SHIM"; echo "runs $RUNS steps $STEPS serve_args $SERVE_ARGS"
+  echo "shim $SHIM"; echo "runs $RUNS steps $STEPS serve_args $SERVE_ARGS ab_extra $AB_EXTRA"
   git log -1 --oneline 2>/dev/null
 } > "$OUT/env.txt" 2>&1
 
@@ -61,7 +65,7 @@ echo "discovery run: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/dis
 "$PYTHON" tools/ldshim-ab --shim "$SHIM" --policy bench/ab/serve-emulated.policy \
   --states stock,memory,full,mismatch --runs "$RUNS" --warmup 1 --order abba --seed 1 \
   --timeout 60 --metric 'decode: ([0-9.]+) ms/step' --lower-is-better --unit ms/step \
-  --out "$OUT/ab" -- "$PYTHON" bench/apps/serve.py --steps "$STEPS" --check $SERVE_ARGS \
+  $AB_EXTRA --out "$OUT/ab" -- "$PYTHON" bench/apps/serve.py --steps "$STEPS" --check $SERVE_ARGS \
   > "$OUT/table.txt" 2> "$OUT/ab.log"
 rc=$?
 cat "$OUT/table.txt"
