@@ -239,6 +239,20 @@ def get_requires_for_build_editable(config_settings=None):
     return []
 
 
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    """The dist-info pip reads before it builds (so it need not build twice)."""
+    info = "%s-%s.dist-info" % (NAME, version())
+    d = os.path.join(metadata_directory, info)
+    os.makedirs(d, exist_ok=True)
+    for name, text in (("METADATA", metadata_text()), ("entry_points.txt", entry_points_text())):
+        with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    return info
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return _write_wheel(wheel_directory, wheel_files("%s-%s.data" % (NAME, version())))
 
