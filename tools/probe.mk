@@ -24,6 +24,8 @@ GPU_TEST_SUITES += test-gpu-probe
 $(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(BUILD_INFO_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I$(dir $(BUILD_INFO_H)) -o $@ $< $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(LDFLAGS) -ldl -lm -pthread
+	@# it used to be built as $(BUILD)/ldshim-probe: a copy left there would go stale unnoticed
+	@rm -f $(BUILD)/ldshim-probe
 
 # The unit test compiles the probe sources itself (no dependence on the shim core's
 # rules) and links the real embedded fatbin, which its stub driver checks for.
