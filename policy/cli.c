@@ -8,20 +8,29 @@
  * 2 bad usage. Results go to stdout, errors to stderr. */
 #include <stdio.h>
 #include <string.h>
+#include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "policy/policy.h"
 #include "policy/policy_internal.h"
 
 static void usage(FILE *f) {
     fputs("usage: ldshim-policy check FILE...\n"
           "       ldshim-policy match FILE SIZE [runtime|driver|any]\n"
-          "       ldshim-policy --help\n"
+          "       ldshim-policy --help | --version\n"
           "\n"
           "check  parse each policy file; print its options and rules, or the first error as\n"
           "       'ldshim: FILE:LINE:COL: what was expected'. Exit 1 if any file is bad.\n"
           "match  print the rule that tags a request of SIZE bytes (units B KiB MiB GiB TiB)\n"
           "       made through API (default any: origin unknown), or 'untagged'.\n"
           "\n"
-          "The language is described in doc/policy.md.\n", f);
+          "Options are --help and --version; '--' ends them, for a FILE whose name starts\n"
+          "with '-'. The language is described in doc/policy.md.\n", f);
+}
+
+/* One line for a usage error, then a pointer to --help: exit status 2. */
+static int bad_usage(const char *what, const char *arg) {
+    fprintf(stderr, "ldshim-policy: %s%s%s%s (see ldshim-policy --help)\n", what,
+            arg ? " '" : "", arg ? arg : "", arg ? "'" : "");
+    return 2;
 }
 
 static void print_policy(const char *path, const ld_policy_t *p) {
@@ -108,13 +117,35 @@ static int cmd_match(const char *file, const char *size_s, const char *api_s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
+    /* Options first (anywhere before "--"), so that "check --json F" is an unknown option,
+     * not a file named --json. The operands are gathered in place at the front of argv. */
+    char **args = argv;
+    int n = 0, opts = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (opts && !strcmp(a, "--")) { opts = 0; continue; }
+        if (opts && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            usage(stdout);
+            return 0;
+        }
+        if (opts && !strcmp(a, "--version")) {
+            printf("ldshim-policy %s (git %s)\n", LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION);
+            return 0;
+        }
+        if (opts && a[0] == '-' && a[1] != '\0') return bad_usage("unknown option", a);
+        args[n++] = argv[i];
     }
-    if (argc >= 3 && !strcmp(argv[1], "check")) return cmd_check(argc - 2, argv + 2);
-    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "match"))
-        return cmd_match(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
-    usage(stderr);
-    return 2;
+    if (n == 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(args[0], "check")) {
+        if (n < 2) return bad_usage("check needs at least one FILE", NULL);
+        return cmd_check(n - 1, args + 1);
+    }
+    if (!strcmp(args[0], "match")) {
+        if (n < 3 || n > 4) return bad_usage("match takes FILE SIZE [runtime|driver|any]", NULL);
+        return cmd_match(args[1], args[2], n == 4 ? args[3] : NULL);
+    }
+    return bad_usage("unknown command", args[0]);
 }

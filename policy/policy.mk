@@ -16,6 +16,9 @@ $(BUILD)/policy/%.o: policy/%.c $(POLICY_HDRS)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 POLICY_CLI := $(BUILD)/bin/ldshim-policy
+# --version prints the build's version and git revision ($(BUILD_INFO_H), top Makefile).
+$(BUILD)/policy/cli.o: $(BUILD_INFO_H)
+$(BUILD)/policy/cli.o: CFLAGS += -I$(dir $(BUILD_INFO_H))
 $(POLICY_CLI): $(BUILD)/policy/cli.o $(POLICY_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)

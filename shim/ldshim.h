@@ -17,7 +17,11 @@
 extern "C" {
 #endif
 
+/* The project's VERSION file is the source: the build passes it, `make install` writes it here,
+ * and this value (checked against VERSION by make test) serves includes from a checkout. */
+#ifndef LDSHIM_VERSION_STRING
 #define LDSHIM_VERSION_STRING "0.1.0"
+#endif
 
 /* Copy the published topology of CUDA device ordinal `device` into *out.
  * Returns 0 when a map is published for it (probe done), -1 otherwise (*out zeroed). */

@@ -10,9 +10,11 @@ $(BUILD)/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h kernels/*.h) | $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(SHIM_LIB): $(SHIM_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS)
-	$(CC) -shared -Wl,-soname,libldshim.so -Wl,--no-undefined -Wl,-z,defs -o $@ $^ $(LDFLAGS) -ldl -lpthread -lm
+# Soname libldshim.so.$(SOVERSION) (top Makefile); LD_PRELOAD takes build/libldshim.so itself.
+$(SHIM_LIB): $(SHIM_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) VERSION
+	$(CC) -shared -Wl,-soname,libldshim.so.$(SOVERSION) -Wl,--no-undefined -Wl,-z,defs -o $@ $(filter %.o,$^) $(LDFLAGS) -ldl -lpthread -lm
 
 ALL_TARGETS += $(SHIM_LIB)
-INSTALL_LIBS += $(SHIM_LIB)
+INSTALL_SOLIBS += $(SHIM_LIB)
 INSTALL_HEADERS += shim/ldshim.h kernels/ldshim_topology.h
+INSTALL_PCS += pkgconfig/libldshim.pc.in

@@ -1,6 +1,7 @@
 # tools/ab.mk — ldshim-ab (A/B runner for unmodified programs), its CPU suite, serve.py.
 #
-#   make build/bin/ldshim-ab      copy of the tool beside the build (finds ../libldshim.so)
+#   make build/bin/ldshim-ab      copy of the tool beside the build (finds ../libldshim.so),
+#                                 its BUILD_VERSION line stamped with the version and revision
 #   make test-ab                  CPU tests: tests/ab/*.py against fake programs
 #
 # The suite preloads an empty shared object in place of libldshim.so, built without the
@@ -13,12 +14,15 @@ AB_CFLAGS   := $(filter-out $(SAN_FLAGS),$(CFLAGS))
 
 ALL_TARGETS   += $(AB_BIN)
 TEST_SUITES   += test-ab
-INSTALL_BINS  += $(AB_TOOL)
+INSTALL_BINS  += $(AB_BIN)
 INSTALL_DATA  += policy/examples/serve.policy bench/apps/serve.py
 
-$(AB_BIN): $(AB_TOOL)
+# The tool run from a checkout reads VERSION and git itself; the copy carries them.
+$(AB_BIN): $(AB_TOOL) $(BUILD_INFO_H)
 	@mkdir -p $(dir $@)
-	cp $< $@ && chmod 0755 $@
+	sed 's/^BUILD_VERSION = None$$/BUILD_VERSION = "$(VERSION) (git $(GIT_REVISION))"/' $< > $@.$$$$.tmp && \
+	  { grep -q '^BUILD_VERSION = "' $@.$$$$.tmp || { echo "$<: no 'BUILD_VERSION = None' line to stamp" >&2; \
+	    rm -f $@.$$$$.tmp; exit 1; }; } && chmod 0755 $@.$$$$.tmp && mv -f $@.$$$$.tmp $@
 
 $(AB_NULL_SO): tests/ab/null.c
 	@mkdir -p $(dir $@)

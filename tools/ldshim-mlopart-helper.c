@@ -10,6 +10,7 @@
  * Test-only switches (doc/mlopart.md): LDSHIM_MLOPART_TEST_SINGLE=1 lets one device stand
  * for every domain; LDSHIM_MLOPART_TEST_HOOK=word[,word] injects faults.
  */
+#include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/mlopart_proto.h"
 #include "tools/mlopart_mps.h"
 
@@ -61,6 +62,7 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: " LD_MLO_HELPER_NAME " --fd N --uuid GPU-<uuid> [--parent PID] [--pdeathsig]\n"
+        "       " LD_MLO_HELPER_NAME " --help | --version\n"
         "\n"
         "Started by libldshim.so (MLOPart backend), not by hand. Runs a private MPS control\n"
         "daemon in MLOPart mode for one GPU and serves per-domain memory as POSIX file\n"
@@ -253,6 +255,10 @@ static int parse_args(int argc, char **argv, helper_t *h, int *pdeathsig) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+        if (!strcmp(a, "--version")) {
+            printf(LD_MLO_HELPER_NAME " %s (git %s)\n", LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION);
+            exit(0);
+        }
         if (!strcmp(a, "--pdeathsig")) { *pdeathsig = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, LD_MLO_HELPER_NAME ": %s needs a value\n", a); return -1; }
         const char *v = argv[++i];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/compute.h"
 #include "shim/driver.h"
 #include "shim/log.h"
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
           "  --classify FILE re-run the classifier on a matrix dumped with LDSHIM_PROBE_DUMP\n"
           "                  (clustered-*.csv or anchored-*.csv); needs no GPU\n"
           "  -h, --help      this text\n"
+          "  --version       the version and git revision of this build\n"
           "Log level: LDSHIM_LOG=error|warn|info|debug (stderr).\n", f);
 }
 
@@ -377,7 +379,7 @@ int main(int argc, char **argv) {
         { "cache-dir", required_argument, NULL, 'c' }, { "json", no_argument, NULL, 'j' },
         { "classify", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' },
         { "compute", required_argument, NULL, 'K' }, { "compute-split", required_argument, NULL, 'S' },
-        { "compute-sms", required_argument, NULL, 'Q' },
+        { "compute-sms", required_argument, NULL, 'Q' }, { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 } };
     ld_probe_opts_t o;
     memset(&o, 0, sizeof o);
@@ -446,6 +448,7 @@ int main(int argc, char **argv) {
             break;
         }
         case 'h': usage(stdout); return 0;
+        case 'V': printf("ldshim-probe %s (git %s)\n", LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -1,7 +1,9 @@
 # tools/mlopart.mk — the MLOPart helper program and the objects its tests share.
 #
-#   build/ldshim-mlopart-helper   installed beside libldshim.so ($(PREFIX)/lib), which finds
-#                                 it through dladdr; LDSHIM_MLOPART_HELPER overrides (tests)
+#   build/ldshim-mlopart-helper   installed beside libldshim.so ($(LIBDIR)), which finds it
+#                                 through dladdr (so it stays beside build/libldshim.so too,
+#                                 not in build/bin: no one runs it by hand);
+#                                 LDSHIM_MLOPART_HELPER overrides (tests)
 #   build/mlopart/obj/*.o         private objects for the tests and the GPU programs (the
 #                                 shim core compiles shim/*.c into libldshim.so on its own)
 
@@ -25,9 +27,9 @@ $(MLO_OBJ)/mlopart_mps.o: tools/mlopart_mps.c $(MLO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(MLO_OBJ)/helper_main.o: tools/ldshim-mlopart-helper.c $(MLO_HDRS)
+$(MLO_OBJ)/helper_main.o: tools/ldshim-mlopart-helper.c $(MLO_HDRS) $(BUILD_INFO_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(dir $(BUILD_INFO_H)) -c $< -o $@
 
 # Never linked against libcuda: it dlopens libcuda.so.1 once the MPS environment is set.
 $(MLO_HELPER): $(MLO_OBJ)/helper_main.o $(MLO_OBJ)/mlopart_mps.o $(MLO_OBJ)/mlopart_proto.o

@@ -1,6 +1,6 @@
 # tools/probe.mk — the topology probe's command, tests and benchmark.
 #
-#   build/ldshim-probe          run the probe on every visible GPU (INSTALL_BINS)
+#   build/bin/ldshim-probe      run the probe on every visible GPU (INSTALL_BINS)
 #   test-probe                  CPU suite: classifier, balancer, cache, probe orchestration
 #                               against a stub driver (tests/unit/test_probe.c)
 #   test-gpu-probe              GPU suite: tests/gpu/probe/run.sh (needs an NVIDIA GPU)
@@ -11,7 +11,7 @@
 
 PROBE_HOST_OBJS := $(BUILD)/shim/probe.o $(BUILD)/shim/probe_classify.o $(BUILD)/shim/probe_cache.o \
                    $(BUILD)/shim/driver.o $(BUILD)/shim/log.o $(BUILD)/shim/compute.o $(BUILD)/shim/compute_plan.o
-PROBE_TOOL      := $(BUILD)/ldshim-probe
+PROBE_TOOL      := $(BUILD)/bin/ldshim-probe
 PROBE_UNIT      := $(BUILD)/probe/test_probe
 PROBE_GPU_DIR   := $(BUILD)/probe/gpu
 PROBE_BENCH     := $(BUILD)/probe/bench_probe
@@ -21,9 +21,11 @@ INSTALL_BINS += $(PROBE_TOOL)
 TEST_SUITES  += test-probe
 GPU_TEST_SUITES += test-gpu-probe
 
-$(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS)
+$(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(BUILD_INFO_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(LDFLAGS) -ldl -lm -pthread
+	$(CC) $(CFLAGS) -I$(dir $(BUILD_INFO_H)) -o $@ $< $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(LDFLAGS) -ldl -lm -pthread
+	@# it used to be built as $(BUILD)/ldshim-probe: a copy left there would go stale unnoticed
+	@rm -f $(BUILD)/ldshim-probe
 
 # The unit test compiles the probe sources itself (no dependence on the shim core's
 # rules) and links the real embedded fatbin, which its stub driver checks for.

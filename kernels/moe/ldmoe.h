@@ -46,7 +46,11 @@
 extern "C" {
 #endif
 
+/* The project's VERSION file is the source: the build passes it, `make install` writes it here,
+ * and this value (checked against VERSION by make test) serves includes from a checkout. */
+#ifndef LDMOE_VERSION_STRING
 #define LDMOE_VERSION_STRING "0.1.0"
+#endif
 #define LDMOE_MAX_EXPERTS    1024   /* per-launch expert count bound (prefix sums live in smem) */
 #define LDMOE_MAX_DOMAINS    8
 

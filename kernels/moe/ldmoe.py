@@ -7,16 +7,26 @@
     wp = ldmoe.pack(w, 2)                               # packed layout (PackedWeights), built once
     y = ldmoe.grouped_mm(x, wp, offs, mode="aware")     # same result, faster weight streaming
 
-The library is found through $LDMOE_LIB, then next to this file, then ../../build/ relative to
-it (the source tree), then the dynamic linker's search path. Calls run on
-torch.cuda.current_stream() of the tensors' device and are asynchronous like any CUDA op.
+The library is found through $LDMOE_LIB, then next to this file (the pip package), then
+../../build/ relative to it (the source tree), then the directory `make install` put it in,
+then the dynamic linker's search path (libldmoe.so.0); library_path() tells which one loaded.
+Calls run on torch.cuda.current_stream() of the tensors' device and are asynchronous like any
+CUDA op. Importing needs neither PyTorch nor a GPU: packed_bytes, tile_info, version and
+library_path work without them; the tensor functions need PyTorch.
 """
 import ctypes
 import os
 
-import torch
+try:
+    import torch
+except ImportError as _torch_error:   # see _need_torch
+    torch = None
+    _TORCH_ERROR = str(_torch_error)
 
-__all__ = ["grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
+# `make install` writes its LIBDIR here, in the installed copy of this file.
+_LIBDIR = None
+
+__all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
            "set_topology", "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
@@ -44,6 +54,7 @@ class PackedWeights:
     __slots__ = ("_data", "_E", "_N", "_K", "_D")
 
     def __init__(self, data, E, N, K, D):
+        _need_torch("PackedWeights")
         if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 1:
             raise TypeError("PackedWeights data must be a 1-D uint8 tensor (what pack() returns)")
         n = packed_bytes(E, N, K, D)
@@ -88,13 +99,23 @@ class Topology(ctypes.Structure):
 _lib = None
 
 
+def _need_torch(what):
+    if torch is None:
+        raise LdmoeError("ldmoe.%s needs PyTorch, which is not importable here (%s)" % (what, _TORCH_ERROR))
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.environ.get("LDMOE_LIB"), os.path.join(here, "libldmoe.so"),
+            os.path.join(here, "..", "..", "build", "libldmoe.so"),
+            os.path.join(_LIBDIR, "libldmoe.so.0") if _LIBDIR else None, "libldmoe.so.0", "libldmoe.so"]
+
+
 def _load():
     global _lib
     if _lib is not None:
         return _lib
-    here = os.path.dirname(os.path.abspath(__file__))
-    cands = [os.environ.get("LDMOE_LIB"), os.path.join(here, "libldmoe.so"),
-             os.path.join(here, "..", "..", "build", "libldmoe.so"), "libldmoe.so"]
+    cands = _candidates()
     err = None
     for c in cands:
         if not c or (os.sep in c and not os.path.exists(c)):
@@ -105,7 +126,8 @@ def _load():
         except OSError as e:
             err = e
     else:
-        raise LdmoeError("libldmoe.so not found (set LDMOE_LIB); last error: %s" % err)
+        raise LdmoeError("libldmoe.so not found (set LDMOE_LIB; looked for %s); last error: %s" % (
+            ", ".join(c for c in cands if c), err))
     lib.ldmoe_grouped_mm_ex.argtypes = [ctypes.POINTER(_Params)]
     lib.ldmoe_convert_layout.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + [ctypes.c_void_p]
     lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
@@ -121,6 +143,22 @@ def _load():
     lib.ldmoe_version.restype = ctypes.c_char_p
     _lib = lib
     return lib
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def library_path():
+    """Absolute path of the libldmoe.so this module loaded (loading it if needed)."""
+    lib = _load()
+    info = _DlInfo()
+    dladdr = ctypes.CDLL(None).dladdr
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if dladdr(ctypes.cast(lib.ldmoe_version, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+        return os.path.realpath(info.dli_fname.decode())
+    return lib._name
 
 
 def _check(rc):
@@ -164,6 +202,7 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
     tune: LDMOE_TUNE_* bits of ldmoe.h (experiments only; 0 = the tuned default).
     trace: optional int64 tensor of 8 entries per SM, filled with a timeline of the launch by the
     warp-specialized tiles (debug only, see ldmoe.h)."""
+    _need_torch("grouped_mm")
     lib = _load()
     if layout is None:
         layout = "packed" if isinstance(w, PackedWeights) else "plain"
@@ -236,6 +275,7 @@ def tile_info(T, E, N, K, layout="plain", num_domains=1, tile="auto"):
 
 
 def _convert(w, D, to_loc):
+    _need_torch("to_localized" if to_loc else "to_plain")
     lib = _load()
     if to_loc:
         _need(w, "w", torch.bfloat16, w.device, 3)
@@ -274,6 +314,7 @@ def pack(w, D=None, out=None):
     kernel on the current stream). Build it once, where the weights are loaded. The bytes go to
     new memory, or to `out`: a contiguous 1-D uint8 tensor of exactly packed_bytes(E, N, K, D)
     on w's device (e.g. one allocated up front, where an allocation policy expects it)."""
+    _need_torch("pack")
     lib = _load()
     if not isinstance(w, torch.Tensor) or not w.is_cuda:
         raise ValueError("w must be a CUDA tensor")

@@ -26,8 +26,12 @@ LDMOE_GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a \
                   -gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_100,code=compute_100
 LDMOE_NVFLAGS  := --compress-mode=none -std=c++17 -O3 --threads 0 -I. -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
                   -Werror all-warnings -lineinfo $(LDMOE_GENCODE)
+# The version and the soname's major number come from the top Makefile's VERSION (empty when
+# this file is used alone: the header's own version, an unversioned soname).
+LDMOE_NVFLAGS  += $(if $(VERSION),-DLDMOE_VERSION_STRING='"$(VERSION)"')
+LDMOE_SONAME   := libldmoe.so$(if $(SOVERSION),.$(SOVERSION))
 
-$(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
+$(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(wildcard VERSION)
 	@mkdir -p $(dir $@)
 	@# private temp names: concurrent makes in a shared tree must not trample each other
 	$(NVCC) $(LDMOE_NVFLAGS) -Xptxas -v -c $< -o $@.$$$$.tmp 2> $(LDMOE_PTXAS).$$$$.tmp && mv -f $@.$$$$.tmp $@ && \
@@ -40,13 +44,14 @@ $(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS)
 	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; ldmoe_ws.cuh assumes 168"; bad = 1 } want = 0 } \
 	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(LDMOE_PTXAS)"; bad = 1 } exit bad }' $(LDMOE_PTXAS) >&2 || { rm -f $@; exit 1; }
 
-$(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map
-	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< \
+$(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map $(wildcard VERSION)
+	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< -Xlinker -soname=$(LDMOE_SONAME) \
 	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
 
 # ---- CPU tests ----
 LDMOE_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_cpu
-$(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) tests/unit/cunit_main.h
+# Linked against build/libldmoe.so, it loads $(LDMOE_SONAME): the link beside the library.
+$(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit
 
@@ -100,6 +105,7 @@ bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
 TEST_SUITES     += test-moe test-moe-sched
 GPU_TEST_SUITES += test-gpu-moe
-INSTALL_LIBS    += $(LDMOE_LIB)
+INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
-INSTALL_DATA    += $(LDMOE_DIR)/ldmoe.py
+INSTALL_PYMODS  += $(LDMOE_DIR)/ldmoe.py
+INSTALL_PCS     += pkgconfig/libldmoe.pc.in

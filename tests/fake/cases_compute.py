@@ -275,7 +275,7 @@ def cases(a):
                       checks=[consistent]))
 
     # ldshim-probe draws the binding the shim would apply (no preload: it links the probe).
-    probe_tool = os.path.join("..", "ldshim-probe")
+    probe_tool = os.path.join("..", "bin", "ldshim-probe")
     C.append(Case("n/probe-tool", probe_tool, ["--compute", "domain:1", "--compute-sms", "56"], shim=False,
                   env={"LDSHIM_LIBCUDA": "libcuda.so.1", "FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}, wrap=plant1,
                   checks=[stderr_only(r"^$"), lambda r, res: None if (

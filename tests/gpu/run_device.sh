@@ -37,7 +37,7 @@ step() {  # step NAME TIMEOUT CMD...
 if [ $build = 1 ]; then
   step build 420 make -j"$(nproc)" all || { tail -40 "$W/build.log"; }
 else
-  step build-core 300 make -j"$(nproc)" build/libldshim.so build/ldshim-probe build/ldshim-mlopart-helper \
+  step build-core 300 make -j"$(nproc)" build/libldshim.so build/bin/ldshim-probe build/ldshim-mlopart-helper \
     || { tail -40 "$W/build-core.log"; }
 fi
 export OUT_ROOT=$W

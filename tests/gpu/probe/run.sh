@@ -27,7 +27,7 @@ LOG=${LOG:-$B/probe/gpu-logs}
 mkdir -p "$LOG"
 TMP=$(mktemp -d /tmp/ldshim-gpu-probe.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-TOOL=$B/ldshim-probe
+TOOL=$B/bin/ldshim-probe
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1: $2 (logs: $LOG)"; }
