@@ -1118,7 +1118,7 @@ class TestDoc(ToolCase):
         with open(os.path.join(ROOT, "doc", "ab.md")) as f:
             doc = f.read()
         sec = doc[doc.index("## 4. Reading the table"):doc.index("## 5. Calibration")]
-        shown = sec.split("```")[1].strip("\n").splitlines()
+        shown = sec.split("```")[1].split("\n", 1)[1].strip("\n").splitlines()   # past the ```text tag
         env = {"FAKE_TAGGED": "memory=6;full=6",
                "FAKE_COMPUTE": ";".join("%s=all:132" % st for st in STATES),
                "FAKE_NOISE": ";".join("%s=0.004" % st for st in STATES),
