@@ -23,6 +23,10 @@ torch.profiler over a few extra steps after the timed ones (--profile also print
 per-kernel breakdown of one step). generated: is a crc32 of every token the timed steps
 chose, to compare runs.
 
+LDSHIM_AB_BARRIER=DIR:N[:SECONDS] (set by bench/ab/per_domain.py, which runs several
+instances at once): after its warm-up each instance creates a file in DIR and waits until N
+are there (at most SECONDS, default 300), so that the instances' timed passes overlap.
+
 Expert weights are one tensor per layer per matrix, allocated before anything else, so
 each is one cudaMalloc of a distinctive size a policy can tag (--print-sizes lists them;
 the default sizes are multiples of 2 MiB, so PyTorch's caching allocator asks cudaMalloc
@@ -48,6 +52,37 @@ import zlib
 
 MiB = 1 << 20
 PROG = "serve.py"
+
+
+def meet_barrier(spec):
+    """LDSHIM_AB_BARRIER=DIR:N[:SECONDS]: announce this process in DIR and wait until N
+    processes have (or the timeout passes: then say so and go on). Returns whether all met."""
+    parts = spec.split(":")
+    try:
+        d, n = parts[0], int(parts[1])
+        limit = float(parts[2]) if len(parts) > 2 else 300.0
+    except (IndexError, ValueError):
+        sys.stderr.write("%s: warning: ignoring LDSHIM_AB_BARRIER=%r (expected DIR:N[:SECONDS])\n"
+                         % (PROG, spec))
+        return False
+    try:
+        with open(os.path.join(d, "%d" % os.getpid()), "w"):
+            pass
+    except OSError as e:
+        sys.stderr.write("%s: warning: barrier %s: %s; not waiting\n" % (PROG, d, e.strerror))
+        return False
+    t_end = time.monotonic() + limit
+    while True:
+        try:
+            if len(os.listdir(d)) >= n:
+                return True
+        except OSError:
+            return False
+        if time.monotonic() > t_end:
+            sys.stderr.write("%s: warning: barrier %s: %d of %d processes after %gs; going on\n"
+                             % (PROG, d, len(os.listdir(d)), n, limit))
+            return False
+        time.sleep(0.005)
 
 
 def fail(msg, code=2):
@@ -829,6 +864,8 @@ def main(argv=None):
             return pre(), [f() for f in steps], dec.generated(nsteps).cpu()
 
         serve(a.warmup_steps)          # compile/tune paths, fill caches, clocks up
+        if os.environ.get("LDSHIM_AB_BARRIER"):
+            meet_barrier(os.environ["LDSHIM_AB_BARRIER"])
         pre_ms, step_ms, gen = serve(a.steps)
         med = statistics.median(step_ms)
         p90 = sorted(step_ms)[min(len(step_ms) - 1, int(math.ceil(0.9 * len(step_ms))) - 1)]

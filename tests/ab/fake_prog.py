@@ -20,6 +20,8 @@ LDSHIM_STATE:
                 list is cycled by run index like FAKE_VALUES ("full=6,0")
   FAKE_COMPUTE  "full=domain:0:66;stock=all:132": devices[0].compute in the report per state
                 (applied binding and SM count), as the shim's compute binding reports it
+  FAKE_BYTES    "full-ld=1048576:0": a rule's bytes_per_domain in the report per state
+  FAKE_BACKEND  "full-ld=emulated": the report's backend per state (default "fake")
   FAKE_NO_REPORT  if set, write no report (a program the shim never saw)
   FAKE_POLICY_ERROR  policy_error written into the report
   FAKE_HIST     "939524096x6,2097152x40": the report's untagged histogram (size x count)
@@ -63,12 +65,17 @@ def cycled(text, idx):
 def write_report(report, state, idx):
     if not report or os.environ.get("FAKE_NO_REPORT"):
         return
-    rep = {"state": table("FAKE_REPORT_STATE").get(state, state), "backend": "fake",
+    rep = {"state": table("FAKE_REPORT_STATE").get(state, state),
+           "backend": lookup("FAKE_BACKEND", "fake"),
+           "domain": int(os.environ.get("LDSHIM_DOMAIN", "0")),
            "policy_error": os.environ.get("FAKE_POLICY_ERROR") or None,
            "counts": {"tagged_allocs": int(cycled(lookup("FAKE_TAGGED", "0"), idx)),
                       "untagged_allocs": 0, "fallbacks": 0},
            "devices": [],
            "untagged": {"allocations": 0, "histogram": []}}
+    per = lookup("FAKE_BYTES")
+    if per:
+        rep["rules"] = [{"name": "r", "bytes_per_domain": [int(x) for x in per.split(":")]}]
     comp = lookup("FAKE_COMPUTE")
     if comp:
         applied, _, n = comp.rpartition(":")

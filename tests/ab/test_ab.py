@@ -453,8 +453,8 @@ class TestActivity(ToolCase):
         self.assertEqual(rows["full"]["verdict"], "faster")
         self.assertEqual(rows["full"]["sm_count"], 66)
         self.assertEqual(rows["stock"]["sm_count"], 132)
-        self.assertRegex(self.table(r.stdout)["full"], r"^full +4/4 +8\.000 +0\.0000 +66 +1\.250")
-        self.assertRegex(self.table(r.stdout)["stock"], r" 132 +1\.000 ")
+        self.assertRegex(self.table(r.stdout)["full"], r"^full +4/4 +8\.000 +0\.0000 +66 +- +1\.250")
+        self.assertRegex(self.table(r.stdout)["stock"], r" 132 +- +1\.000 ")
         with open(os.path.join(self.out, "runs.csv")) as f:
             rows = {x["name"]: x for x in csv.DictReader(f)}
         full = [x for n, x in rows.items() if "-full-" in n]
@@ -1122,12 +1122,135 @@ class TestDoc(ToolCase):
         env = {"FAKE_TAGGED": "memory=6;full=6",
                "FAKE_COMPUTE": ";".join("%s=all:132" % st for st in STATES),
                "FAKE_NOISE": ";".join("%s=0.004" % st for st in STATES),
-               "FAKE_VALUES": "stock=2.412;memory=2.414;full=2.392;mismatch=2.41"}
+               "FAKE_VALUES": "stock=2.412;memory=2.414;full=2.392;mismatch=2.41",
+               "FAKE_BYTES": "memory=1073741824:1073741824;full=1073741824:1073741824"}
         r = self.ab_metric("--policy", os.path.join(ROOT, "policy", "examples", "serve.policy"),
                            "--calibrate", "--runs", "6", "--warmup", "0", "--quiet", env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         printed = r.stdout.split("\nresults:")[0].splitlines()
         self.assertEqual(printed[:len(shown)], shown)
+
+
+STUDY = ["stock", "memory-only", "compute-only", "full-ld", "mismatch-ld", "sm-control"]
+
+
+class TestStudyStates(ToolCase):
+    """The study family: --states study, --domain, the SM count and bytes per domain of
+    every row, and the reading of the states as the study reads them."""
+
+    ENV = {"FAKE_TAGGED": "memory-only=6;full-ld=6;mismatch-ld=6",
+           "FAKE_COMPUTE": "stock=all:132;memory-only=all:132;compute-only=domain:0:64;"
+                           "full-ld=domain:0:64;mismatch-ld=domain:1:64;sm-control=spread:64:64",
+           "FAKE_BYTES": "memory-only=2147483648;full-ld=2147483648;mismatch-ld=2147483648",
+           "FAKE_NOISE": ";".join("%s=0.002" % st for st in STUDY),
+           # binding is what helps; memory adds nothing; co-location and SM locality matter
+           "FAKE_VALUES": "stock=10;memory-only=10;compute-only=9;full-ld=9;mismatch-ld=9.5;"
+                          "sm-control=9.6"}
+
+    def study(self, *opts, env=None):
+        e = dict(self.ENV)
+        e.update(env or {})
+        return self.ab_metric("--states", "study", "--runs", "6", "--warmup", "0", "--quiet",
+                              "--policy", os.path.join(ROOT, "policy", "examples", "serve.policy"),
+                              *opts, env=e)
+
+    def test_family_names(self):
+        r = self.ab("--dry-run", "--states", "study", "--warmup", "0", "--runs", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([ln.split()[1] for ln in r.stdout.splitlines()], STUDY)
+        r = self.ab("--dry-run", "--states", "split,study,aa", "--warmup", "0", "--runs", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([ln.split()[1] for ln in r.stdout.splitlines()],
+                         STATES + STUDY[1:] + ["aa"])
+        r = self.ab("--dry-run", "--states", "full-ld,full-ld", "--runs", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("names a state twice", r.stderr)
+
+    def test_reading_and_columns(self):
+        r = self.study()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = self.table(r.stdout)
+        self.assertRegex(t["compute-only"], r"^compute-only +6/6 +(9\.0|8\.99)\d* +\S+ +64 +- +1\.1")
+        self.assertRegex(t["full-ld"], r" 64 +2048/0 +1\.1")
+        self.assertRegex(t["stock"], r" 132 +- +1\.000 ")
+        self.assertRegex(t["sm-control"], r" 64 +- ")
+        out = r.stdout
+        self.assertIn("reading (the study's method; domain X = 0):", out)
+        self.assertRegex(out, r"full-ld ~ compute-only: (1\.00|0\.99)\d \[[0-9.]+, [0-9.]+\]: compute "
+                              r"binding is what matters")
+        self.assertIn("full-ld beats memory-only", out)
+        self.assertIn("compute binding adds to memory placement", out)
+        self.assertIn("full-ld beats mismatch-ld", out)
+        self.assertIn("the gain depends on co-location", out)
+        self.assertIn("compute-only beats sm-control", out)
+        self.assertIn("SM locality matters", out)
+        self.assertNotIn("different SM counts", out)
+        s, rows = self.summary()
+        self.assertEqual(rows["full-ld"]["bytes_per_domain"], [2147483648])
+        self.assertEqual(rows["mismatch-ld"]["sm_count"], 64)
+        claims = {(x["a"], x["b"]): x["verdict"] for x in s["reading"]}
+        self.assertEqual(claims, {("full-ld", "compute-only"): "within noise",
+                                  ("full-ld", "memory-only"): "faster",
+                                  ("full-ld", "mismatch-ld"): "faster",
+                                  ("compute-only", "sm-control"): "faster"})
+
+    def test_reading_the_other_way(self):
+        # memory placement is what matters, binding costs, co-location does not matter
+        r = self.study(env={"FAKE_VALUES": "stock=10;memory-only=9;compute-only=10.5;"
+                                           "full-ld=9;mismatch-ld=9;sm-control=10.5"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("full-ld beats compute-only", r.stdout)
+        self.assertIn("placing memory in domain X adds to the compute binding", r.stdout)
+        self.assertIn("full-ld ~ memory-only", r.stdout)
+        self.assertIn("full-ld ~ mismatch-ld", r.stdout)
+        self.assertIn("co-location does not matter here", r.stdout)
+        self.assertIn("compute-only ~ sm-control", r.stdout)
+        self.assertIn("what binding changes is the SM count", r.stdout)
+
+    def test_no_reading_for_a_state_that_did_nothing(self):
+        env = dict(self.ENV, FAKE_TAGGED="", FAKE_BYTES="",
+                   FAKE_COMPUTE="stock=all:132;memory-only=all:132;compute-only=domain:0:64;"
+                                "full-ld=domain:0:64;mismatch-ld=domain:1:64;sm-control=spread:64:64")
+        r = self.study(env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("in state 'memory-only' the shim tagged no allocation", r.stdout)
+        self.assertNotIn("memory-only", r.stdout.split("reading (")[1].split("shim reports")[0])
+        self.assertIn("full-ld ~ compute-only", r.stdout)
+
+    def test_unequal_sm_counts_warned(self):
+        env = {"FAKE_COMPUTE": self.ENV["FAKE_COMPUTE"].replace("sm-control=spread:64:64",
+                                                                "sm-control=spread:56:56")}
+        r = self.study(env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"warning: the bound states ran on different SM counts "
+                                   r"\(sm-control on 56, compute-only/full-ld/mismatch-ld on 64\)")
+
+    def test_emulated_memory_said(self):
+        r = self.study(env={"FAKE_BACKEND": "memory-only=emulated;full-ld=emulated;"
+                                            "mismatch-ld=emulated"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("memory placement ran on the emulated backend in memory-only, full-ld, "
+                      "mismatch-ld", r.stdout)
+
+    def test_domain_reaches_the_study_runs_only(self):
+        r = self.study("--domain", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for run in self.runs():
+            want = "1" if run["state"] != "stock" else None
+            self.assertEqual(run["env"].get("LDSHIM_DOMAIN"), want, run["state"])
+        self.assertIn("domain X = 1", r.stdout)
+        s, _ = self.summary()
+        self.assertEqual(s["domain"], 1)
+        self.assertEqual(s["state_env"]["full-ld"],
+                         {"LDSHIM_STATE": "full-ld", "LDSHIM_DOMAIN": "1"})
+
+    def test_domain_usage_errors(self):
+        for opts, msg in ((["--domain", "1"], "none is among --states"),
+                          (["--states", "study", "--domain", "-1"], "--domain must be 0 or more"),
+                          (["--states", "study", "--domain", "x"], "invalid int value")):
+            r = self.ab("--dry-run", *opts)
+            self.assertEqual(r.returncode, 2, opts)
+            self.assertIn(msg, r.stderr)
 
 
 class TestUsageErrors(ToolCase):
