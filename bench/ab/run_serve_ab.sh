@@ -1,5 +1,5 @@
 #!/bin/sh
-# run_serve_ab.sh — A/B run of bench/apps/serve.py in all four placement states on a GPU,
+# run_serve_ab.sh — A/B run of bench/apps/serve.py in one family of placement states on a GPU
 # with the emulated backend (bench/ab/serve-emulated.policy). Builds nothing: needs
 # build/libldshim.so (`make`) and PyTorch with CUDA. About 3-4 minutes on an H200.
 #
@@ -9,7 +9,9 @@
 # build/libldshim.so), RUNS (measured runs per state, default 4), STEPS (decode steps per run,
 # default 64), BACKEND (serve.py --backend: torch, default, or ldmoe), SERVE_ARGS (extra
 # serve.py options, e.g. "--layers 1"), CALIBRATE=1 (add the A/A state: ldshim-ab --calibrate),
-# TARGET_CI (e.g. 1%: ldshim-ab --target-ci, RUNS the minimum) and MAX_RUNS (its cap, default 20).
+# TARGET_CI (e.g. 1%: ldshim-ab --target-ci, RUNS the minimum) and MAX_RUNS (its cap, default 20),
+# STATES (ldshim-ab --states: default split = stock,memory,full,mismatch; study for the study
+# family) and DOMAIN (ldshim-ab --domain, study states only).
 # Writes: env.txt, sizes.txt, discovery.txt + discovery.log + discovery/reports/ (a run with
 # the shim and no policy: the histogram of untagged sizes), ab/ (ldshim-ab: runs.csv, runs.json,
 # summary.json, plot.svg, plot.png when matplotlib is importable, reports/), ab.log, table.txt.
@@ -26,6 +28,8 @@ OUT=${OUT:-$ROOT/bench/results/ab-serve/$BACKEND-$(date -u +%Y%m%d-%H%M%S)}
 AB_EXTRA=
 [ "${CALIBRATE:-0}" = 1 ] && AB_EXTRA="--calibrate"
 [ -n "${TARGET_CI:-}" ] && AB_EXTRA="$AB_EXTRA --target-ci $TARGET_CI --max-runs ${MAX_RUNS:-20}"
+[ -n "${DOMAIN:-}" ] && AB_EXTRA="$AB_EXTRA --domain $DOMAIN"
+STATES=${STATES:-split}
 mkdir -p "$OUT" || exit 2
 
 if [ ! -f "$SHIM" ]; then
@@ -43,7 +47,7 @@ fi
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv 2>&1
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   "$PYTHON" -c 'import matplotlib; print("matplotlib", matplotlib.__version__)' 2>&1 | tail -1
-  echo "shim $SHIM"; echo "runs $RUNS steps $STEPS serve_args $SERVE_ARGS ab_extra $AB_EXTRA"
+  echo "shim $SHIM"; echo "runs $RUNS steps $STEPS states $STATES serve_args $SERVE_ARGS ab_extra $AB_EXTRA"
   git log -1 --oneline 2>/dev/null
 } > "$OUT/env.txt" 2>&1
 
@@ -63,7 +67,7 @@ echo "discovery run: exit $? in $(( $(date +%s) - start )) s" | tee -a "$OUT/dis
 # whose weights were corrupted by the placement fails instead of timing garbage.
 # shellcheck disable=SC2086
 "$PYTHON" tools/ldshim-ab --shim "$SHIM" --policy bench/ab/serve-emulated.policy \
-  --states stock,memory,full,mismatch --runs "$RUNS" --warmup 1 --order abba --seed 1 \
+  --states "$STATES" --runs "$RUNS" --warmup 1 --order abba --seed 1 \
   --timeout 60 --metric 'decode: ([0-9.]+) ms/step' --lower-is-better --unit ms/step \
   $AB_EXTRA --out "$OUT/ab" -- "$PYTHON" bench/apps/serve.py --steps "$STEPS" --check $SERVE_ARGS \
   > "$OUT/table.txt" 2> "$OUT/ab.log"
