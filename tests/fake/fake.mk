@@ -71,7 +71,7 @@ $(FAKE_DIR)/t_runtime_static: tests/fake/t_runtime.c tests/fake/t_common.h $(FAK
 .PHONY: test-fake fake-selftest
 # The whole suite: needs build/libldshim.so (the shim core's target).
 test-fake: $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/libcudart.so $(FAKE_PROGS) \
-           $(BUILD)/libldshim.so | $(RESULTS)
+           $(BUILD)/libldshim.so $(BUILD)/bin/ldshim-probe | $(RESULTS)
 	$(PYTHON) tests/fake/run_cases.py --build $(BUILD) --preload "$(PRELOAD_PREFIX)$(BUILD)/libldshim.so" \
 	  --result $(RESULTS)/test-fake --stress-iters $(FAKE_STRESS_ITERS) $(if $(filter 1,$(SAN)),--san)
 
@@ -89,7 +89,7 @@ TSAN_BUILD ?= build-tsan
 TSAN_TARGETS = $(TSAN_BUILD)/libldshim.so $(TSAN_BUILD)/fake/libcuda.so.1 $(TSAN_BUILD)/fake/libcuda.so \
                $(TSAN_BUILD)/fake/libcudart.so.13 $(TSAN_BUILD)/fake/libcudart.so $(TSAN_BUILD)/fake/t_driver \
                $(TSAN_BUILD)/fake/t_runtime $(TSAN_BUILD)/fake/t_runtime_static $(TSAN_BUILD)/fake/t_vmm \
-               $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place
+               $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place $(TSAN_BUILD)/bin/ldshim-probe
 .PHONY: test-tsan
 test-tsan: | $(RESULTS)
 	CFLAGS=-fsanitize=thread LDFLAGS=-fsanitize=thread $(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) $(TSAN_TARGETS)

@@ -83,6 +83,8 @@ class Runner:
                                    timeout=case.timeout)
             except subprocess.TimeoutExpired:
                 raise Fail("timed out after %d s" % case.timeout)
+            except OSError as e:
+                raise Fail("cannot run %s: %s (is it built?)" % (argv[0], e.strerror))
             stdout = p.stdout.decode(errors="replace")
             stderr = p.stderr.decode(errors="replace")
             report = None
