@@ -145,6 +145,29 @@ def cases(a):
                   env=dict(h200, LDSHIM_COMPUTE="domain:1", LDSHIM_COMPUTE_SMS=56),
                   wrap=plant1, expect={"null_sms": 56, "null_side": 1, "topo_bound_sms": 56},
                   checks=[check_compute("domain:1", 56, [0, 56])]))
+    # The study states on the H200's split (7 groups of 8 on one side, 8 on the other): every
+    # bound state gets the smaller side's 56 SMs, so the states differ only in placement.
+    for st, x, applied, side, per in (("compute-only", 1, "domain:1", 1, [0, 56]),
+                                      ("full-ld", 0, "domain:0", 0, [56, 0]),
+                                      ("full-ld", 1, "domain:1", 1, [0, 56]),
+                                      ("mismatch-ld", 0, "domain:1", 1, [0, 56]),
+                                      ("mismatch-ld", 1, "domain:0", 0, [56, 0]),
+                                      ("sm-control", 1, "spread:56", "mixed", None)):
+        C.append(Case("n/study/%s/x%d" % (st, x), "t_compute", ["paths"], "compute.policy",
+                      env=dict(h200, LDSHIM_STATE=st, LDSHIM_DOMAIN=x), wrap=plant1,
+                      expect={"null_sms": 56, "null_side": side, "graph_sms": 56, "pts_sms": 56,
+                              "attr_sms": NSMS},
+                      checks=[check_compute(applied, 56, per)]))
+    C.append(Case("n/study/memory-only", "t_compute", ["paths"], "compute.policy",
+                  env=dict(h200, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1), wrap=plant1,
+                  expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0}))
+    # A study state overrides the file's compute key, and says so once.
+    C.append(Case("n/study/overrides-compute", "t_compute", ["paths"], "compute.policy",
+                  env=dict(h200, LDSHIM_STATE="compute-only", LDSHIM_COMPUTE="spread:32"), wrap=plant1,
+                  expect={"null_sms": 56, "null_side": 0},
+                  checks=[check_compute("domain:0", 56, [56, 0]),
+                          stderr_matches(r"state compute-only sets the compute placement itself; "
+                                         r"compute = spread:32 is ignored", 1)]))
     # spread:K: as evenly from both sides as whole groups allow (4 + 3 groups of 8 = 56).
     C.append(Case("n/spread56", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="spread:56"),
                   wrap=plant1, expect={"null_sms": 56, "null_side": "mixed", "topo_domain": -1},
