@@ -287,6 +287,16 @@ int main(int argc, char **argv) {
     helper_t h = { .sock = -1 };
     int pdeathsig = 0;
     if (parse_args(argc, argv, &h, &pdeathsig)) return 2;
+    /* The helper never runs the shim: a copy preloaded without the shim's marker (someone
+     * started us by hand under LD_PRELOAD) would serve CUDA calls here, so refuse; and the
+     * marker goes to everything we start. */
+    const char *inert = getenv(LD_MLO_ENV_MARKER);
+    if ((!inert || !*inert) && dlsym(RTLD_DEFAULT, "ldshim_version")) {
+        fprintf(stderr, LD_MLO_HELPER_NAME ": libldshim is loaded into this process (LD_PRELOAD?); refusing to "
+                        "run it here\n");
+        return 2;
+    }
+    setenv(LD_MLO_ENV_MARKER, "1", 1);
     if (pdeathsig) prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (h.parent > 0 && getppid() != h.parent) return 0;        /* parent already gone */
     if (getuid() != geteuid()) {
