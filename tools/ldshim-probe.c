@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "shim/driver.h"
+#include "shim/json.h"
 #include "shim/log.h"
 #include "shim/probe.h"
 #include "shim/probe_classify.h"
@@ -232,7 +233,12 @@ static int classify_file(const char *path, int nd, int json) {
     if (json) {
         static char buf[16384];
         ld_probe_result_json(&r, buf, sizeof buf);
-        printf("{\"file\":\"%s\",\"probe\":%s}\n", path, buf);
+        size_t fl = ld_json_str(NULL, 0, path) + 1;
+        char *file = malloc(fl);
+        if (!file) { fprintf(stderr, "ldshim-probe: out of memory\n"); return 1; }
+        ld_json_str(file, fl, path);
+        printf("{\"file\":%s,\"probe\":%s}\n", file, buf);
+        free(file);
     } else {
         print_picture(-1, "(offline)", path, &r, 0);
     }
@@ -307,9 +313,9 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
     if (json) {
         static char buf[16384];
         ld_probe_result_json(&res, buf, sizeof buf);
-        printf("{\"device\":%d,\"name\":\"", ordinal);
-        for (const char *c = name; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
-        printf("\",\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s}\n", uuid,
+        char jname[sizeof name * 6 + 3];
+        ld_json_str(jname, sizeof jname, name);
+        printf("{\"device\":%d,\"name\":%s,\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s}\n", ordinal, jname, uuid,
                mem.native ? "native" : o.alloc_localized ? "ordinary" : "none", buf);
     } else {
         print_picture(ordinal, name, uuid, &res, physical);
