@@ -143,7 +143,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             ld_mlo_helper_quit(&g->h, timeout);
             return -1;
         }
-        drv->cuMemRelease(h);
+        if (drv->cuMemRelease(h) != CUDA_SUCCESS) drv->cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }
