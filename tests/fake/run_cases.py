@@ -87,13 +87,14 @@ class Runner:
             stderr = p.stderr.decode(errors="replace")
             report = None
             rp = env["LDSHIM_REPORT"]
-            if os.path.exists(rp):
-                with open(rp) as f:
-                    text = f.read()
+            if os.path.isfile(rp):
+                # Bytes first: a report that is not UTF-8 is a failed check, not a crash.
+                with open(rp, "rb") as f:
+                    raw = f.read()
                 try:
-                    report = json.loads(text)
+                    report = json.loads(raw.decode("utf-8"))
                 except ValueError as e:
-                    report = {"_invalid": "%s: %s" % (e, text[:200])}
+                    report = {"_invalid": "%s: %r" % (e, raw[:200])}
             fake = None
             if os.path.exists(env["FAKE_CUDA_REPORT"]):
                 with open(env["FAKE_CUDA_REPORT"]) as f:
