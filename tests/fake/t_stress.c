@@ -22,10 +22,11 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 static const char *usage =
     "usage: t_stress CASE [ARGS]   (sizes like 8MiB)\n"
-    "  stress THREADS ITERS TAGGED UNTAGGED   (each a size or a comma list)\n"
+    "  stress THREADS ITERS TAGGED UNTAGGED   (sizes: one or a comma list; ITERS: per thread, or Ns: seconds)\n"
     "  workload TAGGED UNTAGGED\n"
     "  huge SIZE\n"
     "  chdir-alloc DIR SIZE\n"
@@ -113,6 +114,13 @@ static int g_norph;
 static size_t g_tagged[8], g_untagged[8];
 static int g_ntagged, g_nuntagged;
 static int g_iters;
+static double g_deadline;      /* ITERS given as "<N>s": run for N seconds instead */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
 static pthread_barrier_t g_bar;
 static atomic_long g_ops, g_allocs, g_frees, g_queries, g_launches, g_handoffs;
 static atomic_int g_launch_codes[1024];   /* histogram of launch results (< 1024) */
@@ -153,7 +161,7 @@ static void *stress_thread(void *arg) {
     blk_t live[8];
     int n = 0;
     pthread_barrier_wait(&g_bar);
-    for (int it = 0; it < g_iters; it++) {
+    for (int it = 0; g_deadline ? now_s() < g_deadline : it < g_iters; it++) {
         atomic_fetch_add(&g_ops, 1);
         unsigned op = (unsigned)(rnd(&seed) % 8);
         if (op <= 2 || n == 0) {
@@ -229,14 +237,17 @@ static int size_list(const char *s, size_t *out, int max) {
     return n;
 }
 
-static int case_stress(int threads, int iters, const char *tagged, const char *untagged) {
-    CHECK(threads >= 1 && threads <= 256 && iters >= 1);
+static int case_stress(int threads, const char *iters, const char *tagged, const char *untagged) {
+    char *end;
+    long it = strtol(iters, &end, 10);
+    CHECK(threads >= 1 && threads <= 256 && it >= 1 && (!*end || !strcmp(end, "s")));
     g_ntagged = size_list(tagged, g_tagged, 8);
     g_nuntagged = size_list(untagged, g_untagged, 8);
     setup();
     size_t fr = 0, tot = 0;
     CHECK_RC(cuMemGetInfo_v2(&fr, &tot), CUDA_SUCCESS);
-    g_iters = iters;
+    g_iters = (int)it;
+    if (*end) g_deadline = now_s() + (double)it;
     CHECK_RC(cuModuleLoadData(&g_mod, kImage), CUDA_SUCCESS);
     if (cuModuleGetFunction(&g_fn, g_mod, T_FUNC) != CUDA_SUCCESS) g_fn = NULL;
     pthread_t th[256];
@@ -417,7 +428,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "stress") && argc == 6) return case_stress(atoi(argv[2]), atoi(argv[3]), argv[4], argv[5]);
+    if (!strcmp(c, "stress") && argc == 6) return case_stress(atoi(argv[2]), argv[3], argv[4], argv[5]);
     if (!strcmp(c, "workload") && argc == 4) return case_workload(t_size(argv[2]), t_size(argv[3]));
     if (!strcmp(c, "huge") && argc == 3) {
         char *end;
