@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from run_cases import Case, Fail, MiB, report_check, stderr_matches
+from run_cases import Case, Fail, MiB, ldshim_lines, report_check, stderr_matches
 
 # Every driver entry the shim calls itself (shim/*.c through the ld_driver_t table, the
 # probe, the publication path), plus the program-facing calls it wraps.
@@ -225,7 +225,7 @@ def stress_cases(a):
     iters = max(100, a.stress_iters // 4)
     args = ["stress", 16, iters, "4MiB,8MiB,24MiB", "64KiB,1MiB"]
 
-    def launches_as_without(base):
+    def launches_as_without(base, res_name):
         def check(runner, res):
             b = runner.run(base)
             if b.rc != 0:
@@ -233,15 +233,19 @@ def stress_cases(a):
             for k in ("launch_rc", "launch_codes", "ops", "threads"):
                 if b.out.get(k) != res.out.get(k):
                     raise Fail("%s=%s, without the shim %s" % (k, res.out.get(k), b.out.get(k)))
-            FIG["stress"].append({k: int(res.out[k]) for k in ("threads", "ops", "allocs", "queries", "launches",
-                                                              "handoffs")})
+            fig = {k: int(res.out[k]) for k in ("threads", "ops", "allocs", "queries", "launches", "handoffs",
+                                                 "shim_live_ranges", "shim_live_bytes", "shim_tagged_allocs")}
+            fig["fake_live_objects"] = sum(int(x) for x in res.out["fake_live"].split(","))
+            fig["case"] = res_name[0]
+            FIG["stress"].append(fig)
         return check
 
     for backend, env in (("native", {"FAKE_CUDA_DOMAINS": 2}), ("emulated", {"LDSHIM_BACKEND": "emulated"})):
         base = Case("", "t_stress", args, shim=False, env=env)
-        C.append(Case("rel/stress/" + backend, "t_stress", args, "rel.policy", env=env,
+        res_name = ["rel/stress/" + backend]
+        C.append(Case(res_name[0], "t_stress", args, "rel.policy", env=env,
                       expect={"shim_live_ranges": 0, "shim_live_bytes": 0, "fake_live": "0,0,0,0,0"},
-                      timeout=900 if a.san else 300, checks=[launches_as_without(base)]))
+                      timeout=900 if a.san else 300, checks=[launches_as_without(base, res_name)]))
     return C
 
 
@@ -662,6 +666,14 @@ def misc_cases(a):
             base = Case("", "t_stress", ["huge", size], shim=False, env=env)
             C.append(Case("rel/huge/%dd/%s" % (nd, size), "t_stress", ["huge", size], "rel.policy", env=env,
                           checks=[lambda r, res, b=base: same_as_noshim(r, res, b)]))
+
+    # No GPU: the driver loads but has no device. Every call the program makes answers as it
+    # does without the shim, and the shim adds nothing to stderr.
+    for prog, args in (("t_stress", ["workload", "8MiB", "1MiB"]), ("t_runtime", ["alloc", "8MiB"])):
+        env = {"FAKE_CUDA_DEVICES": 0}
+        base = Case("", prog, args, shim=False, env=env)
+        C.append(Case("rel/no-gpu/" + prog, prog, args, "emulated.policy", env=env, rc=None,
+                      checks=[lambda r, res, b=base: same_as_noshim(r, res, b), ldshim_lines(0)]))
 
     # ldshim-probe --json with a file name that is not UTF-8 and holds an escape.
     if not os.path.exists(os.path.join(a.build, "ldshim-probe")):
