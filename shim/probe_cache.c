@@ -170,9 +170,9 @@ static int open_parent(const char *path, const char **base, int *missing, char *
 int ld_cache_write_file(const char *dir, const char *path, const char *data, size_t len, char *why, size_t n) {
     size_t dl = strlen(dir);
     while (dl > 1 && dir[dl - 1] == '/') dl--;
-    const char *rest = path + dl;
-    while (*rest == '/') rest++;
-    if (strncmp(path, dir, dl) != 0 || rest == path + dl || !*rest || strchr(rest, '/')) {
+    const char *rest = strncmp(path, dir, dl) == 0 ? path + dl : NULL;   /* path is at least dl long */
+    while (rest && *rest == '/') rest++;
+    if (!rest || rest == path + dl || !*rest || strchr(rest, '/')) {
         snprintf(why, n, "%s: not a file directly inside %s", path, dir);
         return -1;
     }
