@@ -222,7 +222,7 @@ def nothing_left(tmpdir):
 
 def stress_cases(a):
     C = []
-    iters = max(100, a.stress_iters // 4)
+    iters = max(400, a.stress_iters // 4)
     args = ["stress", 16, iters, "4MiB,8MiB,24MiB", "64KiB,1MiB"]
 
     def launches_as_without(base, res_name):
