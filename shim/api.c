@@ -58,6 +58,7 @@ EXPORT void ldshim_get_stats(ldshim_stats_t *o) {
 }
 
 EXPORT int ldshim_write_report(const char *path) {
+    (void)ld_config();           /* a program asking for a report is using the shim: read the policy */
     if (!path) path = ld_cfg.report_path;
     if (!path[0]) { errno = EINVAL; return -1; }
     return ld_report_write(path);
