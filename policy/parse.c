@@ -530,6 +530,31 @@ static void locate(const char *t, size_t off, int *line, int *col) {
     *col = (int)(off - ls) + 1;
 }
 
+/* After an error: is `strict = on` set by a valid line of the global section? The lines
+ * before the error were read already (P->pol.strict); read on through the rest of the global
+ * section (up to the first [rule] header), checking each line as a good file's would be, so
+ * that `# ... strict = on` or `strict = on_purpose` never counts. Messages are discarded. */
+static int recover_strict(parser_t *P, size_t pos) {
+    size_t el = P->ls;
+    while (el < P->len && is_ws(P->text[el])) el++;
+    int stop = P->in_rule || (el < P->len && P->text[el] == '[');   /* the error ended the section */
+    P->err = NULL;
+    P->errlen = 0;
+    while (!stop && pos < P->len) {
+        P->line++;
+        P->ls = pos;
+        const char *nl = memchr(P->text + pos, '\n', P->len - pos);
+        P->le = nl ? (size_t)(nl - P->text) : P->len;
+        pos = P->le + 1;
+        if (check_bytes(P) != 0) continue;
+        size_t p = skip_ws(P, P->ls);
+        if (p >= P->le || P->text[p] == '#') continue;
+        if (P->text[p] == '[') break;
+        (void)key_value_line(P, p);
+    }
+    return P->pol.strict;
+}
+
 void ld_policy_init(ld_policy_t *p) {
     if (!p) return;
     memset(p, 0, sizeof *p);
@@ -565,7 +590,7 @@ int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t
         int l, c;
         locate(P.text, LD_POLICY_MAX_BYTES, &l, &c);
         return fail_at(&P, l, c, "file larger than 1 MiB (the limit is %d bytes)",
-                       LD_POLICY_MAX_BYTES);
+                       LD_POLICY_MAX_BYTES);   /* nothing was read: strict stays off */
     }
     int rc = 0;
     size_t pos = 0;
@@ -580,7 +605,9 @@ int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t
     }
     if (rc == 0) rc = finish_rule(&P);
     if (rc != 0) {
+        int strict = recover_strict(&P, pos);
         free(P.pol.rules);
+        out->strict = strict;
         return -1;
     }
     ld_policy_sort(&P.pol);

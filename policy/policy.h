@@ -118,8 +118,10 @@ void ld_policy_init(ld_policy_t *p);
 /* Parse `len` bytes of policy text. `fname` is used in messages only.
  * Returns 0 and fills *out (which the caller releases with ld_policy_free) on success.
  * Returns -1 on a bad file: *out is left in the ld_policy_init state (no allocation to
- * free, but calling ld_policy_free is harmless) and `err` holds exactly one line, without
- * a trailing newline and without the "ldshim: " prefix:
+ * free, but calling ld_policy_free is harmless) except `strict`, which is 1 when a valid
+ * `strict = on` line stands in the file's global section (before or after the error), so a
+ * caller honours strict for a file it cannot use without reading it twice; and `err` holds
+ * exactly one line, without a trailing newline and without the "ldshim: " prefix:
  *     "<fname>:<line>:<col>: <what was expected>"
  * Lines and columns are 1-based. */
 int ld_policy_parse(const char *text, size_t len, const char *fname, ld_policy_t *out,

@@ -30,7 +30,8 @@ EXPORT int ldshim_pointer_info(uint64_t ptr, ldshim_ptr_info_t *out) {
     out->device = r.device;
     out->num_domains = r.nslices;
     for (int i = 0; i < r.nslices && i < 8; i++) out->domain_of[i] = r.domain_of[i];
-    if (r.rule >= 0 && r.rule < ld_cfg.policy.n_rules) snprintf(out->rule, sizeof out->rule, "%s", ld_cfg.policy.rules[r.rule].name);
+    const ld_config_t *c = ld_config();
+    if (r.rule >= 0 && r.rule < c->policy.n_rules) snprintf(out->rule, sizeof out->rule, "%s", c->policy.rules[r.rule].name);
     else snprintf(out->rule, sizeof out->rule, "(probe)");
     snprintf(out->backend, sizeof out->backend, "%s", ld_backend_name((ld_backend_kind_t)r.backend));
     return 0;
@@ -57,6 +58,7 @@ EXPORT void ldshim_get_stats(ldshim_stats_t *o) {
 }
 
 EXPORT int ldshim_write_report(const char *path) {
+    (void)ld_config();           /* a program asking for a report is using the shim: read the policy */
     if (!path) path = ld_cfg.report_path;
     if (!path[0]) { errno = EINVAL; return -1; }
     return ld_report_write(path);
@@ -71,7 +73,8 @@ EXPORT void *ldshim_real_driver_entry(const char *name) {
 
 EXPORT const char *ldshim_version(void) {
     static char buf[96];
-    snprintf(buf, sizeof buf, "%s (state %s, backend %s)", LDSHIM_VERSION_STRING, ld_state_name(ld_cfg.state),
-             ld_backend_name(ld_cfg.backend));
+    const ld_config_t *c = ld_config();
+    snprintf(buf, sizeof buf, "%s (state %s, backend %s)", LDSHIM_VERSION_STRING, ld_state_name(c->state),
+             ld_backend_name(c->backend));
     return buf;
 }

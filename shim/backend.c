@@ -43,7 +43,7 @@ static int native_available(const ld_driver_t *d, CUdevice dev, int ndomains, ch
     for (int dom = 0; dom < ndomains; dom++) {
         CUmemGenericAllocationHandle h;
         if (native_create(d, dev, dom, gran, &h, why, n) != CUDA_SUCCESS) return -1;
-        d->cuMemRelease(h);
+        if (d->cuMemRelease(h) != CUDA_SUCCESS) d->cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }

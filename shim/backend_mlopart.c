@@ -143,7 +143,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             ld_mlo_helper_quit(&g->h, timeout);
             return -1;
         }
-        drv->cuMemRelease(h);
+        if (drv->cuMemRelease(h) != CUDA_SUCCESS) drv->cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }
@@ -290,9 +290,10 @@ static void mlopart_shutdown(int in_child) {
             if (lock_bounded(&g->mu, kShutdownLockMs) == 0) {
                 if (g->h.pid > 0) ld_mlo_helper_quit(&g->h, ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS));
                 pthread_mutex_unlock(&g->mu);
-            } else if (g->h.pid > 0) {
-                /* A request is stuck in flight: its supervisor still cleans up. */
-                kill(g->h.pid, SIGKILL);
+            } else {
+                /* A request is stuck in flight: its supervisor still cleans up. Signalled
+                 * through the pidfd, so only if it is still our child. */
+                ld_mlo_helper_signal(&g->h, SIGKILL);
             }
         }
     }

@@ -1,13 +1,33 @@
-/* config.c — environment and policy, read once before main(). */
+/* config.c — environment (copied at start) and policy (read at the first CUDA call). */
 #include "shim/config.h"
 #include "shim/compute.h"
 #include "shim/log.h"
+#include "shim/mlopart_proto.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 ld_config_t ld_cfg;
+int ld_cfg_ready;
+
+static pthread_mutex_t cfg_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The environment as the process started: the program may change its own later, from any
+ * thread, and getenv is not safe against that. Values too long for a field keep a prefix
+ * (for the message) and a flag. */
+static struct {
+    int  policy_set;
+    char policy_bad[LD_PATH_MAX + 160];   /* why LDSHIM_POLICY is unusable, "" when fine */
+    char report_bad[200];                 /* why LDSHIM_REPORT is refused, "" when fine  */
+    char state[64], backend[64], domain[16];
+    char compute[64], compute_split[32], compute_sms[32];
+    char compute_contexts[16], compute_current[16], compute_smcount[16];
+    int  strict, mismatch_map, probe_force;
+} env;
 
 static int parse_backend(const char *s) {
     static const ld_backend_kind_t all[] = {LD_BACKEND_AUTO, LD_BACKEND_NATIVE, LD_BACKEND_MLOPART,
@@ -47,125 +67,199 @@ static void resolve_state(void) {
     ld_cfg.compute = c;
 }
 
-int ld_config_init(void) {
+/* LDSHIM_POLICY made absolute against the starting directory, once: a child that chdir'd
+ * and never touches CUDA never reads it; one that does reads what the user named. */
+static void policy_from_env(const char *path) {
+    size_t len = strlen(path);
+    if (path[0] == '/') {
+        if (len >= sizeof ld_cfg.policy_path) {
+            snprintf(env.policy_bad, sizeof env.policy_bad, "LDSHIM_POLICY is %zu bytes long (the limit is %d)",
+                     len, LD_PATH_MAX - 1);
+            return;
+        }
+        memcpy(ld_cfg.policy_path, path, len + 1);
+        return;
+    }
+    char cwd[LD_PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) {
+        snprintf(env.policy_bad, sizeof env.policy_bad,
+                 "LDSHIM_POLICY=%.*s is relative and the working directory cannot be read (errno %d)",
+                 LD_PATH_MAX - 1, path, errno);
+        return;
+    }
+    size_t cl = strlen(cwd);
+    const char *rel = path[0] == '.' && path[1] == '/' ? path + 2 : path;
+    if (cl + 1 + strlen(rel) >= sizeof ld_cfg.policy_path) {
+        snprintf(env.policy_bad, sizeof env.policy_bad,
+                 "LDSHIM_POLICY=%.200s in %.200s makes a path longer than %d bytes", path, cwd, LD_PATH_MAX - 1);
+        return;
+    }
+    size_t rl = strlen(rel), k = cl;
+    memcpy(ld_cfg.policy_path, cwd, cl);
+    if (cl > 1) ld_cfg.policy_path[k++] = '/';         /* "/" itself needs no separator */
+    memcpy(ld_cfg.policy_path + k, rel, rl + 1);
+}
+
+void ld_config_init(void) {
     memset(&ld_cfg, 0, sizeof ld_cfg);
+    memset(&env, 0, sizeof env);
     ld_policy_init(&ld_cfg.policy);
     ld_cfg.state = LD_STATE_STOCK;
+    ld_cfg.backend = ld_cfg.policy.backend;
+    __atomic_store_n(&ld_cfg_ready, 0, __ATOMIC_RELEASE);
+    const char *s;
+    if ((s = getenv(LD_MLO_ENV_MARKER)) && *s) {
+        /* The MLOPart helper (and the MPS processes it starts) must never run the shim. */
+        __atomic_store_n(&ld_cfg_ready, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    if ((s = getenv("LDSHIM_REPORT")) && *s) {
+        size_t len = strlen(s);
+        if (len < sizeof ld_cfg.report_path) memcpy(ld_cfg.report_path, s, len + 1);
+        else snprintf(env.report_bad, sizeof env.report_bad,
+                      "LDSHIM_REPORT is %zu bytes long (the limit is %d): no report is written", len,
+                      LD_PATH_MAX - 1);
+    }
+    if ((s = getenv("LDSHIM_POLICY")) && *s) {
+        env.policy_set = 1;
+        policy_from_env(s);
+    }
+    if ((s = getenv("LDSHIM_STATE")) && *s) snprintf(env.state, sizeof env.state, "%s", s);
+    if ((s = getenv("LDSHIM_BACKEND")) && *s) snprintf(env.backend, sizeof env.backend, "%s", s);
+    if ((s = getenv("LDSHIM_DOMAIN")) && *s) snprintf(env.domain, sizeof env.domain, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE")) && *s) snprintf(env.compute, sizeof env.compute, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE_SPLIT")) && *s) snprintf(env.compute_split, sizeof env.compute_split, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE_SMS")) && *s) snprintf(env.compute_sms, sizeof env.compute_sms, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE_CONTEXTS")) && *s)
+        snprintf(env.compute_contexts, sizeof env.compute_contexts, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE_CURRENT")) && *s) snprintf(env.compute_current, sizeof env.compute_current, "%s", s);
+    if ((s = getenv("LDSHIM_COMPUTE_SMCOUNT")) && *s) snprintf(env.compute_smcount, sizeof env.compute_smcount, "%s", s);
+    env.probe_force = (s = getenv("LDSHIM_PROBE_FORCE")) && !strcmp(s, "1");
+    env.strict = (s = getenv("LDSHIM_STRICT")) && !strcmp(s, "1");
+    env.mismatch_map = (s = getenv("LDSHIM_MISMATCH")) && !strcmp(s, "map");
+}
 
-    const char *rep = getenv("LDSHIM_REPORT");
-    if (rep && *rep) snprintf(ld_cfg.report_path, sizeof ld_cfg.report_path, "%s", rep);
-
-    const char *path = getenv("LDSHIM_POLICY");
-    int strict_fail = 0;
-    const char *sx = getenv("LDSHIM_STRICT");
-    if (sx && !strcmp(sx, "1")) strict_fail = 1;
-    if (path && *path) {
-        snprintf(ld_cfg.policy_path, sizeof ld_cfg.policy_path, "%s", path);
-        char err[512];
+int ld_config_load(void) {
+    ld_log_report_env();
+    if (env.report_bad[0]) LD_WARN("%s", env.report_bad);
+    int strict_fail = env.strict;
+    if (env.policy_set) {
+        char err[sizeof ld_cfg.policy_error];
         ld_policy_t p;
-        if (ld_policy_load(path, &p, err, sizeof err) == 0) {
+        int rc = -1;
+        if (env.policy_bad[0]) {
+            ld_policy_init(&p);
+            snprintf(err, sizeof err, "%s", env.policy_bad);
+        } else {
+            rc = ld_policy_load(ld_cfg.policy_path, &p, err, sizeof err);
+        }
+        if (rc == 0) {
             ld_cfg.policy = p;
             ld_cfg.state = p.state_set ? p.state : LD_STATE_FULL;
         } else {
             snprintf(ld_cfg.policy_error, sizeof ld_cfg.policy_error, "%s", err);
             ld_log_write(LD_LOG_ERROR, "%s", err);   /* always shown: the user asked for a policy */
-            /* `strict = on` may be in the file we could not parse: look for it by text. */
-            FILE *f = fopen(path, "r");
-            if (f) {
-                char line[256];
-                while (fgets(line, sizeof line, f)) {
-                    char k[32], v[32];
-                    if (sscanf(line, " %31[a-z_] = %31[a-z]", k, v) == 2 && !strcmp(k, "strict") && !strcmp(v, "on"))
-                        strict_fail = 1;
-                }
-                fclose(f);
-            }
+            /* The parser says whether a valid `strict = on` stands in the file it refused. */
+            if (p.strict) strict_fail = 1;
+            ld_policy_free(&p);
             if (strict_fail) {
                 ld_log_write(LD_LOG_ERROR, "strict = on: refusing to run with a bad policy (exit status 3)");
                 return 3;
             }
             LD_INFO("running as stock because the policy is bad");
-            ld_policy_free(&p);
-            ld_policy_init(&ld_cfg.policy);
         }
     }
     ld_cfg.backend = ld_cfg.policy.backend;
-
-    const char *st = getenv("LDSHIM_STATE");
-    if (st && *st && !ld_cfg.policy_error[0]) {
-        int s = ld_state_parse(st);
-        if (s < 0)
+    if (env.state[0] && !ld_cfg.policy_error[0]) {
+        int st = ld_state_parse(env.state);
+        if (st < 0)
             LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|"
-                    "sm-control; keeping %s", st, ld_state_name(ld_cfg.state));
-        else ld_cfg.state = (ld_state_t)s;
+                    "sm-control; keeping %s", env.state, ld_state_name(ld_cfg.state));
+        else ld_cfg.state = (ld_state_t)st;
     }
     ld_cfg.domain = ld_cfg.policy.domain;
-    const char *dm = getenv("LDSHIM_DOMAIN");
-    if (dm && *dm) {
+    if (env.domain[0]) {
         char *end;
-        long v = strtol(dm, &end, 10);
-        if (*end || end == dm || v < 0 || v > 7) LD_WARN("LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", dm, ld_cfg.domain);
+        long v = strtol(env.domain, &end, 10);
+        if (*end || end == env.domain || v < 0 || v > 7)
+            LD_WARN("LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", env.domain, ld_cfg.domain);
         else ld_cfg.domain = (int)v;
     }
-    const char *be = getenv("LDSHIM_BACKEND");
-    if (be && *be) {
-        int b = parse_backend(be);
-        if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", be, ld_backend_name(ld_cfg.backend));
+    if (env.backend[0]) {
+        int b = parse_backend(env.backend);
+        if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", env.backend,
+                           ld_backend_name(ld_cfg.backend));
         else ld_cfg.backend = (ld_backend_kind_t)b;
     }
     ld_cfg.compute = ld_cfg.policy.compute;
     ld_cfg.compute_split = ld_cfg.policy.compute_split;
     ld_cfg.compute_sms = ld_cfg.policy.compute_sms;
-    const char *cv = getenv("LDSHIM_COMPUTE");
-    if (cv && *cv) {
+    if (env.compute[0]) {
         ld_compute_t c;
         size_t bad;
         char why[160];
-        if (ld_compute_scan(cv, strlen(cv), &c, &bad, why, sizeof why) != 0) LD_WARN("LDSHIM_COMPUTE=%s: %s; keeping the policy's", cv, why);
+        if (ld_compute_scan(env.compute, strlen(env.compute), &c, &bad, why, sizeof why) != 0)
+            LD_WARN("LDSHIM_COMPUTE=%s: %s; keeping the policy's", env.compute, why);
         else ld_cfg.compute = c;
     }
-    const char *cs = getenv("LDSHIM_COMPUTE_SPLIT");
-    if (cs && *cs) {
-        int m = ld_split_parse(cs);
-        if (m < 0) LD_WARN("LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", cs, ld_split_name(ld_cfg.compute_split));
+    if (env.compute_split[0]) {
+        int m = ld_split_parse(env.compute_split);
+        if (m < 0) LD_WARN("LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", env.compute_split,
+                           ld_split_name(ld_cfg.compute_split));
         else ld_cfg.compute_split = (ld_split_t)m;
     }
-    const char *cn = getenv("LDSHIM_COMPUTE_SMS");
-    if (cn && *cn) {
+    if (env.compute_sms[0]) {
         char *end;
-        unsigned long v = strtoul(cn, &end, 10);
-        if (*end || end == cn || v > LDSHIM_COMPUTE_MAX_SMS) LD_WARN("LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", cn, LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
+        unsigned long v = strtoul(env.compute_sms, &end, 10);
+        if (*end || end == env.compute_sms || env.compute_sms[0] == '-' || v > LDSHIM_COMPUTE_MAX_SMS)
+            LD_WARN("LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", env.compute_sms,
+                    LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
         else ld_cfg.compute_sms = (uint32_t)v;
     }
-    const char *cc = getenv("LDSHIM_COMPUTE_CONTEXTS");
-    if (cc && *cc) {
-        if (!strcmp(cc, "thread")) ld_cfg.compute_thread_ctx = 1;
-        else if (strcmp(cc, "shared")) LD_WARN("LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", cc);
+    if (env.compute_contexts[0]) {
+        if (!strcmp(env.compute_contexts, "thread")) ld_cfg.compute_thread_ctx = 1;
+        else if (strcmp(env.compute_contexts, "shared"))
+            LD_WARN("LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", env.compute_contexts);
     }
-    const char *cu = getenv("LDSHIM_COMPUTE_CURRENT");
-    if (cu && *cu) {
-        if (!strcmp(cu, "green")) ld_cfg.compute_report_green = 1;
-        else if (strcmp(cu, "primary")) LD_WARN("LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", cu);
+    if (env.compute_current[0]) {
+        if (!strcmp(env.compute_current, "green")) ld_cfg.compute_report_green = 1;
+        else if (strcmp(env.compute_current, "primary"))
+            LD_WARN("LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", env.compute_current);
     }
-    const char *ck = getenv("LDSHIM_COMPUTE_SMCOUNT");
-    if (ck && *ck) {
-        if (!strcmp(ck, "bound")) ld_cfg.compute_bound_sms = 1;
-        else if (strcmp(ck, "device")) LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", ck);
+    if (env.compute_smcount[0]) {
+        if (!strcmp(env.compute_smcount, "bound")) ld_cfg.compute_bound_sms = 1;
+        else if (strcmp(env.compute_smcount, "device"))
+            LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
     }
     resolve_state();
-    const char *pf = getenv("LDSHIM_PROBE_FORCE");
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
                              ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,
-                             pf && !strcmp(pf, "1"), ld_state_is_study(ld_cfg.state),
+                             env.probe_force, ld_state_is_study(ld_cfg.state),
                              ld_cfg.state == LD_STATE_MISMATCH_LD };
     ld_compute_configure(&co);
-    const char *mm = getenv("LDSHIM_MISMATCH");
-    if (mm && !strcmp(mm, "map")) ld_cfg.mismatch_map = 1;
+    ld_cfg.mismatch_map = env.mismatch_map;
     if (ld_cfg.backend == LD_BACKEND_OFF && ld_cfg.state != LD_STATE_STOCK)
         LD_INFO("backend off: tagged requests pass through; the map is still published");
     char comp[32];
     LD_INFO("state %s, backend %s, compute %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state),
             ld_backend_name(ld_cfg.backend), ld_compute_format(&ld_cfg.compute, comp, sizeof comp),
-            ld_cfg.policy.n_rules, path ? ", policy " : "", path ? path : "");
+            ld_cfg.policy.n_rules, env.policy_set ? ", policy " : "", env.policy_set ? ld_cfg.policy_path : "");
     return 0;
 }
+
+void ld_config_resolve(void) {
+    pthread_mutex_lock(&cfg_mu);
+    if (!__atomic_load_n(&ld_cfg_ready, __ATOMIC_ACQUIRE)) {
+        if (ld_config_load() != 0) _exit(3);   /* strict = on with a bad policy */
+        __atomic_store_n(&ld_cfg_ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&cfg_mu);
+}
+
+void ld_config_reset(void) {
+    ld_policy_free(&ld_cfg.policy);
+    ld_config_init();
+}
+
+void ld_config_lock_for_fork(void) { pthread_mutex_lock(&cfg_mu); }
+void ld_config_unlock_after_fork(void) { pthread_mutex_unlock(&cfg_mu); }

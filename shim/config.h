@@ -1,12 +1,14 @@
-/* config.h — the shim's run-time configuration, read once from the environment and the
- * policy file by ld_config_init() (called from the library constructor; no CUDA calls).
+/* config.h — the shim's run-time configuration.
  *
- *   LDSHIM_POLICY   policy file (policy/policy.h); none: nothing is tagged
+ *   LDSHIM_POLICY   policy file (policy/policy.h); none: nothing is tagged. A relative path
+ *                   is taken relative to the working directory the process started in.
  *   LDSHIM_STATE    a state (stock|memory|full|mismatch|memory-only|compute-only|full-ld|
  *                   mismatch-ld|sm-control), overrides the file; default: the file's state, or
  *                   stock without a policy
  *   LDSHIM_DOMAIN   the study states' domain X, overrides the file's `domain` (default 0)
  *   LDSHIM_BACKEND  auto|native|mlopart|emulated|off, overrides the file
+ *   LDSHIM_STRICT   1: a bad or missing policy ends the program (status 3), like strict = on
+ *   LDSHIM_MISMATCH map: the mismatch state inverts the published map
  *   LDSHIM_LOG      error|warn|info|debug (shim/log.h)
  *   LDSHIM_REPORT   JSON report path written at exit ("%p" expands to the pid)
  *   LDSHIM_COMPUTE  all|domain:N|spread:K, overrides the file's `compute`;
@@ -16,20 +18,31 @@
  *                   the bound context is current
  *   LDSHIM_COMPUTE_SMCOUNT  device (default) | bound: the SM-count attribute of a bound device
  *
- * Thread-safety: ld_cfg is written only before main() (and in a forked child before it
- * returns from fork); everything else reads it. */
+ * Two steps. ld_config_init() (the library constructor) copies the environment and makes
+ * the policy path absolute; it reads no file and prints nothing. The policy file is read,
+ * and every message about the environment printed, once, when the process first reaches for
+ * CUDA: the first wrapper, resolver or dlsym of a cu* name that asks ld_active() or
+ * ld_config(). A process that never does (a shell, `env`, a pyenv wrapper in front of the
+ * program) reads nothing and prints nothing.
+ *
+ * Thread-safety: the first resolution is serialized by a mutex (reading a file calls neither
+ * dlopen nor dlsym, so a thread waiting on it while holding the dynamic loader's lock cannot
+ * deadlock), published with a release store; ld_cfg is read-only afterwards. Fork: the mutex
+ * is held across fork (init.c), so a child never inherits a half-read configuration. */
 #ifndef LDSHIM_CONFIG_H
 #define LDSHIM_CONFIG_H
 
 #include "policy/policy.h"
 
+#define LD_PATH_MAX 4096       /* longest LDSHIM_POLICY / LDSHIM_REPORT accepted, with the NUL */
+
 typedef struct {
     ld_policy_t policy;        /* rules and options; empty when no valid file            */
     ld_state_t  state;
     ld_backend_kind_t backend;
-    char        policy_path[512];
-    char        policy_error[600];  /* first error line, "" if none                       */
-    char        report_path[512];
+    char        policy_path[LD_PATH_MAX];   /* absolute, "" when none                       */
+    char        policy_error[LD_PATH_MAX + 512];  /* first error line, "" if none         */
+    char        report_path[LD_PATH_MAX];   /* as given ("%p" unexpanded), "" when none     */
     int         mismatch_map;  /* mismatch inverts the published map instead of the memory */
     ld_compute_t compute;      /* the policy's `compute`, or LDSHIM_COMPUTE                */
     ld_split_t  compute_split;
@@ -44,12 +57,44 @@ typedef struct {
 } ld_config_t;
 
 extern ld_config_t ld_cfg;
+extern int ld_cfg_ready;       /* 0 until resolved; read with acquire semantics            */
 
-/* Parse env + policy. Returns 0, or 3 when `strict = on` and the policy is bad (the
- * constructor then exits with that status before the program's main runs). */
-int ld_config_init(void);
+/* Constructor step: copy the environment, resolve a relative policy path. No file is read,
+ * nothing is printed, no CUDA call. Inside the MLOPart helper (LD_MLO_ENV_MARKER set) the
+ * shim is inert: stock, no policy, no report, for good. */
+void ld_config_init(void);
 
-/* 1 if the shim should alter anything at all (state != stock). */
-static inline int ld_active(void) { return ld_cfg.state != LD_STATE_STOCK; }
+/* First-use step, slow path of ld_active()/ld_config(): read the policy and report bad
+ * settings, exactly once per process. `strict = on` (or LDSHIM_STRICT=1) with a bad policy
+ * ends the process here with status 3 (_exit: no exit handlers run, buffered stdio output of
+ * the program is not flushed). */
+void ld_config_resolve(void);
+
+/* The work of ld_config_resolve without the once-guard and without exiting: 0, or 3 where
+ * strict asks the process to end. For the tests and the fuzzer, which call ld_config_init
+ * first and ld_config_reset after. */
+int ld_config_load(void);
+void ld_config_reset(void);
+
+/* Fork handlers (init.c). */
+void ld_config_lock_for_fork(void);
+void ld_config_unlock_after_fork(void);
+
+/* 1 once the configuration was resolved; never resolves it (the report of a process that
+ * never touched CUDA says so instead of reading the policy at exit). */
+static inline int ld_config_ready(void) { return __atomic_load_n(&ld_cfg_ready, __ATOMIC_ACQUIRE); }
+
+/* The resolved configuration. */
+static inline const ld_config_t *ld_config(void) {
+    if (__builtin_expect(!ld_config_ready(), 0)) ld_config_resolve();
+    return &ld_cfg;
+}
+
+/* 1 if the shim should alter anything at all (state != stock). On the resolver hot path:
+ * after the first call, one acquire load and one compare. */
+static inline int ld_active(void) {
+    if (__builtin_expect(!ld_config_ready(), 0)) ld_config_resolve();
+    return ld_cfg.state != LD_STATE_STOCK;
+}
 
 #endif

@@ -48,14 +48,33 @@ static void *lib_handle;            /* libcuda, once some thread opened it      
 static ld_driver_t *table;          /* published complete table                       */
 static int table_failed;            /* 1: libcuda absent or incomplete: pass through  */
 
+/* Prefer the copy the program already loaded; never change its symbol scope. */
+static void *open_lib(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return h ? h : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+static int alt_warned;
+
 void *ld_driver_handle(void) {
     void *h = __atomic_load_n(&lib_handle, __ATOMIC_ACQUIRE);
     if (h) return h;
-    const char *path = getenv("LDSHIM_LIBCUDA");
-    if (!path || !*path) path = "libcuda.so.1";
-    /* Prefer the copy the program already loaded; never change its symbol scope. */
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!h) h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* LDSHIM_LIBCUDA names another driver library (the tests' fake). One that cannot be
+     * loaded, or is no CUDA driver, must not cost the program its real driver: warn once
+     * and use libcuda.so.1, which is what the program itself reaches. */
+    const char *alt = getenv("LDSHIM_LIBCUDA");
+    if (alt && *alt) {
+        h = open_lib(alt);
+        const char *why = h ? NULL : dlerror();
+        if (h && !ld_real_dlsym(h, "cuInit")) {
+            dlclose(h);
+            h = NULL;
+            why = "it exports no cuInit";
+        }
+        if (!h && !__atomic_exchange_n(&alt_warned, 1, __ATOMIC_RELAXED))
+            LD_WARN("LDSHIM_LIBCUDA=%s cannot be used (%s); using libcuda.so.1", alt, why ? why : "?");
+    }
+    if (!h) h = open_lib("libcuda.so.1");
     if (!h) return NULL;
     void *expect = NULL;
     if (!__atomic_compare_exchange_n(&lib_handle, &expect, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {

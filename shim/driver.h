@@ -1,8 +1,9 @@
 /* driver.h — the real CUDA driver, resolved lazily from libcuda.so.1.
  *
  * The shim never links against libcuda: the first call of ld_driver() dlopens
- * "libcuda.so.1" (or $LDSHIM_LIBCUDA, used by the tests' fake driver) and resolves every
- * entry below with the real dlsym. The shim's own driver calls go through this table, so
+ * "libcuda.so.1" (or $LDSHIM_LIBCUDA, used by the tests' fake driver; one that cannot be
+ * loaded or exports no cuInit is reported once and libcuda.so.1 used instead) and resolves
+ * every entry below with the real dlsym. The shim's own driver calls go through this table, so
  * they never re-enter the shim's wrappers.
  *
  * Thread-safety: ld_driver() is safe from any thread and never blocks on another thread

@@ -1,9 +1,11 @@
-/* init.c — library constructor/destructor and fork handling.
+/* init.c — library constructor/destructor and fork handlers.
  *
- * The constructor reads the environment and the policy and nothing else: no CUDA call
- * (a CUDA context must not exist before a fork-based program forks). The destructor
- * writes the report. Freed ranges the pool keeps are released by an atexit handler that
- * pool.c registers when it first keeps one, so it runs while the driver is still alive. */
+ * The constructor copies the environment and nothing else: no file is read, nothing is
+ * printed, no CUDA call (a CUDA context must not exist before a fork-based program forks,
+ * and a process that never touches CUDA must not notice the shim). The policy is read at the
+ * first CUDA call (config.c). The destructor writes the report. Freed ranges the pool keeps
+ * are released by an atexit handler that pool.c registers when it first keeps one, so it runs
+ * while the driver is still alive. */
 #include "shim/alloc.h"
 #include "shim/backend.h"
 #include "shim/compute.h"
@@ -32,8 +34,10 @@ static void before_fork(void) {
     ld_device_lock_for_fork();
     ld_alloc_lock_for_fork();
     ld_pool_lock_for_fork();
+    ld_config_lock_for_fork();
 }
 static void unlock_all(void) {
+    ld_config_unlock_after_fork();
     ld_pool_unlock_after_fork();
     ld_alloc_unlock_after_fork();
     ld_device_unlock_after_fork();
@@ -58,18 +62,21 @@ static void child_after_fork(void) {
 
 __attribute__((constructor)) static void ldshim_init(void) {
     ld_log_init();
-    int rc = ld_config_init();
-    if (rc) _exit(rc);       /* strict = on with a bad policy: refuse before main() */
+    ld_config_init();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 __attribute__((destructor)) static void ldshim_fini(void) {
-    if (ld_cfg.report_path[0] && (!in_child || strstr(ld_cfg.report_path, "%p"))) {
-        /* A wrapper process (sh, env, timeout) that never touched CUDA must not replace
-         * the report of the program it ran. */
-        int exists = access(ld_cfg.report_path, F_OK) == 0 && !strstr(ld_cfg.report_path, "%p");
-        if ((ld_cuda_used() || !exists) && ld_report_write(ld_cfg.report_path) != 0)
-            LD_WARN("cannot write report %s", ld_cfg.report_path);
+    /* The report is the program's: a process that never touched CUDA (sh, env, timeout in
+     * front of the program, rm or mkfifo in its scripts) writes one only to a per-process
+     * path (%p), never to the shared one, which it would replace or create before the
+     * program could (a FIFO or device the script is about to make, say). */
+    int pid_path = strstr(ld_cfg.report_path, "%p") != NULL;
+    if (ld_cfg.report_path[0] && (!in_child || pid_path) && (ld_cuda_used() || pid_path)) {
+        char why[320];
+        if (ld_report_write_why(ld_cfg.report_path, why, sizeof why) != 0 && ld_cuda_used())
+            LD_WARN("cannot write report %.*s%s: %s", 300, ld_cfg.report_path,
+                    strlen(ld_cfg.report_path) > 300 ? "..." : "", why);
     }
     if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(0);
 }

@@ -1,5 +1,6 @@
 /* log.c — "ldshim: " lines on stderr, one write(2) each so threads never interleave. */
 #include "shim/log.h"
+#include "shim/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +10,10 @@
 #include <unistd.h>
 
 int ld_log_level = LD_LOG_WARN;
+static char bad_value[64];   /* LDSHIM_LOG as given when it named no level ("" if fine) */
 
 void ld_log_init(void) {
+    bad_value[0] = '\0';
     const char *s = getenv("LDSHIM_LOG");
     if (!s || !*s) return;
     if (!strcasecmp(s, "none") || !strcasecmp(s, "off")) ld_log_level = LD_LOG_NONE;
@@ -20,7 +23,29 @@ void ld_log_init(void) {
     else if (!strcasecmp(s, "debug")) ld_log_level = LD_LOG_DEBUG;
     else {
         ld_log_level = LD_LOG_WARN;
-        ld_log_write(LD_LOG_WARN, "LDSHIM_LOG=%s is not one of error|warn|info|debug; using warn", s);
+        snprintf(bad_value, sizeof bad_value, "%s", s);
+    }
+}
+
+void ld_log_report_env(void) {
+    if (bad_value[0] && ld_log_level >= LD_LOG_WARN)
+        ld_log_write(LD_LOG_WARN, "LDSHIM_LOG=%s is not one of error|warn|info|debug; using warn", bad_value);
+    bad_value[0] = '\0';
+}
+
+/* '?' for control characters (C0, DEL, C1) and for bytes of invalid UTF-8. */
+static void sanitize(char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = ld_utf8_len(u + i, n - i);
+        int c1 = k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0;
+        if (k == 0 || (k == 1 && (u[i] < 0x20 || u[i] == 0x7f)) || c1) {
+            size_t w = c1 ? 2 : 1;
+            memset(s + i, '?', w);
+            i += w;
+        } else {
+            i += k;
+        }
     }
 }
 
@@ -34,6 +59,7 @@ void ld_log_write(int level, const char *fmt, ...) {
     va_end(ap);
     if (m < 0) return;
     size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+    sanitize(buf + n, len - (size_t)n);
     buf[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;

@@ -1,5 +1,7 @@
 /* log.h — stderr logging, "ldshim: " prefix, level from LDSHIM_LOG (error|warn|info|debug,
- * default warn). Never writes to stdout. Thread-safe: one write(2) per message. */
+ * default warn). Never writes to stdout. Thread-safe: one write(2) per message. Control
+ * characters and invalid UTF-8 in a message (a path or a cached verdict, say) are written as
+ * '?', so nothing read from a file or the environment can drive the terminal. */
 #ifndef LDSHIM_LOG_H
 #define LDSHIM_LOG_H
 
@@ -7,7 +9,11 @@ enum { LD_LOG_NONE = 0, LD_LOG_ERROR = 1, LD_LOG_WARN = 2, LD_LOG_INFO = 3, LD_L
 
 extern int ld_log_level;   /* read once from LDSHIM_LOG by ld_log_init() */
 
+/* Read LDSHIM_LOG. Prints nothing: a bad value is kept for ld_log_report_env(), which the
+ * shim calls when the process first reaches for CUDA (a process that never does stays
+ * silent). */
 void ld_log_init(void);
+void ld_log_report_env(void);
 void ld_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LD_ERROR(...) do { if (ld_log_level >= LD_LOG_ERROR) ld_log_write(LD_LOG_ERROR, __VA_ARGS__); } while (0)

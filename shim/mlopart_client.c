@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,13 +42,78 @@ int ld_mlo_helper_path(char *out, size_t n, char *why, size_t wn) {
     return 0;
 }
 
-/* Reap `pid` within ms; 1 when gone (or reaped by someone else), 0 otherwise. */
-static int reap(int pid, int ms) {
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434            /* the same number on every architecture (Linux 5.3) */
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* A pidfd for our child `pid`, proven to be our child (waitid on it, not waiting), or -1
+ * with *unsupported set when the kernel has none. Called right after the spawn. */
+static int open_pidfd(int pid, int *unsupported) {
+    *unsupported = 0;
+    int fd = ld_mlo_hook("no-pidfd") ? (errno = ENOSYS, -1) : (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) {
+        *unsupported = errno == ENOSYS;
+        return -1;
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG | WNOWAIT) == 0) return fd;
+    if (errno == EINVAL) {           /* waitid(P_PIDFD) is 5.4: ask by pid, at once */
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0) return fd;
+    }
+    close(fd);                        /* not our child (already reaped by someone else) */
+    return -1;
+}
+
+/* With pmu held: 1 while `pid` is our child and has not exited (so it is not reaped and
+ * the number cannot have been reused). */
+static int running_child(int pid) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
+void ld_mlo_helper_signal(ld_mlo_helper_t *h, int sig) {
+    pthread_mutex_lock(&h->pmu);
+    if (h->pidfd >= 0) syscall(SYS_pidfd_send_signal, h->pidfd, sig, NULL, 0);
+    else if (h->nopidfd && running_child(h->pid)) kill(h->pid, sig);
+    pthread_mutex_unlock(&h->pmu);
+}
+
+/* With pmu held: reap the helper if it exited. 1 when it is gone (reaped now, or by
+ * someone else before), 0 while it runs. Never reaps another process of the program. */
+static int try_reap(ld_mlo_helper_t *h) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (h->pidfd >= 0) {
+        if (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | WNOHANG) == 0) return si.si_pid != 0;
+        return errno == ECHILD || errno == EINVAL;
+    }
+    if (h->nopidfd && h->pid > 0) {
+        if (!running_child(h->pid)) {
+            if (waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG) != 0 || si.si_pid != 0) return 1;
+            return 0;
+        }
+        return 0;
+    }
+    return 1;                         /* nothing of ours to wait for */
+}
+
+/* Reap the helper within ms; 1 when gone. */
+static int reap(ld_mlo_helper_t *h, int ms) {
     int64_t end = ld_mlo_now_ms() + ms;
     for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid || (r < 0 && errno == ECHILD)) return 1;
+        pthread_mutex_lock(&h->pmu);
+        int gone = try_reap(h);
+        pthread_mutex_unlock(&h->pmu);
+        if (gone) return 1;
         if (ld_mlo_now_ms() >= end) return 0;
         usleep(2000);
     }
@@ -85,13 +151,18 @@ static void wait_eof(int sock, int ms) {
 static void drop(ld_mlo_helper_t *h) {
     if (h->sock >= 0) close(h->sock);
     h->sock = -1;
+    pthread_mutex_lock(&h->pmu);
+    if (h->pidfd >= 0) close(h->pidfd);
+    h->pidfd = -1;
+    h->nopidfd = 0;
     h->pid = 0;
+    pthread_mutex_unlock(&h->pmu);
 }
 
 void ld_mlo_helper_kill(ld_mlo_helper_t *h, int timeout_ms) {
-    if (h->pid > 0) kill(h->pid, SIGKILL);
+    ld_mlo_helper_signal(h, SIGKILL);
     if (h->sock >= 0) wait_eof(h->sock, timeout_ms);
-    if (h->pid > 0) reap(h->pid, 1000);
+    reap(h, 1000);
     drop(h);
 }
 
@@ -104,14 +175,17 @@ void ld_mlo_helper_quit(ld_mlo_helper_t *h, int timeout_ms) {
         int64_t left = deadline - ld_mlo_now_ms();
         wait_eof(h->sock, left > 0 ? (int)left : 0);
     }
-    if (h->pid > 0 && !reap(h->pid, 200)) {
-        kill(h->pid, SIGKILL);
-        reap(h->pid, 1000);
+    if (!reap(h, 200)) {
+        ld_mlo_helper_signal(h, SIGKILL);
+        reap(h, 1000);
     }
     drop(h);
 }
 
 void ld_mlo_helper_forget(ld_mlo_helper_t *h) {
+    /* The lock may have been held by a thread that does not exist in this child; the
+     * parent's helper is not our child: close our copies, signal nothing. */
+    pthread_mutex_init(&h->pmu, NULL);
     drop(h);
 }
 
@@ -129,6 +203,11 @@ int ld_mlo_helper_call(ld_mlo_helper_t *h, ld_mlo_op_t op, int domain, uint64_t 
 
 int ld_mlo_helper_spawn(ld_mlo_helper_t *h, const char *path, const char *uuid, int ndomains,
                         int timeout_ms, int *ndev, char *why, size_t n) {
+    const char *inside = getenv(LD_MLO_ENV_MARKER);
+    if (inside && *inside) {
+        snprintf(why, n, "this process is the MLOPart helper's (%s is set): no helper of its own", LD_MLO_ENV_MARKER);
+        return -1;
+    }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         snprintf(why, n, "socketpair: %s", strerror(errno));
@@ -147,7 +226,13 @@ int ld_mlo_helper_spawn(ld_mlo_helper_t *h, const char *path, const char *uuid, 
     }
     const char *drop_vars[] = { "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY",
                                 "CUDA_MPS_LOG_DIRECTORY", NULL };
-    char **env = ld_mlo_env_build(environ, drop_vars, NULL);
+    /* Never run the shim in the helper: drop this very shim object from LD_PRELOAD (found by
+     * dladdr, so a renamed copy is recognized too) and mark the environment, which any copy
+     * that still loads reads in its constructor and then stays inert. */
+    Dl_info self;
+    const char *self_path = dladdr((void *)&ld_mlo_helper_spawn, &self) && self.dli_fname ? self.dli_fname : NULL;
+    const char *add_vars[] = { LD_MLO_ENV_MARKER "=1", NULL };
+    char **env = ld_mlo_env_build(environ, drop_vars, add_vars, self_path);
     char fdarg[16], pidarg[24], uuidarg[64];
     snprintf(fdarg, sizeof fdarg, "%d", LD_MLO_HELPER_FD);
     snprintf(pidarg, sizeof pidarg, "%d", (int)getpid());
@@ -187,7 +272,13 @@ out_env:
 out_sock:
     close(sv[1]);
     if (!pid) { close(sv[0]); return -1; }
+    int unsupported = 0;
+    int pfd = open_pidfd(pid, &unsupported);
+    pthread_mutex_lock(&h->pmu);
     h->pid = pid;
+    h->pidfd = pfd;
+    h->nopidfd = unsupported;
+    pthread_mutex_unlock(&h->pmu);
     h->sock = sv[0];
     h->next_id = 1;
 
@@ -202,7 +293,7 @@ out_sock:
         snprintf(why, n, "%s", rep.msg);
         /* It exits by itself; its supervisor stops the daemon and removes the directory. */
         wait_eof(h->sock, timeout_ms);
-        if (!reap(h->pid, 1000)) { kill(h->pid, SIGKILL); reap(h->pid, 1000); }
+        if (!reap(h, 1000)) { ld_mlo_helper_signal(h, SIGKILL); reap(h, 1000); }
         drop(h);
         return -1;
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,18 +211,32 @@ int ld_mlo_recv_rep(int sock, const ld_mlo_req_t *req, ld_mlo_rep_t *r, int *fd_
     return LD_MLO_IO_OK;
 }
 
-/* LD_PRELOAD without the entries naming libldshim; NULL when nothing remains or on OOM
+/* 1 when the LD_PRELOAD entry `tok` names the shim object `self` (see mlopart_proto.h):
+ * by identity, so a renamed copy of the shim is recognized and another library whose name
+ * merely starts like ours is not. */
+static int is_self(const char *tok, const char *self, const struct stat *self_st) {
+    if (!self || !*self) return 0;
+    if (!strcmp(tok, self)) return 1;
+    if (!strchr(tok, '/')) {                 /* a bare name, found by the loader's search */
+        const char *b = strrchr(self, '/');
+        return !strcmp(tok, b ? b + 1 : self);
+    }
+    struct stat st;
+    return self_st && stat(tok, &st) == 0 && st.st_dev == self_st->st_dev && st.st_ino == self_st->st_ino;
+}
+
+/* LD_PRELOAD without the entries that are `self`; NULL when nothing remains or on OOM
  * (*oom tells which). Entries are separated by ':' or spaces. */
-static char *preload_without_shim(const char *val, int *oom) {
+static char *preload_without_shim(const char *val, const char *self, int *oom) {
     size_t n = strlen(val);
     char *out = malloc(n + 1), *tmp = strdup(val);
     if (!out || !tmp) { free(out); free(tmp); *oom = 1; return NULL; }
+    struct stat self_st;
+    int have_st = self && *self && stat(self, &self_st) == 0;
     size_t o = 0;
     char *save = NULL;
     for (char *tok = strtok_r(tmp, ": \t", &save); tok; tok = strtok_r(NULL, ": \t", &save)) {
-        const char *base = strrchr(tok, '/');
-        base = base ? base + 1 : tok;
-        if (strncmp(base, "libldshim", 9) == 0) continue;
+        if (is_self(tok, self, have_st ? &self_st : NULL)) continue;
         if (o) out[o++] = ':';
         size_t l = strlen(tok);
         memcpy(out + o, tok, l);
@@ -251,7 +266,8 @@ static int name_in(const char *entry, const char *const *names, int add_form) {
     return 0;
 }
 
-char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *const *add) {
+char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *const *add,
+                        const char *self) {
     size_t ns = 0, na = 0;
     while (src && src[ns]) ns++;
     while (add && add[na]) na++;
@@ -263,7 +279,7 @@ char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *c
         if (!strchr(e, '=') || name_in(e, drop, 0) || name_in(e, add, 1)) continue;
         if (name_is(e, "LD_PRELOAD")) {
             int oom = 0;
-            char *rest = preload_without_shim(e + 11, &oom);
+            char *rest = preload_without_shim(e + 11, self, &oom);
             if (oom) goto fail;
             if (!rest) continue;
             size_t l = strlen(rest);

@@ -21,6 +21,7 @@
 #ifndef LDSHIM_MLOPART_PROTO_H
 #define LDSHIM_MLOPART_PROTO_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,10 @@
 #define LD_MLO_MSG_MAX  192           /* reply message, NUL-terminated */
 #define LD_MLO_HELPER_FD 3            /* the helper's end of the socketpair */
 #define LD_MLO_HELPER_NAME "ldshim-mlopart-helper"
+/* Set in the helper's environment (inherited by the MPS processes it starts): a shim that
+ * finds it in its constructor stays inert, so the helper never runs the shim, whatever
+ * LD_PRELOAD still names. */
+#define LD_MLO_ENV_MARKER  "LDSHIM_INSIDE_MLOPART_HELPER"
 
 /* Defaults (ms); LDSHIM_MLOPART_TIMEOUT_MS overrides both. */
 #define LD_MLO_REQUEST_TIMEOUT_MS 10000
@@ -107,23 +112,37 @@ int ld_mlo_recv_rep(int sock, const ld_mlo_req_t *req, ld_mlo_rep_t *r, int *fd_
                     int64_t deadline);
 
 /* A new NULL-terminated environment: `src` minus variables named in `drop` (NULL-ended
- * list of names), minus LD_PRELOAD entries naming libldshim (the variable is dropped when
- * nothing remains), plus `add` ("NAME=value" strings, NULL-ended, replacing same names).
- * Returns NULL on out-of-memory. Free with ld_mlo_env_free. */
-char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *const *add);
+ * list of names), minus the LD_PRELOAD entries that are the shim object `self` (the path
+ * dladdr gives for the loaded shim: an entry naming the same file, by path or by device and
+ * inode, or a bare name equal to its file name; the variable is dropped when nothing
+ * remains; NULL self drops nothing), plus `add` ("NAME=value" strings, NULL-ended,
+ * replacing same names). Returns NULL on out-of-memory. Free with ld_mlo_env_free. */
+char **ld_mlo_env_build(char *const *src, const char *const *drop, const char *const *add,
+                        const char *self);
 void ld_mlo_env_free(char **env);
 
 /* --- Client side (shim/mlopart_client.c): one helper process seen from the shim. ------
  *
- * Thread-safety: none; the backend holds one mutex per helper around every call.
- * Ownership: the struct owns the socket and the child process until kill/quit/forget. */
+ * Thread-safety: the backend holds one mutex per helper around every call except
+ * ld_mlo_helper_signal, which may run from another thread (a program exiting while a request
+ * is stuck); `pmu` orders it against reaping and closing.
+ * Ownership: the struct owns the socket and the child process until kill/quit/forget.
+ *
+ * NOTES: the helper is signalled only while it is provably our unreaped child. Its pidfd
+ * (opened right after the spawn and checked with waitid(WNOWAIT) to be our child) names that
+ * process and no other, even after the program reaped it and the pid was reused. Where the
+ * kernel has no pidfd (< 5.3) the pid is signalled only while waitid(WNOHANG|WNOWAIT) shows
+ * it as our child still running: a reaped helper's pid is never signalled. */
 typedef struct {
-    int      pid;        /* helper process, 0 when none */
+    int      pid;        /* helper process (messages), 0 when none */
+    int      pidfd;      /* -1 when none                                               */
+    int      nopidfd;    /* 1: the kernel has no pidfd; prove ownership by waitid      */
     int      sock;       /* the shim's end, -1 when none */
     uint64_t next_id;
+    pthread_mutex_t pmu; /* guards pid/pidfd/nopidfd between signal, reap and close    */
 } ld_mlo_helper_t;
 
-#define LD_MLO_HELPER_INIT { 0, -1, 1 }
+#define LD_MLO_HELPER_INIT { 0, -1, 0, -1, 1, PTHREAD_MUTEX_INITIALIZER }
 
 /* Where the helper binary is: $LDSHIM_MLOPART_HELPER (test setting), else the directory of
  * the object holding this code (libldshim.so) + "/ldshim-mlopart-helper". 0 or -1 + why. */
@@ -151,5 +170,9 @@ void ld_mlo_helper_kill(ld_mlo_helper_t *h, int timeout_ms);
 
 /* In a forked child: close this process's copy of the socket, signal nothing. */
 void ld_mlo_helper_forget(ld_mlo_helper_t *h);
+
+/* Send `sig` to the helper only while it is provably our unreaped child (see NOTES). Safe
+ * from a thread other than the one using the helper. */
+void ld_mlo_helper_signal(ld_mlo_helper_t *h, int sig);
 
 #endif /* LDSHIM_MLOPART_PROTO_H */

@@ -16,7 +16,9 @@ typedef struct entry {
 
 #define POOL_DEVICES 64
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static entry_t *head;                     /* most recent first: reuse warm ranges */
+/* Most recent first: reuse warm ranges. Read without the lock (atomically) to skip the lock
+ * while the pool is empty, so every store to it is atomic too, under the lock. */
+static entry_t *head;
 static uint64_t cached[POOL_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
 int ld_exiting;
@@ -41,7 +43,7 @@ int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_ra
     for (entry_t **pp = &head; *pp; pp = &(*pp)->next) {
         entry_t *e = *pp;
         if (same_shape(&e->r, dev, nslices, slice, domain_of)) {
-            *pp = e->next;
+            __atomic_store_n(pp, e->next, __ATOMIC_RELAXED);
             cached[dev] -= e->r.reserved;
             pthread_mutex_unlock(&mu);
             *out = e->r;
@@ -69,7 +71,7 @@ int ld_pool_keep(const ld_range_t *r) {
         return -1;
     }
     e->next = head;
-    head = e;
+    __atomic_store_n(&head, e, __ATOMIC_RELAXED);
     cached[dev] += r->reserved;
     int first = !exit_registered;
     exit_registered = 1;
@@ -93,7 +95,7 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
     for (entry_t **pp = &head; *pp;) {
         entry_t *e = *pp;
         if (dev < 0 || e->r.device == dev) {
-            *pp = e->next;
+            __atomic_store_n(pp, e->next, __ATOMIC_RELAXED);
             e->next = take;
             take = e;
             cached[e->r.device] -= e->r.reserved;
@@ -132,7 +134,7 @@ void ld_pool_stats(ld_pool_stats_t *out) {
 void ld_pool_reset(void) {
     while (head) {
         entry_t *e = head;
-        head = e->next;
+        __atomic_store_n(&head, e->next, __ATOMIC_RELAXED);
         free(e);
     }
     memset(cached, 0, sizeof cached);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "shim/json.h"
 #include "shim/log.h"
 #include "shim/probe_cache.h"
 #include "shim/probe_classify.h"
@@ -538,14 +539,7 @@ static void jput(jbuf_t *j, const char *fmt, ...) {
 }
 
 static void jstr(jbuf_t *j, const char *s) {
-    jput(j, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') jput(j, "\\%c", c);
-        else if (c < 0x20) jput(j, "\\u%04x", c);
-        else jput(j, "%c", c);
-    }
-    jput(j, "\"");
+    j->len += ld_json_str(j->len < j->n ? j->buf + j->len : NULL, j->len < j->n ? j->n - j->len : 0, s);
 }
 
 static void jmap(jbuf_t *j, const uint8_t *m, uint32_t n) {

@@ -1,6 +1,7 @@
 /* probe_cache.c — per-GPU topology cache: resolve the directory, write atomically, read
  * back with every field and the checksum checked. See probe_cache.h for the format. */
 #include "shim/probe_cache.h"
+#include "shim/probe_classify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CACHE_MAGIC "ldshim-topology-cache"
@@ -112,12 +114,90 @@ int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_re
     return ld_cache_write_file(dir, path, body, (size_t)len, why, n);
 }
 
+/* ---- file I/O ---------------------------------------------------------------------- */
+
+/* NOTES: a cache file decides what the shim publishes to kernels, so it is trusted only
+ * when nobody else could have written it, the way ssh treats ~/.ssh: the directory must be
+ * ours and writable by nobody else, the file a regular file of ours, writable by nobody
+ * else, not a symbolic link. Everything after the checks goes through the directory's
+ * descriptor, so a path swapped meanwhile is never followed. Opens never block (a FIFO
+ * planted in the directory is refused by fstat, not waited on). */
+
+static int dir_trusted(int dfd, const char *dir, char *why, size_t n) {
+    struct stat st;
+    if (fstat(dfd, &st) != 0) { snprintf(why, n, "%s: %s", dir, strerror(errno)); return -1; }
+    if (!S_ISDIR(st.st_mode)) { snprintf(why, n, "%s: not a directory", dir); return -1; }
+    if (st.st_uid != geteuid()) {
+        snprintf(why, n, "%s: owned by uid %u, not by this user (uid %u); not trusted", dir, (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, n, "%s: writable by %s (mode %04o); not trusted", dir,
+                 st.st_mode & S_IWOTH ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+/* Split `path` into its directory (opened) and base name. -1 with why, or the directory
+ * is missing (*missing = 1). */
+static int open_parent(const char *path, const char **base, int *missing, char *why, size_t n) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    *missing = 0;
+    if (slash) {
+        size_t dl = slash == path ? 1 : (size_t)(slash - path);
+        if (dl >= sizeof dir) { snprintf(why, n, "cache path too long"); return -1; }
+        memcpy(dir, path, dl);
+        dir[dl] = 0;
+        *base = slash + 1;
+    } else {
+        snprintf(dir, sizeof dir, ".");
+        *base = path;
+    }
+    if (!**base) { snprintf(why, n, "%s: no file name", path); return -1; }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        *missing = errno == ENOENT || errno == ENOTDIR;
+        snprintf(why, n, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (dir_trusted(dfd, dir, why, n) != 0) { close(dfd); return -1; }
+    return dfd;
+}
+
 int ld_cache_write_file(const char *dir, const char *path, const char *data, size_t len, char *why, size_t n) {
-    char tmp[4200];
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') dl--;
+    const char *rest = strncmp(path, dir, dl) == 0 ? path + dl : NULL;   /* path is at least dl long */
+    while (rest && *rest == '/') rest++;
+    if (!rest || rest == path + dl || !*rest || strchr(rest, '/')) {
+        snprintf(why, n, "%s: not a file directly inside %s", path, dir);
+        return -1;
+    }
     if (make_dirs(dir)) { snprintf(why, n, "cannot create %s: %s", dir, strerror(errno)); return -1; }
-    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) { snprintf(why, n, "cache path too long"); return -1; }
-    int fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
-    if (fd < 0) { snprintf(why, n, "cannot create %s: %s", tmp, strerror(errno)); return -1; }
+    const char *base;
+    int missing;
+    int dfd = open_parent(path, &base, &missing, why, n);
+    if (dfd < 0) return -1;
+    /* A temporary of our own (O_EXCL: a name planted meanwhile is never opened), then rename. */
+    static unsigned seq;
+    char tmp[600];
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned r = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12) ^ __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) * 2654435761u;
+        if (snprintf(tmp, sizeof tmp, ".%.400s.%08x.tmp", base, r) >= (int)sizeof tmp) break;
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        snprintf(why, n, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+        close(dfd);
+        return -1;
+    }
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
@@ -127,13 +207,13 @@ int ld_cache_write_file(const char *dir, const char *path, const char *data, siz
     }
     int err = off == len ? 0 : (errno ? errno : EIO);
     if (close(fd) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
+    if (!err && renameat(dfd, tmp, dfd, base) != 0) err = errno;
     if (err) {
-        unlink(tmp);
+        unlinkat(dfd, tmp, 0);
         snprintf(why, n, "cannot write %s: %s", path, strerror(err));
-        return -1;
     }
-    return 0;
+    close(dfd);
+    return err ? -1 : 0;
 }
 
 /* ---- reading ----------------------------------------------------------------------- */
@@ -241,7 +321,25 @@ static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_k
         BAD("%s:%d: expected balanced map of %u digits < %u", path, c.line, t.num_sms, t.num_domains);
     if (!(v = field(&c, "verdict"))) BAD("%s:%d: expected verdict", path, c.line);
     snprintf(t.verdict, sizeof t.verdict, "%s", v);
+    /* Free text that reaches logs and reports: no control characters. */
+    for (char *q = t.verdict; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
     if (c.p != c.end) BAD("%s:%d: unexpected text before the checksum", path, c.line + 1);
+
+    /* The checksum only says the file is whole, not that its maps make sense: check the
+     * physical map as the probe's acceptance does and re-derive the balanced one from it. */
+    if (t.valid) {
+        int split = ld_first_split_tpc(t.physical, t.num_sms);
+        if (split >= 0) BAD("%s: physical map splits TPC %d between domains", path, split);
+        uint32_t counts[LDSHIM_MAX_DOMAINS];
+        ld_count_domains(t.physical, t.num_sms, t.num_domains, counts);
+        for (uint32_t d = 0; d < t.num_domains; d++)
+            if (counts[d] == 0) BAD("%s: physical map puts no SM in domain %u", path, d);
+    }
+    uint8_t bal[LDSHIM_MAX_SMS];
+    int moved = ld_balance_map(t.physical, t.num_sms, t.num_domains, bal);
+    if (memcmp(bal, t.balanced, t.num_sms) != 0 || moved != t.tpcs_moved)
+        BAD("%s: balanced map does not follow from the physical map", path);
 
     if (t.num_sms != key->num_sms || t.num_domains != key->num_domains) {
         snprintf(why, n, "%s: written for %u SMs / %u domains, now %u / %u", path, t.num_sms,
@@ -265,10 +363,31 @@ static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_k
 
 int ld_cache_read_file(const char *path, char *buf, size_t cap, size_t *len, char *why, size_t n) {
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *base;
+    int missing;
+    int dfd = open_parent(path, &base, &missing, why, n);
+    if (dfd < 0) {
+        if (missing) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
+        return LD_CACHE_BAD;
+    }
+    int fd = openat(dfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    int oe = errno;
+    close(dfd);
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
-        BAD("%s: cannot open: %s", path, strerror(errno));
+        if (oe == ENOENT) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
+        if (oe == ELOOP) BAD("%s: a symbolic link; not trusted", path);
+        BAD("%s: cannot open: %s", path, strerror(oe));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) { oe = errno; close(fd); BAD("%s: %s", path, strerror(oe)); }
+    const char *bad = !S_ISREG(st.st_mode) ? "not a regular file"
+                    : st.st_uid != geteuid() ? "owned by another user"
+                    : st.st_mode & (S_IWGRP | S_IWOTH) ? "writable by others"
+                    : NULL;
+    if (bad) { close(fd); BAD("%s: %s; not trusted", path, bad); }
+    if (st.st_size < 0 || (unsigned long long)st.st_size > cap) {
+        close(fd);
+        BAD("%s: corrupted (larger than %zu bytes)", path, cap);
     }
     size_t got_all = 0;
     for (;;) {

@@ -4,6 +4,7 @@
 #include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
+#include "shim/json.h"
 #include "shim/ldshim.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
@@ -11,10 +12,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int cuda_used;
@@ -45,15 +48,16 @@ static void put(buf_t *b, const char *fmt, ...) {
 }
 
 static void put_str(buf_t *b, const char *s) {
-    if (!s) { put(b, "null"); return; }
-    put(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') put(b, "\\%c", c);
-        else if (c < 0x20) put(b, "\\u%04x", c);
-        else put(b, "%c", c);
+    if (b->oom) return;
+    for (;;) {
+        size_t need = ld_json_str(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, s);
+        if (b->p && need < b->cap - b->n) { b->n += need; return; }
+        size_t nc = (b->cap + need + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
     }
-    put(b, "\"");
 }
 
 static int cmp_hist(const void *a, const void *b) {
@@ -63,12 +67,17 @@ static int cmp_hist(const void *a, const void *b) {
 }
 
 static void build(buf_t *b) {
+    /* A process that never reached for CUDA never read its policy: it says so (and runs as
+     * stock) rather than reading the file now. */
+    int ready = ld_config_ready();
+    ld_state_t state = ready ? ld_cfg.state : LD_STATE_STOCK;
     put(b, "{\n  \"ldshim\": \"%s\",\n  \"pid\": %d,\n  \"state\": \"%s\",\n", LDSHIM_VERSION_STRING, (int)getpid(),
-        ld_state_name(ld_cfg.state));
+        ld_state_name(state));
     put(b, "  \"policy\": ");
     put_str(b, ld_cfg.policy_path[0] ? ld_cfg.policy_path : NULL);
     put(b, ",\n  \"policy_error\": ");
     put_str(b, ld_cfg.policy_error[0] ? ld_cfg.policy_error : NULL);
+    put(b, ",\n  \"policy_read\": %s", ready ? "true" : "false");
     put(b, ",\n  \"backend_setting\": \"%s\",\n", ld_backend_name(ld_cfg.backend));
     char comp[32];
     put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u},\n",
@@ -78,7 +87,7 @@ static void build(buf_t *b) {
         : ld_cfg.mem_domain >= 0 ? "domain (the state places tagged memory in one domain)" : "rules");
 
     /* devices */
-    const char *active_backend = "off", *active_reason = ld_active() ? "no tagged allocation reached a device" : "stock";
+    const char *active_backend = "off", *active_reason = state != LD_STATE_STOCK ? "no tagged allocation reached a device" : "stock";
     put(b, "  \"devices\": [");
     int first = 1;
     for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
@@ -215,40 +224,144 @@ static void build(buf_t *b) {
         (unsigned long long)ld_registry_bytes());
 }
 
-/* "%p" -> pid; the rest verbatim. */
-static void expand(const char *in, char *out, size_t n) {
+/* "%p" -> pid; the rest verbatim. -1 when the result does not fit (never a shorter path:
+ * a truncated name would put the report somewhere else). */
+static int expand(const char *in, char *out, size_t n) {
     size_t k = 0;
-    for (; *in && k + 1 < n; in++) {
+    for (; *in; in++) {
         if (in[0] == '%' && in[1] == 'p') {
-            k += (size_t)snprintf(out + k, n - k, "%d", (int)getpid());
+            int w = snprintf(out + k, n - k, "%d", (int)getpid());
+            if (w < 0 || (size_t)w >= n - k) return -1;
+            k += (size_t)w;
             in++;
-            if (k >= n) { k = n - 1; break; }
         } else {
+            if (k + 1 >= n) return -1;
             out[k++] = *in;
         }
     }
     out[k] = 0;
+    return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, p + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {        /* a FIFO whose reader is slow */
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            if (poll(&pf, 1, 5000) <= 0) { errno = EAGAIN; return -1; }
+            continue;
+        }
+        if (w <= 0) return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* The mode a new file of ours would get: 0644 less the umask (read from /proc, since
+ * umask(2) cannot be read without changing it under the program's other threads). */
+static mode_t report_mode(void) {
+    mode_t um = 022;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[2048];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) {
+            buf[n] = 0;
+            char *u = strstr(buf, "\nUmask:");
+            if (u) um = (mode_t)strtoul(u + 7, NULL, 8);
+        }
+    }
+    return 0644 & ~um;
+}
+
+#define WHY(...) do { snprintf(why, wn, __VA_ARGS__); } while (0)
+
+/* A FIFO or character device (/dev/null, /dev/stdout's tty or pipe): written in place,
+ * never replaced; opening must not block (a FIFO without a reader is refused). */
+static int write_in_place(const char *p, const struct stat *want, const char *data, size_t n, char *why, size_t wn) {
+    int fd = open(p, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) { WHY("%s", strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != (want->st_mode & S_IFMT) ||
+        st.st_rdev != want->st_rdev || st.st_ino != want->st_ino) {
+        close(fd);
+        WHY("the file changed while it was opened");
+        return -1;
+    }
+    int rc = write_all(fd, data, n);
+    int e = errno;
+    close(fd);
+    if (rc) WHY("%s", strerror(e));
+    return rc;
+}
+
+/* A new or regular file: a temporary of our own beside it (O_EXCL, a name nobody can
+ * guess or plant), then rename over the target, so readers see the old report or the new
+ * one and a link planted at the target is replaced, never followed. */
+static int write_replace(const char *p, const char *data, size_t n, char *why, size_t wn) {
+    char tmp[LD_PATH_MAX + 16];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", p) >= (int)sizeof tmp) { WHY("path too long"); return -1; }
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) { WHY("cannot create a temporary file beside it: %s", strerror(errno)); return -1; }
+    int rc = fchmod(fd, report_mode()) != 0 || write_all(fd, data, n) != 0 ? -1 : 0;
+    int e = errno;
+    if (close(fd) != 0 && !rc) { rc = -1; e = errno; }
+    if (!rc && rename(tmp, p) != 0) { rc = -1; e = errno; }
+    if (rc) {
+        unlink(tmp);
+        WHY("%s", strerror(e));
+    }
+    return rc;
+}
+
+int ld_report_write_why(const char *path, char *why, size_t wn) {
+    if (!path || !*path) { WHY("no path"); errno = EINVAL; return -1; }
+    char p[LD_PATH_MAX];
+    if (expand(path, p, sizeof p) != 0) {
+        WHY("the path is longer than %d bytes", LD_PATH_MAX - 1);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    struct stat st, tgt;
+    int have = lstat(p, &st) == 0;
+    if (!have && errno != ENOENT) { int e = errno; WHY("%s", strerror(e)); errno = e; return -1; }
+    int in_place = 0;
+    if (have && S_ISLNK(st.st_mode)) {
+        /* Follow a link only when it is ours or root's (as fs.protected_symlinks does in
+         * sticky directories), and only to a device or FIFO: /dev/stdout, say. */
+        if (st.st_uid != geteuid() && st.st_uid != 0) {
+            WHY("it is a symbolic link owned by uid %u; not following it", (unsigned)st.st_uid);
+            errno = EPERM;
+            return -1;
+        }
+        if (stat(p, &tgt) != 0 || !(S_ISCHR(tgt.st_mode) || S_ISFIFO(tgt.st_mode))) {
+            WHY("it is a symbolic link; give the path of the file itself");
+            errno = ELOOP;
+            return -1;
+        }
+        st = tgt;
+        in_place = 1;
+    } else if (have && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        in_place = 1;
+    } else if (have && !S_ISREG(st.st_mode)) {
+        WHY("it is %s; only a regular file, a FIFO or a character device is written",
+            S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket");
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
+    buf_t b = {0};
+    build(&b);
+    if (b.oom || !b.p) { free(b.p); WHY("out of memory"); errno = ENOMEM; return -1; }
+    int rc = in_place ? write_in_place(p, &st, b.p, b.n, why, wn) : write_replace(p, b.p, b.n, why, wn);
+    free(b.p);
+    if (rc) errno = EIO;
+    return rc;
 }
 
 int ld_report_write(const char *path) {
-    if (!path || !*path) { errno = EINVAL; return -1; }
-    char p[600], tmp[640];
-    expand(path, p, sizeof p);
-    buf_t b = {0};
-    build(&b);
-    if (b.oom || !b.p) { free(b.p); errno = ENOMEM; return -1; }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", p, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { free(b.p); return -1; }
-    size_t off = 0;
-    while (off < b.n) {
-        ssize_t w = write(fd, b.p + off, b.n - off);
-        if (w < 0) { if (errno == EINTR) continue; break; }
-        off += (size_t)w;
-    }
-    int ok = off == b.n;
-    if (close(fd) != 0) ok = 0;
-    free(b.p);
-    if (!ok || rename(tmp, p) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
-    return 0;
+    char why[256];
+    return ld_report_write_why(path, why, sizeof why);
 }

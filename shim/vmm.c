@@ -3,10 +3,38 @@
 #include "shim/log.h"
 #include "shim/pool.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-static size_t round_up(size_t x, size_t g) { return (x + g - 1) / g * g; }
+/* slice = ceil(size / n) rounded up to the granularity, reserved = n x slice; -1 when
+ * either overflows (3 domains and 2^64 - 2^21 bytes would wrap the reservation to 2 MiB). */
+static int layout(size_t size, int n, size_t gran, size_t *slice, size_t *reserved) {
+    if (gran == 0) return -1;
+    size_t per = size / (size_t)n + (size % (size_t)n != 0);
+    if (per > SIZE_MAX - (gran - 1)) return -1;
+    size_t sl = (per + gran - 1) / gran * gran;
+    if (sl > SIZE_MAX / (size_t)n) return -1;
+    *slice = sl;
+    *reserved = sl * (size_t)n;
+    return 0;
+}
+
+/* Teardown calls, each retried once: a transient failure must not leak a mapping, a handle
+ * or the address range (nothing else would ever release them). */
+static CUresult unmap(const ld_driver_t *d, CUdeviceptr p, size_t n) {
+    CUresult rc = d->cuMemUnmap(p, n);
+    return rc == CUDA_SUCCESS ? rc : d->cuMemUnmap(p, n);
+}
+static CUresult release(const ld_driver_t *d, CUmemGenericAllocationHandle h) {
+    CUresult rc = d->cuMemRelease(h);
+    return rc == CUDA_SUCCESS ? rc : d->cuMemRelease(h);
+}
+static CUresult address_free(const ld_driver_t *d, CUdeviceptr p, size_t n) {
+    CUresult rc = d->cuMemAddressFree(p, n);
+    return rc == CUDA_SUCCESS ? rc : d->cuMemAddressFree(p, n);
+}
+static int exiting(void) { return __atomic_load_n(&ld_exiting, __ATOMIC_RELAXED); }
 
 /* Physical handle for one slice; on out-of-memory trim the pool once and retry, so kept
  * ranges never cost the program memory. */
@@ -41,7 +69,12 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         snprintf(why, n, "bad slice count %d", nslices);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    size_t slice = round_up((size + (size_t)nslices - 1) / (size_t)nslices, dv->gran);
+    size_t slice, reserved;
+    if (layout(size, nslices, dv->gran, &slice, &reserved) != 0) {
+        snprintf(why, n, "%zu bytes in %d slices of %zu-byte granules overflow the address space", size, nslices,
+                 dv->gran);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     unsigned long long mask = ld_device_access_mask(dv->ordinal);
     if (ld_pool_take(dv->ordinal, nslices, slice, domain_of, r) == 0) {
         r->size = size;
@@ -53,7 +86,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     r->nslices = nslices;
     r->device = dv->ordinal;
     r->slice = slice;
-    r->reserved = slice * (size_t)nslices;
+    r->reserved = reserved;
     r->backend = dv->backend->kind;
 
     CUresult rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
@@ -84,22 +117,26 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     return CUDA_SUCCESS;
 
 undo:
-    for (int i = 0; i < mapped; i++) d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
-    for (int i = 0; i < created; i++) d->cuMemRelease(r->handle[i]);
-    d->cuMemAddressFree(r->base, r->reserved);
+    for (int i = 0; i < mapped; i++) unmap(d, r->base + (CUdeviceptr)i * r->slice, r->slice);
+    for (int i = 0; i < created; i++) release(d, r->handle[i]);
+    address_free(d, r->base, r->reserved);
     r->base = 0;
     return rc;
 }
 
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     for (int i = 0; i < r->nslices; i++) {
-        CUresult rc = d->cuMemUnmap(r->base + (CUdeviceptr)i * r->slice, r->slice);
-        if (rc != CUDA_SUCCESS && !ld_exiting)
+        CUresult rc = unmap(d, r->base + (CUdeviceptr)i * r->slice, r->slice);
+        if (rc != CUDA_SUCCESS && !exiting())
             LD_WARN("cuMemUnmap(0x%llx, slice %d): %s", (unsigned long long)r->base, i, ld_cu_errname(rc));
     }
-    for (int i = 0; i < r->nslices; i++) d->cuMemRelease(r->handle[i]);
-    CUresult rc = d->cuMemAddressFree(r->base, r->reserved);
-    if (rc != CUDA_SUCCESS && !ld_exiting) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
+    for (int i = 0; i < r->nslices; i++) {
+        CUresult rc = release(d, r->handle[i]);
+        if (rc != CUDA_SUCCESS && !exiting())
+            LD_WARN("cuMemRelease(slice %d of 0x%llx): %s", i, (unsigned long long)r->base, ld_cu_errname(rc));
+    }
+    CUresult rc = address_free(d, r->base, r->reserved);
+    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
 }
 
 void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {

@@ -104,10 +104,20 @@ static int reply(helper_t *h, const ld_mlo_req_t *q, int32_t status, int32_t val
                            ld_mlo_deadline(ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS)));
 }
 
+/* A handle is released once more when the first release fails: the helper runs for the
+ * program's whole life and must not collect leaked memory. */
+static void release(helper_t *h, CUmemGenericAllocationHandle mh) {
+    if (h->cu.cuMemRelease(mh) != CUDA_SUCCESS) h->cu.cuMemRelease(mh);
+}
+
 static int load_cuda(helper_t *h, char *err, size_t n) {
     const char *lib = getenv("LDSHIM_LIBCUDA");
     if (!lib || !*lib) lib = "libcuda.so.1";
     void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!so && strcmp(lib, "libcuda.so.1")) {   /* as the shim does: a bad override falls back */
+        lib = "libcuda.so.1";
+        so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!so) { snprintf(err, n, "cannot load %s: %s", lib, dlerror()); return -1; }
 #define LOAD(f) \
     if (!(*(void **)&h->cu.f = dlsym(so, #f))) { snprintf(err, n, "%s lacks %s", lib, #f); return -1; }
@@ -218,7 +228,7 @@ real:
     int fd = -1;
     r = h->cu.cuMemExportToShareableHandle(&fd, mh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS || fd < 0) {
-        h->cu.cuMemRelease(mh);
+        release(h, mh);
         return reply(h, q, r ? r : CUDA_ERROR_UNKNOWN, 0, -1, "cuMemExportToShareableHandle: %s",
                      cu_name(h, r));
     }
@@ -233,7 +243,7 @@ real:
     }
     /* The importer's handle keeps the memory alive; ours goes now. */
     close(fd);
-    h->cu.cuMemRelease(mh);
+    release(h, mh);
     return rc;
 }
 
@@ -293,6 +303,16 @@ int main(int argc, char **argv) {
     helper_t h = { .sock = -1 };
     int pdeathsig = 0;
     if (parse_args(argc, argv, &h, &pdeathsig)) return 2;
+    /* The helper never runs the shim: a copy preloaded without the shim's marker (someone
+     * started us by hand under LD_PRELOAD) would serve CUDA calls here, so refuse; and the
+     * marker goes to everything we start. */
+    const char *inert = getenv(LD_MLO_ENV_MARKER);
+    if ((!inert || !*inert) && dlsym(RTLD_DEFAULT, "ldshim_version")) {
+        fprintf(stderr, LD_MLO_HELPER_NAME ": libldshim is loaded into this process (LD_PRELOAD?); refusing to "
+                        "run it here\n");
+        return 2;
+    }
+    setenv(LD_MLO_ENV_MARKER, "1", 1);
     if (pdeathsig) prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (h.parent > 0 && getppid() != h.parent) return 0;        /* parent already gone */
     if (getuid() != geteuid()) {

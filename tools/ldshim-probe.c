@@ -12,6 +12,7 @@
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/compute.h"
 #include "shim/driver.h"
+#include "shim/json.h"
 #include "shim/log.h"
 #include "shim/probe.h"
 #include "shim/probe_classify.h"
@@ -264,7 +265,12 @@ static int classify_file(const char *path, int nd, int json) {
     if (json) {
         static char buf[16384];
         ld_probe_result_json(&r, buf, sizeof buf);
-        printf("{\"file\":\"%s\",\"probe\":%s}\n", path, buf);
+        size_t fl = ld_json_str(NULL, 0, path) + 1;
+        char *file = malloc(fl);
+        if (!file) { fprintf(stderr, "ldshim-probe: out of memory\n"); return 1; }
+        ld_json_str(file, fl, path);
+        printf("{\"file\":%s,\"probe\":%s}\n", file, buf);
+        free(file);
     } else {
         print_picture(-1, "(offline)", path, &r, 0);
     }
@@ -346,9 +352,9 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
     if (json) {
         static char buf[16384];
         ld_probe_result_json(&res, buf, sizeof buf);
-        printf("{\"device\":%d,\"name\":\"", ordinal);
-        for (const char *c = name; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
-        printf("\",\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s", uuid,
+        char jname[sizeof name * 6 + 3];
+        ld_json_str(jname, sizeof jname, name);
+        printf("{\"device\":%d,\"name\":%s,\"uuid\":\"%s\",\"memory\":\"%s\",\"probe\":%s", ordinal, jname, uuid,
                mem.native ? "native" : o.alloc_localized ? "ordinary" : "none", buf);
         if (creq->on) {
             printf(",\"compute\":{\"requested\":\"%s\",\"applied\":%s,\"sm_count\":%u,\"sms\":[", ci.request,
@@ -356,9 +362,9 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
             int k = 0;
             for (uint32_t sm = 0; ci.applied && sm < LDSHIM_MAX_SMS; sm++)
                 if (ld_smmask_has(&ci.plan.sms, sm)) printf("%s%u", k++ ? "," : "", sm);
-            printf("],\"verified\":%s,\"reason\":\"", ci.verified ? "true" : "false");
-            for (const char *c = ci.reason; *c; c++) if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20) putchar(*c);
-            printf("\"}");
+            char jreason[sizeof ci.reason * 6 + 3];
+            ld_json_str(jreason, sizeof jreason, ci.reason);
+            printf("],\"verified\":%s,\"reason\":%s}", ci.verified ? "true" : "false", jreason);
         }
         printf("}\n");
     } else {

@@ -285,7 +285,9 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
         say(why, sizeof why, "%s not found or not executable (install the NVIDIA MPS binaries)",
             getenv("LDSHIM_MPS_CONTROL") && *getenv("LDSHIM_MPS_CONTROL")
                 ? getenv("LDSHIM_MPS_CONTROL") : "nvidia-cuda-mps-control in PATH");
-    } else if (!(m.env = ld_mlo_env_build(environ, drop, add))) {
+    } else if (!(m.env = ld_mlo_env_build(environ, drop, add, NULL))) {
+        /* (The helper's environment has no shim in LD_PRELOAD and carries LD_MLO_ENV_MARKER,
+         * which the daemon inherits: nothing of the shim runs there.) */
         say(why, sizeof why, "out of memory");
     } else {
         ok = 1;

@@ -19,7 +19,7 @@ FAKE_LIBCUDA  := $(FAKE_DIR)/libcuda.so.1
 FAKE_CUDART   := $(FAKE_DIR)/libcudart.so.13
 FAKE_CUDART_A := $(FAKE_DIR)/libcudart_fake_static.a
 FAKE_PROGS    := $(FAKE_DIR)/t_driver $(FAKE_DIR)/t_vmm $(FAKE_DIR)/t_runtime $(FAKE_DIR)/t_runtime_static \
-                 $(FAKE_DIR)/t_compute $(FAKE_DIR)/t_place
+                 $(FAKE_DIR)/t_compute $(FAKE_DIR)/t_place $(FAKE_DIR)/t_stress
 FAKE_POLICIES := $(wildcard tests/fake/policies/*.policy)
 # Iterations of the thread stress case (scaled down under SAN=1).
 FAKE_STRESS_ITERS ?= $(if $(filter 1,$(SAN)),1000,10000)
@@ -51,6 +51,10 @@ $(FAKE_CUDART_A): $(FAKE_DIR)/obj/fake_cudart.o
 
 # Test programs. Never linked against the shim: it arrives through LD_PRELOAD.
 $(FAKE_DIR)/t_driver: tests/fake/t_driver.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
+
+# Reliability: thread stress, fault-injection workload, policy timing (cases_reliability.py).
+$(FAKE_DIR)/t_stress: tests/fake/t_stress.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda -pthread -ldl
 
 $(FAKE_DIR)/t_vmm: tests/fake/t_vmm.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_DIR)/libcuda.so
@@ -89,7 +93,8 @@ TSAN_BUILD ?= build-tsan
 TSAN_TARGETS = $(TSAN_BUILD)/libldshim.so $(TSAN_BUILD)/fake/libcuda.so.1 $(TSAN_BUILD)/fake/libcuda.so \
                $(TSAN_BUILD)/fake/libcudart.so.13 $(TSAN_BUILD)/fake/libcudart.so $(TSAN_BUILD)/fake/t_driver \
                $(TSAN_BUILD)/fake/t_runtime $(TSAN_BUILD)/fake/t_runtime_static $(TSAN_BUILD)/fake/t_vmm \
-               $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place $(TSAN_BUILD)/bin/ldshim-probe
+               $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place $(TSAN_BUILD)/fake/t_stress \
+               $(TSAN_BUILD)/bin/ldshim-probe
 .PHONY: test-tsan
 test-tsan: | $(RESULTS)
 	CFLAGS=-fsanitize=thread LDFLAGS=-fsanitize=thread $(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) $(TSAN_TARGETS)

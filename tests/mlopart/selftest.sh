@@ -51,6 +51,31 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 done
 check "nothing left after the program exits" test $left -eq 0
 [ $rc -eq 0 ] || cat "$tmp/shim.out" "$tmp/shim.err"
+# A renamed copy of the shim (LD_PRELOAD names it by another file name) must not run inside
+# the helper: found by dladdr identity and dropped from the helper's LD_PRELOAD, and inert
+# there anyway through the environment marker. Before, every helper ran the shim, which
+# started a helper of its own, without end.
+mkdir -p "$tmp/t3" "$tmp/copy"
+cp "$build/libldshim.so" "$tmp/copy/libsomething-else.so"
+tag3="LDMLO_SELFTEST_TAG3=$$"
+env "$tag3" TMPDIR="$tmp/t3" LD_LIBRARY_PATH="$build/fake" LD_PRELOAD="${PRELOAD_PREFIX:-}$tmp/copy/libsomething-else.so" \
+  LDSHIM_POLICY="$root/tests/mlopart/mlopart.policy" LDSHIM_LOG=info LDSHIM_MLOPART_HELPER="$build/ldshim-mlopart-helper" \
+  LDSHIM_MPS_CONTROL="$root/tests/mlopart/fake-mps-control" \
+  timeout 60 "$build/fake/t_driver" range 32MiB > "$tmp/copy.out" 2> "$tmp/copy.err"
+rc=$?
+check "renamed copy of the shim: t_driver exits 0" test $rc -eq 0
+check "renamed copy: slices from the mlopart backend" grep -qx 'r_backend=mlopart' "$tmp/copy.out"
+check "renamed copy: exactly one helper started" test "$(grep -c 'mlopart: GPU-.*ready' "$tmp/copy.err")" -eq 1
+check "renamed copy: no shim ran inside the helper" test "$(grep -c 'ldshim: state ' "$tmp/copy.err")" -eq 1
+left=1
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  n=0
+  for p in /proc/[0-9]*; do tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -qx "$tag3" && n=$((n + 1)); done
+  if [ $n -eq 0 ] && [ -z "$(ls -A "$tmp/t3")" ]; then left=0; break; fi
+  sleep 0.2
+done
+check "renamed copy: nothing left after the program exits" test $left -eq 0
+[ $rc -eq 0 ] || cat "$tmp/copy.out" "$tmp/copy.err"
 rm -rf "$tmp"
 echo "$pass $fail" > "$result"
 [ $fail -eq 0 ]

@@ -351,7 +351,7 @@ static void test_env_build(void) {
                     "CUDA_MPS_PIPE_DIRECTORY=/p", "B=2", "noequals", NULL };
     const char *drop[] = { "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", NULL };
     const char *add[] = { "B=3", NULL };
-    char **e = ld_mlo_env_build(src, drop, add);
+    char **e = ld_mlo_env_build(src, drop, add, "/opt/lib/libldshim.so");
     CU_ASSERT_FATAL(e != NULL);
     int n = 0;
     for (; e[n]; n++) {}
@@ -361,10 +361,42 @@ static void test_env_build(void) {
     CU_ASSERT_STRING_EQUAL(e[2], "B=3");
     ld_mlo_env_free(e);
     char *only[] = { "LD_PRELOAD=libldshim.so", NULL };
-    e = ld_mlo_env_build(only, NULL, NULL);
+    e = ld_mlo_env_build(only, NULL, NULL, "/usr/lib/libldshim.so");   /* a bare name: the loader's search */
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_PTR_NULL(e[0]);
     ld_mlo_env_free(e);
+
+    /* Identity, not the name: a renamed copy that is the loaded shim goes (by path, and by
+     * device and inode through another name), a library merely named libldshim* stays. */
+    char dir[] = "/tmp/ldmlo-env-XXXXXX", self[128], other[128], alias[128], pre[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(self, sizeof self, "%s/libnotashim.so", dir);
+    snprintf(other, sizeof other, "%s/libldshim-plugin.so", dir);
+    snprintf(alias, sizeof alias, "%s/alias.so", dir);
+    FILE *f = fopen(self, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("x", f);
+    fclose(f);
+    f = fopen(other, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("y", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(link(self, alias), 0);
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s %s:%s", self, other, alias);
+    char *src2[] = { pre, NULL };
+    const char *mark[] = { LD_MLO_ENV_MARKER "=1", NULL };
+    e = ld_mlo_env_build(src2, NULL, mark, self);
+    CU_ASSERT_FATAL(e != NULL);
+    char want[256];
+    snprintf(want, sizeof want, "LD_PRELOAD=%s", other);
+    CU_ASSERT_STRING_EQUAL(e[0], want);
+    CU_ASSERT_STRING_EQUAL(e[1], LD_MLO_ENV_MARKER "=1");
+    CU_ASSERT_PTR_NULL(e[2]);
+    ld_mlo_env_free(e);
+    unlink(self);
+    unlink(other);
+    unlink(alias);
+    rmdir(dir);
 }
 
 static int run_helper(const char *args, char *out, size_t n) {
@@ -467,7 +499,7 @@ static void test_happy_path(void) {
     CU_ASSERT_EQUAL(fake_domain_of(p + SLICE), 1);
     unmap_handles(base, h, 2);
     assert_fake_empty();
-    CU_ASSERT_EQUAL(count_fds(), fds0 + 1);   /* our end of the helper socket */
+    CU_ASSERT_EQUAL(count_fds(), fds0 + 2);   /* our end of the helper socket, its pidfd */
     ld_backend_mlopart.shutdown(0);
     CU_ASSERT(file_has(g_log, "client: quit") == 1);
     CU_ASSERT(file_has(g_log, "daemon quit") == 1);
@@ -521,6 +553,70 @@ static void test_cross_process(void) {
     ld_mlo_helper_quit(&h, 5000);
     CU_ASSERT_EQUAL(h.pid, 0);
     CU_ASSERT_EQUAL(h.sock, -1);
+    end();
+}
+
+/* The program reaps the helper behind the shim's back and the number goes to another
+ * process (`h.pid = victim` is what the reuse looks like inside the struct): killing the
+ * helper must not touch that process, through the pidfd and through the waitid proof
+ * (hook no-pidfd). The victim is the child of a keeper process, not ours. */
+static void pid_reuse_case(const char *hooks) {
+    begin(hooks, 5000);
+    char path[512], e[256];
+    snprintf(path, sizeof path, "%s", getenv("LDSHIM_MLOPART_HELPER"));
+    ld_mlo_helper_t h = LD_MLO_HELPER_INIT;
+    int ndev = 0;
+    CU_ASSERT_EQUAL_FATAL(ld_mlo_helper_spawn(&h, path, "GPU-00000000-0000-0000-0000-000000000000",
+                                              2, 5000, &ndev, e, sizeof e), 0);
+    CU_ASSERT_EQUAL(h.pidfd >= 0, hooks == NULL);
+    int helper = h.pid, st;
+    CU_ASSERT_EQUAL(kill(helper, SIGKILL), 0);
+    CU_ASSERT_EQUAL(waitpid(helper, &st, 0), helper);          /* reaped by "the program" */
+    int pfd[2];
+    CU_ASSERT_FATAL(pipe(pfd) == 0);
+    pid_t keeper = fork();
+    if (keeper == 0) {
+        pid_t v = fork();
+        if (v == 0) { for (;;) pause(); }
+        if (write(pfd[1], &v, sizeof v) != sizeof v) _exit(1);
+        for (;;) pause();
+    }
+    pid_t victim = 0;
+    CU_ASSERT_EQUAL(read(pfd[0], &victim, sizeof victim), (ssize_t)sizeof victim);
+    close(pfd[0]);
+    close(pfd[1]);
+    h.pid = victim;
+    ld_mlo_helper_kill(&h, 1000);
+    usleep(100000);
+    char stat_path[64], buf[256] = "";
+    snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", (int)victim);
+    FILE *f = fopen(stat_path, "r");
+    if (f) { if (!fgets(buf, sizeof buf, f)) buf[0] = 0; fclose(f); }
+    char state = 0;
+    sscanf(buf, "%*d (%*[^)]) %c", &state);
+    CU_ASSERT(state == 'S' || state == 'R');                   /* alive, not killed */
+    CU_ASSERT_EQUAL(h.pid, 0);
+    kill(victim, SIGKILL);
+    kill(keeper, SIGKILL);
+    waitpid(keeper, &st, 0);
+    end();
+}
+static void test_pid_reuse(void) { pid_reuse_case(NULL); }
+static void test_pid_reuse_nopidfd(void) { pid_reuse_case("no-pidfd"); }
+
+/* Inside the helper's environment the client starts nothing. */
+static void test_no_helper_inside_helper(void) {
+    begin(NULL, 5000);
+    setenv(LD_MLO_ENV_MARKER, "1", 1);
+    char path[512], e[256];
+    snprintf(path, sizeof path, "%s", getenv("LDSHIM_MLOPART_HELPER"));
+    ld_mlo_helper_t h = LD_MLO_HELPER_INIT;
+    int ndev = 0;
+    CU_ASSERT_EQUAL(ld_mlo_helper_spawn(&h, path, "GPU-00000000-0000-0000-0000-000000000000", 2, 5000, &ndev, e,
+                                        sizeof e), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e, LD_MLO_ENV_MARKER));
+    CU_ASSERT_EQUAL(h.pid, 0);
+    unsetenv(LD_MLO_ENV_MARKER);
     end();
 }
 
@@ -810,6 +906,9 @@ static void register_tests(void) {
     CU_add_test(b, "import failure turns the backend off", test_import_failure);
     CU_add_test(b, "happy path: two domains mapped, bytes read back", test_happy_path);
     CU_add_test(b, "cross-process bytes through the helper's fd", test_cross_process);
+    CU_add_test(b, "a reaped helper's reused pid is never signalled (pidfd)", test_pid_reuse);
+    CU_add_test(b, "a reaped helper's reused pid is never signalled (waitid proof)", test_pid_reuse_nopidfd);
+    CU_add_test(b, "no helper started inside the helper's environment", test_no_helper_inside_helper);
     CU_add_test(b, "6 threads, lazy start", test_threads);
     CU_add_test(b, "partial writes and reads on both sides", test_partial_messages);
     CU_add_test(b, "per-request error is transient", test_transient_error);

@@ -3,11 +3,13 @@
  * and random input. Run: make test-policy (SAN=1 for ASan/UBSan). */
 #include <CUnit/Basic.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "policy/policy.h"
 
@@ -643,7 +645,8 @@ static void test_load(void) {
     write_file(path, b, big);
     free(b);
     CU_ASSERT_EQUAL(ld_policy_load(path, &p, g_err, sizeof g_err), -1);
-    snprintf(want, sizeof want, "%s:%d:1: file larger than 1 MiB", path, LD_POLICY_MAX_BYTES + 1);
+    /* Refused by its size before a byte is read. */
+    snprintf(want, sizeof want, "%s:0:0: file larger than 1 MiB (%zu bytes", path, big);
     CU_ASSERT_NSTRING_EQUAL(g_err, want, strlen(want));
 
     snprintf(path, sizeof path, "%s/empty.policy", g_dir);
@@ -659,6 +662,95 @@ static void test_load(void) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* Special files: nothing blocks, nothing is read that is not a regular file, and a huge
+ * file costs one fstat. A hang fails the test through alarm(). */
+static void test_load_special(void) {
+    char dir[] = "/tmp/ldshim_test_special.XXXXXX", path[160], want[320];
+    ld_policy_t p;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    alarm(20);
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0600), 0);
+    CU_ASSERT_EQUAL(ld_policy_load(path, &p, g_err, sizeof g_err), -1);   /* no writer: would block */
+    snprintf(want, sizeof want, "%s:0:0: cannot open: a FIFO, not a regular file", path);
+    CU_ASSERT_STRING_EQUAL(g_err, want);
+    CU_ASSERT_EQUAL(p.strict, 0);
+
+    CU_ASSERT_EQUAL(ld_policy_load("/dev/zero", &p, g_err, sizeof g_err), -1);   /* endless */
+    CU_ASSERT_STRING_EQUAL(g_err, "/dev/zero:0:0: cannot open: a character device, not a regular file");
+    snprintf(path, sizeof path, "%s/zero-link", dir);
+    CU_ASSERT_EQUAL(symlink("/dev/zero", path), 0);
+    CU_ASSERT_EQUAL(ld_policy_load(path, &p, g_err, sizeof g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "a character device, not a regular file"));
+
+    /* A sparse 4 GiB file: refused by its size, in far less time than reading it. */
+    snprintf(path, sizeof path, "%s/sparse", dir);
+    int fd = open(path, O_CREAT | O_WRONLY, 0600);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(ftruncate(fd, (off_t)4 << 30), 0);
+    close(fd);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CU_ASSERT_EQUAL(ld_policy_load(path, &p, g_err, sizeof g_err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    CU_ASSERT(ms < 50.0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "file larger than 1 MiB (4294967296 bytes; the limit is 1048576 bytes)"));
+    alarm(0);
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* `strict` of a file that fails to parse comes from the parser: a valid `strict = on` line
+ * of the global section, before or after the error, and nothing else. */
+static int strict_of(const char *text) {
+    ld_policy_t p;
+    char err[512];
+    int rc = ld_policy_parse(text, strlen(text), F, &p, err, sizeof err);
+    int s = p.strict;
+    ld_policy_free(&p);
+    return rc == 0 ? -1 : s;   /* -1: it parsed (not what these cases are about) */
+}
+
+static void test_strict_of_bad_file(void) {
+    CU_ASSERT_EQUAL(strict_of("strict = on\nstate = bogus\n"), 1);             /* before the error */
+    CU_ASSERT_EQUAL(strict_of("state = bogus\nstrict = on\n"), 1);             /* after it */
+    CU_ASSERT_EQUAL(strict_of("colour = blue\n  strict\t=  on   # yes\n"), 1);
+    CU_ASSERT_EQUAL(strict_of("strict = on\n[rule a]\nsize = 1\nbogus = 1\n"), 1);   /* error in a rule */
+    CU_ASSERT_EQUAL(strict_of("strict = off\nstate = bogus\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("state = bogus\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("strict = on_purpose\n"), 0);                     /* not the word on */
+    CU_ASSERT_EQUAL(strict_of("strict = on purpose\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("bogus\nstrict = on_purpose\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("bogus\n#strict = on\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("bogus\nstrict = on # strict = on\n"), 1);
+    /* A comment longer than any fixed-size chunk still is one comment. */
+    char t[600];
+    snprintf(t, sizeof t, "# %0253d strict = on\nbogus\n", 0);
+    CU_ASSERT_EQUAL(strict_of(t), 0);
+    snprintf(t, sizeof t, "bogus\n# %0400d\nstrict = on\n", 0);
+    CU_ASSERT_EQUAL(strict_of(t), 1);
+    /* Only the global section sets strict; a header ends it. */
+    CU_ASSERT_EQUAL(strict_of("bogus\n[rule a]\nsize = 1\nstrict = on\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("[rule a]\nsize = 1\nstrict = on\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("[rule a!]\nstrict = on\n"), 0);
+    /* A duplicate is an error in a good file, so it does not count here either. */
+    CU_ASSERT_EQUAL(strict_of("strict = off\nbogus\nstrict = on\n"), 0);
+    CU_ASSERT_EQUAL(strict_of("bogus\nstrict = on\nstrict = off\n"), 1);
+    /* Bad bytes on a later line do not hide a good one. */
+    CU_ASSERT_EQUAL(strict_of("bogus\nx\r\nstrict = on\n"), 1);
+    /* The error message is the first error's, untouched by the read-on. */
+    ld_policy_t p;
+    char err[512];
+    CU_ASSERT_EQUAL(ld_policy_parse("state = bogus\ncolour = x\nstrict = on\n", 38, F, &p, err, sizeof err), -1);
+    CU_ASSERT_NSTRING_EQUAL(err, F ":1:9: bad value 'bogus'", 23);
+    CU_ASSERT_EQUAL(p.strict, 1);
+    CU_ASSERT_EQUAL(p.n_rules, 0);
+    CU_ASSERT_PTR_NULL(p.rules);
 }
 
 /* ---- matching -------------------------------------------------------------------------------------- */
@@ -969,6 +1061,20 @@ static void test_study(void) {
     EXPECT_OK("[rule v]\nsize = 1MiB\napi = vmm\n[rule x]\nsize = 1MiB\napi = async\n");
 }
 
+/* The same under `timeout 20`, so a tool that blocks fails the check with 124. */
+static int run_cli_timeout(const char *args, char *out, size_t n) {
+    const char *cli = getenv("LDSHIM_POLICY_CLI");
+    if (!cli) return run_cli(args, out, n);
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "timeout 20 '%s' %s 2>&1", cli, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t used = fread(out, 1, n - 1, f);
+    out[used] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static void test_cli(void) {
     char out[4096];
     CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
@@ -1003,6 +1109,13 @@ static void test_cli(void) {
     snprintf(args, sizeof args, "match '%s' 1MiB", path);
     CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot open"));
+    /* A FIFO is refused at once, never waited on (timeout's 124 would fail this). */
+    snprintf(path, sizeof path, "%s/fifo.policy", dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0600), 0);
+    snprintf(args, sizeof args, "check '%s'", path);
+    CU_ASSERT_EQUAL(run_cli_timeout(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "a FIFO, not a regular file"));
+    CU_ASSERT_EQUAL(unlink(path), 0);
     snprintf(path, sizeof path, "%s/crlf.policy", dir);
     CU_ASSERT_EQUAL(unlink(path), 0);
     CU_ASSERT_EQUAL(rmdir(dir), 0);
@@ -1044,6 +1157,8 @@ static void register_tests(void) {
     CU_add_test(s, "CRLF", test_crlf);
     CU_add_test(s, "1 MiB limit", test_size_limit);
     CU_add_test(s, "ld_policy_load", test_load);
+    CU_add_test(s, "ld_policy_load: FIFO, devices, links, sparse files", test_load_special);
+    CU_add_test(s, "strict of a file that fails to parse", test_strict_of_bad_file);
     CU_add_test(s, "matching", test_match);
     CU_add_test(s, "matching vs brute force", test_match_many);
     CU_add_test(s, "hand-built policy and ld_policy_sort", test_sort_hand_built);

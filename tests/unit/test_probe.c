@@ -618,6 +618,150 @@ static void test_cache_foreign(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "format 7"));
 }
 
+/* Replace the first line starting with `key ` by `key value` and recompute the checksum,
+ * as someone forging an entry would. */
+static void forge(const char *path, const char *key, const char *value) {
+    char buf[8192], out[8192];
+    int len = read_file(path, buf, sizeof buf);
+    CU_ASSERT_FATAL(len > 0);
+    char want[64];
+    snprintf(want, sizeof want, "\n%s ", key);
+    char *at = strstr(buf, want);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    at++;
+    char *eol = strchr(at, '\n');
+    char *ck = strstr(buf, "checksum ");
+    CU_ASSERT_FATAL(eol && ck && eol < ck);
+    int k = snprintf(out, sizeof out, "%.*s%s %s%.*s", (int)(at - buf), buf, key, value, (int)(ck - eol), eol);
+    uint64_t h = ld_cache_checksum(out, (size_t)k);
+    k += snprintf(out + k, sizeof out - (size_t)k, "checksum %016llx\n", (unsigned long long)h);
+    CU_ASSERT_EQUAL(write_file(path, out, (size_t)k), 0);
+}
+
+/* The checksum says a file is whole, not that its maps are sound: forged maps are refused. */
+static void test_cache_forged_maps(void) {
+    char dir[400], path[600], why[256], map[LDSHIM_MAX_SMS + 1];
+    snprintf(dir, sizeof dir, "%s/forged", tmpdir);
+    ld_cache_key_t k;
+    ld_probe_result_t w, r;
+    sample_key(&k);
+    sample_result(&w);
+    ld_cache_path(dir, &k, path, sizeof path);
+    /* All zero: every SM in domain 0, and the balanced map to match. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    memset(map, '0', 132);
+    map[132] = 0;
+    forge(path, "physical", map);
+    forge(path, "balanced", map);
+    forge(path, "tpcs_moved", "0");
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "no SM in domain 1"));
+    /* A balanced map that does not follow from the physical one. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    for (int i = 0; i < 132; i++) map[i] = (char)('0' + w.balanced[i]);
+    map[132] = 0;
+    int t0 = -1, t1 = -1;                      /* swap a TPC of each domain: same counts */
+    for (int t = 0; t < 66; t++) {
+        if (map[2 * t] == '0' && t0 < 0) t0 = t;
+        if (map[2 * t] == '1' && t1 < 0) t1 = t;
+    }
+    CU_ASSERT_FATAL(t0 >= 0 && t1 >= 0);
+    map[2 * t0] = map[2 * t0 + 1] = '1';
+    map[2 * t1] = map[2 * t1 + 1] = '0';
+    forge(path, "balanced", map);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "balanced map does not follow"));
+    /* A TPC split between domains. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    for (int i = 0; i < 132; i++) map[i] = (char)('0' + w.physical[i]);
+    map[6] = map[7] == '0' ? '1' : '0';
+    forge(path, "physical", map);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "splits TPC 3"));
+    /* A verdict with terminal escape codes loads with them neutralized. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    forge(path, "verdict", "ok\x1b]0;pwned\x07\x1b[2J");
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_HIT);
+    CU_ASSERT_STRING_EQUAL(r.verdict, "ok?]0;pwned??[2J");
+    /* The intact entry still loads. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_HIT);
+    CU_ASSERT_EQUAL(memcmp(r.balanced, w.balanced, 132), 0);
+}
+
+/* Planted files, foreign owners and open modes: refused quickly, never waited on. */
+static void test_cache_untrusted(void) {
+    char dir[400], path[600], why[256], buf[64];
+    ld_cache_key_t k;
+    ld_probe_result_t w, r;
+    sample_key(&k);
+    sample_result(&w);
+    snprintf(dir, sizeof dir, "%s/untrusted", tmpdir);
+    ld_cache_path(dir, &k, path, sizeof path);
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    alarm(20);   /* a blocking open would hang here: fail instead */
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0600), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "not a regular file"));
+    size_t len;
+    CU_ASSERT_EQUAL(ld_cache_read_file(path, buf, sizeof buf - 1, &len, why, sizeof why), LD_CACHE_BAD);
+    alarm(0);
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    /* A symbolic link, even to a good entry, is not followed. */
+    char real[620];
+    snprintf(real, sizeof real, "%s.real", path);
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(rename(path, real), 0);
+    CU_ASSERT_EQUAL(symlink(real, path), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "symbolic link"));
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL(unlink(real), 0);
+    /* A file others may write. */
+    CU_ASSERT_EQUAL_FATAL(ld_cache_store(dir, &k, &w, why, sizeof why), 0);
+    CU_ASSERT_EQUAL(chmod(path, 0666), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "writable by others"));
+    CU_ASSERT_EQUAL(chmod(path, 0600), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_HIT);
+    /* A directory others may write: neither read nor written. */
+    for (int m = 0; m < 2; m++) {
+        CU_ASSERT_EQUAL(chmod(dir, m ? 0777 : 0770), 0);
+        CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+        CU_ASSERT_PTR_NOT_NULL(strstr(why, m ? "writable by everyone" : "writable by its group"));
+        CU_ASSERT_EQUAL(ld_cache_store(dir, &k, &w, why, sizeof why), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(why, "not trusted"));
+    }
+    CU_ASSERT_EQUAL(chmod(dir, 0700), 0);
+    CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_HIT);
+    /* Owned by someone else: only root can arrange that here. */
+    if (geteuid() == 0) {
+        CU_ASSERT_EQUAL(chown(path, 65534, 65534), 0);
+        CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+        CU_ASSERT_PTR_NOT_NULL(strstr(why, "owned by another user"));
+        CU_ASSERT_EQUAL(chown(path, 0, 0), 0);
+        CU_ASSERT_EQUAL(chown(dir, 65534, 65534), 0);
+        CU_ASSERT_EQUAL(ld_cache_load(dir, &k, &r, why, sizeof why), LD_CACHE_BAD);
+        CU_ASSERT_PTR_NOT_NULL(strstr(why, "owned by uid 65534"));
+        CU_ASSERT_EQUAL(ld_cache_store(dir, &k, &w, why, sizeof why), -1);
+        CU_ASSERT_EQUAL(chown(dir, 0, 0), 0);
+    } else {
+        fprintf(stderr, "\n  (skipped: files owned by another user need root to create)\n");
+    }
+    /* A write never leaves a temporary behind, and never writes outside its directory. */
+    CU_ASSERT_EQUAL(ld_cache_write_file(dir, "/tmp/elsewhere.txt", "x", 1, why, sizeof why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "not a file directly inside"));
+    char cmd[700], out[64];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL(fgets(out, sizeof out, p));
+    pclose(p);
+    CU_ASSERT_EQUAL(atoi(out), 1);
+}
+
 static void test_cache_dir_resolution(void) {
     char out[512];
     char *saved[3];
@@ -1157,10 +1301,14 @@ static void test_drv_json(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"mode\":\"clustered\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"valid\":true"));
     CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"source\":\"clustered\""));
-    CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"verdict\":\"a \\\"quoted\\\"\\u0009verdict\\\\\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"verdict\":\"a \\\"quoted\\\"\\tverdict\\\\\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"sms_per_domain\":[66,66]"));
     CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"physical\":["));
     CU_ASSERT_EQUAL(big[n - 1], '}');
+    /* Escape codes and invalid UTF-8 (a cached verdict is text from a file) stay valid JSON. */
+    snprintf(r.verdict, sizeof r.verdict, "esc\x1b[31m red \xff\xc3\xa9 \xe2\x82");
+    ld_probe_result_json(&r, big, sizeof big);
+    CU_ASSERT_PTR_NOT_NULL(strstr(big, "\"verdict\":\"esc\\u001b[31m red \\ufffd\xc3\xa9 \\ufffd\\ufffd\""));
 }
 
 static int cleanup_tmpdir(void) { rm_rf(tmpdir); return 0; }
@@ -1206,6 +1354,8 @@ static void register_tests(void) {
     CU_add_test(s, "write/read round trip, modes 0700/0600", test_cache_roundtrip);
     CU_add_test(s, "corrupted and truncated files", test_cache_corruption);
     CU_add_test(s, "foreign files", test_cache_foreign);
+    CU_add_test(s, "forged maps re-validated on load", test_cache_forged_maps);
+    CU_add_test(s, "planted FIFO and link, foreign owners, open modes", test_cache_untrusted);
     CU_add_test(s, "cache directory resolution", test_cache_dir_resolution);
     register_driver_tests();
 }

@@ -10,6 +10,7 @@
 
 #include <CUnit/Basic.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 
 #define MB (1024ull * 1024ull)
 static int live_handles, live_reserve, live_maps, fail_create_at, fail_map_at, fail_access, creates, maps;
+static int fail_unmap_at, unmaps, fail_release_at, releases, fail_afree_at, afrees, reserves;
 static size_t last_reserve;
 static int access_count;
 static CUdeviceptr next_va = 0x100000000ull;
@@ -27,17 +29,33 @@ static CUresult m_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr
     next_va += size + 64 * MB;
     last_reserve = size;
     live_reserve++;
+    reserves++;
     return CUDA_SUCCESS;
 }
-static CUresult m_afree(CUdeviceptr p, size_t s) { (void)p; (void)s; live_reserve--; return CUDA_SUCCESS; }
-static CUresult m_release(CUmemGenericAllocationHandle h) { (void)h; live_handles--; return CUDA_SUCCESS; }
+static CUresult m_afree(CUdeviceptr p, size_t s) {
+    (void)p; (void)s;
+    if (++afrees == fail_afree_at) return CUDA_ERROR_INVALID_VALUE;
+    live_reserve--;
+    return CUDA_SUCCESS;
+}
+static CUresult m_release(CUmemGenericAllocationHandle h) {
+    (void)h;
+    if (++releases == fail_release_at) return CUDA_ERROR_INVALID_VALUE;
+    live_handles--;
+    return CUDA_SUCCESS;
+}
 static CUresult m_map(CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h, unsigned long long f) {
     (void)p; (void)s; (void)o; (void)h; (void)f;
     if (++maps == fail_map_at) return CUDA_ERROR_INVALID_VALUE;
     live_maps++;
     return CUDA_SUCCESS;
 }
-static CUresult m_unmap(CUdeviceptr p, size_t s) { (void)p; (void)s; live_maps--; return CUDA_SUCCESS; }
+static CUresult m_unmap(CUdeviceptr p, size_t s) {
+    (void)p; (void)s;
+    if (++unmaps == fail_unmap_at) return CUDA_ERROR_INVALID_VALUE;
+    live_maps--;
+    return CUDA_SUCCESS;
+}
 static CUresult m_access(CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n) {
     (void)p; (void)s; (void)d;
     access_count = (int)n;
@@ -75,6 +93,7 @@ static ld_device_t dev0;
 static void reset_mock(void) {
     live_handles = live_reserve = live_maps = creates = maps = 0;
     fail_create_at = fail_map_at = fail_access = 0;
+    fail_unmap_at = unmaps = fail_release_at = releases = fail_afree_at = afrees = reserves = 0;
     ld_pool_trim(&mock, -1);
     live_handles = 0;
 }
@@ -250,6 +269,63 @@ static void test_vmm_undo(void) {
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
+/* slice x nslices must not wrap: 2^64 - 2^21 bytes over 3 (or 2) domains is refused before
+ * any driver call, so the allocation falls back to the driver, which answers as stock. */
+static void test_vmm_overflow(void) {
+    ld_range_t r;
+    char why[160];
+    int dom[3] = {0, 1, 2};
+    ld_cfg.policy.pool_cap = 0;
+    ld_device_t d3 = dev0;
+    d3.ndomains = 3;
+    size_t sizes[] = { SIZE_MAX - 2 * MB + 1, SIZE_MAX, SIZE_MAX - 2 * MB - 1 };
+    reset_mock();
+    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, SIZE_MAX, 1, dom, &r, why, sizeof why), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_EQUAL(reserves, 0);             /* one slice: the rounding itself overflows */
+    for (int ns = 2; ns <= 3; ns++)
+        for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            reset_mock();
+            why[0] = 0;
+            CU_ASSERT_EQUAL(ld_vmm_create(&mock, ns == 3 ? &d3 : &dev0, sizes[i], ns, dom, &r, why, sizeof why),
+                            CUDA_ERROR_OUT_OF_MEMORY);
+            CU_ASSERT_EQUAL(reserves, 0);
+            CU_ASSERT(strstr(why, "overflow") != NULL);
+        }
+    /* The largest size that fits still lays out. */
+    reset_mock();
+    size_t big = (SIZE_MAX / 3) / (2 * MB) * (2 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_create(&mock, &d3, big, 3, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT(r.reserved >= big && r.reserved / 3 == r.slice);
+    ld_vmm_destroy(&mock, &r);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+}
+
+/* One failed unmap, release or address free during teardown is retried: nothing leaks. */
+static void test_vmm_teardown_retry(void) {
+    ld_range_t r;
+    char why[160];
+    int dom[2] = {0, 1};
+    ld_cfg.policy.pool_cap = 0;
+    for (int which = 0; which < 3; which++)
+        for (int at = 1; at <= 2; at++) {
+            reset_mock();
+            CU_ASSERT_EQUAL_FATAL(ld_vmm_create(&mock, &dev0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
+            if (which == 0) fail_unmap_at = at;
+            else if (which == 1) fail_release_at = at;
+            else fail_afree_at = at == 2 ? 1 : at;
+            ld_vmm_destroy(&mock, &r);
+            CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+        }
+    /* The undo path of a failed create too. */
+    reset_mock();
+    fail_map_at = 2;
+    fail_unmap_at = 1;
+    fail_release_at = 1;
+    fail_afree_at = 1;
+    CU_ASSERT_NOT_EQUAL(ld_vmm_create(&mock, &dev0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+}
+
 static void test_pool(void) {
     reset_mock();
     ld_cfg.policy.pool_cap = 64 * MB;
@@ -348,6 +424,8 @@ static void register_tests(void) {
     CU_add_test(s, "registry: 8 threads", test_registry_threads);
     CU_add_test(s, "vmm: slice layout rounded to granularity", test_vmm_layout);
     CU_add_test(s, "vmm: failures undo everything", test_vmm_undo);
+    CU_add_test(s, "vmm: slice x slices overflow refused", test_vmm_overflow);
+    CU_add_test(s, "vmm: teardown retries a failed call once", test_vmm_teardown_retry);
     CU_add_test(s, "pool: whole ranges reused, cap, trim, out-of-memory retry", test_pool);
     CU_add_test(s, "device: peer grants reach new ranges", test_peer_mask);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);

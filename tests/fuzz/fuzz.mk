@@ -1,0 +1,57 @@
+# tests/fuzz/fuzz.mk — libFuzzer targets beyond the parser (policy/policy.mk has that one):
+#
+#   build/fuzz/fuzz_load    policy files on the file system and the shim's configuration:
+#                           shim/config.c + policy/load.c (special files, size caps, env)
+#   build/fuzz/fuzz_cache   the topology cache reader, shim/probe_cache.c (forged maps,
+#                           modes, the shared capped reader)
+#   make fuzz-load / make fuzz-cache   FUZZ_SECONDS (60) of each, new inputs to build/fuzz/
+#   make test-fuzz-files    in `make test`: every seed, then a fixed number of runs each
+#                           (FUZZ_FILE_RUNS, 20000: a few seconds), writes "<passed> <failed>"
+#
+# Built with clang like the parser's fuzzer ($(POLICY_FUZZ_CC), $(POLICY_FUZZ_FLAGS)).
+
+FUZZ_LOAD_BIN   := $(BUILD)/fuzz/fuzz_load
+FUZZ_CACHE_BIN  := $(BUILD)/fuzz/fuzz_cache
+FUZZ_FILE_RUNS  ?= 20000
+FUZZ_FILE_FLAGS  = $(POLICY_FUZZ_FLAGS) -I$(CUDA_INC) -pthread
+
+$(FUZZ_LOAD_BIN): tests/fuzz/fuzz_load.c shim/config.c shim/log.c $(POLICY_SRCS) $(POLICY_HDRS) shim/config.h \
+                  shim/log.h shim/json.h shim/mlopart_proto.h shim/compute.h
+	@mkdir -p $(@D)
+	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_load.c shim/config.c shim/log.c $(POLICY_SRCS) -o $@
+
+$(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/probe_cache.h \
+                   shim/probe_classify.h shim/probe.h
+	@mkdir -p $(@D)
+	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c -o $@ -lm
+
+.PHONY: fuzz-load fuzz-cache test-fuzz-files
+fuzz-load: $(FUZZ_LOAD_BIN)
+	@mkdir -p $(BUILD)/fuzz/load
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(FUZZ_LOAD_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 -dict=$(POLICY_FUZZ_DICT) \
+	  -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/load tests/fuzz/load_corpus
+
+fuzz-cache: $(FUZZ_CACHE_BIN)
+	@mkdir -p $(BUILD)/fuzz/cache
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(FUZZ_CACHE_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -print_final_stats=1 \
+	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/cache tests/fuzz/cache_corpus
+
+# A timeout of 10 s per input turns a hang (a FIFO opened blocking, /dev/zero read to the
+# end) into a failure. Fresh corpus directories: the run never writes into the source tree.
+test-fuzz-files: $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN) | $(RESULTS)
+	@rm -rf $(BUILD)/fuzz/files && mkdir -p $(BUILD)/fuzz/files/load $(BUILD)/fuzz/files/cache
+	@p=0; f=0; \
+	for t in load cache; do \
+	  bin=$(BUILD)/fuzz/fuzz_$$t; seeds=tests/fuzz/$${t}_corpus; \
+	  if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	      $$bin -runs=$(FUZZ_FILE_RUNS) -seed=1 -max_len=8192 -timeout=10 -print_final_stats=1 \
+	      $$( [ $$t = load ] && echo -dict=$(POLICY_FUZZ_DICT) ) -artifact_prefix=$(BUILD)/fuzz/files/ \
+	      $(BUILD)/fuzz/files/$$t $$seeds > $(BUILD)/fuzz/files/$$t.log 2>&1; then \
+	    p=$$((p + 1)); echo "test-fuzz-files: fuzz_$$t $$(grep -o 'stat::number_of_executed_units: [0-9]*' \
+	      $(BUILD)/fuzz/files/$$t.log | grep -o '[0-9]*$$') runs clean"; \
+	  else f=$$((f + 1)); echo "test-fuzz-files: fuzz_$$t FAILED"; tail -40 $(BUILD)/fuzz/files/$$t.log; fi; \
+	done; echo "$$p $$f" > $(RESULTS)/test-fuzz-files; [ $$f -eq 0 ]
+
+TEST_SUITES += test-fuzz-files

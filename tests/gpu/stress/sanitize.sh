@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# sanitize.sh — compute-sanitizer memcheck and racecheck over the GPU suites (make
+# test-gpu-sanitize; issue 24). Every CUDA process a suite starts is checked
+# (--target-processes all), the shim preloaded where the suite preloads it.
+#
+#   bash tests/gpu/stress/sanitize.sh --results FILE [--logs DIR] [--tools "memcheck racecheck"] SUITE...
+#
+# One case per (tool, suite): ok when the suite's own checks pass under the tool and every
+# process log says "ERROR SUMMARY: 0 errors". FILE gets "<passed> <failed>".
+set -u
+results= logs=build/sanitize tools="memcheck racecheck" suites=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --help|-h) sed -n '2,10p' "$0"; exit 0 ;;
+    --results) results=$2; shift 2 ;;
+    --logs) logs=$2; shift 2 ;;
+    --tools) tools=$2; shift 2 ;;
+    -*) echo "sanitize.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) suites="$suites $1"; shift ;;
+  esac
+done
+[ -n "$results" ] && [ -n "$suites" ] || { echo "sanitize.sh: --results and at least one suite are required" >&2; exit 2; }
+for t in $tools; do case $t in memcheck|racecheck|initcheck|synccheck) ;; *) echo "sanitize.sh: unknown tool '$t'" >&2; exit 2 ;; esac; done
+cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+[ -x "$cs" ] || { echo "sanitize.sh: compute-sanitizer not found (CUDA toolkit)" >&2; exit 2; }
+mkdir -p "$logs"
+pass=0 fail=0
+for t in $tools; do
+  for s in $suites; do
+    d=$logs/$t-$s
+    rm -rf "$d"; mkdir -p "$d"
+    "$cs" --tool "$t" --target-processes all --error-exitcode 99 --log-file "$d/%p.log" \
+      make --no-print-directory "$s" > "$d/make.out" 2>&1
+    rc=$?
+    errs=$(cat "$d"/*.log 2>/dev/null | grep -h "ERROR SUMMARY" | grep -v "ERROR SUMMARY: 0 errors" | head -3)
+    n=$(ls "$d"/*.log 2>/dev/null | wc -l)
+    if [ $rc -eq 0 ] && [ -z "$errs" ] && [ "$n" -gt 0 ]; then pass=$((pass + 1)); echo "ok   $t/$s ($n processes)"
+    else fail=$((fail + 1)); echo "FAIL $t/$s: exit $rc, $n process logs${errs:+, $errs} (see $d)"; fi
+  done
+done
+echo "$pass $fail" > "$results"
+echo "test-gpu-sanitize: $pass passed, $fail failed"
+[ $fail -eq 0 ]
