@@ -168,6 +168,31 @@ def cases(a):
                   checks=[check_compute("domain:0", 56, [56, 0]),
                           stderr_matches(r"state compute-only sets the compute placement itself; "
                                          r"compute = spread:32 is ignored", 1)]))
+    # Two GPUs in one process: each device gets its own binding (a green context per device),
+    # switching between them keeps each on its own; the report has one compute entry each.
+    def two_bound(applied, per):
+        def fn(r):
+            for dev in (0, 1):
+                c = compute_of(r, dev)
+                if c["applied"] != applied or c["sm_count"] != 64 or c["sms_per_domain"][:2] != per:
+                    raise Fail("device %d: compute %s / %s SMs / %s" % (dev, c["applied"], c["sm_count"],
+                                                                     c["sms_per_domain"]))
+        return report_check(fn)
+    two = {"FAKE_CUDA_DEVICES": 2}
+    exp2 = {"green_live": 2}
+    for d in (0, 1):
+        for pz in (0, 1):
+            exp2.update({"dev%d_pass%d_sms" % (d, pz): 64, "dev%d_pass%d_side" % (d, pz): 1,
+                         "dev%d_pass%d_green" % (d, pz): 1, "dev%d_pass%d_cur_is_primary" % (d, pz): 1})
+    C.append(Case("n/twodev/domain1", "t_compute", ["twodev"], "compute.policy",
+                  env=dict(two, LDSHIM_COMPUTE="domain:1"), wrap=plant(2), expect=exp2,
+                  checks=[two_bound("domain:1", [0, 64])]))
+    exp2s = {k: (0 if k.endswith("_side") else v) for k, v in exp2.items()}
+    C.append(Case("n/twodev/full-ld", "t_compute", ["twodev"], "compute.policy",
+                  env=dict(two, LDSHIM_STATE="full-ld", LDSHIM_DOMAIN=0), wrap=plant(2), expect=exp2s,
+                  checks=[two_bound("domain:0", [64, 0])]))
+    C.append(Case("n/twodev/noshim", "t_compute", ["twodev"], shim=False, env=two,
+                  expect={"dev0_pass0_sms": NSMS, "dev1_pass1_sms": NSMS, "dev1_pass0_green": 0, "green_live": 0}))
     # spread:K: as evenly from both sides as whole groups allow (4 + 3 groups of 8 = 56).
     C.append(Case("n/spread56", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="spread:56"),
                   wrap=plant1, expect={"null_sms": 56, "null_side": "mixed", "topo_domain": -1},

@@ -14,6 +14,9 @@
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
  *                            launches on the per-thread default stream (the driver refuses)
+ *   t_compute twodev         (FAKE_CUDA_DEVICES=2) each device's primary made current in turn,
+ *                            a launch on each, then device 0 again: every device runs on its
+ *                            own binding, as a process driving two GPUs (or NCCL) would
  *
  * Output: "key=value" lines. For a launch, <tag>_sms is the SM count of the launch's context
  * (fakecuda_last_launch) and <tag>_side the one locality domain they all lie in, or "mixed".
@@ -348,6 +351,44 @@ static int case_selfgreen(void) {
     return 0;
 }
 
+static int case_twodev(void) {
+    hooks();
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    int ndev = 0;
+    CHECK_RC(cuDeviceGetCount(&ndev), CUDA_SUCCESS);
+    CHECK(ndev == 2);
+    CUcontext prim[2];
+    CUmodule mod[2];
+    CUfunction fn[2];
+    char image[160];
+    snprintf(image, sizeof image, "FAKEMOD v1 globals=ldshim_topology:%zu functions=k", sizeof(ldshim_topology_t));
+    for (int d = 0; d < 2; d++) {
+        CHECK_RC(cuDevicePrimaryCtxRetain(&prim[d], d), CUDA_SUCCESS);
+        CHECK_RC(cuCtxSetCurrent(prim[d]), CUDA_SUCCESS);
+        CHECK_RC(cuModuleLoadData(&mod[d], image), CUDA_SUCCESS);
+        CHECK_RC(cuModuleGetFunction(&fn[d], mod[d], "k"), CUDA_SUCCESS);
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int d = 0; d < 2; d++) {
+            CHECK_RC(cuCtxSetCurrent(prim[d]), CUDA_SUCCESS);
+            CUcontext cur = NULL;
+            CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+            g_fn = fn[d];
+            CHECK_RC(launch(NULL), CUDA_SUCCESS);
+            char tag[32];
+            snprintf(tag, sizeof tag, "dev%d_pass%d", d, pass);
+            report_launch(tag);
+            printf("%s_green=%d\n%s_cur_is_primary=%d\n", tag, ctx_is_green(current_ctx()), tag, cur == prim[d]);
+        }
+    printf("green_live=%d\n", green_count());
+    for (int d = 0; d < 2; d++) {
+        CHECK_RC(cuCtxSetCurrent(prim[d]), CUDA_SUCCESS);
+        CHECK_RC(cuModuleUnload(mod[d]), CUDA_SUCCESS);
+        CHECK_RC(cuDevicePrimaryCtxRelease_v2(d), CUDA_SUCCESS);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = "t_compute";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -357,6 +398,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
+    if (argc >= 2 && !strcmp(argv[1], "twodev")) return case_twodev();
     fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen\n");
     return 2;
 }
