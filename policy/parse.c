@@ -11,6 +11,7 @@
 #include <string.h>
 #include "policy/policy.h"
 #include "policy/policy_internal.h"
+#include "policy/utf8.h"
 
 
 enum { K_STATE, K_BACKEND, K_PROBE, K_MAP, K_STRICT, K_POOL, K_MIN_SPLIT,
@@ -91,25 +92,6 @@ static void fmt_byte(unsigned char c, char *buf, size_t n) {
     else snprintf(buf, n, "byte 0x%02x", c);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid (overlong, surrogate,
- * beyond U+10FFFF, truncated). */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t need;
-    unsigned min, cp;
-    if (c >= 0xc2 && c <= 0xdf) { need = 1; cp = c & 0x1f; min = 0x80; }
-    else if (c >= 0xe0 && c <= 0xef) { need = 2; cp = c & 0x0f; min = 0x800; }
-    else if (c >= 0xf0 && c <= 0xf4) { need = 3; cp = c & 0x07; min = 0x10000; }
-    else return 0;
-    if (n < need + 1) return 0;
-    for (size_t i = 1; i <= need; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return need + 1;
-}
-
 /* Refuse a line holding CR, control bytes, NUL or invalid UTF-8. */
 static int check_bytes(parser_t *P) {
     const unsigned char *t = (const unsigned char *)P->text;
@@ -120,7 +102,7 @@ static int check_bytes(parser_t *P) {
         if ((c < 0x20 && c != '\t') || c == 0x7f)
             return FAIL(P, p, "binary data (control byte 0x%02x); a policy file is UTF-8 text", c);
         if (c < 0x80) { p++; continue; }
-        size_t n = utf8_len(t + p, P->le - p);
+        size_t n = ld_utf8_len(t + p, P->le - p);
         if (!n) return FAIL(P, p, "binary data (invalid UTF-8 byte 0x%02x); a policy file is "
                                   "UTF-8 text", c);
         p += n;

@@ -9,7 +9,7 @@
 # policy/cli.c holds main() (the ldshim-policy tool): not part of the library objects.
 POLICY_SRCS := $(filter-out policy/cli.c,$(sort $(wildcard policy/*.c)))
 POLICY_OBJS := $(patsubst policy/%.c,$(BUILD)/policy/%.o,$(POLICY_SRCS))
-POLICY_HDRS := policy/policy.h policy/policy_internal.h
+POLICY_HDRS := policy/policy.h policy/policy_internal.h policy/utf8.h
 
 $(BUILD)/policy/%.o: policy/%.c $(POLICY_HDRS)
 	@mkdir -p $(@D)
