@@ -83,7 +83,7 @@ static void build(buf_t *b) {
     put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u},\n",
         ld_compute_format(&ld_cfg.compute, comp, sizeof comp), ld_split_name(ld_cfg.compute_split), ld_cfg.compute_sms);
     put(b, "  \"domain\": %d,\n  \"memory_setting\": \"%s\",\n", ld_cfg.domain,
-        !ld_active() ? "stock" : ld_cfg.mem_stock ? "stock (the state keeps tagged memory as stock)"
+        state == LD_STATE_STOCK ? "stock" : ld_cfg.mem_stock ? "stock (the state keeps tagged memory as stock)"
         : ld_cfg.mem_domain >= 0 ? "domain (the state places tagged memory in one domain)" : "rules");
 
     /* devices */

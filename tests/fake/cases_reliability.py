@@ -272,6 +272,18 @@ def lazy_cases(a):
         C.append(Case("rel/lazy/no-cuda-silent/" + tag, silent[0], silent[1:],
                       env=dict(extra, LDSHIM_POLICY=bad_rel, LDSHIM_LOG="info", **pre), quiet=True, zero_counts=False))
 
+    # The same with a per-process report (%p, as ldshim-ab and per_domain.py set it): each of
+    # these processes writes its report at exit, and writing it must not read the policy
+    # either (no message, no strict exit 3 from the destructor), nor print a study state's
+    # warning about the file's compute key.
+    rd = private_dir("lazy-report-p")
+    for tag, extra in (("strict-report-p", dict(LDSHIM_STRICT=1, LDSHIM_POLICY=bad_rel)),
+                       ("study-report-p", dict(LDSHIM_POLICY=good_rel, LDSHIM_STATE="compute-only",
+                                               LDSHIM_COMPUTE="spread:8"))):
+        C.append(Case("rel/lazy/no-cuda-silent/" + tag, silent[0], silent[1:],
+                      env=dict(extra, LDSHIM_REPORT=os.path.join(rd, tag + ".%p.json"), LDSHIM_LOG="info", **pre),
+                      quiet=True, zero_counts=False))
+
     # Reads no file: the policy is a FIFO with a writer waiting for a reader. A process that
     # opened it would let the writer through (opened=1). The CUDA program does open it (and
     # refuses it as a FIFO): the positive control.
