@@ -27,9 +27,17 @@ honours it (bench/apps/serve.py does) creates a file in DIR when it is ready and
 N files are there. A program that ignores it still runs; the tool then warns that the timed
 phases may not have overlapped (their aggregate is then an upper bound).
 
+Without MPS the GPU time-slices the contexts of separate processes: the bound instances do
+not run side by side, each gets its own domain's SMs in its own time slice, and the tool says
+so under the table. With MPS they could share the GPU at once, but MPS clients cannot create
+green contexts, so the shim runs them unbound. The study's own advice for splitting work by
+die is MIG or MLOPart (Blackwell); this tool measures what the recipe gives where neither is
+available, and is ready for a GPU where the driver allows both.
+
 Writes to --out: runs.csv (one row per instance and run), summary.json, logs/ (each
 instance's stdout and stderr), reports/ (the shim's reports). Exit: 0 every run succeeded,
-1 some failed (results still written), 2 bad usage, 130 interrupted. Needs a GPU and the
+1 some failed (results still written), 2 bad usage, 130 (143) interrupted by SIGINT
+(SIGTERM) after writing what had finished. Needs a GPU and the
 shim for a real measurement; doc/ab.md ("One process per domain") has the recipe.
 """
 
@@ -58,6 +66,30 @@ BASELINE = "unbound"
 class UsageError(Exception):
     pass
 
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread so that what finished is still written."""
+
+
+def mps_running():
+    """Whether an MPS control daemon seems to serve this user (its pipe directory exists)."""
+    d = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
+    return os.path.exists(os.path.join(d, "control"))
+
+
+# What a run of separate processes on one GPU can and cannot show, printed under the table.
+SHARING_NOTE = {
+    False: "note: no MPS daemon: the GPU time-slices the instances' contexts, so the bound "
+           "instances never run at the same time; each gets its own domain's SMs in its own "
+           "slice. 'bound' against 'unbound' measures what binding costs or saves under "
+           "time-slicing, not two dies working side by side (doc/ab.md section 8)",
+    True: "note: an MPS daemon is running: MPS clients cannot create green contexts, so the "
+          "'bound' instances probably ran unbound (see their SM counts and the reports' "
+          "compute.reason)",
+}
+
+RESULT_NAME = re.compile(r"^\d{3,}-(%s)-[wr]\d+-i\d+\." % "|".join(CONFIGS))
+RESULT_DIR = re.compile(r"^\d{3,}-(%s)-[wr]\d+$" % "|".join(CONFIGS))
 
 def load_ab(path=None):
     """tools/ldshim-ab as a module (its statistics, report reading and shim lookup)."""
@@ -177,8 +209,7 @@ def configure(args, ab):
             for f in ("runs.csv", "summary.json"):
                 if os.path.exists(os.path.join(out, f)):
                     os.remove(os.path.join(out, f))
-            for d in ("logs", "reports", "barrier"):
-                shutil.rmtree(os.path.join(out, d), ignore_errors=True)
+            remove_results(out)
         try:
             for d in ("logs", "reports", "barrier"):
                 os.makedirs(os.path.join(out, d), exist_ok=True)
@@ -189,6 +220,26 @@ def configure(args, ab):
                 timeout=args.timeout, barrier_timeout=args.barrier_timeout, extra_env=extra,
                 alpha=args.alpha, out=os.path.abspath(out), dry_run=args.dry_run,
                 quiet=args.quiet)
+
+
+def remove_results(out):
+    """--force: delete the files and barrier folders this tool wrote under logs/, reports/ and
+    barrier/ (names it makes: <pos>-<config>-<r|w><round>-i<k>.*), nothing else."""
+    for sub, pat, is_dir in (("logs", RESULT_NAME, False), ("reports", RESULT_NAME, False),
+                             ("barrier", RESULT_DIR, True)):
+        d = os.path.join(out, sub)
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            p = os.path.join(d, n)
+            if not pat.match(n):
+                continue
+            if is_dir and os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif not is_dir and os.path.isfile(p):
+                os.remove(p)
 
 
 def schedule(cfg):
@@ -267,10 +318,16 @@ def run_config(cfg, ab, rnd, warm, config, pos):
                 break
             time.sleep(0.02)
     except BaseException:
-        for p, _ in procs:
-            if p is not None and p.poll() is None:
-                ab._kill_group(p)
-                p.wait()
+        # A second ^C or SIGTERM must not leave instances behind: ignore both while stopping.
+        old = {sg: signal.signal(sg, signal.SIG_IGN) for sg in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for p, _ in procs:
+                if p is not None and p.poll() is None:
+                    ab._kill_group(p)
+                    p.wait()
+        finally:
+            for sg, h in old.items():
+                signal.signal(sg, h)
         raise
     finally:
         wall = time.perf_counter() - t0
@@ -445,8 +502,10 @@ def main(argv=None):
         if not cfg["quiet"]:
             print(msg, file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
-    records, interrupted = [], False
+    def on_term(signum, frame):
+        raise Terminated()
+    signal.signal(signal.SIGTERM, on_term)
+    records, interrupted = [], None
     started = ab.utc_now()
     try:
         for pos, (rnd, warm, c) in enumerate(sched, 1):
@@ -460,7 +519,9 @@ def main(argv=None):
                 "" if rec["barrier_met"] else " (barrier not met)"))
             write_csv(os.path.join(cfg["out"], "runs.csv"), records)
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted = "SIGINT"
+    except Terminated:
+        interrupted = "SIGTERM"
     rows = summarize(cfg, ab, records)
     meta = ab.provenance()
     summary = dict(tool=PROG, command=cfg["cmd"], instances=cfg["n"], runs=cfg["runs"],
@@ -472,7 +533,7 @@ def main(argv=None):
     with open(os.path.join(cfg["out"], "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
-    print("\n".join(table(cfg, ab, rows)))
+    print("\n".join(table(cfg, ab, rows) + [SHARING_NOTE[mps_running()]]))
     failed = [(r["name"], m) for r in records for m in r["members"]
               if not r["warmup"] and not m["ok"]]
     if failed:
@@ -483,7 +544,7 @@ def main(argv=None):
                 print("      | " + ln)
     print("\nresults: %s" % cfg["out"])
     if interrupted:
-        return 130
+        return 130 if interrupted == "SIGINT" else 128 + signal.SIGTERM
     return 1 if failed else 0
 
 

@@ -21,6 +21,7 @@ LDSHIM_STATE:
   FAKE_COMPUTE  "full=domain:0:66;stock=all:132": devices[0].compute in the report per state
                 (applied binding and SM count), as the shim's compute binding reports it
   FAKE_BYTES    "full-ld=1048576:0": a rule's bytes_per_domain in the report per state
+  FAKE_FALLBACKS "full-ld=6": counts.fallbacks in the report per state (default 0)
   FAKE_BACKEND  "full-ld=emulated": the report's backend per state (default "fake")
   FAKE_NO_REPORT  if set, write no report (a program the shim never saw)
   FAKE_POLICY_ERROR  policy_error written into the report
@@ -70,7 +71,7 @@ def write_report(report, state, idx):
            "domain": int(os.environ.get("LDSHIM_DOMAIN", "0")),
            "policy_error": os.environ.get("FAKE_POLICY_ERROR") or None,
            "counts": {"tagged_allocs": int(cycled(lookup("FAKE_TAGGED", "0"), idx)),
-                      "untagged_allocs": 0, "fallbacks": 0},
+                      "untagged_allocs": 0, "fallbacks": int(lookup("FAKE_FALLBACKS", "0"))},
            "devices": [],
            "untagged": {"allocations": 0, "histogram": []}}
     per = lookup("FAKE_BYTES")

@@ -1244,9 +1244,27 @@ class TestStudyStates(ToolCase):
         self.assertEqual(s["state_env"]["full-ld"],
                          {"LDSHIM_STATE": "full-ld", "LDSHIM_DOMAIN": "1"})
 
+    def test_calibration_copies_the_study_baseline_with_its_domain(self):
+        r = self.ab("--dry-run", "--states", "full-ld,compute-only", "--baseline", "full-ld",
+                    "--domain", "1", "--calibrate", "--runs", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.study("--baseline", "full-ld", "--domain", "1", "--calibrate",
+                       env={"FAKE_TAGGED": self.ENV["FAKE_TAGGED"] + ";aa=6"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        s, _ = self.summary()
+        self.assertEqual(s["state_env"]["aa"], {"LDSHIM_STATE": "full-ld", "LDSHIM_DOMAIN": "1"})
+
+    def test_fallbacks_explain_a_state_that_did_nothing(self):
+        env = dict(self.ENV, FAKE_TAGGED="", FAKE_BYTES="", FAKE_FALLBACKS="memory-only=6")
+        r = self.study(env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("in state 'memory-only' the shim tagged no allocation and bound no compute "
+                      "in any run: no verdict (every tagged request fell back", r.stdout)
+
     def test_domain_usage_errors(self):
         for opts, msg in ((["--domain", "1"], "none is among --states"),
-                          (["--states", "study", "--domain", "-1"], "--domain must be 0 or more"),
+                          (["--states", "study", "--domain", "-1"], "--domain must be a domain number 0..7"),
+                          (["--states", "study", "--domain", "8"], "--domain must be a domain number 0..7"),
                           (["--states", "study", "--domain", "x"], "invalid int value")):
             r = self.ab("--dry-run", *opts)
             self.assertEqual(r.returncode, 2, opts)

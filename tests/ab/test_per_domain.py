@@ -182,6 +182,50 @@ class TestUsage(Case):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(self.rows()), 5)
 
+    def test_force_deletes_only_its_own_files(self):
+        r = self.run_tool("--runs", "1", "--warmup", "0", "--out", self.out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mine = sorted(os.listdir(os.path.join(self.out, "logs")))
+        self.assertEqual(len(mine), 10)                      # 5 instances x out, err
+        for sub in ("logs", "reports"):
+            with open(os.path.join(self.out, sub, "notes.txt"), "w") as f:
+                f.write("the user's")
+        # With a warm-up round every run has another name: none of the old files is rewritten.
+        r = self.run_tool("--runs", "1", "--warmup", "1", "--out", self.out, "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for sub in ("logs", "reports"):
+            self.assertTrue(os.path.exists(os.path.join(self.out, sub, "notes.txt")), sub)
+        logs = set(os.listdir(os.path.join(self.out, "logs")))
+        self.assertFalse(logs & set(mine))                   # the old run's files are gone
+        self.assertEqual(len(logs - {"notes.txt"}), 2 * 2 * (1 + 2 + 2))
+
+    def test_sigterm_writes_what_finished_and_exits_143(self):
+        e = dict(os.environ, FAKE_RATE=RATES, FAKE_LOG=self.log)
+        argv = [sys.executable, TOOL, "--no-preload", "--runs", "50", "--warmup", "0",
+                "--out", self.out, "--", sys.executable, "-c", "import time; time.sleep(0.3); "
+                "print('decode: 1.0 ms/step  100.0 tok/s')"]
+        p = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        import time
+        time.sleep(2.5)
+        p.terminate()
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, err)
+        s = self.summary()
+        self.assertGreater(s["one"]["runs"] + s["unbound"]["runs"] + s["bound"]["runs"], 0)
+        self.assertIn("results: ", out)
+
+    def test_sharing_note(self):
+        r = self.run_tool("--runs", "1", "--warmup", "0", "--out", self.out,
+                          env={"CUDA_MPS_PIPE_DIRECTORY": os.path.join(self.tmp, "no-mps")})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("note: no MPS daemon: the GPU time-slices", r.stdout)
+        mps = os.path.join(self.tmp, "mps")
+        os.makedirs(mps)
+        open(os.path.join(mps, "control"), "w").close()
+        r = self.run_tool("--runs", "1", "--warmup", "0", "--out", self.out, "--force",
+                          env={"CUDA_MPS_PIPE_DIRECTORY": mps})
+        self.assertIn("note: an MPS daemon is running", r.stdout)
+
     def test_help(self):
         r = subprocess.run([sys.executable, TOOL, "--help"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
