@@ -232,6 +232,13 @@ int ld_config_load(void) {
             LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
     }
     resolve_state();
+    /* LDSHIM_COMPUTE alone (no policy, no state) leaves the default state, stock, which binds
+     * nothing: say so. A stock that was asked for (an A/B baseline) stays silent. */
+    if (ld_cfg.state == LD_STATE_STOCK && !env.state[0] && !env.policy_set && ld_cfg.compute.kind != LD_COMPUTE_ALL) {
+        char a[32];
+        LD_WARN("compute = %s is ignored in state stock (no policy and no LDSHIM_STATE); set "
+                "LDSHIM_STATE=compute-only (or full, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));
+    }
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
                              ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,
                              env.probe_force, ld_state_is_study(ld_cfg.state),

@@ -123,6 +123,10 @@ def cases(a):
         C.append(Case("n/paths/%s" % st, "t_compute", ["paths"], "compute.policy", env={"LDSHIM_STATE": st},
                       wrap=plant1, quiet=True,
                       checks=[lambda r, res: same_as_noshim(r, res, Case("", "t_compute", ["paths"], shim=False))]))
+    # LDSHIM_COMPUTE without a state that binds (no policy: stock) binds nothing, and says so.
+    C.append(Case("n/paths/compute-in-stock", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0},
+                  checks=[stderr_matches(r"^ldshim: compute = domain:0 is ignored in state stock", 1)]))
     C.append(Case("n/paths/all", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "all"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0,
                                        "attr_sms": NSMS}))
