@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -453,17 +452,7 @@ def worker(cfg, rank, workdir):
                 % (coll, nbytes, rank, "first" if seed == 1 else "second", bad.numel(),
                    got.numel(), k, float(got[k]), float(want[k])))
 
-    spin = None
-    if cuda and hasattr(torch.cuda, "_sleep"):
-        # Cycles of torch.cuda._sleep per microsecond, measured once: the spin that keeps the
-        # GPU busy while the host queues a size's timed iterations.
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(1000)
-        a.record()
-        torch.cuda._sleep(1000000)
-        b.record()
-        torch.cuda.synchronize()
-        spin = 1e6 / max(a.elapsed_time(b) * 1e3, 1e-3)
+    spin = spin_rate(torch) if cuda else None
 
     cases = []
     for coll in cfg["collectives"]:
@@ -506,6 +495,20 @@ def worker(cfg, rank, workdir):
         json.dump(res, f)
     os.replace(path + ".tmp", path)
     return 0
+
+
+def spin_rate(torch):
+    """Cycles of torch.cuda._sleep per microsecond on the current device, measured once, or
+    None without _sleep (then the iterations are timed without a head start)."""
+    if not hasattr(torch.cuda, "_sleep"):
+        return None
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1000)
+    a.record()
+    torch.cuda._sleep(1000000)
+    b.record()
+    torch.cuda.synchronize()
+    return 1e6 / max(a.elapsed_time(b) * 1e3, 1e-3)
 
 
 def time_iterations(torch, dist, cuda, spin, run, iters):
@@ -825,7 +828,7 @@ def report(cfg, procs, logs, workdir, rundir, failed, timed_out, interrupted, wa
 def launcher_argv(argv):
     """The options a rank is started with: the launcher's own, minus its output options."""
     out, skip = [], False
-    for i, a in enumerate(argv):
+    for a in argv:
         if skip:
             skip = False
             continue

@@ -79,10 +79,9 @@ for m in $METRICS; do
   echo "$m" | grep -Eq '^(allreduce|allgather):[0-9]+(B|KiB|MiB|GiB)?$' ||
     bad "METRICS: '$m' is not COLL:SIZE (allreduce or allgather, e.g. allreduce:1MiB)"
 done
-for v in RUNS WARMUP RANKS DOMAIN TIMEOUT; do
-  eval "x=\$$v"
-  echo "$x" | grep -Eq '^[0-9]+$' || bad "$v must be a whole number (got '$x')"
-done
+whole() { echo "$2" | grep -Eq '^[0-9]+$' || bad "$1 must be a whole number (got '$2')"; }
+whole RUNS "$RUNS"; whole WARMUP "$WARMUP"; whole RANKS "$RANKS"; whole DOMAIN "$DOMAIN"
+whole TIMEOUT "$TIMEOUT"
 [ "$CALIBRATE" = 0 ] || [ "$CALIBRATE" = 1 ] || bad "CALIBRATE must be 0 or 1"
 [ -f "$SHIM" ] || bad "$SHIM not found: build it with make first (or set SHIM)"
 [ -f "$POLICY" ] || bad "policy $POLICY not found"
@@ -99,7 +98,9 @@ AB_EXTRA=
 if echo ",$STATES," | grep -Eq ',(study|memory-only|compute-only|full-ld|mismatch-ld|sm-control),'; then
   AB_EXTRA="$AB_EXTRA --domain $DOMAIN"
 fi
-nmetrics=$(echo $METRICS | wc -w)
+# shellcheck disable=SC2086
+set -- $METRICS
+nmetrics=$#
 
 {
   date -u; uname -a

@@ -144,6 +144,75 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(B.busbw_gbs("allgather", 1000, 0.0, 4), 0.0)
 
 
+class FakeGpu:
+    """A stand-in for torch.cuda and torch.distributed with one stream: what is queued runs in
+    order on a fake device clock. _sleep(c) takes c / 2000 us (2 GHz); a collective 7 us;
+    events read the clock when the stream reaches them; the host's queueing takes no device
+    time. The journal lists what was queued."""
+
+    def __init__(self, op_us=7.0):
+        self.clock_us, self.op_us, self.journal = 0.0, op_us, []
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.t = None
+
+            def record(self):
+                self.t = gpu.clock_us
+                gpu.journal.append("event")
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) / 1e3          # ms, as torch answers
+
+        class Cuda:
+            pass
+        self.cuda = Cuda()
+        self.cuda.Event = Event
+        self.cuda._sleep = self.sleep
+        self.cuda.synchronize = lambda: self.journal.append("sync")
+        self.barrier = lambda: self.journal.append("barrier")
+
+    def sleep(self, cycles):
+        self.journal.append("spin %d" % cycles)
+        self.clock_us += cycles / 2000.0
+
+    def op(self):
+        self.journal.append("op")
+        self.clock_us += self.op_us
+
+
+class TestCudaTiming(unittest.TestCase):
+    def test_spin_rate(self):
+        g = FakeGpu()
+        self.assertAlmostEqual(B.spin_rate(g), 2000.0)
+        del g.cuda._sleep
+        self.assertIsNone(B.spin_rate(g))
+
+    def test_event_pair_per_iteration_behind_one_spin(self):
+        g = FakeGpu()
+        times = B.time_iterations(g, g, True, 2000.0, g.op, 5)
+        self.assertEqual(times, [7.0] * 5)      # the op alone, not the spin
+        # a barrier, a sync, one spin of 1000 + 50 us per iteration at 2000 cycles/us, then
+        # start event, op, end event per iteration, then one sync
+        self.assertEqual(g.journal, ["barrier", "sync", "spin %d" % (2000 * 1250)]
+                         + ["event", "op", "event"] * 5 + ["sync"])
+        g = FakeGpu()
+        B.time_iterations(g, g, True, 2000.0, g.op, 100000)
+        self.assertEqual(g.journal[2], "spin %d" % (2000 * 500000))     # capped at 0.5 s
+        g = FakeGpu()
+        self.assertEqual(B.time_iterations(g, g, True, None, g.op, 2), [7.0, 7.0])
+        self.assertNotIn("spin", " ".join(g.journal))                    # no _sleep: no spin
+
+    def test_cpu_timing(self):
+        g = FakeGpu()
+        times = B.time_iterations(None, g, False, None, g.op, 3)
+        self.assertEqual(len(times), 3)
+        self.assertEqual(g.journal, ["barrier", "op", "op", "op"])
+        self.assertTrue(all(t >= 0.0 for t in times))
+
+
 class TestRankEnvironment(unittest.TestCase):
     def cfg(self, **kw):
         c = dict(ranks=2, backend="nccl", domains=None)
@@ -530,6 +599,20 @@ class TestRanks(unittest.TestCase):
                                        r"channel\{Lo\.\.Hi\}=\{0\.\.1\}$")
         with open(runs[0]) as f:
             self.assertEqual(json.load(f), doc)
+
+    def test_no_gpu_clear_error(self):
+        """The default (NCCL on cuda) on a machine without a GPU: one clear message, exit 2."""
+        py = torch_python()
+        args = ["--ranks", "1", "--sizes", "64KiB", "--summary", "allreduce:64KiB"]
+        if py is None:
+            self.assert_no_torch(run_bench(args))
+            return
+        r = run_bench(args, py=py, env=clean_env(CUDA_VISIBLE_DEVICES=""))
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("no CUDA device (torch.cuda.is_available() is False); --backend gloo "
+                      "--device cpu runs on a CPU", r.stderr)
+        self.assertIn("nccl: version ?; no INFO lines in the ranks' output (NCCL_DEBUG=INFO)",
+                      r.stdout)
 
     def test_wrong_result_fails_the_run(self):
         py = torch_python()
