@@ -571,7 +571,7 @@ EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *fatbin) {
 }
 
 EXPORT CUresult cuModuleUnload(CUmodule m) {
-    if (drv()) ld_topology_forget_module(m);
+    if (drv()) ld_topology_forget_module(LD_MOD_MODULE, m);
     if (!HAVE(cuModuleUnload)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuModuleUnload, CUresult (*)(CUmodule))(m);
 }
@@ -600,7 +600,7 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *file, CUjit_op
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-    if (drv()) ld_topology_forget_module(lib);
+    if (drv()) ld_topology_forget_module(LD_MOD_LIBRARY, lib);
     if (!HAVE(cuLibraryUnload)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuLibraryUnload, CUresult (*)(CUlibrary))(lib);
 }

@@ -1,6 +1,14 @@
-/* pool.c — capped cache of whole freed ranges (pool.h). */
+/* pool.c — capped cache of whole freed ranges (pool.h).
+ *
+ * A uthash table keyed by the shape (device, slice count, slice bytes, domain of each slice)
+ * holds one bucket per shape; each bucket is a most-recent-first list, so a take is one hash
+ * lookup and reuses the warmest range of its shape. A bucket whose last range was taken stays
+ * in the table, so a program that frees and allocates one size in a loop costs no table
+ * allocation per cycle; empty buckets are swept once they outnumber both the buckets in use
+ * and POOL_SPARE_BUCKETS, so there are never more of them than max(POOL_SPARE_BUCKETS, in use). */
 #include "shim/pool.h"
 #include "shim/config.h"
+#include "shim/hash.h"
 #include "shim/log.h"
 #include "shim/vmm.h"
 
@@ -9,16 +17,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct entry {
-    struct entry *next;
+/* The key: fixed size, zeroed before it is filled (domain_of past nslices stays 0), so
+ * uthash's memcmp over its bytes compares only what the shape says. */
+typedef struct {
+    int device;
+    int nslices;
+    uint64_t slice;
+    int domain_of[LD_MAX_SLICES];
+} shape_t;
+_Static_assert(sizeof(shape_t) == 2 * sizeof(int) + sizeof(uint64_t) + LD_MAX_SLICES * sizeof(int),
+               "shape_t must have no padding: its bytes are the hash key");
+
+typedef struct kept {
+    struct kept *next;
     ld_range_t r;
-} entry_t;
+} kept_t;
+
+typedef struct {
+    shape_t key;
+    kept_t *ranges;             /* most recent first: reuse warm ranges */
+    UT_hash_handle hh;
+} bucket_t;
 
 #define POOL_DEVICES 64
+#define POOL_SPARE_BUCKETS 64     /* empty buckets always worth keeping for reuse */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-/* Most recent first: reuse warm ranges. Read without the lock (atomically) to skip the lock
- * while the pool is empty, so every store to it is atomic too, under the lock. */
-static entry_t *head;
+static bucket_t *table;                    /* under mu */
+static size_t nempty;                      /* buckets in the table with no range, under mu */
+/* Ranges kept, written under mu and read without it (atomically) to skip the lock while
+ * the pool is empty. */
+static atomic_size_t nkept;
 static uint64_t cached[POOL_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
 int ld_exiting;
@@ -27,90 +55,167 @@ int ld_exiting;
  * before the runtime's own exit handlers tear the driver state down. */
 static void pool_at_exit(void) {
     __atomic_store_n(&ld_exiting, 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&head, __ATOMIC_RELAXED)) ld_pool_trim(ld_driver(), -1);
+    if (atomic_load_explicit(&nkept, memory_order_relaxed)) ld_pool_trim(ld_driver(), -1);
 }
 static int exit_registered;
 
-static int same_shape(const ld_range_t *r, int dev, int nslices, size_t slice, const int *dom) {
-    if (r->device != dev || r->nslices != nslices || r->slice != slice) return 0;
-    for (int i = 0; i < nslices; i++)
-        if (r->domain_of[i] != dom[i]) return 0;
-    return 1;
+static void shape_of(shape_t *k, int dev, int nslices, size_t slice, const int *domain_of) {
+    memset(k, 0, sizeof *k);
+    k->device = dev;
+    k->nslices = nslices;
+    k->slice = slice;
+    for (int i = 0; i < nslices && i < LD_MAX_SLICES; i++) k->domain_of[i] = domain_of[i];
+}
+
+/* The shape's hash, from its fields (uthash's default hashes the key a byte at a time, which
+ * would cost a take more than the rest of it): splitmix64's finalizer, so that slice sizes,
+ * all multiples of the granularity, still spread over the low bits uthash indexes with. */
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+static unsigned shape_hash(const shape_t *k) {
+    uint64_t h = mix(k->slice ^ ((uint64_t)(uint32_t)k->device << 32 | (uint32_t)k->nslices));
+    for (int i = 0; i < k->nslices && i < LD_MAX_SLICES; i++) h = mix(h ^ (uint32_t)k->domain_of[i]);
+    return (unsigned)h;
+}
+
+static void set_count(size_t n) { atomic_store_explicit(&nkept, n, memory_order_relaxed); }
+
+/* Under mu: drop every empty bucket into *out (a list through hh.next) for freeing after the
+ * lock is released. */
+static void sweep_empty(bucket_t **out) {
+    bucket_t *b, *tmp;
+    HASH_ITER(hh, table, b, tmp) {
+        if (b->ranges) continue;
+        HASH_DEL(table, b);
+        b->hh.next = *out;
+        *out = b;
+    }
+    nempty = 0;
+}
+
+static void free_buckets(bucket_t *b) {
+    while (b) {
+        bucket_t *next = b->hh.next;
+        free(b);
+        b = next;
+    }
 }
 
 int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out) {
+    shape_t key;
+    shape_of(&key, dev, nslices, slice, domain_of);
+    unsigned hv = shape_hash(&key);
+    bucket_t *b = NULL;
     pthread_mutex_lock(&mu);
-    for (entry_t **pp = &head; *pp; pp = &(*pp)->next) {
-        entry_t *e = *pp;
-        if (same_shape(&e->r, dev, nslices, slice, domain_of)) {
-            __atomic_store_n(pp, e->next, __ATOMIC_RELAXED);
-            cached[dev] -= e->r.reserved;
-            pthread_mutex_unlock(&mu);
-            *out = e->r;
-            free(e);
-            atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
-            return 0;
-        }
+    HASH_FIND_BYHASHVALUE(hh, table, &key, sizeof key, hv, b);
+    if (!b || !b->ranges) {                /* an emptied shape kept for reuse is a miss too */
+        pthread_mutex_unlock(&mu);
+        atomic_fetch_add_explicit(&misses, 1, memory_order_relaxed);
+        return -1;
     }
+    kept_t *k = b->ranges;
+    b->ranges = k->next;
+    bucket_t *swept = NULL;
+    if (!b->ranges && ++nempty > POOL_SPARE_BUCKETS && nempty > HASH_COUNT(table) - nempty) sweep_empty(&swept);
+    cached[dev] -= k->r.reserved;
+    set_count(atomic_load_explicit(&nkept, memory_order_relaxed) - 1);
     pthread_mutex_unlock(&mu);
-    atomic_fetch_add_explicit(&misses, 1, memory_order_relaxed);
-    return -1;
+    *out = k->r;
+    free(k);
+    free_buckets(swept);
+    atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
+    return 0;
 }
 
 int ld_pool_keep(const ld_range_t *r) {
     uint64_t cap = ld_cfg.policy.pool_cap;
     int dev = r->device;
     if (!cap || dev < 0 || dev >= POOL_DEVICES || r->reserved > cap) return -1;
-    entry_t *e = malloc(sizeof *e);
-    if (!e) return -1;
-    e->r = *r;
+    kept_t *k = malloc(sizeof *k);
+    if (!k) return -1;
+    k->r = *r;
+    shape_t key;
+    shape_of(&key, dev, r->nslices, r->slice, r->domain_of);
+    unsigned hv = shape_hash(&key);
+    bucket_t *b = NULL;
     pthread_mutex_lock(&mu);
-    if (cached[dev] + r->reserved > cap) {
-        pthread_mutex_unlock(&mu);
-        free(e);
-        return -1;
+    if (cached[dev] + r->reserved > cap) goto refuse;
+    HASH_FIND_BYHASHVALUE(hh, table, &key, sizeof key, hv, b);
+    if (!b) {
+        /* Under mu, like the table's own bucket-array growth: no other lock is ever held
+         * with mu, so malloc cannot deadlock against the shim here. */
+        b = calloc(1, sizeof *b);
+        if (!b) goto refuse;
+        b->key = key;
+        int added;
+        LD_HASH_ADD_BYHASHVALUE(table, key, sizeof b->key, hv, b, added);
+        if (!added) {                      /* no memory for the table: refuse, never exit */
+            free(b);
+            goto refuse;
+        }
+    } else if (!b->ranges) {
+        nempty--;
     }
-    e->next = head;
-    __atomic_store_n(&head, e, __ATOMIC_RELAXED);
+    k->next = b->ranges;
+    b->ranges = k;
     cached[dev] += r->reserved;
+    set_count(atomic_load_explicit(&nkept, memory_order_relaxed) + 1);
     int first = !exit_registered;
     exit_registered = 1;
     pthread_mutex_unlock(&mu);
     if (first) atexit(pool_at_exit);
     return 0;
+
+refuse:
+    pthread_mutex_unlock(&mu);
+    free(k);
+    return -1;
 }
 
 int ld_pool_contains(CUdeviceptr p) {
-    if (!__atomic_load_n(&head, __ATOMIC_RELAXED)) return 0;   /* empty pool: no lock */
+    if (!atomic_load_explicit(&nkept, memory_order_relaxed)) return 0;   /* empty pool: no lock */
     int found = 0;
     pthread_mutex_lock(&mu);
-    for (entry_t *e = head; e && !found; e = e->next) found = p >= e->r.base && p < e->r.base + e->r.reserved;
+    /* An interval question, not a key: every kept range is looked at (at most cap/granularity). */
+    for (bucket_t *b = table; b && !found; b = b->hh.next)
+        for (kept_t *k = b->ranges; k && !found; k = k->next) found = p >= k->r.base && p < k->r.base + k->r.reserved;
     pthread_mutex_unlock(&mu);
     return found;
 }
 
 uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
-    entry_t *take = NULL;
+    kept_t *take = NULL;
+    bucket_t *b, *tmp;
     pthread_mutex_lock(&mu);
-    for (entry_t **pp = &head; *pp;) {
-        entry_t *e = *pp;
-        if (dev < 0 || e->r.device == dev) {
-            __atomic_store_n(pp, e->next, __ATOMIC_RELAXED);
-            e->next = take;
-            take = e;
-            cached[e->r.device] -= e->r.reserved;
-        } else {
-            pp = &e->next;
+    size_t n = atomic_load_explicit(&nkept, memory_order_relaxed);
+    HASH_ITER(hh, table, b, tmp) {
+        if (dev >= 0 && b->key.device != dev) continue;
+        if (!b->ranges) nempty--;
+        while (b->ranges) {
+            kept_t *k = b->ranges;
+            b->ranges = k->next;
+            k->next = take;
+            take = k;
+            cached[b->key.device] -= k->r.reserved;
+            n--;
         }
+        HASH_DEL(table, b);
+        free(b);
     }
+    set_count(n);
     pthread_mutex_unlock(&mu);
     uint64_t freed = 0;
     while (take) {
-        entry_t *e = take;
-        take = e->next;
-        if (d) ld_vmm_teardown(d, &e->r);
-        freed += e->r.reserved;
-        free(e);
+        kept_t *k = take;
+        take = k->next;
+        if (d) ld_vmm_teardown(d, &k->r);
+        freed += k->r.reserved;
+        free(k);
     }
     if (freed) {
         atomic_fetch_add(&trims, 1);
@@ -131,12 +236,29 @@ void ld_pool_stats(ld_pool_stats_t *out) {
     out->cached_bytes = c;
 }
 
+size_t ld_pool_shape_count(size_t *entries) {
+    pthread_mutex_lock(&mu);
+    size_t all = HASH_COUNT(table), n = all - nempty;
+    pthread_mutex_unlock(&mu);
+    if (entries) *entries = all;
+    return n;
+}
+
+/* No driver call and no allocation: frees only (the child is single-threaded, the lock was
+ * held across fork, so the table is consistent). */
 void ld_pool_reset(void) {
-    while (head) {
-        entry_t *e = head;
-        __atomic_store_n(&head, e->next, __ATOMIC_RELAXED);
-        free(e);
+    bucket_t *b, *tmp;
+    HASH_ITER(hh, table, b, tmp) {
+        while (b->ranges) {
+            kept_t *k = b->ranges;
+            b->ranges = k->next;
+            free(k);
+        }
+        HASH_DEL(table, b);
+        free(b);
     }
+    set_count(0);
+    nempty = 0;
     memset(cached, 0, sizeof cached);
     exit_registered = 0;     /* the child's handler list is the parent's: registering again is harmless */
     atomic_store(&hits, 0);

@@ -1,6 +1,7 @@
 /* pool.h — freed localized ranges kept whole (VA reserved, slices mapped, access granted)
  * for reuse by the next request of the same shape: (device, slice count, slice bytes,
- * domain of each slice).
+ * domain of each slice). A take is one hash lookup by shape (uthash, internal to pool.c)
+ * and returns the most recently kept range of that shape.
  *
  * Creating localized memory is slow (10-13x an ordinary allocation above 32 MiB on B300)
  * and even re-mapping pooled handles costs a reserve, a map per slice and an access grant;
@@ -22,7 +23,7 @@
 int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out);
 
 /* Offer a freed range. 0 if the pool kept it (the caller must not tear it down); -1 if the
- * caller must tear it down (cap reached or pool disabled). */
+ * caller must tear it down (cap reached, pool disabled, or no host memory for the entry). */
 int ld_pool_keep(const ld_range_t *r);
 
 /* 1 if `p` lies inside a kept (freed) range: such addresses are freed memory to the
@@ -34,6 +35,10 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev);
 
 typedef struct { uint64_t hits, misses, trims, cached_bytes, cap; } ld_pool_stats_t;
 void ld_pool_stats(ld_pool_stats_t *out);
+
+/* Distinct shapes that have kept ranges; *entries (if not NULL): the table's entries, which
+ * include shapes emptied lately and kept for reuse (for tests). */
+size_t ld_pool_shape_count(size_t *entries);
 
 /* Set while the process exits: the driver may already be shutting down, so teardown
  * failures are expected and not worth a warning. */

@@ -3,6 +3,7 @@
 #include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
+#include "shim/hash.h"
 #include "shim/log.h"
 #include "shim/image.h"
 #include "shim/vmm.h"
@@ -18,13 +19,22 @@ static atomic_int probe_state[MAX_DEV];        /* 0 none, 1 running, 2 published
 static ld_probe_result_t results[MAX_DEV];
 static ldshim_topology_t published[MAX_DEV];
 
-typedef struct mod {
-    struct mod *next;
-    int kind;
+/* Recorded modules and libraries, a uthash table keyed by (kind, handle): every unload the
+ * program makes (most are of modules never recorded) is one lookup, not a walk of a list.
+ * The kind is in the key because a CUmodule and a CUlibrary are handles of different
+ * objects, which the driver does not promise to keep apart. */
+typedef struct {
     void *handle;
+    intptr_t kind;       /* LD_MOD_*; pointer-sized, so the key has no padding  */
+} mod_key_t;
+_Static_assert(sizeof(mod_key_t) == 2 * sizeof(void *), "mod_key_t must have no padding: its bytes are the hash key");
+
+typedef struct mod {
+    mod_key_t key;
     CUcontext ctx;       /* context current when loaded (modules belong to it)  */
     int dev;
     uint64_t done;       /* bit per device already published                    */
+    UT_hash_handle hh;
 } mod_t;
 static pthread_mutex_t mods_mu = PTHREAD_MUTEX_INITIALIZER;
 static mod_t *mods;
@@ -36,14 +46,14 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     CUdeviceptr p = 0;
     size_t bytes = 0;
     CUresult r;
-    if (m->kind == LD_MOD_LIBRARY) {
+    if (m->key.kind == LD_MOD_LIBRARY) {
         if (!d->cuLibraryGetGlobal) return -1;
-        r = d->cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->handle, LDSHIM_TOPOLOGY_SYMBOL);
+        r = d->cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     } else {
-        r = d->cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->handle, LDSHIM_TOPOLOGY_SYMBOL);
+        r = d->cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     }
     if (r != CUDA_SUCCESS) {
-        LD_DEBUG("module %p: no %s (%s)", m->handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
+        LD_DEBUG("module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
         return -1;
     }
     /* A module built with the version-1 header gets the version-1 prefix (no bound set). */
@@ -52,7 +62,7 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
         t.version = 1;
     } else if (bytes != sizeof(ldshim_topology_t)) {
         LD_WARN("module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
-                "not published", m->handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
+                "not published", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
                 (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
         return -1;
     }
@@ -67,10 +77,11 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
         r = d->cuMemcpyHtoD_v2(p, &t, bytes);
     }
     if (r != CUDA_SUCCESS) {
-        LD_WARN("publishing the map into module %p: %s", m->handle, ld_cu_errname(r));
+        LD_WARN("publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
         return -1;
     }
-    LD_DEBUG("published device %d map into %s %p", dev, m->kind == LD_MOD_LIBRARY ? "library" : "module", m->handle);
+    LD_DEBUG("published device %d map into %s %p", dev, m->key.kind == LD_MOD_LIBRARY ? "library" : "module",
+             m->key.handle);
     return 0;
 }
 
@@ -94,9 +105,9 @@ static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
         int found = 0;
         pthread_mutex_lock(&mods_mu);
         topo = published[dev];
-        for (mod_t *m = mods; m; m = m->next) {
+        for (mod_t *m = mods; m; m = m->hh.next) {
             if (m->done & (1ull << dev)) continue;
-            if (m->kind == LD_MOD_MODULE && (m->dev != dev || m->ctx != cur)) continue;
+            if (m->key.kind == LD_MOD_MODULE && (m->dev != dev || m->ctx != cur)) continue;
             m->done |= 1ull << dev;          /* claim it; the write happens unlocked */
             snapshot = *m;
             found = 1;
@@ -165,7 +176,7 @@ static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int 
         changed = (published[dev].flags & LDSHIM_TOPO_BOUND) != 0;
     }
     if (changed)
-        for (mod_t *m = mods; m; m = m->next) m->done &= ~(1ull << dev);
+        for (mod_t *m = mods; m; m = m->hh.next) m->done &= ~(1ull << dev);
     pthread_mutex_unlock(&mods_mu);
 }
 
@@ -238,34 +249,45 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     if (!mentions) return;
     mod_t *m = calloc(1, sizeof *m);
     if (!m) return;
-    m->kind = kind;
-    m->handle = handle;
+    m->key.handle = handle;      /* calloc zeroed the whole key */
+    m->key.kind = kind;
     m->dev = -1;
     CUdevice dev;
     if (d->cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
+    /* A key already recorded belongs to a module that went without an unload the shim
+     * saw (its context was destroyed, say) and whose handle the driver reuses: the new
+     * record replaces it. */
+    mod_t *stale = NULL;
+    int added, mdev = m->dev;
+    CUcontext mctx = m->ctx;     /* m is the table's once added: an unload may free it */
     pthread_mutex_lock(&mods_mu);
-    m->next = mods;
-    mods = m;
+    LD_HASH_REPLACE(mods, key, sizeof m->key, m, stale, added);
     pthread_mutex_unlock(&mods_mu);
+    free(stale);
+    if (!added) {                /* no host memory for the table: the module goes unpublished */
+        LD_DEBUG("%s %p not recorded: out of host memory", kind == LD_MOD_LIBRARY ? "library" : "module", handle);
+        free(m);
+        return;
+    }
     LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
-    if (m->dev >= 0 && m->dev < MAX_DEV && atomic_load(&probe_state[m->dev]) == 2) {
+    if (mdev >= 0 && mdev < MAX_DEV && atomic_load(&probe_state[mdev]) == 2) {
         CUstreamCaptureMode cm = relax(d);
-        publish_pending(d, m->dev, m->ctx);
+        publish_pending(d, mdev, mctx);
         unrelax(d, cm);
     }
 }
 
-void ld_topology_forget_module(void *handle) {
+void ld_topology_forget_module(int kind, void *handle) {
+    mod_key_t key;
+    memset(&key, 0, sizeof key);
+    key.handle = handle;
+    key.kind = kind;
+    mod_t *m = NULL;
     pthread_mutex_lock(&mods_mu);
-    for (mod_t **pp = &mods; *pp; pp = &(*pp)->next) {
-        if ((*pp)->handle == handle) {
-            mod_t *m = *pp;
-            *pp = m->next;
-            free(m);
-            break;
-        }
-    }
+    HASH_FIND(hh, mods, &key, sizeof key, m);
+    if (m) HASH_DEL(mods, m);
     pthread_mutex_unlock(&mods_mu);
+    free(m);
 }
 
 int ld_topology_get(int dev, ldshim_topology_t *out) {
@@ -289,9 +311,9 @@ int ld_topology_result(int dev, ld_probe_result_t *out) {
 
 void ld_topology_reset(void) {
     for (int i = 0; i < MAX_DEV; i++) atomic_store(&probe_state[i], 0);
-    while (mods) {
-        mod_t *m = mods;
-        mods = m->next;
+    mod_t *m, *tmp;
+    HASH_ITER(hh, mods, m, tmp) {       /* frees only: no allocation in a forked child */
+        HASH_DEL(mods, m);
         free(m);
     }
 }

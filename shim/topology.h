@@ -25,7 +25,8 @@ void ld_topology_unbind(int dev);
 enum { LD_MOD_MODULE = 0, LD_MOD_LIBRARY = 1 };
 /* `image` may be NULL when `path` names the file the module was loaded from. */
 void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const void *image, const char *path);
-void ld_topology_forget_module(void *handle);
+/* The program unloads the module or library `handle` (`kind` as recorded). */
+void ld_topology_forget_module(int kind, void *handle);
 
 /* Copy the published map of `dev`; 0 if published, -1 otherwise. */
 int ld_topology_get(int dev, ldshim_topology_t *out);

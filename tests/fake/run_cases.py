@@ -510,6 +510,19 @@ def cases(a):
                   expect={"magic_ok": 0, "lib_magic_ok": 0, "bad_image": 200}))
     C.append(Case("m/publish", "t_driver", ["publish"], "emulated.policy",
                   expect={"magic_ok": 1, "lib_magic_ok": 1, "num_sms": 132, "bad_image": 200}))
+    # 96 modules and 96 libraries, 32 of each unloaded, 32 libraries loaded again: the
+    # shim's table of recorded modules (keyed by kind and handle) follows every unload, so
+    # device 1's map reaches exactly the 96 libraries still loaded and no unloaded handle is
+    # asked for the symbol (the debug log names each attempt).
+    many = dict(two, LDSHIM_LOG="debug")
+    C.append(Case("m/publish/many/noshim", "t_driver", ["publishmany", 96], shim=False, env=many,
+                  expect={"published_at_load": 0, "libs_live": 96, "libs_mapped": 0, "mods_live": 64,
+                          "mods_mapped": 0}))
+    C.append(Case("m/publish/many", "t_driver", ["publishmany", 96], "emulated.policy", env=many,
+                  expect={"published_at_load": 2 * 96 + 32, "libs_live": 96, "libs_mapped": 96, "mods_live": 64,
+                          "mods_mapped": 0},
+                  checks=[ldshim_lines(96, r"published device 1 map into library "),
+                          ldshim_lines(0, r": no ldshim_topology ")]))
     return C + extra_cases(a)
 
 

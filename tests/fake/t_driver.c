@@ -32,6 +32,8 @@ static const char *usage =
     "  trim T U              allocate+free T, then allocate U (pooled memory must not cost U)\n"
     "  seq SIZE N            N allocations of SIZE kept live, each described, then freed\n"
     "  publish               load a FAKEMOD module defining ldshim_topology, print magic\n"
+    "  publishmany N         N modules and N libraries on device 0, a third unloaded and as many\n"
+    "                        libraries loaded again; then device 1's context: which got its map\n"
     "  trimcreate T U        pooled tagged range, then cuMemCreate of U under a memory limit\n"
     "  ctxdestroy T          destroy a context holding a live and a pooled tagged range\n"
     "  ptrattr SIZE          RANGE_START_ADDR/RANGE_SIZE of a pointer in the last slice\n";
@@ -468,6 +470,71 @@ static int case_publish(void) {
     return 0;
 }
 
+static int topo_magic(CUdeviceptr g) {
+    ldshim_topology_t t;
+    CHECK_RC(cuMemcpyDtoH_v2(&t, g, sizeof t), CUDA_SUCCESS);
+    return t.magic == LDSHIM_TOPOLOGY_MAGIC;
+}
+static void topo_clear(CUdeviceptr g) {
+    static const ldshim_topology_t zero;
+    CHECK_RC(cuMemcpyHtoD_v2(g, &zero, sizeof zero), CUDA_SUCCESS);
+}
+
+/* The shim's record of loaded modules over loads and unloads (freed handles come back as new
+ * ones): each is published at load on device 0; when device 1's primary context arrives, every
+ * library still loaded, and nothing else, gets device 1's map (modules belong to device 0's
+ * context). */
+static int case_publishmany(int n) {
+    int ndev = 0;
+    CHECK_RC(cuDeviceGetCount(&ndev), CUDA_SUCCESS);
+    CHECK(ndev == 2 && n >= 3 && n <= 512);
+    char image[128];
+    snprintf(image, sizeof image, "FAKEMOD v1 globals=%s:%zu functions=k", LDSHIM_TOPOLOGY_SYMBOL,
+             sizeof(ldshim_topology_t));
+    int nl = n + n / 3;
+    CUlibrary *lib = calloc((size_t)nl, sizeof *lib);
+    CUmodule *mod = calloc((size_t)n, sizeof *mod);
+    CUdeviceptr *lg = calloc((size_t)nl, sizeof *lg), *mg = calloc((size_t)n, sizeof *mg);
+    CHECK(lib && mod && lg && mg);
+    size_t gs;
+    int at_load = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK_RC(cuLibraryLoadData(&lib[i], image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+        CHECK_RC(cuModuleLoadData(&mod[i], image), CUDA_SUCCESS);
+        CHECK_RC(cuLibraryGetGlobal(&lg[i], &gs, lib[i], LDSHIM_TOPOLOGY_SYMBOL), CUDA_SUCCESS);
+        CHECK_RC(cuModuleGetGlobal_v2(&mg[i], &gs, mod[i], LDSHIM_TOPOLOGY_SYMBOL), CUDA_SUCCESS);
+        at_load += topo_magic(lg[i]) + topo_magic(mg[i]);
+    }
+    for (int i = 0; i < n; i += 3) {
+        CHECK_RC(cuLibraryUnload(lib[i]), CUDA_SUCCESS);
+        CHECK_RC(cuModuleUnload(mod[i]), CUDA_SUCCESS);
+        lib[i] = NULL;
+        mod[i] = NULL;
+    }
+    for (int i = n; i < nl; i++) {
+        CHECK_RC(cuLibraryLoadData(&lib[i], image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+        CHECK_RC(cuLibraryGetGlobal(&lg[i], &gs, lib[i], LDSHIM_TOPOLOGY_SYMBOL), CUDA_SUCCESS);
+        at_load += topo_magic(lg[i]);
+    }
+    int libs_live = 0, mods_live = 0;
+    for (int i = 0; i < nl; i++)
+        if (lib[i]) { libs_live++; topo_clear(lg[i]); }
+    for (int i = 0; i < n; i++)
+        if (mod[i]) { mods_live++; topo_clear(mg[i]); }
+    CUcontext c1;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    int libs_mapped = 0, mods_mapped = 0;
+    for (int i = 0; i < nl; i++) if (lib[i]) libs_mapped += topo_magic(lg[i]);
+    for (int i = 0; i < n; i++) if (mod[i]) mods_mapped += topo_magic(mg[i]);
+    printf("published_at_load=%d\nlibs_live=%d\nlibs_mapped=%d\nmods_live=%d\nmods_mapped=%d\n", at_load, libs_live,
+           libs_mapped, mods_live, mods_mapped);
+    for (int i = 0; i < nl; i++) if (lib[i]) CHECK_RC(cuLibraryUnload(lib[i]), CUDA_SUCCESS);
+    for (int i = 0; i < n; i++) if (mod[i]) CHECK_RC(cuModuleUnload(mod[i]), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
+    free(lib); free(mod); free(lg); free(mg);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = "t_driver";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -499,6 +566,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "ptrattr")) { ARGS(1); rc = case_ptrattr(t_size(argv[2])); }
     else if (!strcmp(c, "seq")) { ARGS(2); rc = case_seq(t_size(argv[2]), atoi(argv[3])); }
     else if (!strcmp(c, "publish")) { ARGS(0); rc = case_publish(); }
+    else if (!strcmp(c, "publishmany")) { ARGS(1); rc = case_publishmany(atoi(argv[2])); }
     else { fprintf(stderr, "t_driver: unknown case '%s'\n%s", c, usage); return 2; }
     teardown();
     return rc;

@@ -93,6 +93,16 @@ class StagedInstall(TmpDirCase):
         self.assertEqual(r.stdout.split(), ["-I" + inc, "-L" + lib, "-lldshim", "-lldmoe"])
         for pc in ("libldshim", "libldmoe"):
             run(["pkg-config", "--exists", "--print-errors", pc], env=env)
+        # What the libraries use inside (uthash, the shim's own headers) is no dependency of a
+        # program built against them: no installed header includes it, no .pc requires anything.
+        for h in sorted(os.listdir(inc)):
+            with open(os.path.join(inc, h)) as f:
+                names = re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', f.read(), re.M)
+            for n in names:
+                self.assertFalse(n == "uthash.h" or n.startswith(("shim/", "policy/")), "%s includes %s" % (h, n))
+        for pc in ("libldshim", "libldmoe"):
+            with open(os.path.join(lib, "pkgconfig", pc + ".pc")) as f:
+                self.assertNotRegex(f.read(), r"(?m)^Requires", pc)
 
     def test_6_program_against_installed_files(self):
         env = pc_env(self.stage, "usr/lib")

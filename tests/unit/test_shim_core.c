@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* --- mock driver ---------------------------------------------------------------------- */
 
@@ -377,6 +379,564 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
+/* --- pool table: shapes as keys ------------------------------------------------------- */
+
+/* pool.c's allocations (its own and uthash's) go through here (-Wl,--wrap=malloc,--wrap=calloc,
+ * core.mk; the compiler may turn malloc + memset into calloc), so a test can make the n-th
+ * allocation after arm_malloc_failure(n) fail. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+static int malloc_fail_at, malloc_calls;
+void *__wrap_malloc(size_t n) {
+    if (malloc_fail_at && ++malloc_calls == malloc_fail_at) return NULL;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t k, size_t n) {
+    if (malloc_fail_at && ++malloc_calls == malloc_fail_at) return NULL;
+    return __real_calloc(k, n);
+}
+static void arm_malloc_failure(int at) { malloc_calls = 0; malloc_fail_at = at; }
+static void disarm_malloc_failure(void) { malloc_fail_at = 0; }
+
+static CUdeviceptr pool_va = 0x4000000000ull;
+
+/* A freed range of the given shape as vmm.c hands it to the pool: a fresh VA each time, with
+ * a 64 MiB gap after it; domain_of past nslices holds junk, which is no part of the shape. */
+static ld_range_t shaped(int dev, int nslices, size_t slice, const int *dom) {
+    ld_range_t r;
+    memset(&r, 0, sizeof r);
+    r.base = pool_va;
+    r.device = dev;
+    r.nslices = nslices;
+    r.slice = slice;
+    r.reserved = (size_t)nslices * slice;
+    r.size = r.reserved - 1;
+    for (int i = 0; i < LD_MAX_SLICES; i++) r.domain_of[i] = i < nslices ? dom[i] : 0x55 + i;
+    pool_va += r.reserved + 64 * MB;
+    return r;
+}
+
+static int same_shape(const ld_range_t *a, int dev, int nslices, size_t slice, const int *dom) {
+    if (a->device != dev || a->nslices != nslices || a->slice != slice) return 0;
+    for (int i = 0; i < nslices; i++)
+        if (a->domain_of[i] != dom[i]) return 0;
+    return 1;
+}
+
+static void pool_empty(void) {
+    ld_pool_trim(NULL, -1);
+    ld_cfg.policy.pool_cap = 1ull << 40;
+}
+
+/* 36 shapes: devices 0-2 x 1-3 slices x 2 or 4 MiB x two domain orders. */
+enum { NSHAPES = 36, PER_SHAPE = 3 };
+typedef struct { int dev, ns; size_t slice; int dom[LD_MAX_SLICES]; } tshape_t;
+static void make_shapes(tshape_t *sh) {
+    int k = 0;
+    for (int dev = 0; dev < 3; dev++)
+        for (int ns = 1; ns <= 3; ns++)
+            for (int sl = 0; sl < 2; sl++)
+                for (int v = 0; v < 2; v++, k++) {
+                    memset(&sh[k], 0, sizeof sh[k]);
+                    sh[k].dev = dev;
+                    sh[k].ns = ns;
+                    sh[k].slice = (size_t)(sl + 1) * 2 * MB;
+                    for (int i = 0; i < ns; i++) sh[k].dom[i] = v ? (ns == 1 ? 1 : ns - 1 - i) : i;
+                }
+}
+
+static void shuffle(int *a, int n) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Many shapes kept interleaved: a take returns a range of exactly the shape asked for, the
+ * most recently kept first, and misses once the shape has none left. */
+static void test_pool_shapes(void) {
+    pool_empty();
+    tshape_t sh[NSHAPES];
+    make_shapes(sh);
+    CUdeviceptr base[NSHAPES][PER_SHAPE];
+    int order[NSHAPES];
+    for (int i = 0; i < NSHAPES; i++) order[i] = i;
+    srand(11);
+    uint64_t total = 0;
+    for (int k = 0; k < PER_SHAPE; k++) {
+        shuffle(order, NSHAPES);
+        for (int i = 0; i < NSHAPES; i++) {
+            tshape_t *s = &sh[order[i]];
+            ld_range_t r = shaped(s->dev, s->ns, s->slice, s->dom);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            base[order[i]][k] = r.base;
+            total += r.reserved;
+        }
+    }
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), NSHAPES);
+    ld_pool_stats_t st;
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, total);
+    uint64_t hits0 = st.hits, misses0 = st.misses;
+    /* Junk past nslices in the caller's array (alloc.c leaves it uninitialized) must not
+     * matter, nor may near misses match: other domain order, slice, device. */
+    for (int k = PER_SHAPE - 1; k >= 0; k--) {
+        shuffle(order, NSHAPES);
+        for (int i = 0; i < NSHAPES; i++) {
+            tshape_t *s = &sh[order[i]];
+            int dom[LD_MAX_SLICES];
+            for (int j = 0; j < LD_MAX_SLICES; j++) dom[j] = j < s->ns ? s->dom[j] : 1000 + rand() % 7;
+            ld_range_t out;
+            memset(&out, 0, sizeof out);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_take(s->dev, s->ns, s->slice, dom, &out), 0);
+            CU_ASSERT(same_shape(&out, s->dev, s->ns, s->slice, s->dom));
+            CU_ASSERT_EQUAL(out.base, base[order[i]][k]);        /* most recent first */
+            CU_ASSERT_EQUAL(out.reserved, (size_t)s->ns * s->slice);
+            total -= out.reserved;
+        }
+        ld_pool_stats(&st);
+        CU_ASSERT_EQUAL(st.cached_bytes, total);
+        CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), k ? NSHAPES : 0);  /* a shape leaves with its last range */
+    }
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.hits - hits0, NSHAPES * PER_SHAPE);
+    CU_ASSERT_EQUAL(st.misses, misses0);
+    ld_range_t out;
+    for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out), -1);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.misses - misses0, NSHAPES);
+    /* A shape that differs from a kept one in one field only is another shape. */
+    int d01[2] = {0, 1}, d10[2] = {1, 0};
+    ld_range_t r = shaped(1, 2, 4 * MB, d01);
+    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d10, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 2 * MB, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 4 * MB, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 1, 4 * MB, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d01, &out), 0);
+    CU_ASSERT_EQUAL(out.base, r.base);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+}
+
+/* The cap is per device: bytes kept on one device never refuse another's, a take makes room
+ * on its own device only, a trim of one device frees only its bytes; a refused keep changes
+ * nothing. */
+static void test_pool_accounting(void) {
+    pool_empty();
+    ld_cfg.policy.pool_cap = 8 * MB;
+    int d01[2] = {0, 1}, d10[2] = {1, 0}, d0[1] = {0}, d1[1] = {1};
+    ld_range_t a = shaped(0, 2, 2 * MB, d01), b = shaped(0, 2, 2 * MB, d10), c = shaped(0, 1, 2 * MB, d0);
+    ld_range_t d = shaped(1, 2, 4 * MB, d01), e = shaped(0, 1, 2 * MB, d1), f = shaped(0, 1, 2 * MB, d0);
+    ld_pool_stats_t st;
+    CU_ASSERT_EQUAL(ld_pool_keep(&a), 0);          /* dev 0: 4 MiB */
+    CU_ASSERT_EQUAL(ld_pool_keep(&b), 0);          /* dev 0: 8 MiB, the cap */
+    CU_ASSERT_EQUAL(ld_pool_keep(&c), -1);         /* 10 > 8 */
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* the refused shape did not stay */
+    CU_ASSERT_EQUAL(ld_pool_contains(c.base), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 has its own 8 MiB */
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
+    ld_range_t out;
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d10, &out), 0);   /* b: dev 0 back to 4 MiB */
+    CU_ASSERT_EQUAL(out.base, b.base);
+    CU_ASSERT_EQUAL(ld_pool_keep(&c), 0);          /* 6 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&e), 0);          /* 8 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* 10 > 8: refused although f's shape has a bucket */
+    CU_ASSERT_EQUAL(ld_pool_contains(f.base), 0);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
+    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 1), 8 * MB);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB);
+    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 is empty again */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* dev 0 still full */
+    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 0), 8 * MB);
+    CU_ASSERT_EQUAL(ld_pool_keep(&f), 0);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB + 2 * MB);
+    /* cap refusals: a range larger than the cap, a device out of range, the pool off */
+    ld_range_t big = shaped(2, 1, 16 * MB, d0), far = shaped(64, 1, 2 * MB, d0), neg = shaped(-1, 1, 2 * MB, d0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&big), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&far), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&neg), -1);
+    ld_cfg.policy.pool_cap = 0;
+    ld_range_t g = shaped(2, 1, 2 * MB, d0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&g), -1);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 10 * MB);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* f on device 0, d on device 1 */
+    CU_ASSERT_EQUAL(ld_pool_trim(NULL, -1), 10 * MB);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 0);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+}
+
+/* Trimming one device tears down exactly its ranges (through the driver) and leaves every
+ * other device's ranges kept, contained and takeable. */
+static void test_pool_trim_device(void) {
+    pool_empty();
+    reset_mock();
+    tshape_t sh[NSHAPES];
+    make_shapes(sh);
+    ld_range_t r[NSHAPES][2];
+    uint64_t dev1_bytes = 0;
+    int dev1_ranges = 0, dev1_slices = 0, dev1_shapes = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < NSHAPES; i++) {
+            r[i][k] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i][k]), 0);
+            if (sh[i].dev == 1) {
+                dev1_bytes += r[i][k].reserved;
+                dev1_ranges++;
+                dev1_slices += sh[i].ns;
+                dev1_shapes += k == 0;
+            }
+        }
+    int af0 = afrees, um0 = unmaps, rel0 = releases;
+    ld_pool_stats_t st0, st;
+    ld_pool_stats(&st0);
+    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), dev1_bytes);
+    CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
+    CU_ASSERT_EQUAL(unmaps - um0, dev1_slices);
+    CU_ASSERT_EQUAL(releases - rel0, dev1_slices);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, st0.cached_bytes - dev1_bytes);
+    CU_ASSERT_EQUAL(st.trims, st0.trims + 1);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), NSHAPES - dev1_shapes);
+    for (int i = 0; i < NSHAPES; i++)
+        for (int k = 0; k < 2; k++)
+            CU_ASSERT_EQUAL(ld_pool_contains(r[i][k].base + 1), sh[i].dev != 1);
+    /* nothing left on device 1, or on a device that never kept anything */
+    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), 0);
+    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 7), 0);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.trims, st0.trims + 1);
+    CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
+    for (int i = 0; i < NSHAPES; i++) {
+        ld_range_t out;
+        int rc = ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out);
+        CU_ASSERT_EQUAL(rc, sh[i].dev == 1 ? -1 : 0);
+        if (rc == 0) {
+            CU_ASSERT_EQUAL(out.base, r[i][1].base);
+            CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+        }
+    }
+    ld_pool_trim(NULL, -1);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+}
+
+/* contains() answers for an address inside any kept range of any shape, not for the gaps
+ * between them, and no longer for a range once taken or trimmed. */
+static void test_pool_contains(void) {
+    pool_empty();
+    tshape_t sh[NSHAPES];
+    make_shapes(sh);
+    ld_range_t r[NSHAPES];
+    CU_ASSERT_EQUAL(ld_pool_contains(pool_va), 0);
+    for (int i = 0; i < NSHAPES; i++) {
+        r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+    }
+    for (int i = 0; i < NSHAPES; i++) {
+        CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
+        CU_ASSERT_EQUAL(ld_pool_contains(r[i].base + r[i].reserved / 2), 1);
+        CU_ASSERT_EQUAL(ld_pool_contains(r[i].base + r[i].reserved - 1), 1);
+        CU_ASSERT_EQUAL(ld_pool_contains(r[i].base + r[i].reserved), 0);
+        CU_ASSERT_EQUAL(ld_pool_contains(r[i].base - 1), 0);
+    }
+    ld_range_t out;
+    CU_ASSERT_EQUAL(ld_pool_take(sh[5].dev, sh[5].ns, sh[5].slice, sh[5].dom, &out), 0);
+    CU_ASSERT_EQUAL(ld_pool_contains(r[5].base), 0);
+    CU_ASSERT_EQUAL(ld_pool_contains(r[6].base), 1);
+    ld_pool_trim(NULL, -1);
+    for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 0);
+}
+
+/* A forked child forgets the parent's ranges without a driver call (fork handlers as
+ * init.c installs them), starts from zero counters and can keep its own; the parent keeps
+ * all of its ranges. */
+static void test_pool_fork(void) {
+    pool_empty();
+    reset_mock();
+    tshape_t sh[NSHAPES];
+    make_shapes(sh);
+    ld_range_t r[NSHAPES];
+    for (int i = 0; i < NSHAPES; i++) {
+        r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+    }
+    ld_range_t out;
+    CU_ASSERT_EQUAL(ld_pool_take(9, 1, 2 * MB, sh[0].dom, &out), -1);    /* a miss the child forgets */
+    ld_pool_stats_t before;
+    ld_pool_stats(&before);
+    fflush(stdout);
+    ld_pool_lock_for_fork();
+    pid_t pid = fork();
+    ld_pool_unlock_after_fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int calls = afrees + unmaps + releases, bad = 0;
+        ld_pool_reset();
+        ld_pool_stats_t st;
+        ld_pool_stats(&st);
+        if (st.cached_bytes || st.hits || st.misses || st.trims) bad |= 1;
+        if (ld_pool_shape_count(NULL) != 0) bad |= 2;
+        for (int i = 0; i < NSHAPES; i++)
+            if (ld_pool_contains(r[i].base)) bad |= 4;
+        if (afrees + unmaps + releases != calls) bad |= 8;           /* no driver call */
+        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != -1) bad |= 16;
+        ld_range_t mine = shaped(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom);
+        if (ld_pool_keep(&mine) != 0) bad |= 32;
+        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != 0 || out.base != mine.base) bad |= 64;
+        if (ld_pool_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
+        _exit(bad);
+    }
+    int status = -1;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFEXITED(status));
+    CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+    ld_pool_stats_t after;
+    ld_pool_stats(&after);
+    CU_ASSERT_EQUAL(after.cached_bytes, before.cached_bytes);
+    CU_ASSERT_EQUAL(after.misses, before.misses);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), NSHAPES);
+    for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
+    ld_pool_trim(NULL, -1);
+}
+
+/* No host memory for the table: keep refuses the range (the caller tears it down) at each
+ * allocation the table makes, never exits, and leaves the table as it was. */
+static void test_pool_out_of_memory(void) {
+    pool_empty();
+    int d0[1] = {0};
+    ld_pool_stats_t st;
+    /* 1: the range's entry, 2: its shape's bucket, 3 and 4: the table (first shape only) */
+    for (int at = 1; at <= 4; at++) {
+        ld_range_t r = shaped(0, 1, 2 * MB, d0);
+        arm_malloc_failure(at);
+        int rc = ld_pool_keep(&r);
+        int calls = malloc_calls;
+        disarm_malloc_failure();
+        CU_ASSERT_EQUAL(calls, at);
+        CU_ASSERT_EQUAL(rc, -1);
+        CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+        CU_ASSERT_EQUAL(ld_pool_contains(r.base), 0);
+        ld_pool_stats(&st);
+        CU_ASSERT_EQUAL(st.cached_bytes, 0);
+    }
+    /* and the table works afterwards */
+    ld_range_t first = shaped(0, 1, 2 * MB, d0), out;
+    CU_ASSERT_EQUAL(ld_pool_keep(&first), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 1, 2 * MB, d0, &out), 0);
+    CU_ASSERT_EQUAL(out.base, first.base);
+    /* Growth of the bucket array: new shapes are added with their third allocation (only the
+     * growth makes one) failing, until one growth fails; that shape is refused, every shape
+     * before it stays, and the same keep succeeds once memory is back. */
+    enum { MAXS = 4000 };
+    static CUdeviceptr bases[MAXS];
+    int n = 0, grew = 0;
+    uint64_t total = 0;
+    for (; n < MAXS && !grew; n++) {
+        ld_range_t r = shaped(n % 3, 1, (size_t)(n + 1) * 2 * MB, d0);
+        arm_malloc_failure(3);
+        int rc = ld_pool_keep(&r);
+        int calls = malloc_calls;
+        disarm_malloc_failure();
+        if (calls >= 3) {
+            grew = 1;
+            CU_ASSERT_EQUAL(rc, -1);
+            CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), (size_t)n);
+            CU_ASSERT_EQUAL(ld_pool_contains(r.base), 0);
+            ld_pool_stats(&st);
+            CU_ASSERT_EQUAL(st.cached_bytes, total);
+            rc = ld_pool_keep(&r);
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        bases[n] = r.base;
+        total += r.reserved;
+    }
+    CU_ASSERT(grew);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), (size_t)n);
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL(ld_pool_take(i % 3, 1, (size_t)(i + 1) * 2 * MB, d0, &out), 0);
+        CU_ASSERT_EQUAL(out.base, bases[i]);
+    }
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 0);
+}
+
+/* A program freeing and allocating one size in a loop makes the table allocate nothing per
+ * cycle (the emptied shape stays for reuse; only the range's own entry is allocated), and the
+ * shapes emptied this way stay bounded. */
+static void test_pool_cycle_allocates_nothing(void) {
+    pool_empty();
+    int d01[2] = {0, 1};
+    ld_range_t r = shaped(0, 2, 2 * MB, d01), out;
+    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
+    arm_malloc_failure(1 << 30);               /* count, never fail */
+    for (int i = 0; i < 1000; i++) {
+        CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+        CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
+    }
+    int calls = malloc_calls;
+    disarm_malloc_failure();
+    CU_ASSERT_EQUAL(calls, 1000);
+    CU_ASSERT_EQUAL(out.base, r.base);
+    size_t entries = 0;
+    CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
+    CU_ASSERT_EQUAL(entries, 1);
+    ld_pool_trim(NULL, -1);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
+    CU_ASSERT_EQUAL(entries, 0);
+    /* 200 shapes kept, then taken one by one: emptied shapes are swept once they outnumber
+     * both 64 and the shapes still in use (after the 101st and the 166th take), so 34 remain. */
+    enum { NS = 200 };
+    static CUdeviceptr b200[NS];
+    for (int i = 0; i < NS; i++) {
+        ld_range_t x = shaped(i % 2, 1, (size_t)(i + 1) * 2 * MB, d01);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&x), 0);
+        b200[i] = x.base;
+    }
+    for (int i = 0; i < NS; i++) {
+        CU_ASSERT_EQUAL_FATAL(ld_pool_take(i % 2, 1, (size_t)(i + 1) * 2 * MB, d01, &out), 0);
+        CU_ASSERT_EQUAL(out.base, b200[i]);
+        size_t live = ld_pool_shape_count(&entries);
+        CU_ASSERT_EQUAL(live, (size_t)(NS - 1 - i));
+        CU_ASSERT(entries - live <= (live > 64 ? live : 64));
+    }
+    CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
+    CU_ASSERT_EQUAL(entries, 34);
+    ld_pool_trim(NULL, -1);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
+    CU_ASSERT_EQUAL(entries, 0);
+}
+
+/* Random keeps, takes, trims and contains() over 300 shapes on 4 devices, against a model:
+ * every take returns the model's most recent range of that shape, bytes and shapes agree,
+ * and the table never holds more than its shapes in use plus max(64, that many) emptied ones. */
+static void test_pool_random_model(void) {
+    pool_empty();
+    enum { S = 300, DEPTH = 8, OPS = 30000 };
+    static tshape_t sh[S];
+    static CUdeviceptr stack[S][DEPTH];
+    static size_t reserved[S][DEPTH];
+    static int depth[S];
+    memset(depth, 0, sizeof depth);
+    srand(23);
+    for (int i = 0; i < S; i++) {
+        memset(&sh[i], 0, sizeof sh[i]);
+        sh[i].dev = i % 4;
+        sh[i].ns = 1 + (i / 4) % 3;
+        sh[i].slice = (size_t)(1 + i / 12) * 2 * MB;
+        for (int j = 0; j < sh[i].ns; j++) sh[i].dom[j] = (j + i) % sh[i].ns;
+    }
+    uint64_t bytes = 0;
+    for (int op = 0; op < OPS; op++) {
+        int i = rand() % S, what = rand() % 100;
+        tshape_t *t = &sh[i];
+        if (what < 50 && depth[i] < DEPTH) {
+            ld_range_t r = shaped(t->dev, t->ns, t->slice, t->dom);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            stack[i][depth[i]] = r.base;
+            reserved[i][depth[i]++] = r.reserved;
+            bytes += r.reserved;
+        } else if (what < 98) {
+            ld_range_t out;
+            int rc = ld_pool_take(t->dev, t->ns, t->slice, t->dom, &out);
+            CU_ASSERT_EQUAL_FATAL(rc, depth[i] ? 0 : -1);
+            if (rc == 0) {
+                CU_ASSERT_EQUAL_FATAL(out.base, stack[i][--depth[i]]);
+                bytes -= reserved[i][depth[i]];
+            }
+        } else if (what < 99) {
+            int dev = rand() % 5 - 1;              /* -1: every device */
+            uint64_t want = 0;
+            for (int j = 0; j < S; j++)
+                if (dev < 0 || sh[j].dev == dev) {
+                    while (depth[j]) want += reserved[j][--depth[j]];
+                }
+            CU_ASSERT_EQUAL_FATAL(ld_pool_trim(NULL, dev), want);
+            bytes -= want;
+        } else {
+            int j = rand() % S;
+            if (depth[j]) CU_ASSERT_EQUAL(ld_pool_contains(stack[j][0] + 1), 1);
+        }
+        size_t live = 0, entries = 0;
+        for (int j = 0; j < S; j++) live += depth[j] > 0;
+        CU_ASSERT_EQUAL_FATAL(ld_pool_shape_count(&entries), live);
+        CU_ASSERT_FATAL(entries <= live + (live > 64 ? live : 64));
+        if (op % 1000 == 0) {
+            ld_pool_stats_t st;
+            ld_pool_stats(&st);
+            CU_ASSERT_EQUAL_FATAL(st.cached_bytes, bytes);
+        }
+    }
+    /* Drained by takes (no trim), the table keeps at most 64 emptied shapes. */
+    for (int i = 0; i < S; i++)
+        while (depth[i]) {
+            ld_range_t out;
+            CU_ASSERT_EQUAL_FATAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out), 0);
+            CU_ASSERT_EQUAL_FATAL(out.base, stack[i][--depth[i]]);
+        }
+    size_t entries = 0;
+    CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
+    CU_ASSERT(entries <= 64);
+    ld_pool_stats_t st;
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 0);
+    ld_pool_trim(NULL, -1);
+}
+
+/* Threads keep and take ranges of their own and of one shared shape while others ask
+ * contains(): every take is of the shape asked for, and the accounting ends at zero. */
+enum { POOL_THREADS = 8, POOL_ITERS = 2000 };
+static void *pool_thread(void *arg) {
+    long t = (long)arg;
+    int mine[2] = {(int)t % 2, 1 - (int)t % 2}, shared[2] = {0, 1};
+    for (int k = 0; k < POOL_ITERS; k++) {
+        ld_range_t r, s, out;
+        memset(&r, 0, sizeof r);
+        r.base = 0x8000000000ull + ((CUdeviceptr)t * POOL_ITERS + (CUdeviceptr)k) * 64 * MB;
+        r.device = (int)t;
+        r.nslices = 2;
+        r.slice = 2 * MB;
+        r.reserved = 4 * MB;
+        memcpy(r.domain_of, mine, sizeof mine);
+        s = r;
+        s.base += 32 * MB;
+        s.device = 63;
+        memcpy(s.domain_of, shared, sizeof shared);
+        if (ld_pool_keep(&r) != 0 || ld_pool_keep(&s) != 0) return (void *)1;
+        if (!ld_pool_contains(r.base + MB)) return (void *)2;
+        if (ld_pool_take((int)t, 2, 2 * MB, mine, &out) != 0 || out.base != r.base) return (void *)3;
+        if (ld_pool_take(63, 2, 2 * MB, shared, &out) != 0 || out.device != 63 || out.domain_of[0] != 0)
+            return (void *)4;
+    }
+    return NULL;
+}
+
+static void test_pool_threads(void) {
+    pool_empty();
+    ld_pool_stats_t st0, st;
+    ld_pool_stats(&st0);
+    pthread_t th[POOL_THREADS];
+    for (long i = 0; i < POOL_THREADS; i++) pthread_create(&th[i], NULL, pool_thread, (void *)i);
+    for (int i = 0; i < POOL_THREADS; i++) {
+        void *rv;
+        pthread_join(th[i], &rv);
+        CU_ASSERT_PTR_NULL(rv);
+    }
+    ld_pool_stats(&st);
+    CU_ASSERT_EQUAL(st.cached_bytes, 0);
+    CU_ASSERT_EQUAL(st.hits - st0.hits, 2ull * POOL_THREADS * POOL_ITERS);
+    CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
+}
+
 static void test_peer_mask(void) {
     CU_ASSERT_EQUAL(ld_device_access_mask(3), 1ull << 3);
     ld_device_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
@@ -427,6 +987,15 @@ static void register_tests(void) {
     CU_add_test(s, "vmm: slice x slices overflow refused", test_vmm_overflow);
     CU_add_test(s, "vmm: teardown retries a failed call once", test_vmm_teardown_retry);
     CU_add_test(s, "pool: whole ranges reused, cap, trim, out-of-memory retry", test_pool);
+    CU_add_test(s, "pool: 36 shapes interleaved, exact shape, most recent first", test_pool_shapes);
+    CU_add_test(s, "pool: per-device bytes under keep, take, trim; cap refusals", test_pool_accounting);
+    CU_add_test(s, "pool: trim of one device leaves the others", test_pool_trim_device);
+    CU_add_test(s, "pool: contains over every shape", test_pool_contains);
+    CU_add_test(s, "pool: forked child resets without the driver", test_pool_fork);
+    CU_add_test(s, "pool: no host memory for the table refuses, never exits", test_pool_out_of_memory);
+    CU_add_test(s, "pool: a free/allocate loop allocates no table memory; emptied shapes bounded", test_pool_cycle_allocates_nothing);
+    CU_add_test(s, "pool: random keep/take/trim against a model, table bounded", test_pool_random_model);
+    CU_add_test(s, "pool: 8 threads keep, take, contains", test_pool_threads);
     CU_add_test(s, "device: peer grants reach new ranges", test_peer_mask);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);
 }
