@@ -473,6 +473,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     } else {
         if (!(map = measured_map(pr, why, sizeof why))) goto done;
         nd = (int)pr->num_domains;
+        /* mismatch-ld binds the domain after X: shifted once here, not per attempt below. */
+        if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN && nd > 0) req.domain = (req.domain + 1) % nd;
         if (split_bycount(d, o->method, sp, why, sizeof why)) goto done;
         snprintf(info->method, sizeof info->method, "cuDevSmResourceSplitByCount, %u-SM groups%s",
                  sp->g.ngroups ? sp->g.count[0] : 0, sp->fine ? ", co-scheduling ignored" : "");
@@ -511,10 +513,9 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
             map = label_map;
         }
 
-        /* The study states: mismatch-ld binds the domain after X, and every bound state gets
-         * the SM count of the smallest domain binding (sm-control spreads as many). */
+        /* The study states: every bound state gets the SM count of the smallest domain
+         * binding (sm-control spreads as many). */
         if (!sp->native) {
-            if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN) req.domain = (req.domain + 1) % nd;
             if (auto_spread || o->equalize) {
                 uint32_t k = 0;
                 char w3[200];

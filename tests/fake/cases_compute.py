@@ -284,6 +284,13 @@ def cases(a):
                           report_check(lambda r: not compute_of(r)["groups_from_cache"] or
                                        (_ for _ in ()).throw(Fail("a stale cache was used"))),
                           stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
+    # A stale cache is measured again inside the same build: the study state's shift to the
+    # next domain (mismatch-ld) is applied once, not once per attempt.
+    C.append(Case("n/cache/stale/mismatch-ld", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_STATE": "mismatch-ld", "LDSHIM_DOMAIN": 0}, wrap=plant_groups(swapped),
+                  expect={"null_sms": 64, "null_side": 1},
+                  checks=[check_compute("domain:1", 64, [0, 64]),
+                          stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
     C.append(Case("n/cache/good", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
                   wrap=plant_groups(fake_groups()), expect={"null_sms": 64, "null_side": 1},
                   checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 132 blocks failed"),
