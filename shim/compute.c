@@ -37,7 +37,7 @@ enum { B_NONE = 0, B_BUILDING = 1, B_BOUND = 2, B_UNBOUND = 3 };
 
 typedef struct {
     atomic_int state;
-    CUcontext primary;
+    _Atomic(CUcontext) primary;     /* known from the claim on (ld_compute_claim)            */
     CUgreenCtx green;               /* shared green context                                 */
     CUcontext gctx;                 /* its CUcontext                                        */
     CUdevResourceDesc desc;         /* for one green context per thread                     */
@@ -617,7 +617,17 @@ static void set_state(binding_t *b, int st) {
     pthread_mutex_unlock(&wait_mu);
 }
 
-void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
+int ld_compute_claim(CUdevice dev, CUcontext primary) {
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !primary) return 0;
+    binding_t *b = &B[dev];
+    int expect = B_NONE;
+    if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return 0;
+    atomic_store(&b->primary, primary);
+    atomic_fetch_add(&building, 1);
+    return 1;
+}
+
+void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
                            const ld_probe_result_t *probe) {
     if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !ctx) return;
     binding_t *b = &B[dev];
@@ -627,9 +637,7 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
                     "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
         return;
     }
-    int expect = B_NONE;
-    if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return;
-    atomic_fetch_add(&building, 1);
+    if (!claimed) return;
     build_opts_t o = { &opt.compute, opt.split, opt.cap, NULL, 1, opt.force, opt.equalize, opt.next_domain };
     build_out_t out;
     memset(&b->info, 0, sizeof b->info);
@@ -638,7 +646,6 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     if (rc == 0) {
         static atomic_int exit_registered;
         if (!atomic_exchange(&exit_registered, 1)) atexit(at_exit);
-        b->primary = ctx;
         b->green = out.green;
         b->gctx = out.gctx;
         b->desc = out.desc;
@@ -695,7 +702,7 @@ CUcontext ld_compute_bind(CUcontext c) {
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
         if (st == B_BUILDING) st = settled_state(b);
-        if (st == B_BOUND && b->primary == c && (atomic_load(&bound_mask) & (1ull << dev))) {
+        if (st == B_BOUND && atomic_load(&b->primary) == c && (atomic_load(&bound_mask) & (1ull << dev))) {
             const ld_driver_t *d = ld_driver();
             return d ? thread_context(d, dev) : c;
         }
@@ -708,10 +715,10 @@ CUcontext ld_compute_unbind(CUcontext c) {
     if (!c || !mask || opt.report_green) return c;
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
-        if (B[dev].gctx == c) return B[dev].primary;
+        if (B[dev].gctx == c) return atomic_load(&B[dev].primary);
         if (opt.thread_contexts) {
             slot_t *s = my_slot(dev, 0);
-            if (s && s->gctx == c) return B[dev].primary;
+            if (s && s->gctx == c) return atomic_load(&B[dev].primary);
         }
     }
     return c;
@@ -797,7 +804,7 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     if (b->green) d->cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
-    b->primary = NULL;
+    atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
     LD_INFO("compute: device %d: primary context reset; bound again at the next retain", dev);
 }
@@ -830,7 +837,7 @@ void ld_compute_reset(void) {
         memset(&B[dev].info, 0, sizeof B[dev].info);
         B[dev].green = NULL;
         B[dev].gctx = NULL;
-        B[dev].primary = NULL;
+        atomic_store(&B[dev].primary, NULL);
         atomic_store(&B[dev].state, B_NONE);
         atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }

@@ -54,10 +54,16 @@ typedef struct {
 } ld_compute_opts_t;
 void ld_compute_configure(const ld_compute_opts_t *o);
 
+/* Before the probe of `dev`'s primary context starts: claim the building of its binding.
+ * 1: the caller builds it (it must call ld_compute_on_context with claimed = 1); 0: it is
+ * built, being built, or not asked for. From the claim on, a thread making `primary` current
+ * waits (bounded) for the binding instead of running unbound. */
+int ld_compute_claim(CUdevice dev, CUcontext primary);
+
 /* After the probe, with `ctx` current or pushed: build the binding of `dev` when `ctx` is its
- * primary context (is_primary), once; note an unbound program-created context otherwise.
- * `probe` is the device's probe result, NULL if the probe did not run. */
-void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
+ * primary context (is_primary) and the caller claimed it; note an unbound program-created
+ * context otherwise. `probe` is the device's probe result, NULL if the probe did not run. */
+void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
                            const ld_probe_result_t *probe);
 
 /* 1 if the configuration asks for binding (the hooks below are then installed). */

@@ -357,6 +357,15 @@ def cases(a):
     C.append(Case("n/reset", "t_compute", ["reset"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"before_sms": 64, "green_after_reset": 0, "same_primary": 1,
                                        "after_sms": 64, "after_side": 0, "green_live": 1}))
+    # A second thread that retains the primary while the first still probes waits for the
+    # binding instead of running unbound.
+    C.append(Case("n/threads/retain-while-probing", "t_compute", ["race"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
+                  expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
+    # ... also when the thread probing does so for a context it created itself.
+    C.append(Case("n/threads/retain-while-ownctx-probes", "t_compute", ["race", "own"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
+                  expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
     # The SM-group cache: a second process reads it instead of measuring; a planted stale one

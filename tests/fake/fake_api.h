@@ -46,6 +46,9 @@ int fakecuda_sm_side(int sm);
  * its block count; returns the SM count, -1 if the thread launched nothing yet. */
 int fakecuda_last_launch(unsigned char out[256], unsigned *grid);
 
+/* Threads sleeping inside cuDeviceGetUuid_v2 now (FAKE_CUDA_UUID_DELAY). */
+int fakecuda_uuid_sleepers(void);
+
 #ifdef __cplusplus
 }
 #endif

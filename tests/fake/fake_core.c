@@ -4,7 +4,9 @@
  * Environment (read once): FAKE_CUDA_DEVICES (1), $CUDA_MPS_PIPE_DIRECTORY/fakecuda-devices
  * (overrides the count: an MPS client seeing MLOPart-derived devices), FAKE_CUDA_SMS (132),
  * FAKE_CUDA_DOMAINS (unset: attribute 149 unsupported), FAKE_CUDA_VERSION (13000),
- * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT. See doc/testing.md.
+ * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT, FAKE_CUDA_UUID_DELAY (<ms>[@<device>]:
+ * each cuDeviceGetUuid_v2 sleeps that long, so a test can hold a thread inside the shim's
+ * probe or binding build). See doc/testing.md.
  */
 #include "tests/fake/fake_internal.h"
 #include "tests/fake/fake_api.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 fk_state_t fk = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -127,6 +130,14 @@ static void fk_setup_once(void) {
     }
     const char *split = getenv("FAKE_CUDA_SPLIT");
     fk.split_straddle = split && !strcmp(split, "straddle");
+    fk.uuid_delay_dev = -1;
+    const char *ud = getenv("FAKE_CUDA_UUID_DELAY");
+    if (ud && *ud) {
+        char *end;
+        long ms = strtol(ud, &end, 10);
+        if (ms > 0 && ms < 600000) fk.uuid_delay_ms = (int)ms;
+        if (*end == '@') fk.uuid_delay_dev = (int)strtol(end + 1, NULL, 10);
+    }
     for (int d = 0; d < FK_MAX_DEVICES; d++) {
         fk.primary[d] = (fk_ctx_t){ .magic = FK_CTX_MAGIC, .device = d, .primary = 1 };
         fk_all_sms(fk.primary[d].sms);
@@ -316,10 +327,21 @@ FAKE_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice de
     return CUDA_SUCCESS;
 }
 
+static atomic_int fk_uuid_sleepers;
+
+/* Threads sleeping in cuDeviceGetUuid_v2 now ($FAKE_CUDA_UUID_DELAY). */
+FAKE_API int fakecuda_uuid_sleepers(void) { return atomic_load(&fk_uuid_sleepers); }
+
 FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice dev) {
     FK_ENTER("cuDeviceGetUuid_v2", CUDA_ERROR_INVALID_VALUE);
     if (!u) return CUDA_ERROR_INVALID_VALUE;
     if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (fk.uuid_delay_ms && (fk.uuid_delay_dev < 0 || fk.uuid_delay_dev == dev)) {
+        atomic_fetch_add(&fk_uuid_sleepers, 1);
+        struct timespec ts = { fk.uuid_delay_ms / 1000, (long)(fk.uuid_delay_ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        atomic_fetch_sub(&fk_uuid_sleepers, 1);
+    }
     static const unsigned char base[16] = { 0xfa, 0x6e, 0xc0, 0xda, 0x13, 0x00, 0x49, 0x00,
                                             0x8a, 0x17, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00 };
     memcpy(u->bytes, base, 16);

@@ -14,6 +14,10 @@
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
  *                            launches on the per-thread default stream (the driver refuses)
+ *   t_compute race [own]     (FAKE_CUDA_UUID_DELAY) thread A retains the primary (own: creates
+ *                            a context of its own) and sits in the shim's probe; meanwhile the
+ *                            main thread retains the primary, makes it current and launches:
+ *                            it must run bound, on the binding built after A's probe
  *   t_compute twodev         (FAKE_CUDA_DEVICES=2) each device's primary made current in turn,
  *                            a launch on each, then device 0 again: every device runs on its
  *                            own binding, as a process driving two GPUs (or NCCL) would
@@ -351,6 +355,50 @@ static int case_selfgreen(void) {
     return 0;
 }
 
+/* Wait (bounded) until some thread sleeps in the fake's cuDeviceGetUuid_v2. */
+static int (*uuid_sleepers)(void);
+static void wait_for_sleeper(void) {
+    for (int i = 0; i < 20000 && uuid_sleepers() == 0; i++) usleep(500);
+    CHECK(uuid_sleepers() > 0);
+}
+
+static void *retain_dev(void *arg) {
+    CUcontext c;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&c, (CUdevice)(intptr_t)arg), CUDA_SUCCESS);
+    return NULL;
+}
+static void *create_ctx(void *arg) {
+    CHECK_RC(cuCtxCreate_v2((CUcontext *)arg, 0, 0), CUDA_SUCCESS);
+    return NULL;
+}
+
+static int case_race(int own) {
+    hooks();
+    uuid_sleepers = (int (*)(void))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_uuid_sleepers");
+    CHECK(uuid_sleepers);
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    pthread_t a;
+    CUcontext actx = NULL;
+    CHECK(pthread_create(&a, NULL, own ? create_ctx : retain_dev, own ? (void *)&actx : (void *)(intptr_t)0) == 0);
+    wait_for_sleeper();   /* A is inside the shim's probe of device 0 */
+    CUcontext prim;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&prim, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(prim), CUDA_SUCCESS);
+    printf("b_waited=%d\n", uuid_sleepers() == 0);
+    CUmodule mod;
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("b");
+    printf("b_green=%d\n", ctx_is_green(current_ctx()));
+    pthread_join(a, NULL);
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    if (own) CHECK_RC(cuCtxDestroy_v2(actx), CUDA_SUCCESS);
+    else CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_twodev(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -399,6 +447,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
     if (argc >= 2 && !strcmp(argv[1], "twodev")) return case_twodev();
-    fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen\n");
+    if (argc >= 2 && !strcmp(argv[1], "race")) return case_race(argc >= 3 && !strcmp(argv[2], "own"));
+    fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen | twodev | race\n");
     return 2;
 }
