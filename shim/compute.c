@@ -81,8 +81,50 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 static __thread tblock_t *t_block;
 
+/* ---- retired green contexts ------------------------------------------------------------ */
+
+/* A green context destroyed at a reset (or exit) may still be current on a thread that never
+ * made the primary current again; what that thread is told stays the primary. A handle the
+ * driver hands out again (a new context at the same address) leaves the list. */
+#define RETIRED_MAX 256
+static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { CUcontext gctx, primary; } retired[RETIRED_MAX];
+static int retired_next;
+static atomic_int nretired;          /* entries in use                                       */
+
+static void retire(CUcontext gctx, CUcontext primary) {
+    if (!gctx || !primary) return;
+    pthread_mutex_lock(&retired_mu);
+    if (!retired[retired_next].gctx) atomic_fetch_add(&nretired, 1);
+    retired[retired_next].gctx = gctx;
+    retired[retired_next].primary = primary;
+    retired_next = (retired_next + 1) % RETIRED_MAX;
+    pthread_mutex_unlock(&retired_mu);
+}
+
+static CUcontext retired_primary(CUcontext c) {
+    CUcontext p = NULL;
+    pthread_mutex_lock(&retired_mu);
+    for (int i = 0; i < RETIRED_MAX && !p; i++)
+        if (retired[i].gctx == c) p = retired[i].primary;
+    pthread_mutex_unlock(&retired_mu);
+    return p;
+}
+
+void ld_compute_forget_handle(CUcontext c) {
+    if (!c || !atomic_load(&nretired)) return;
+    pthread_mutex_lock(&retired_mu);
+    for (int i = 0; i < RETIRED_MAX; i++)
+        if (retired[i].gctx == c) {
+            retired[i].gctx = retired[i].primary = NULL;
+            atomic_fetch_sub(&nretired, 1);
+        }
+    pthread_mutex_unlock(&retired_mu);
+}
+
 static void destroy_slot(const ld_driver_t *d, slot_t *s) {
     if (s->stream) d->cuStreamDestroy_v2(s->stream);
+    if (s->gctx && s->dev >= 0) retire(s->gctx, atomic_load(&B[s->dev].primary));
     if (s->green && d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(s->green);
     memset(s, 0, sizeof *s);
     s->dev = -1;
@@ -646,6 +688,7 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     if (rc == 0) {
         static atomic_int exit_registered;
         if (!atomic_exchange(&exit_registered, 1)) atexit(at_exit);
+        ld_compute_forget_handle(out.gctx);
         b->green = out.green;
         b->gctx = out.gctx;
         b->desc = out.desc;
@@ -687,6 +730,7 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
         CUcontext c = NULL;
         if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
         if (d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->cuGreenCtxDestroy(g); return b->gctx; }
+        ld_compute_forget_handle(c);
         pthread_mutex_lock(&blocks_mu);
         s->green = g;
         s->gctx = c;
@@ -711,8 +755,8 @@ CUcontext ld_compute_bind(CUcontext c) {
 }
 
 CUcontext ld_compute_unbind(CUcontext c) {
+    if (!c || opt.report_green) return c;
     unsigned long long mask = atomic_load_explicit(&bound_mask, memory_order_acquire);
-    if (!c || !mask || opt.report_green) return c;
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
         if (B[dev].gctx == c) return atomic_load(&B[dev].primary);
@@ -720,6 +764,10 @@ CUcontext ld_compute_unbind(CUcontext c) {
             slot_t *s = my_slot(dev, 0);
             if (s && s->gctx == c) return atomic_load(&B[dev].primary);
         }
+    }
+    if (atomic_load_explicit(&nretired, memory_order_relaxed)) {
+        CUcontext p = retired_primary(c);
+        if (p) return p;
     }
     return c;
 }
@@ -795,18 +843,40 @@ void ld_compute_publish(int dev, ldshim_topology_t *t) {
     t->bound_domain = B[dev].info.bound_domain >= 0 ? (uint32_t)B[dev].info.bound_domain : LDSHIM_DOMAIN_NONE;
 }
 
+/* 1 if `c` is a green context of `dev` this thread runs on (shared, or its own). */
+static int mine_here(int dev, CUcontext c) {
+    if (!c) return 0;
+    if (B[dev].gctx == c) return 1;
+    slot_t *s = opt.thread_contexts ? my_slot(dev, 0) : NULL;
+    return s && s->gctx == c;
+}
+
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return;
     binding_t *b = &B[dev];
     if (atomic_load(&b->state) != B_BOUND || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    CUcontext prim = atomic_load(&b->primary), cur = NULL;
+    /* This thread runs on the green context: it has the primary current again, as it would
+     * without the shim, before that context goes (other threads' stay; they are told the
+     * primary, see retire). */
+    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->cuCtxSetCurrent(prim);
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
     destroy_thread_objects(d, dev);
+    retire(b->gctx, prim);
     if (b->green) d->cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
     atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
     LD_INFO("compute: device %d: primary context reset; bound again at the next retain", dev);
+}
+
+void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    CUcontext cur = NULL;
+    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
+    CUcontext g = thread_context(d, dev);
+    if (g && g != cur) d->cuCtxSetCurrent(g);
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
@@ -844,14 +914,19 @@ void ld_compute_reset(void) {
     for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&B[dev].unbound_ctx, 0);
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
+    memset(retired, 0, sizeof retired);             /* the child has no contexts */
+    retired_next = 0;
+    atomic_store(&nretired, 0);
     atomic_store(&launch_warned, 0);
 }
 
 void ld_compute_lock_for_fork(void) {
     pthread_mutex_lock(&wait_mu);
     pthread_mutex_lock(&blocks_mu);
+    pthread_mutex_lock(&retired_mu);
 }
 void ld_compute_unlock_after_fork(void) {
+    pthread_mutex_unlock(&retired_mu);
     pthread_mutex_unlock(&blocks_mu);
     pthread_mutex_unlock(&wait_mu);
 }

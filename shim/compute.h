@@ -86,9 +86,19 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
 /* Fill the bound set of `dev` into a published topology (unbound: left as filled). */
 void ld_compute_publish(int dev, ldshim_topology_t *t);
 
-/* The program is resetting `dev`'s primary context: destroy the green context(s) and the
- * per-thread streams first (they hold the primary); the next retain binds again. */
+/* The program is resetting `dev`'s primary context (or released its last reference): destroy
+ * the green context(s) and the per-thread streams first (they hold the primary), with the
+ * primary made current again on the calling thread where a green context of ours was; the
+ * next retain binds again. Destroyed green handles keep answering the primary to
+ * ld_compute_unbind (another thread may still have one current). */
 void ld_compute_forget_device(const ld_driver_t *d, int dev);
+
+/* After `dev` was bound: if the calling thread has the primary current (it was current before
+ * the binding existed, e.g. after a reset), make its green context current instead. */
+void ld_compute_adopt_current(const ld_driver_t *d, int dev);
+
+/* A new context handle (cuCtxCreate, cuCtxFromGreenCtx): it is no destroyed green context. */
+void ld_compute_forget_handle(CUcontext c);
 
 /* For the report and ldshim-probe. */
 typedef struct {

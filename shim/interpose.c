@@ -127,7 +127,7 @@
     X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxGetCurrent) X(cuCtxPopCurrent_v2) X(cuStreamGetCtx) \
     X(cuStreamGetCtx_ptsz) X(cuStreamGetCtx_v2) X(cuStreamGetCtx_v2_ptsz) X(cuDeviceGetAttribute) \
     X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
-    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz)
+    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz) X(cuCtxFromGreenCtx)
 
 #define LD_H_STREAM(name, params, args) H_##name, H_##name##_ptsz,
 #define LD_H_PTDS(name, legacy, params, args) H_##name,
@@ -349,6 +349,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 
 #define CTX_CREATED(r, pctx, dev) \
     do { const ld_driver_t *d_; \
+         if ((r) == CUDA_SUCCESS && (pctx)) ld_compute_forget_handle(*(pctx)); \
          if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1, 0); } while (0)
 
 /* --- compute binding: the context made current, the context reported, the streams --------- */
@@ -400,6 +401,14 @@ typedef CUresult (*sgc2_fn)(CUstream, CUcontext *, CUgreenCtx *);
         } \
         return r; \
     }
+/* A green context the program makes itself may get the address of one the shim destroyed. */
+EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pc, CUgreenCtx g) {
+    if (!HAVE(cuCtxFromGreenCtx)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuCtxFromGreenCtx, CUresult (*)(CUcontext *, CUgreenCtx))(pc, g);
+    if (r == CUDA_SUCCESS && pc) ld_compute_forget_handle(*pc);
+    return r;
+}
+
 STREAM_GET_CTX(cuStreamGetCtx, 0)
 STREAM_GET_CTX(cuStreamGetCtx_ptsz, 1)
 STREAM_GET_CTX2(cuStreamGetCtx_v2, 0)

@@ -237,6 +237,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
     if (mine && probed) atomic_store(&probe_state[dev], 2);
     if (probed) publish_pending(d, dev, ctx);
     if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+    if (claimed) ld_compute_adopt_current(d, dev);
     unrelax(d, m);
 }
 

@@ -366,6 +366,19 @@ def cases(a):
     C.append(Case("n/threads/retain-while-ownctx-probes", "t_compute", ["race", "own"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
                   expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
+    # A reset while the green context is current: the resetting thread has the primary current
+    # again (unbound until the next retain binds it again, then bound without a new
+    # cuCtxSetCurrent); another thread is still told its context is the primary.
+    C.append(Case("n/reset/current", "t_compute", ["reset-current"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"before_sms": 64, "other_cur_is_primary": 1, "green_after_reset": 0,
+                                       "reset_cur_is_primary": 1, "reset_real_is_green": 0, "reset_launch_rc": 0,
+                                       "reset_sms": NSMS, "retain_cur_is_primary": 1, "retain_real_is_green": 1,
+                                       "after_sms": 64, "after_side": 0, "green_live": 1}))
+    C.append(Case("n/reset/current/noshim", "t_compute", ["reset-current"], shim=False,
+                  expect={"before_sms": NSMS, "other_cur_is_primary": 1, "green_after_reset": 0,
+                          "reset_cur_is_primary": 1, "reset_real_is_green": 0, "reset_launch_rc": 0,
+                          "reset_sms": NSMS, "retain_cur_is_primary": 1, "retain_real_is_green": 0,
+                          "after_sms": NSMS, "green_live": 0}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
     # The SM-group cache: a second process reads it instead of measuring; a planted stale one

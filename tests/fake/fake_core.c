@@ -231,6 +231,7 @@ static const struct { CUresult r; const char *name, *text; } fk_errors[] = {
     { CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU",
       "no kernel image is available for execution on the device" },
     { CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
+    { CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed" },
     { CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
     { CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
       "peer access is already enabled" },
@@ -377,6 +378,7 @@ FAKE_API CUresult cuCtxGetCurrent(CUcontext *c) {
 FAKE_API CUresult cuCtxSetCurrent(CUcontext c) {
     FK_ENTER("cuCtxSetCurrent", CUDA_ERROR_INVALID_VALUE);
     fk_ctx_t *x = (fk_ctx_t *)c;
+    if (x && x->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (x && !fk_valid_ctx(x)) return CUDA_ERROR_INVALID_CONTEXT;
     if (!x) { if (fk_depth) fk_depth--; return CUDA_SUCCESS; }
     if (fk_depth) fk_stack[fk_depth - 1] = x;
@@ -387,6 +389,7 @@ FAKE_API CUresult cuCtxSetCurrent(CUcontext c) {
 FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext c) {
     FK_ENTER("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_VALUE);
     fk_ctx_t *x = (fk_ctx_t *)c;
+    if (x && x->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (!fk_valid_ctx(x)) return CUDA_ERROR_INVALID_CONTEXT;
     if (fk_depth == FK_STACK) return CUDA_ERROR_INVALID_VALUE;
     fk_stack[fk_depth++] = x;
@@ -404,15 +407,15 @@ FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *out) {
 FAKE_API CUresult cuCtxGetDevice(CUdevice *d) {
     FK_ENTER("cuCtxGetDevice", CUDA_ERROR_INVALID_VALUE);
     if (!d) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     *d = c->device;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuCtxSynchronize(void) {
     FK_ENTER("cuCtxSynchronize", CUDA_ERROR_INVALID_VALUE);
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     atomic_fetch_add(&fk_syncs, 1);
     return CUDA_SUCCESS;
 }
@@ -524,10 +527,10 @@ static int fk_valid_stream(CUstream s) {
 
 CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out) {
     fk_stream_t *x = fk_stream(s);
+    if (x && x->ctx->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;   /* its green context went */
     if (x) { *out = x->ctx; return CUDA_SUCCESS; }
     if ((uintptr_t)s > 2) return CUDA_ERROR_INVALID_HANDLE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     int per_thread = s == CU_STREAM_PER_THREAD || (pt && s == NULL);
     if (per_thread && c->green) return CUDA_ERROR_INVALID_HANDLE;
     *out = c;
@@ -546,8 +549,7 @@ FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     (void)flags;
     FK_ENTER("cuStreamCreate", CUDA_ERROR_INVALID_VALUE);
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     return fk_stream_new(s, c);
 }
 
@@ -557,6 +559,7 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
     FK_ENTER("cuStreamDestroy_v2", CUDA_ERROR_INVALID_VALUE);
     fk_stream_t *x = fk_stream(s);
     if (!x || x->capture) return CUDA_ERROR_INVALID_HANDLE;
+    if (x->ctx->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;   /* and it leaks, as documented */
     x->magic = 0;
     free(x);
     return CUDA_SUCCESS;
@@ -639,7 +642,8 @@ FAKE_API CUresult cuEventCreate(CUevent *e, unsigned int flags) {
     (void)flags;
     FK_ENTER("cuEventCreate", CUDA_ERROR_INVALID_VALUE);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     fk_event_t *x = malloc(sizeof *x);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
     *x = (fk_event_t){ FK_EVENT_MAGIC, 0 };

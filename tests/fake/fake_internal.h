@@ -50,6 +50,7 @@ typedef struct {
 } fk_stream_t;
 #define FK_STREAM_MAGIC 0x5743A311u
 #define FK_CTX_MAGIC 0xC0C7C0C7u
+#define FK_CTX_DEAD 0xDEADC7C7u   /* a destroyed green context's CUcontext (kept until exit) */
 
 typedef struct {
     int  initialized;          /* cuInit succeeded */
@@ -91,6 +92,15 @@ CUresult fk_inject(const char *name, CUresult dflt);
 
 /* Current context of this thread (NULL if none). */
 fk_ctx_t *fk_current(void);
+/* The current context into a new variable `c`, or return from the caller: INVALID_CONTEXT
+ * when there is none, CONTEXT_IS_DESTROYED when it is a destroyed green context (the driver
+ * leaves a destroyed context current on threads other than the destroying one). */
+#define FK_CURRENT(c) \
+    fk_ctx_t *c = fk_current(); \
+    do { \
+        if (!c) return CUDA_ERROR_INVALID_CONTEXT; \
+        if (c->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED; \
+    } while (0)
 int fk_valid_ctx(const fk_ctx_t *c);
 int fk_valid_device(int dev);
 

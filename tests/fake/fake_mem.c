@@ -156,8 +156,7 @@ CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, in
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     FK_ENTER("cuMemAlloc_v2", CUDA_ERROR_INVALID_VALUE);
     if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     return fk_plain_alloc(dptr, size, c->device, 0, -1);
 }
 
@@ -233,7 +232,8 @@ FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUd
 
 FAKE_API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total) {
     FK_ENTER("cuMemGetInfo_v2", CUDA_ERROR_INVALID_VALUE);
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     size_t t = fk.mem_limit ? fk.mem_limit : FK_DEFAULT_TOTAL;
     fk_lock();
     size_t used = fk.mem_used;

@@ -128,8 +128,7 @@ static CUresult fk_parse(const char *s, int device, fk_module_t **out) {
 
 static CUresult fk_load(CUmodule *mod, const void *image) {
     if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     if (fk_is_real_image(image)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
     if (!memchr(image, 0, FK_MAX_IMAGE)) return CUDA_ERROR_INVALID_IMAGE;
     fk_module_t *m;

@@ -158,8 +158,7 @@ FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
 FAKE_API CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
     FK_ENTER("cuMemAllocManaged", CUDA_ERROR_OUT_OF_MEMORY);
     if (!dp || !n || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     return fk_plain_alloc(dp, n, c->device, 2, -1);
 }
 

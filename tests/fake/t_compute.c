@@ -10,6 +10,9 @@
  *   t_compute threads N K    N threads make the primary current and launch K times each on
  *                            their own stream, the NULL stream and the per-thread stream
  *   t_compute reset          bound, cuDevicePrimaryCtxReset, bound again
+ *   t_compute reset-current  bound and current on this thread and on another, reset (the program
+ *                            keeps its retain); what each thread is told is current; a launch
+ *                            before and after the next retain, without any cuCtxSetCurrent
  *   t_compute ownctx         a context the program creates itself (runs unbound)
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
@@ -278,6 +281,62 @@ static int case_reset(void) {
     return 0;
 }
 
+static pthread_barrier_t g_reset_bar;
+typedef struct { CUcontext prim; int cur_is_primary; } other_t;
+static void *reset_other(void *arg) {
+    other_t *o = arg;
+    CHECK_RC(cuCtxSetCurrent(o->prim), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_reset_bar);   /* bound and current here */
+    pthread_barrier_wait(&g_reset_bar);   /* the main thread reset the primary */
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    o->cur_is_primary = cur == o->prim;
+    return NULL;
+}
+
+static int case_reset_current(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("before");
+    CHECK(pthread_barrier_init(&g_reset_bar, NULL, 2) == 0);
+    other_t o = { prim, -1 };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, reset_other, &o) == 0);
+    pthread_barrier_wait(&g_reset_bar);
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_reset_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_reset_bar);
+    printf("other_cur_is_primary=%d\n", o.cur_is_primary);
+    printf("green_after_reset=%d\n", green_count());
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("reset_cur_is_primary=%d\nreset_real_is_green=%d\n", cur == prim, ctx_is_green(current_ctx()));
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CUresult r = launch(NULL);
+    printf("reset_launch_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("reset");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    /* The next retain binds again; this thread, which has the primary current, runs bound. */
+    CUcontext again = NULL;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("retain_cur_is_primary=%d\nretain_real_is_green=%d\n", cur == prim, ctx_is_green(current_ctx()));
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("after");
+    printf("green_live=%d\n", green_count());
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_ownctx(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -443,6 +502,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "paths")) return case_paths();
     if (argc >= 4 && !strcmp(argv[1], "threads")) return case_threads(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
+    if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
