@@ -42,7 +42,9 @@ typedef struct {
     CUcontext gctx;                 /* its CUcontext                                        */
     CUdevResourceDesc desc;         /* for one green context per thread                     */
     atomic_int unbound_ctx;         /* program-created contexts seen                        */
-    ld_compute_info_t info;
+    ld_compute_info_t info;         /* written by the claimer while B_BUILDING               */
+    ld_compute_info_t last;         /* the last build's, for the report (wait_mu)           */
+    int recorded;                   /* `last` holds one (wait_mu)                           */
 } binding_t;
 
 static binding_t B[LD_COMPUTE_MAX_DEVICES];
@@ -52,6 +54,7 @@ static atomic_uint gen[LD_COMPUTE_MAX_DEVICES];   /* bumped when a device's stre
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
+static atomic_int retains[LD_COMPUTE_MAX_DEVICES];   /* the program's primary retains, less releases */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -654,6 +657,11 @@ static void at_exit(void) {
 
 static void set_state(binding_t *b, int st) {
     pthread_mutex_lock(&wait_mu);
+    if (st == B_BOUND || st == B_UNBOUND) {
+        /* What the report shows, also once a reset or the last release forgot the binding. */
+        b->last = b->info;
+        b->recorded = 1;
+    }
     atomic_store(&b->state, st);
     pthread_cond_broadcast(&wait_cv);
     pthread_mutex_unlock(&wait_mu);
@@ -868,7 +876,18 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     b->gctx = NULL;
     atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
-    LD_INFO("compute: device %d: primary context reset; bound again at the next retain", dev);
+    LD_INFO("compute: device %d: the primary context is reset or released; bound again at the next retain", dev);
+}
+
+void ld_compute_note_retain(int dev) {
+    if (ld_compute_requested() && dev >= 0 && dev < LD_COMPUTE_MAX_DEVICES) atomic_fetch_add(&retains[dev], 1);
+}
+
+int ld_compute_note_release(int dev) {
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return 0;
+    int n = atomic_load(&retains[dev]);
+    while (n > 0 && !atomic_compare_exchange_weak(&retains[dev], &n, n - 1)) {}
+    return n == 1;
 }
 
 void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
@@ -881,10 +900,13 @@ void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return -1;
-    int st = atomic_load(&B[dev].state), unbound = atomic_load(&B[dev].unbound_ctx);
-    if (st != B_BOUND && st != B_UNBOUND && !unbound) return -1;
-    if (st == B_BOUND || st == B_UNBOUND) *out = B[dev].info;
-    else { memset(out, 0, sizeof *out); ld_compute_format(&opt.compute, out->request, sizeof out->request); }
+    int unbound = atomic_load(&B[dev].unbound_ctx);
+    pthread_mutex_lock(&wait_mu);
+    int recorded = B[dev].recorded;
+    if (recorded) *out = B[dev].last;
+    pthread_mutex_unlock(&wait_mu);
+    if (!recorded && !unbound) return -1;
+    if (!recorded) { memset(out, 0, sizeof *out); ld_compute_format(&opt.compute, out->request, sizeof out->request); }
     out->unbound_contexts = unbound;
     return 0;
 }
@@ -905,13 +927,18 @@ void ld_compute_reset(void) {
     atomic_store(&building, 0);
     for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         memset(&B[dev].info, 0, sizeof B[dev].info);
+        memset(&B[dev].last, 0, sizeof B[dev].last);
+        B[dev].recorded = 0;
         B[dev].green = NULL;
         B[dev].gctx = NULL;
         atomic_store(&B[dev].primary, NULL);
         atomic_store(&B[dev].state, B_NONE);
         atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&B[dev].unbound_ctx, 0);
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
+        atomic_store(&B[dev].unbound_ctx, 0);
+        atomic_store(&retains[dev], 0);   /* the child retains its primaries anew */
+    }
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
     memset(retired, 0, sizeof retired);             /* the child has no contexts */

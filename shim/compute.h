@@ -93,6 +93,13 @@ void ld_compute_publish(int dev, ldshim_topology_t *t);
  * ld_compute_unbind (another thread may still have one current). */
 void ld_compute_forget_device(const ld_driver_t *d, int dev);
 
+/* The program retained / is releasing `dev`'s primary context (counted when binding is asked
+ * for). ld_compute_note_release returns 1 when that release is the program's last: the green
+ * context, which holds a reference of its own, must go first (ld_compute_forget_device), or
+ * the primary would outlive the program's use as it does not without the shim. */
+void ld_compute_note_retain(int dev);
+int ld_compute_note_release(int dev);
+
 /* After `dev` was bound: if the calling thread has the primary current (it was current before
  * the binding existed, e.g. after a reset), make its green context current instead. */
 void ld_compute_adopt_current(const ld_driver_t *d, int dev);

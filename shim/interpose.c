@@ -127,7 +127,8 @@
     X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxGetCurrent) X(cuCtxPopCurrent_v2) X(cuStreamGetCtx) \
     X(cuStreamGetCtx_ptsz) X(cuStreamGetCtx_v2) X(cuStreamGetCtx_v2_ptsz) X(cuDeviceGetAttribute) \
     X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
-    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz) X(cuCtxFromGreenCtx)
+    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz) X(cuCtxFromGreenCtx) \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)
 
 #define LD_H_STREAM(name, params, args) H_##name, H_##name##_ptsz,
 #define LD_H_PTDS(name, legacy, params, args) H_##name,
@@ -343,7 +344,10 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (!HAVE(cuDevicePrimaryCtxRetain)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext *, CUdevice))(pctx, dev);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && pctx && (d = drv())) ld_topology_on_context(d, dev, *pctx, 0, 1);
+    if (r == CUDA_SUCCESS && pctx && (d = drv())) {
+        ld_compute_note_retain(dev);
+        ld_topology_on_context(d, dev, *pctx, 0, 1);
+    }
     return r;
 }
 
@@ -533,16 +537,35 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     return REAL(cuCtxDestroy_v2, CUresult (*)(CUcontext))(ctx);
 }
 
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-    const ld_driver_t *d = drv();
-    if (d) {
-        ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */
-        ld_compute_forget_device(d, dev);
-        ld_topology_unbind(dev);
+#define PRIMARY_RESET(name) \
+    EXPORT CUresult name(CUdevice dev) { \
+        const ld_driver_t *d = drv(); \
+        if (d) { \
+            ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */ \
+            ld_compute_forget_device(d, dev); \
+            ld_topology_unbind(dev); \
+        } \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        return REAL(name, CUresult (*)(CUdevice))(dev); \
     }
-    if (!HAVE(cuDevicePrimaryCtxReset_v2)) return CUDA_ERROR_NOT_INITIALIZED;
-    return REAL(cuDevicePrimaryCtxReset_v2, CUresult (*)(CUdevice))(dev);
-}
+PRIMARY_RESET(cuDevicePrimaryCtxReset_v2)
+PRIMARY_RESET(cuDevicePrimaryCtxReset)
+
+/* The program's last release: the driver destroys the primary context, unless something
+ * else holds it, as the bound green context does; so the binding goes first (bound again at
+ * the next retain). */
+#define PRIMARY_RELEASE(name) \
+    EXPORT CUresult name(CUdevice dev) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        const ld_driver_t *d = drv(); \
+        if (d && ld_compute_note_release(dev)) { \
+            ld_compute_forget_device(d, dev); \
+            ld_topology_unbind(dev); \
+        } \
+        return REAL(name, CUresult (*)(CUdevice))(dev); \
+    }
+PRIMARY_RELEASE(cuDevicePrimaryCtxRelease_v2)
+PRIMARY_RELEASE(cuDevicePrimaryCtxRelease)
 
 /* --- module loading: publication -------------------------------------------------------- */
 

@@ -379,6 +379,15 @@ def cases(a):
                           "reset_cur_is_primary": 1, "reset_real_is_green": 0, "reset_launch_rc": 0,
                           "reset_sms": NSMS, "retain_cur_is_primary": 1, "retain_real_is_green": 0,
                           "after_sms": NSMS, "green_live": 0}))
+    # The program's last release tears the primary down as without the shim (the green
+    # context, which holds a reference, goes first); the next retain binds again.
+    C.append(Case("n/release", "t_compute", ["release"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"before_sms": 64, "released_refs": 0, "released_teardowns": 1,
+                                       "green_after_release": 0, "released_real_is_green": 0,
+                                       "after_sms": 64, "after_side": 0, "green_live": 1}))
+    C.append(Case("n/release/noshim", "t_compute", ["release"], shim=False,
+                  expect={"before_sms": NSMS, "released_refs": 0, "released_teardowns": 1, "green_after_release": 0,
+                          "released_real_is_green": 0, "after_sms": NSMS, "green_live": 0}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
     # The SM-group cache: a second process reads it instead of measuring; a planted stale one

@@ -436,10 +436,24 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     CUresult r = CUDA_SUCCESS;
     fk_lock();
-    if (fk.primary[dev].refcount > 0) fk.primary[dev].refcount--;
-    else r = CUDA_ERROR_INVALID_CONTEXT;
+    if (fk.primary[dev].refcount > 0) {
+        if (--fk.primary[dev].refcount == 0) fk.primary[dev].teardowns++;
+    } else {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    }
     fk_unlock();
     return r;
+}
+
+/* The retain count of `dev`'s primary context (green contexts hold one each) and how often
+ * its last reference went: what stock's teardown of the primary would be. */
+FAKE_API int fakecuda_primary_refs(int dev, int *teardowns) {
+    if (!fk_valid_device(dev)) return -1;
+    fk_lock();
+    int n = fk.primary[dev].refcount;
+    if (teardowns) *teardowns = fk.primary[dev].teardowns;
+    fk_unlock();
+    return n;
 }
 
 /* The real reset destroys what the primary context holds; the fake's primary holds nothing

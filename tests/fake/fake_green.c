@@ -302,7 +302,8 @@ FAKE_API CUresult cuGreenCtxDestroy(CUgreenCtx h) {
     if (!g) return CUDA_ERROR_INVALID_CONTEXT;
     fk_dead_t *grave = malloc(sizeof *grave);
     fk_lock();
-    if (fk.primary[g->ctx.device].refcount > 0) fk.primary[g->ctx.device].refcount--;
+    if (fk.primary[g->ctx.device].refcount > 0 && --fk.primary[g->ctx.device].refcount == 0)
+        fk.primary[g->ctx.device].teardowns++;
     g->magic = 0;
     g->ctx.magic = FK_CTX_DEAD;
     if (grave) {

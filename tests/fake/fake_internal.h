@@ -26,7 +26,8 @@ typedef struct fk_ctx {
     uint32_t magic;            /* FK_CTX_MAGIC while alive */
     int device;
     int primary;               /* 1: the device's primary context */
-    int refcount;              /* primary: retain count */
+    int refcount;              /* primary: retain count (green contexts hold one each) */
+    int teardowns;             /* primary: times its last reference went (the driver destroys it) */
     int green;                 /* 1: the CUcontext of a green context (fake_green.c) */
     uint64_t sms[FK_MASK_WORDS];   /* SMs its kernels run on */
 } fk_ctx_t;

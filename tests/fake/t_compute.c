@@ -13,6 +13,8 @@
  *   t_compute reset-current  bound and current on this thread and on another, reset (the program
  *                            keeps its retain); what each thread is told is current; a launch
  *                            before and after the next retain, without any cuCtxSetCurrent
+ *   t_compute release        bound, the program releases its only reference to the primary (the
+ *                            driver would tear it down), retains it again: bound again
  *   t_compute ownctx         a context the program creates itself (runs unbound)
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
@@ -337,6 +339,34 @@ static int case_reset_current(void) {
     return 0;
 }
 
+static int case_release(void) {
+    hooks();
+    int (*primary_refs)(int, int *) =
+        (int (*)(int, int *))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_primary_refs");
+    CHECK(primary_refs);
+    CUmodule mod;
+    setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("before");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    int teardowns = -1, refs = primary_refs(0, &teardowns);
+    printf("released_refs=%d\nreleased_teardowns=%d\ngreen_after_release=%d\n", refs, teardowns, green_count());
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("released_real_is_green=%d\n", ctx_is_green(current_ctx()));
+    CUcontext again;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(again), CUDA_SUCCESS);
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("after");
+    printf("green_live=%d\n", green_count());
+    teardown(mod);
+    return 0;
+}
+
 static int case_ownctx(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -504,6 +534,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
     if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
+    if (argc >= 2 && !strcmp(argv[1], "release")) return case_release();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
     if (argc >= 2 && !strcmp(argv[1], "twodev")) return case_twodev();
