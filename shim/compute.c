@@ -77,8 +77,15 @@ typedef struct tblock {
     struct tblock *prev, *next;
 } tblock_t;
 
+/* A per-thread green context whose thread exited. Streams, events and modules the thread
+ * created in it may still be used by other threads, so it lives on until a reset or exit,
+ * and the next thread that needs one takes it (so the number never exceeds the threads
+ * alive at once). */
+typedef struct idle_green { struct idle_green *next; int dev; unsigned gen; CUgreenCtx green; CUcontext gctx; } idle_t;
+
 static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
 static tblock_t *blocks;
+static idle_t *idle;                 /* blocks_mu                                             */
 static pthread_key_t block_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
@@ -134,7 +141,8 @@ static void destroy_slot(const ld_driver_t *d, slot_t *s) {
 }
 
 /* Thread exit: its streams go (a stream with work left is released by the driver when the
- * work is done), and its block leaves the list. */
+ * work is done), its green contexts wait for the next thread (idle_t), and its block leaves
+ * the list. */
 static void block_dtor(void *p) {
     tblock_t *b = p;
     const ld_driver_t *d = ld_driver();
@@ -142,8 +150,18 @@ static void block_dtor(void *p) {
     if (b->prev) b->prev->next = b->next;
     else if (blocks == b) blocks = b->next;
     if (b->next) b->next->prev = b->prev;
-    for (int i = 0; i < b->n; i++)
-        if (d && b->slot[i].dev >= 0 && b->slot[i].gen == atomic_load(&gen[b->slot[i].dev])) destroy_slot(d, &b->slot[i]);
+    for (int i = 0; i < b->n; i++) {
+        slot_t *s = &b->slot[i];
+        if (!d || s->dev < 0 || s->gen != atomic_load(&gen[s->dev])) continue;
+        idle_t *x = s->green ? malloc(sizeof *x) : NULL;
+        if (x) {
+            *x = (idle_t){ idle, s->dev, s->gen, s->green, s->gctx };
+            idle = x;
+            s->green = NULL;
+            s->gctx = NULL;
+        }
+        destroy_slot(d, s);
+    }
     pthread_mutex_unlock(&blocks_mu);
     free(b);
     t_block = NULL;
@@ -201,9 +219,34 @@ static void destroy_thread_objects(const ld_driver_t *d, int dev) {
             if (s->dev < 0 || (dev >= 0 && s->dev != dev) || s->gen != atomic_load(&gen[s->dev])) continue;
             destroy_slot(d, s);
         }
+    for (idle_t **pp = &idle; *pp;) {
+        idle_t *x = *pp;
+        if (dev >= 0 && x->dev != dev) { pp = &x->next; continue; }
+        *pp = x->next;
+        if (x->gen == atomic_load(&gen[x->dev])) {
+            retire(x->gctx, atomic_load(&B[x->dev].primary));
+            if (d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(x->green);
+        }
+        free(x);
+    }
     for (int k = 0; k < LD_COMPUTE_MAX_DEVICES; k++)
         if (dev < 0 || k == dev) atomic_fetch_add(&gen[k], 1);
     pthread_mutex_unlock(&blocks_mu);
+}
+
+/* The device whose per-thread green context (of any thread, or idle) `c` is; -1 if none. */
+static int thread_owner(CUcontext c) {
+    int dev = -1;
+    pthread_mutex_lock(&blocks_mu);
+    for (tblock_t *b = blocks; b && dev < 0; b = b->next)
+        for (int i = 0; i < b->n; i++) {
+            const slot_t *s = &b->slot[i];
+            if (s->dev >= 0 && s->gctx == c && s->gen == atomic_load(&gen[s->dev])) { dev = s->dev; break; }
+        }
+    for (const idle_t *x = idle; x && dev < 0; x = x->next)
+        if (x->gctx == c && x->gen == atomic_load(&gen[x->dev])) dev = x->dev;
+    pthread_mutex_unlock(&blocks_mu);
+    return dev;
 }
 
 /* ---- the marker kernel ------------------------------------------------------------------ */
@@ -734,6 +777,19 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
     slot_t *s = my_slot(dev, 1);
     if (!s) return b->gctx;
     if (!s->gctx) {
+        pthread_mutex_lock(&blocks_mu);
+        for (idle_t **pp = &idle; *pp; pp = &(*pp)->next) {
+            idle_t *x = *pp;
+            if (x->dev != dev || x->gen != s->gen) continue;
+            *pp = x->next;
+            s->green = x->green;
+            s->gctx = x->gctx;
+            free(x);
+            break;
+        }
+        pthread_mutex_unlock(&blocks_mu);
+    }
+    if (!s->gctx) {
         CUgreenCtx g = NULL;
         CUcontext c = NULL;
         if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
@@ -765,13 +821,22 @@ CUcontext ld_compute_bind(CUcontext c) {
 CUcontext ld_compute_unbind(CUcontext c) {
     if (!c || opt.report_green) return c;
     unsigned long long mask = atomic_load_explicit(&bound_mask, memory_order_acquire);
-    for (int dev = 0; mask; dev++, mask >>= 1) {
-        if (!(mask & 1)) continue;
-        if (B[dev].gctx == c) return atomic_load(&B[dev].primary);
+    int maybe_other = 0;
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES && (mask >> dev); dev++) {
+        if (!((mask >> dev) & 1)) continue;
+        CUcontext prim = atomic_load(&B[dev].primary);
+        if (B[dev].gctx == c) return prim;
         if (opt.thread_contexts) {
+            if (c == prim) return c;
             slot_t *s = my_slot(dev, 0);
-            if (s && s->gctx == c) return atomic_load(&B[dev].primary);
+            if (s && s->gctx == c) return prim;
+            maybe_other = 1;
         }
+    }
+    /* A stream, or memory, made on another thread answers that thread's green context. */
+    if (maybe_other) {
+        int dev = thread_owner(c);
+        if (dev >= 0) return atomic_load(&B[dev].primary);
     }
     if (atomic_load_explicit(&nretired, memory_order_relaxed)) {
         CUcontext p = retired_primary(c);
@@ -783,13 +848,7 @@ CUcontext ld_compute_unbind(CUcontext c) {
 int ld_compute_owns(int dev, CUcontext c) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
     if (B[dev].gctx == c) return 1;
-    int found = 0;
-    pthread_mutex_lock(&blocks_mu);
-    for (tblock_t *b = blocks; b && !found; b = b->next)
-        for (int i = 0; i < b->n; i++)
-            if (b->slot[i].dev == dev && b->slot[i].gctx == c) { found = 1; break; }
-    pthread_mutex_unlock(&blocks_mu);
-    return found;
+    return opt.thread_contexts && thread_owner(c) == dev;
 }
 
 CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
@@ -942,6 +1001,11 @@ void ld_compute_reset(void) {
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
     memset(retired, 0, sizeof retired);             /* the child has no contexts */
+    while (idle) {
+        idle_t *x = idle;
+        idle = x->next;
+        free(x);
+    }
     retired_next = 0;
     atomic_store(&nretired, 0);
     atomic_store(&launch_warned, 0);

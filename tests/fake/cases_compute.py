@@ -354,6 +354,17 @@ def cases(a):
     C.append(Case("n/threads/per-thread-contexts", "t_compute", ["threads", 8, 100], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_CONTEXTS": "thread"},
                   wrap=plant1, expect={"threads_ok": 1, "thread_sms": 64, "distinct_ctx": 8}))
+    # One green context per thread: what another thread made is still the primary's to this
+    # one, and a stream outlives the thread that made it.
+    xt = {"other_stream_ctx_primary": 1, "other_ptr_ctx_primary": 1, "exited_stream_rc": 0,
+          "exited_stream_destroy_rc": 0}
+    C.append(Case("n/threads/per-thread-contexts/cross-thread", "t_compute", ["xthread"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_CONTEXTS": "thread"}, wrap=plant1,
+                  expect=dict(xt, exited_stream_sms=64, exited_stream_side=1)))
+    C.append(Case("n/threads/cross-thread", "t_compute", ["xthread"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1"}, wrap=plant1, expect=dict(xt, exited_stream_sms=64)))
+    C.append(Case("n/threads/cross-thread/noshim", "t_compute", ["xthread"], shim=False,
+                  expect=dict(xt, exited_stream_sms=NSMS)))
     C.append(Case("n/reset", "t_compute", ["reset"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"before_sms": 64, "green_after_reset": 0, "same_primary": 1,
                                        "after_sms": 64, "after_side": 0, "green_live": 1}))

@@ -15,6 +15,8 @@
  *                            before and after the next retain, without any cuCtxSetCurrent
  *   t_compute release        bound, the program releases its only reference to the primary (the
  *                            driver would tear it down), retains it again: bound again
+ *   t_compute xthread        a thread makes a stream and memory, another asks for their context
+ *                            while the first lives, and launches on the stream after it exited
  *   t_compute ownctx         a context the program creates itself (runs unbound)
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
@@ -367,6 +369,43 @@ static int case_release(void) {
     return 0;
 }
 
+typedef struct { CUcontext prim; CUstream s; CUdeviceptr p; } maker_t;
+static pthread_barrier_t g_x_bar;
+static void *maker(void *arg) {
+    maker_t *m = arg;
+    CHECK_RC(cuCtxSetCurrent(m->prim), CUDA_SUCCESS);
+    CHECK_RC(cuStreamCreate(&m->s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&m->p, 4096), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_x_bar);   /* made */
+    pthread_barrier_wait(&g_x_bar);   /* asked about */
+    return NULL;
+}
+
+static int case_xthread(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CHECK(pthread_barrier_init(&g_x_bar, NULL, 2) == 0);
+    maker_t m = { prim, NULL, 0 };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, maker, &m) == 0);
+    pthread_barrier_wait(&g_x_bar);
+    CUcontext sc = NULL, pc = NULL;
+    CHECK_RC(cuStreamGetCtx(m.s, &sc), CUDA_SUCCESS);
+    CHECK_RC(cuPointerGetAttribute(&pc, CU_POINTER_ATTRIBUTE_CONTEXT, m.p), CUDA_SUCCESS);
+    printf("other_stream_ctx_primary=%d\nother_ptr_ctx_primary=%d\n", sc == prim, pc == prim);
+    pthread_barrier_wait(&g_x_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_x_bar);
+    CUresult r = launch(m.s);
+    printf("exited_stream_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("exited_stream");
+    printf("exited_stream_destroy_rc=%d\n", (int)cuStreamDestroy_v2(m.s));
+    CHECK_RC(cuMemFree_v2(m.p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
 static int case_ownctx(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -534,6 +573,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
     if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
+    if (argc >= 2 && !strcmp(argv[1], "xthread")) return case_xthread();
     if (argc >= 2 && !strcmp(argv[1], "release")) return case_release();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
