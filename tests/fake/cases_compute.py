@@ -140,6 +140,16 @@ def cases(a):
         C.append(Case("n/paths/domain%d" % dom, "t_compute", ["paths"], "compute.policy",
                       env={"LDSHIM_COMPUTE": "domain:%d" % dom}, wrap=plant1, expect=exp,
                       checks=[check_compute("domain:%d" % dom, 64, [64, 0] if dom == 0 else [0, 64], split="aligned")]))
+    # The less common entry points that take a stream (tests/unit/stream_hooks.py checks that
+    # every one of cuda.h is hooked; these run a few through the fake).
+    more = {"prefetch_v1_rc": 0, "prefetch_v1_ptsz_rc": 0, "copy3dpeer_rc": 0, "capinfo_v2_rc": 0, "capinfo_v2_none": 1,
+            "grid_async_rc": 0, "occupancy_rc": 0, "instantiate_upload_rc": 0, "instantiate_result": 0,
+            "stream_green_rc": 0, "null_green_rc": 0, "stream_green_none": 1, "null_green_none": 1}
+    C.append(Case("n/more-streams/noshim", "t_compute", ["more-streams"], shim=False,
+                  expect=dict(more, grid_async_sms=NSMS, occupancy_clusters=NSMS)))
+    C.append(Case("n/more-streams/domain1", "t_compute", ["more-streams"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1"}, wrap=plant1,
+                  expect=dict(more, grid_async_sms=64, grid_async_side=1, occupancy_clusters=64)))
     # The H200's split: 7 groups on the side of SM 0, 8 on the other.
     h200 = {"FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}
     C.append(Case("n/h200/domain0", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="domain:0"),

@@ -328,6 +328,25 @@ FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, v
     return fk_launch_ex(c, f, params, 1);
 }
 
+FAKE_API CUresult cuLaunchGridAsync(CUfunction f, int gw, int gh, CUstream s) {
+    FK_ENTER("cuLaunchGridAsync", CUDA_ERROR_LAUNCH_FAILED);
+    if (gw <= 0 || gh <= 0) return CUDA_ERROR_INVALID_VALUE;
+    return fk_launch(f, (unsigned)gw, (unsigned)gh, 1, s, NULL, 0, 0);
+}
+
+/* The clusters of a launch that fit at once: one per SM of the stream's context. */
+FAKE_API CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *cfg) {
+    FK_ENTER("cuOccupancyMaxActiveClusters", CUDA_ERROR_INVALID_VALUE);
+    if (!n || !cfg || !fk_callable(f)) return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(cfg->hStream, 0, &c);
+    if (r != CUDA_SUCCESS) return r;
+    int k = 0;
+    for (int w = 0; w < FK_MASK_WORDS; w++) k += __builtin_popcountll(c->sms[w]);
+    *n = k;
+    return CUDA_SUCCESS;
+}
+
 /* Capture: only created streams (the real driver refuses the legacy stream; the per-thread
  * stream of a plain context it allows, which this fake does not model). */
 static CUresult fk_begin_capture(CUstream s, int pt) {
@@ -387,6 +406,21 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, u
     if (g->n) memcpy(e->g.l, g->l, (size_t)g->n * sizeof *e->g.l);
     *out = (CUgraphExec)e;
     return CUDA_SUCCESS;
+}
+
+/* With CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the graph is uploaded on params->hUploadStream. */
+FAKE_API CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+    FK_ENTER("cuGraphInstantiateWithParams", CUDA_ERROR_INVALID_VALUE);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
+        fk_ctx_t *c;
+        CUresult r = fk_stream_ctx(p->hUploadStream, 0, &c);
+        if (r != CUDA_SUCCESS) { p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR; return r; }
+    }
+    CUresult r = cuGraphInstantiateWithFlags(out, graph, 0);
+    p->hErrNode_out = NULL;
+    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
 }
 
 static fk_exec_t *fk_exec(CUgraphExec h) {

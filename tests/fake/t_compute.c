@@ -7,6 +7,8 @@
  *                            replayed graph, cooperative launches that fit and that do not,
  *                            what the program is told about contexts, the SM-count attribute,
  *                            the published topology
+ *   t_compute more-streams   the per-thread default stream given to the less common entry points
+ *                            (older ABI versions, launch configurations, instantiate parameters)
  *   t_compute threads N K    N threads make the primary current and launch K times each on
  *                            their own stream, the NULL stream and the per-thread stream
  *   t_compute reset          bound, cuDevicePrimaryCtxReset, bound again
@@ -203,6 +205,59 @@ static int case_paths(void) {
     CHECK_RC(cuEventDestroy_v2(ev), CUDA_SUCCESS);
     CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
     CHECK_RC(cuStreamDestroy_v2(nbs), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+static int case_more_streams(void) {
+    hooks();
+    CUmodule mod;
+    setup(&mod);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+    printf("prefetch_v1_rc=%d\n", (int)cuMemPrefetchAsync(p, 4096, 0, CU_STREAM_PER_THREAD));
+    printf("prefetch_v1_ptsz_rc=%d\n", (int)cuMemPrefetchAsync_ptsz(p, 4096, 0, NULL));
+    CUDA_MEMCPY3D_PEER cp;
+    memset(&cp, 0, sizeof cp);
+    printf("copy3dpeer_rc=%d\n", (int)cuMemcpy3DPeerAsync(&cp, CU_STREAM_PER_THREAD));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    printf("capinfo_v2_rc=%d\n", (int)cuStreamGetCaptureInfo_v2(CU_STREAM_PER_THREAD, &st, NULL, NULL, NULL, NULL));
+    printf("capinfo_v2_none=%d\n", st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CUresult r = cuLaunchGridAsync(g_fn, 4, 2, CU_STREAM_PER_THREAD);
+    printf("grid_async_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("grid_async");
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = cfg.blockDimX = 1;
+    cfg.hStream = CU_STREAM_PER_THREAD;
+    int clusters = -1;
+    printf("occupancy_rc=%d\n", (int)cuOccupancyMaxActiveClusters(&clusters, g_fn, &cfg));
+    printf("occupancy_clusters=%d\n", clusters);
+    /* A captured graph, instantiated with an upload on the per-thread stream. */
+    CUstream bs;
+    CHECK_RC(cuStreamCreate(&bs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_RC(cuStreamBeginCapture_v2(bs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *kp[] = { NULL };
+    CHECK_RC(cuLaunchKernel(g_fn, 2, 1, 1, 32, 1, 1, 0, bs, kp, NULL), CUDA_SUCCESS);
+    CUgraph g;
+    CHECK_RC(cuStreamEndCapture(bs, &g), CUDA_SUCCESS);
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+    memset(&ip, 0, sizeof ip);
+    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    ip.hUploadStream = CU_STREAM_PER_THREAD;
+    ip.result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+    CUgraphExec ge = NULL;
+    r = cuGraphInstantiateWithParams(&ge, g, &ip);
+    printf("instantiate_upload_rc=%d\ninstantiate_result=%d\n", (int)r, (int)ip.result_out);
+    if (r == CUDA_SUCCESS) CHECK_RC(cuGraphExecDestroy(ge), CUDA_SUCCESS);
+    CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    /* The green context of a stream: none, as far as the program can tell. */
+    CUgreenCtx gs = (CUgreenCtx)1, gn = (CUgreenCtx)1;
+    printf("stream_green_rc=%d\n", (int)cuStreamGetGreenCtx(bs, &gs));
+    printf("null_green_rc=%d\n", (int)cuStreamGetGreenCtx(NULL, &gn));
+    printf("stream_green_none=%d\nnull_green_none=%d\n", gs == NULL, gn == NULL);
+    CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
     teardown(mod);
     return 0;
@@ -569,6 +624,7 @@ int main(int argc, char **argv) {
     t_prog = "t_compute";
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "paths")) return case_paths();
+    if (argc >= 2 && !strcmp(argv[1], "more-streams")) return case_more_streams();
     if (argc >= 4 && !strcmp(argv[1], "threads")) return case_threads(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
     if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
