@@ -163,34 +163,65 @@
 #define LD_STREAM1_HOOKS(X) \
     X(cuLaunchGridAsync, (CUfunction f, int gw, int gh, CUstream hStream), (f, gw, gh, hStream))
 
-/* Synchronous per-thread-stream (_ptds) entry points: in a bound context they run as their
- * legacy-stream variant, which orders at least as strictly. X(name, legacy, params, args). */
+/* Synchronous per-thread-stream (_ptds) entry points. In a bound context each runs as its
+ * stream-ordered variant on the calling thread's stream of the bound context (the one the
+ * per-thread default stream maps to), then synchronizes that stream: ordered like the
+ * per-thread stream, the host waiting at least as long as it would. Their legacy-stream
+ * variants would wait for every blocking stream, and so invalidate a capture that another
+ * thread runs on one. X(name, legacy, params, args, async, fallback): `async` is the
+ * stream-ordered call on stream `s_`; with fallback 1 it is a translation (a copy of the
+ * 2D-unaligned kind, or with a 1D CUDA array, made a 2D or 3D copy) and where the driver
+ * refuses it the legacy variant runs, as it does where the driver lacks the async one. */
+#define ASYNC(name, types, args) (HAVE(name) ? REAL(name, CUresult (*) types) args : LD_NO_ENTRY)
+#define LD_NO_ENTRY ((CUresult)0x7fff0001)
 #define LD_PTDS_HOOKS(X) \
-    X(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n)) \
-    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
-    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
-    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *cp), (cp)) \
+    X(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *cp), (cp), \
+      ASYNC(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *, CUstream), (cp, s_)), 0) \
+    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *cp), (cp), \
+      ASYNC(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *, CUstream), (cp, s_)), 1) \
+    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *cp), (cp), \
+      ASYNC(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *, CUstream), (cp, s_)), 0) \
     X(cuMemcpyPeer_ptds, cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), \
-      (dst, dc, src, sc, n)) \
-    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, (CUdeviceptr dp, unsigned char v, size_t n), (dp, v, n)) \
-    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, (CUdeviceptr dp, unsigned short v, size_t n), (dp, v, n)) \
-    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, (CUdeviceptr dp, unsigned int v, size_t n), (dp, v, n)) \
-    X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, (CUdeviceptr dp, size_t pitch, unsigned char v, size_t w, size_t h), \
-      (dp, pitch, v, w, h)) \
-    X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, (CUdeviceptr dp, size_t pitch, unsigned short v, size_t w, size_t h), \
-      (dp, pitch, v, w, h)) \
-    X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, (CUdeviceptr dp, size_t pitch, unsigned int v, size_t w, size_t h), \
-      (dp, pitch, v, w, h)) \
-    X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *cp), (cp)) \
-    X(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2, (CUarray dst, size_t off, const void *src, size_t n), (dst, off, src, n)) \
-    X(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, (void *dst, CUarray src, size_t off, size_t n), (dst, src, off, n)) \
+      (dst, dc, src, sc, n), \
+      ASYNC(cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream), \
+            (dst, dc, src, sc, n, s_)), 0) \
+    X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *cp), (cp), \
+      ASYNC(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *, CUstream), (cp, s_)), 0) \
+    X(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2, (CUarray dst, size_t off, const void *src, size_t n), (dst, off, src, n), \
+      ASYNC(cuMemcpyHtoAAsync_v2, (CUarray, size_t, const void *, size_t, CUstream), (dst, off, src, n, s_)), 0) \
+    X(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, (void *dst, CUarray src, size_t off, size_t n), (dst, src, off, n), \
+      ASYNC(cuMemcpyAtoHAsync_v2, (void *, CUarray, size_t, size_t, CUstream), (dst, src, off, n, s_)), 0) \
     X(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2, (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n), \
-      (dst, doff, src, soff, n)) \
-    X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t off, size_t n), (dst, src, off, n)) \
-    X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2, (CUarray dst, size_t off, CUdeviceptr src, size_t n), (dst, off, src, n))
+      (dst, doff, src, soff, n), \
+      array_copy_async(CU_MEMORYTYPE_ARRAY, dst, 0, doff, CU_MEMORYTYPE_ARRAY, src, 0, soff, n, s_), 1) \
+    X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t off, size_t n), (dst, src, off, n), \
+      array_copy_async(CU_MEMORYTYPE_DEVICE, NULL, dst, 0, CU_MEMORYTYPE_ARRAY, src, 0, off, n, s_), 1) \
+    X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2, (CUarray dst, size_t off, CUdeviceptr src, size_t n), (dst, off, src, n), \
+      array_copy_async(CU_MEMORYTYPE_ARRAY, dst, 0, off, CU_MEMORYTYPE_DEVICE, NULL, src, 0, n, s_), 1) \
+    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, (CUdeviceptr dp, unsigned char v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream), (dp, v, n, s_)), 0) \
+    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, (CUdeviceptr dp, unsigned short v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD16Async, (CUdeviceptr, unsigned short, size_t, CUstream), (dp, v, n, s_)), 0) \
+    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, (CUdeviceptr dp, unsigned int v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream), (dp, v, n, s_)), 0) \
+    X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, (CUdeviceptr dp, size_t pitch, unsigned char v, size_t w, size_t h), \
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D8Async, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream), (dp, pitch, v, w, h, s_)), 0) \
+    X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, (CUdeviceptr dp, size_t pitch, unsigned short v, size_t w, size_t h), \
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D16Async, (CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream), \
+            (dp, pitch, v, w, h, s_)), 0) \
+    X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, (CUdeviceptr dp, size_t pitch, unsigned int v, size_t w, size_t h), \
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D32Async, (CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream), (dp, pitch, v, w, h, s_)), 0)
 
 /* Context and query entry points of compute binding (installed only when it is asked for). */
 #define LD_COMPUTE_HOOKS(X) \
@@ -204,7 +235,7 @@
 
 #define LD_H_STREAM(name, params, args) H_##name, H_##name##_ptsz,
 #define LD_H_STREAM1(name, params, args) H_##name,
-#define LD_H_PTDS(name, legacy, params, args) H_##name,
+#define LD_H_PTDS(name, legacy, params, args, async, fb) H_##name,
 #define LD_H_COMPUTE(name) H_##name,
 
 enum {
@@ -569,10 +600,56 @@ OCCUPANCY(cuOccupancyMaxPotentialClusterSize)
 INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams, 0)
 INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz, 1)
 
-#define LD_PTDS_WRAPPERS(name, legacy, params, args) \
+/* A copy with a 1D CUDA array (cuMemcpyAtoA/AtoD/DtoA, which have no stream-ordered variant)
+ * as a 3D copy of one row, on stream s. */
+static CUresult array_copy_async(CUmemorytype dt, CUarray da, CUdeviceptr dd, size_t doff, CUmemorytype st, CUarray sa,
+                                 CUdeviceptr sd, size_t soff, size_t n, CUstream s) {
+    if (!HAVE(cuMemcpy3DAsync_v2)) return LD_NO_ENTRY;
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = st;
+    c.srcArray = sa;
+    c.srcDevice = sd;
+    c.srcXInBytes = soff;
+    c.srcPitch = n;
+    c.srcHeight = 1;
+    c.dstMemoryType = dt;
+    c.dstArray = da;
+    c.dstDevice = dd;
+    c.dstXInBytes = doff;
+    c.dstPitch = n;
+    c.dstHeight = 1;
+    c.WidthInBytes = n;
+    c.Height = 1;
+    c.Depth = 1;
+    return REAL(cuMemcpy3DAsync_v2, CUresult (*)(const CUDA_MEMCPY3D *, CUstream))(&c, s);
+}
+
+/* A synchronous operation on the per-thread stream is refused while that stream captures. */
+static CUresult ptds_capturing(CUstream s) {
+    const ld_driver_t *d = ld_driver();
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d && d->cuStreamIsCapturing && s != CU_STREAM_LEGACY && d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+        st != CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ptds_sync(CUstream s) {
+    const ld_driver_t *d = ld_driver();
+    return d ? d->cuStreamSynchronize(s) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+#define LD_PTDS_WRAPPERS(name, legacy, params, args, async, fb) \
     EXPORT CUresult name params { \
-        static void *legacy_fn; \
-        if (ld_compute_stream(CU_STREAM_PER_THREAD, 1) != CU_STREAM_PER_THREAD) { \
+        CUstream s_ = ld_compute_stream(CU_STREAM_PER_THREAD, 1); \
+        if (s_ != CU_STREAM_PER_THREAD) { \
+            CUresult r_ = ptds_capturing(s_); \
+            if (r_ != CUDA_SUCCESS) return r_; \
+            r_ = async; \
+            if (r_ == CUDA_SUCCESS) return ptds_sync(s_); \
+            if (r_ != LD_NO_ENTRY && !(fb && r_ == CUDA_ERROR_INVALID_VALUE)) return r_; \
+            static void *legacy_fn; \
             void *f = __atomic_load_n(&legacy_fn, __ATOMIC_ACQUIRE); \
             if (!f && ld_driver_handle() && (f = ld_real_dlsym(ld_driver_handle(), #legacy))) \
                 __atomic_store_n(&legacy_fn, f, __ATOMIC_RELEASE); \
@@ -942,7 +1019,7 @@ static hook_t hooks[H_COUNT] = {
 #define HOOK1(n) HOOK(n, n, n),
 #define HOOK_STREAM(n, params, args) HOOK(n, n, n), HOOK(n##_ptsz, n##_ptsz, n##_ptsz),
 #define HOOK_STREAM1(n, params, args) HOOK(n, n, n),
-#define HOOK_PTDS(n, legacy, params, args) HOOK(n, n, n),
+#define HOOK_PTDS(n, legacy, params, args, async, fb) HOOK(n, n, n),
     LD_COMPUTE_HOOKS(HOOK1)
     LD_STREAM_HOOKS(HOOK_STREAM)
     LD_STREAM1_HOOKS(HOOK_STREAM1)

@@ -150,6 +150,17 @@ def cases(a):
     C.append(Case("n/more-streams/domain1", "t_compute", ["more-streams"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1"}, wrap=plant1,
                   expect=dict(more, grid_async_sms=64, grid_async_side=1, occupancy_clusters=64)))
+    # A synchronous _ptds copy runs on the thread's own (blocking) stream, not the legacy
+    # stream, so another thread's capture of a blocking stream survives it.
+    # (The fake cannot capture the per-thread stream of a plain context; bound, it is the
+    # thread's own created stream, and a synchronous copy while it captures is refused.)
+    for name, kw, pts in (("noshim", dict(shim=False), {"pts_capture_rc": 900}),
+                          ("domain0", dict(policy="compute.policy", env={"LDSHIM_COMPUTE": "domain:0"}, wrap=plant1),
+                           {"pts_capture_rc": 0, "ptds_in_capture_rc": 900, "pts_end_rc": 0})):
+        C.append(Case("n/ptds-capture/" + name, "t_compute", ["ptds-capture"],
+                      expect=dict(pts, ptds_copy_rc=0, capture_end_rc=0, copy_ok=1), **kw))
+    C.append(Case("fake/legacy-invalidates-capture", "t_compute", ["ptds-capture", "legacy"], shim=False,
+                  expect={"ptds_copy_rc": 906, "capture_end_rc": 901, "copy_ok": 0}))
     # The H200's split: 7 groups on the side of SM 0, 8 on the other.
     h200 = {"FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}
     C.append(Case("n/h200/domain0", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="domain:0"),

@@ -243,6 +243,10 @@ static const struct { CUresult r; const char *name, *text; } fk_errors[] = {
       "too many blocks in cooperative launch" },
     { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
       "operation not permitted when stream is capturing" },
+    { CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+      "operation failed due to a previous error during capture" },
+    { CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+      "operation would make the legacy stream depend on a capturing blocking stream" },
     { CUDA_ERROR_INVALID_RESOURCE_TYPE, "CUDA_ERROR_INVALID_RESOURCE_TYPE", "invalid resource type" },
     { CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
       "invalid resource configuration" },
@@ -551,23 +555,43 @@ CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out) {
     return CUDA_SUCCESS;
 }
 
-static CUresult fk_stream_new(CUstream *s, fk_ctx_t *c) {
+static CUresult fk_stream_new(CUstream *s, fk_ctx_t *c, int blocking) {
     fk_stream_t *x = calloc(1, sizeof *x);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
-    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device, c, NULL };
+    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device, c, NULL, blocking };
     *s = (CUstream)x;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
-    (void)flags;
     FK_ENTER("cuStreamCreate", CUDA_ERROR_INVALID_VALUE);
     if (!s) return CUDA_ERROR_INVALID_VALUE;
     FK_CURRENT(c);
-    return fk_stream_new(s, c);
+    return fk_stream_new(s, c, !(flags & CU_STREAM_NON_BLOCKING));
 }
 
-CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c) { return fk_stream_new(s, c); }
+CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c) { return fk_stream_new(s, c, 0); }
+
+static atomic_int fk_blocking_captures;   /* blocking streams being captured now */
+static atomic_uint fk_legacy_epoch;       /* bumped by legacy work that invalidated them */
+
+int fk_is_legacy(CUstream s, int pt) { return s == CU_STREAM_LEGACY || (s == NULL && !pt); }
+
+CUresult fk_legacy_work(void) {
+    if (!atomic_load(&fk_blocking_captures)) return CUDA_SUCCESS;
+    atomic_fetch_add(&fk_legacy_epoch, 1);
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+unsigned fk_blocking_capture_begin(void) {
+    atomic_fetch_add(&fk_blocking_captures, 1);
+    return atomic_load(&fk_legacy_epoch);
+}
+
+int fk_blocking_capture_end(unsigned epoch) {
+    atomic_fetch_sub(&fk_blocking_captures, 1);
+    return atomic_load(&fk_legacy_epoch) != epoch;
+}
 
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
     FK_ENTER("cuStreamDestroy_v2", CUDA_ERROR_INVALID_VALUE);

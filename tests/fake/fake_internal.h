@@ -48,6 +48,7 @@ typedef struct {
     int device;
     fk_ctx_t *ctx;
     fk_graph_t *capture;       /* non-NULL while a capture records into it */
+    int blocking;              /* created without CU_STREAM_NON_BLOCKING: synchronizes with the legacy stream */
 } fk_stream_t;
 #define FK_STREAM_MAGIC 0x5743A311u
 #define FK_CTX_MAGIC 0xC0C7C0C7u
@@ -124,6 +125,16 @@ int fk_is_real_image(const void *image);
  * or NULL through a _ptsz/_ptds entry point, pt = 1) fails with CUDA_ERROR_INVALID_HANDLE in a
  * green context, as on the real driver. */
 CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out);
+
+/* Work on the legacy stream (NULL without pt, or CU_STREAM_LEGACY; a synchronous copy or
+ * memset): it would have to wait for every blocking stream, so while a blocking stream is
+ * being captured (any thread) it fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and that
+ * capture ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as on the real driver. */
+CUresult fk_legacy_work(void);
+int fk_is_legacy(CUstream s, int pt);
+/* Captures of blocking streams (fake_module.c): begin/end bookkeeping for fk_legacy_work. */
+unsigned fk_blocking_capture_begin(void);
+int fk_blocking_capture_end(unsigned epoch);   /* 1 if legacy work invalidated it */
 fk_stream_t *fk_stream(CUstream s);    /* a created stream, or NULL */
 CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c);
 

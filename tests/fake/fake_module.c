@@ -243,7 +243,7 @@ CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx) {
 
 #define FK_GRAPH_MAGIC 0x62A9B000u
 #define FK_EXEC_MAGIC 0x62A9E000u
-struct fk_graph { uint32_t magic; int n, cap; fk_launch_t *l; };
+struct fk_graph { uint32_t magic; int n, cap; fk_launch_t *l; int blocking; unsigned epoch; };
 typedef struct { uint32_t magic; fk_graph_t g; } fk_exec_t;
 
 CUresult fk_graph_record(fk_graph_t *g, const fk_launch_t *l) {
@@ -280,6 +280,7 @@ static CUresult fk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, C
     }
     fk_stream_t *x = fk_stream(s);
     if (x && x->capture) return fk_graph_record(x->capture, &l);
+    if (fk_is_legacy(s, pt) && (r = fk_legacy_work()) != CUDA_SUCCESS) return r;
     return fk_launch_now(&l, ctx);
 }
 
@@ -359,6 +360,10 @@ static CUresult fk_begin_capture(CUstream s, int pt) {
     fk_graph_t *g = calloc(1, sizeof *g);
     if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
     g->magic = FK_GRAPH_MAGIC;
+    if (x->blocking) {
+        g->blocking = 1;
+        g->epoch = fk_blocking_capture_begin();
+    }
     x->capture = g;
     return CUDA_SUCCESS;
 }
@@ -380,8 +385,16 @@ static CUresult fk_end_capture(CUstream s, CUgraph *out, int pt) {
     fk_stream_t *x = fk_stream(s);
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (!x || !x->capture) return CUDA_ERROR_ILLEGAL_STATE;
-    *out = (CUgraph)x->capture;
+    fk_graph_t *g = x->capture;
     x->capture = NULL;
+    if (g->blocking && fk_blocking_capture_end(g->epoch)) {
+        free(g->l);
+        g->magic = 0;
+        free(g);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *out = (CUgraph)g;
     return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph *out) {

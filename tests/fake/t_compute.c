@@ -9,6 +9,9 @@
  *                            the published topology
  *   t_compute more-streams   the per-thread default stream given to the less common entry points
  *                            (older ABI versions, launch configurations, instantiate parameters)
+ *   t_compute ptds-capture [legacy]  a thread captures a blocking stream while this one makes
+ *                            a synchronous copy on the per-thread default stream (_ptds; legacy:
+ *                            on the legacy stream, which invalidates the capture)
  *   t_compute threads N K    N threads make the primary current and launch K times each on
  *                            their own stream, the NULL stream and the per-thread stream
  *   t_compute reset          bound, cuDevicePrimaryCtxReset, bound again
@@ -258,6 +261,62 @@ static int case_more_streams(void) {
     printf("null_green_rc=%d\n", (int)cuStreamGetGreenCtx(NULL, &gn));
     printf("stream_green_none=%d\nnull_green_none=%d\n", gs == NULL, gn == NULL);
     CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+typedef struct { CUcontext prim; CUresult end_rc; } capturer_t;
+static pthread_barrier_t g_cap_bar;
+static void *capturer(void *arg) {
+    capturer_t *c = arg;
+    CHECK_RC(cuCtxSetCurrent(c->prim), CUDA_SUCCESS);
+    CUstream bs;
+    CHECK_RC(cuStreamCreate(&bs, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    CHECK_RC(cuStreamBeginCapture_v2(bs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_cap_bar);   /* capturing */
+    pthread_barrier_wait(&g_cap_bar);   /* the other thread copied */
+    void *kp[] = { NULL };
+    CHECK_RC(cuLaunchKernel(g_fn, 2, 1, 1, 32, 1, 1, 0, bs, kp, NULL), CUDA_SUCCESS);
+    CUgraph g = NULL;
+    c->end_rc = cuStreamEndCapture(bs, &g);
+    if (g) CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
+    return NULL;
+}
+
+static int case_ptds_capture(int legacy) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 64), CUDA_SUCCESS);
+    void *cp = NULL;
+    CHECK_RC(cuGetProcAddress_v2("cuMemcpyHtoD", &cp, 13000,
+                                 legacy ? CU_GET_PROC_ADDRESS_LEGACY_STREAM : CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                 NULL), CUDA_SUCCESS);
+    CHECK(pthread_barrier_init(&g_cap_bar, NULL, 2) == 0);
+    capturer_t c = { prim, CUDA_ERROR_UNKNOWN };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, capturer, &c) == 0);
+    pthread_barrier_wait(&g_cap_bar);
+    char buf[64] = "copied on the per-thread stream", back[64] = "";
+    printf("ptds_copy_rc=%d\n", (int)((CUresult (*)(CUdeviceptr, const void *, size_t))cp)(p, buf, sizeof buf));
+    pthread_barrier_wait(&g_cap_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_cap_bar);
+    printf("capture_end_rc=%d\n", (int)c.end_rc);
+    CHECK_RC(cuMemcpyDtoH_v2(back, p, sizeof back), CUDA_SUCCESS);
+    printf("copy_ok=%d\n", !memcmp(buf, back, sizeof buf));
+    /* While this thread's per-thread stream captures, a synchronous copy on it is refused. */
+    CUresult r = cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    printf("pts_capture_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) {
+        printf("ptds_in_capture_rc=%d\n", (int)((CUresult (*)(CUdeviceptr, const void *, size_t))cp)(p, buf, 8));
+        CUgraph g = NULL;
+        printf("pts_end_rc=%d\n", (int)cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+        if (g) CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    }
     CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
     teardown(mod);
     return 0;
@@ -625,6 +684,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "paths")) return case_paths();
     if (argc >= 2 && !strcmp(argv[1], "more-streams")) return case_more_streams();
+    if (argc >= 2 && !strcmp(argv[1], "ptds-capture")) return case_ptds_capture(argc >= 3 && !strcmp(argv[2], "legacy"));
     if (argc >= 4 && !strcmp(argv[1], "threads")) return case_threads(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
     if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
