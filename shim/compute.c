@@ -683,15 +683,34 @@ done:
 
 /* ---- the shim's binding per device ----------------------------------------------------- */
 
+/* 1 if `c` is a green context of `dev` this thread runs on (shared, or its own). */
+static int mine_here(int dev, CUcontext c) {
+    if (!c) return 0;
+    if (B[dev].gctx == c) return 1;
+    slot_t *s = opt.thread_contexts ? my_slot(dev, 0) : NULL;
+    return s && s->gctx == c;
+}
+
 /* Exit: the green contexts hold the primary contexts, so they go before the runtime's own
- * exit handlers (registered earlier, so run later). The records stay for the report. */
+ * exit handlers (registered earlier, so run later). Those handlers (and the program's, if
+ * registered before its first CUDA call) may still use the device: this thread gets the
+ * primary current again first, so they run unbound instead of in a destroyed context. The
+ * records stay for the report. */
 static void at_exit(void) {
     const ld_driver_t *d = ld_driver();
     if (!d) return;
+    CUcontext cur = NULL;
+    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+        for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++)
+            if ((atomic_load(&bound_mask) & (1ull << dev)) && mine_here(dev, cur)) {
+                d->cuCtxSetCurrent(atomic_load(&B[dev].primary));
+                break;
+            }
     unsigned long long was = atomic_exchange(&bound_mask, 0);
     destroy_thread_objects(d, -1);
     for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         if (!(was & (1ull << dev))) continue;
+        retire(B[dev].gctx, atomic_load(&B[dev].primary));
         if (B[dev].green) d->cuGreenCtxDestroy(B[dev].green);
         B[dev].green = NULL;
         B[dev].gctx = NULL;
@@ -908,14 +927,6 @@ void ld_compute_publish(int dev, ldshim_topology_t *t) {
     memset(t->sm_bound, 0, sizeof t->sm_bound);
     for (uint32_t s = 0; s < LDSHIM_MAX_SMS; s++) t->sm_bound[s] = (uint8_t)ld_smmask_has(&p->sms, s);
     t->bound_domain = B[dev].info.bound_domain >= 0 ? (uint32_t)B[dev].info.bound_domain : LDSHIM_DOMAIN_NONE;
-}
-
-/* 1 if `c` is a green context of `dev` this thread runs on (shared, or its own). */
-static int mine_here(int dev, CUcontext c) {
-    if (!c) return 0;
-    if (B[dev].gctx == c) return 1;
-    slot_t *s = opt.thread_contexts ? my_slot(dev, 0) : NULL;
-    return s && s->gctx == c;
 }
 
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {

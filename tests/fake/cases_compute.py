@@ -420,6 +420,12 @@ def cases(a):
     C.append(Case("n/release/noshim", "t_compute", ["release"], shim=False,
                   expect={"before_sms": NSMS, "released_refs": 0, "released_teardowns": 1, "green_after_release": 0,
                           "released_real_is_green": 0, "after_sms": NSMS, "green_live": 0}))
+    # The shim tears the binding down at exit; an exit handler that runs later runs unbound on
+    # the primary, not in a destroyed green context.
+    C.append(Case("n/exit-handler", "t_compute", ["exit"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"main_sms": 64, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
+    C.append(Case("n/exit-handler/noshim", "t_compute", ["exit"], shim=False,
+                  expect={"main_sms": NSMS, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
     # The SM-group cache: a second process reads it instead of measuring; a planted stale one

@@ -22,6 +22,8 @@
  *                            driver would tear it down), retains it again: bound again
  *   t_compute xthread        a thread makes a stream and memory, another asks for their context
  *                            while the first lives, and launches on the stream after it exited
+ *   t_compute exit           bound; an exit handler registered before the first CUDA call (so
+ *                            it runs after the shim's) still launches, then releases the primary
  *   t_compute ownctx         a context the program creates itself (runs unbound)
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
@@ -520,6 +522,28 @@ static int case_xthread(void) {
     return 0;
 }
 
+static CUcontext g_exit_prim;
+static CUmodule g_exit_mod;
+static void late_exit_handler(void) {
+    CUresult r = launch(NULL);
+    printf("exit_launch_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("exit");
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("exit_cur_is_primary=%d\n", cur == g_exit_prim);
+    cuModuleUnload(g_exit_mod);
+    cuDevicePrimaryCtxRelease_v2(0);
+}
+
+static int case_exit(void) {
+    CHECK(atexit(late_exit_handler) == 0);
+    hooks();
+    g_exit_prim = setup(&g_exit_mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("main");
+    return 0;
+}
+
 static int case_ownctx(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -689,6 +713,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
     if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
+    if (argc >= 2 && !strcmp(argv[1], "exit")) return case_exit();
     if (argc >= 2 && !strcmp(argv[1], "xthread")) return case_xthread();
     if (argc >= 2 && !strcmp(argv[1], "release")) return case_release();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
