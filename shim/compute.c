@@ -912,11 +912,35 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     if (!atomic_load(&bound_mask) || (r != CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && r != CUDA_ERROR_INVALID_VALUE &&
                                       r != CUDA_ERROR_NOT_SUPPORTED))
         return;
+    /* The placement applied on the device whose bound context is current (a study state's
+     * differs from the configured one: mismatch-ld's next domain, sm-control's count). */
+    const ld_driver_t *d = ld_driver();
+    CUcontext cur = NULL;
+    int dev = -1;
+    if (d && d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+        for (int k = 0; k < LD_COMPUTE_MAX_DEVICES && dev < 0; k++)
+            if ((atomic_load(&bound_mask) & (1ull << k)) && (B[k].gctx == cur || (opt.thread_contexts && ld_compute_owns(k, cur))))
+                dev = k;
+    if (dev < 0) return;   /* not a launch in a bound context */
     if (atomic_exchange(&launch_warned, 1)) return;
-    char comp[32];
-    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s; a cooperative grid or cluster must fit "
-            "the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
-            ld_compute_format(&opt.compute, comp, sizeof comp));
+    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
+            "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
+            B[dev].info.request, B[dev].info.plan.count);
+}
+
+const char *ld_compute_setting(char *buf, size_t n, int *equal_count) {
+    char c[32];
+    ld_compute_format(&opt.compute, c, sizeof c);
+    int bind = opt.requested && opt.compute.kind != LD_COMPUTE_ALL;
+    if (opt.compute.kind == LD_COMPUTE_ALL) snprintf(buf, n, "all");
+    else if (!opt.requested) snprintf(buf, n, "%s (ignored in state stock)", c);
+    else if (opt.compute.kind == LD_COMPUTE_DOMAIN && opt.next_domain)
+        snprintf(buf, n, "the domain after %d", opt.compute.domain);
+    else if (opt.compute.kind == LD_COMPUTE_SPREAD && !opt.compute.sms)
+        snprintf(buf, n, "spread over as many SMs as a domain binding gets");
+    else snprintf(buf, n, "%s", c);
+    if (equal_count) *equal_count = bind && opt.equalize;
+    return buf;
 }
 
 void ld_compute_publish(int dev, ldshim_topology_t *t) {

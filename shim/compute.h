@@ -80,7 +80,14 @@ int ld_compute_sm_count(int dev, int *out);
 /* 1 if `c` is one of the shim's green contexts of `dev`. */
 int ld_compute_owns(int dev, CUcontext c);
 
-/* A bound launch failed with `r`: say once why it may not fit the bound SMs. */
+/* The compute setting in words, for the report: what the configuration asks for, a study
+ * state's rule where it derives the placement per device ("the domain after 0" for
+ * mismatch-ld, sm-control's spread); *equal_count: 1 where every domain binding gets the SM
+ * count of the smallest (the study states). */
+const char *ld_compute_setting(char *buf, size_t n, int *equal_count);
+
+/* A launch failed with `r`: if it ran in a bound context, say once (with the placement
+ * applied there) why it may not fit the bound SMs. */
 void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks);
 
 /* Fill the bound set of `dev` into a published topology (unbound: left as filled). */

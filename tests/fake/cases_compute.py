@@ -172,17 +172,28 @@ def cases(a):
                   checks=[check_compute("domain:1", 56, [0, 56])]))
     # The study states on the H200's split (7 groups of 8 on one side, 8 on the other): every
     # bound state gets the smaller side's 56 SMs, so the states differ only in placement.
-    for st, x, applied, side, per in (("compute-only", 1, "domain:1", 1, [0, 56]),
-                                      ("full-ld", 0, "domain:0", 0, [56, 0]),
-                                      ("full-ld", 1, "domain:1", 1, [0, 56]),
-                                      ("mismatch-ld", 0, "domain:1", 1, [0, 56]),
-                                      ("mismatch-ld", 1, "domain:0", 0, [56, 0]),
-                                      ("sm-control", 1, "spread:56", "mixed", None)):
+    # The report's compute_setting says what the state asks for, and the warning about a
+    # cooperative launch that does not fit names the placement applied.
+    def setting(text):
+        def fn(r):
+            s = r["compute_setting"]
+            if s["compute"] != text or s["equal_sm_count"] is not True:
+                raise Fail("compute_setting %s, expected compute %r with equal_sm_count" % (s, text))
+        return report_check(fn)
+    for st, x, applied, side, per, text in (("compute-only", 1, "domain:1", 1, [0, 56], "domain:1"),
+                                            ("full-ld", 0, "domain:0", 0, [56, 0], "domain:0"),
+                                            ("full-ld", 1, "domain:1", 1, [0, 56], "domain:1"),
+                                            ("mismatch-ld", 0, "domain:1", 1, [0, 56], "the domain after 0"),
+                                            ("mismatch-ld", 1, "domain:0", 0, [56, 0], "the domain after 1"),
+                                            ("sm-control", 1, "spread:56", "mixed", None,
+                                             "spread over as many SMs as a domain binding gets")):
         C.append(Case("n/study/%s/x%d" % (st, x), "t_compute", ["paths"], "compute.policy",
                       env=dict(h200, LDSHIM_STATE=st, LDSHIM_DOMAIN=x), wrap=plant1,
                       expect={"null_sms": 56, "null_side": side, "graph_sms": 56, "pts_sms": 56,
                               "attr_sms": NSMS},
-                      checks=[check_compute(applied, 56, per)]))
+                      checks=[check_compute(applied, 56, per), setting(text),
+                              stderr_matches(r"cooperative launch of 132 blocks failed .* bound to %s \(56 SMs\)" % applied,
+                                             1)]))
     C.append(Case("n/study/memory-only", "t_compute", ["paths"], "compute.policy",
                   env=dict(h200, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1), wrap=plant1,
                   expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0}))
