@@ -54,6 +54,7 @@ static atomic_uint gen[LD_COMPUTE_MAX_DEVICES];   /* bumped when a device's stre
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
+static atomic_int wait_warned[LD_COMPUTE_MAX_DEVICES];   /* the bounded wait for a build ran out */
 static atomic_int retains[LD_COMPUTE_MAX_DEVICES];   /* the program's primary retains, less releases */
 
 static double now_ms(void) {
@@ -828,7 +829,16 @@ CUcontext ld_compute_bind(CUcontext c) {
         binding_t *b = &B[dev];
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
-        if (st == B_BUILDING) st = settled_state(b);
+        /* Only the device whose primary `c` is matters (its primary is known from the claim
+         * on; in the instant before, it may be this one). */
+        CUcontext p = atomic_load(&b->primary);
+        if (p && p != c) continue;
+        if (st == B_BUILDING && (st = settled_state(b)) == B_BUILDING) {
+            if (!atomic_exchange(&wait_warned[dev], 1))
+                LD_WARN("compute: device %d: its binding is still being built after %d s; this thread runs unbound "
+                        "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
+            return c;
+        }
         if (st == B_BOUND && atomic_load(&b->primary) == c && (atomic_load(&bound_mask) & (1ull << dev))) {
             const ld_driver_t *d = ld_driver();
             return d ? thread_context(d, dev) : c;
@@ -1044,6 +1054,7 @@ void ld_compute_reset(void) {
     retired_next = 0;
     atomic_store(&nretired, 0);
     atomic_store(&launch_warned, 0);
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&wait_warned[dev], 0);
 }
 
 void ld_compute_lock_for_fork(void) {

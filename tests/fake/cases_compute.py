@@ -227,6 +227,10 @@ def cases(a):
     C.append(Case("n/twodev/full-ld", "t_compute", ["twodev"], "compute.policy",
                   env=dict(two, LDSHIM_STATE="full-ld", LDSHIM_DOMAIN=0), wrap=plant(2), expect=exp2s,
                   checks=[two_bound("domain:0", [64, 0])]))
+    # A thread making one device's primary current does not wait for another device's build.
+    C.append(Case("n/twodev/no-wait-for-other-device", "t_compute", ["twodev-race"], "compute.policy",
+                  env=dict(two, LDSHIM_COMPUTE="domain:1", FAKE_CUDA_UUID_DELAY="300@0"), wrap=plant(2),
+                  expect={"dev1_waited": 0, "dev1_sms": 64, "dev1_side": 1, "dev0_sms": 64, "dev0_side": 1}))
     C.append(Case("n/twodev/noshim", "t_compute", ["twodev"], shim=False, env=two,
                   expect={"dev0_pass0_sms": NSMS, "dev1_pass1_sms": NSMS, "dev1_pass0_green": 0, "green_live": 0}))
     # spread:K: as evenly from both sides as whole groups allow (4 + 3 groups of 8 = 56).
@@ -405,6 +409,13 @@ def cases(a):
     C.append(Case("n/threads/retain-while-probing", "t_compute", ["race"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
                   expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
+    # A build that takes longer than the bounded wait (10 s): the waiting thread runs unbound,
+    # and says so once.
+    C.append(Case("n/threads/retain-while-probing/timeout", "t_compute", ["race"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": "12000:1"}, wrap=plant1, timeout=300,
+                  expect={"b_waited": 0, "b_sms": NSMS, "b_green": 0},
+                  checks=[stderr_matches(r"^ldshim: compute: device 0: its binding is still being built after 10 s; "
+                                         r"this thread runs unbound", 1)]))
     # ... also when the thread probing does so for a context it created itself.
     C.append(Case("n/threads/retain-while-ownctx-probes", "t_compute", ["race", "own"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,

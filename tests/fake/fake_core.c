@@ -4,9 +4,9 @@
  * Environment (read once): FAKE_CUDA_DEVICES (1), $CUDA_MPS_PIPE_DIRECTORY/fakecuda-devices
  * (overrides the count: an MPS client seeing MLOPart-derived devices), FAKE_CUDA_SMS (132),
  * FAKE_CUDA_DOMAINS (unset: attribute 149 unsupported), FAKE_CUDA_VERSION (13000),
- * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT, FAKE_CUDA_UUID_DELAY (<ms>[@<device>]:
- * each cuDeviceGetUuid_v2 sleeps that long, so a test can hold a thread inside the shim's
- * probe or binding build). See doc/testing.md.
+ * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT, FAKE_CUDA_UUID_DELAY (<ms>[@<device>]
+ * [:<calls>]: cuDeviceGetUuid_v2 sleeps that long, on that device, in its first <calls> calls,
+ * so a test can hold a thread inside the shim's probe or binding build). See doc/testing.md.
  */
 #include "tests/fake/fake_internal.h"
 #include "tests/fake/fake_api.h"
@@ -136,7 +136,8 @@ static void fk_setup_once(void) {
         char *end;
         long ms = strtol(ud, &end, 10);
         if (ms > 0 && ms < 600000) fk.uuid_delay_ms = (int)ms;
-        if (*end == '@') fk.uuid_delay_dev = (int)strtol(end + 1, NULL, 10);
+        if (*end == '@') fk.uuid_delay_dev = (int)strtol(end + 1, &end, 10);
+        if (*end == ':') fk.uuid_delay_calls = (int)strtol(end + 1, NULL, 10);
     }
     for (int d = 0; d < FK_MAX_DEVICES; d++) {
         fk.primary[d] = (fk_ctx_t){ .magic = FK_CTX_MAGIC, .device = d, .primary = 1 };
@@ -332,7 +333,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice de
     return CUDA_SUCCESS;
 }
 
-static atomic_int fk_uuid_sleepers;
+static atomic_int fk_uuid_sleepers, fk_uuid_delayed;
 
 /* Threads sleeping in cuDeviceGetUuid_v2 now ($FAKE_CUDA_UUID_DELAY). */
 FAKE_API int fakecuda_uuid_sleepers(void) { return atomic_load(&fk_uuid_sleepers); }
@@ -341,7 +342,8 @@ FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice dev) {
     FK_ENTER("cuDeviceGetUuid_v2", CUDA_ERROR_INVALID_VALUE);
     if (!u) return CUDA_ERROR_INVALID_VALUE;
     if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    if (fk.uuid_delay_ms && (fk.uuid_delay_dev < 0 || fk.uuid_delay_dev == dev)) {
+    if (fk.uuid_delay_ms && (fk.uuid_delay_dev < 0 || fk.uuid_delay_dev == dev) &&
+        (!fk.uuid_delay_calls || atomic_fetch_add(&fk_uuid_delayed, 1) < fk.uuid_delay_calls)) {
         atomic_fetch_add(&fk_uuid_sleepers, 1);
         struct timespec ts = { fk.uuid_delay_ms / 1000, (long)(fk.uuid_delay_ms % 1000) * 1000000L };
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}

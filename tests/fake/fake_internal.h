@@ -65,8 +65,9 @@ typedef struct {
     int nsides;                /* domains the sides span (2 unless FAKE_CUDA_DOMAINS says more) */
     int groups_cap[8];         /* $FAKE_CUDA_GROUPS_PER_SIDE: most split groups per side (0: no cap) */
     int split_straddle;        /* $FAKE_CUDA_SPLIT=straddle: groups in SM-id order, ignoring sides */
-    int uuid_delay_ms;         /* $FAKE_CUDA_UUID_DELAY=<ms>[@<device>]: cuDeviceGetUuid_v2 sleeps */
-    int uuid_delay_dev;        /*   that long (on that device only; -1: every device)        */
+    int uuid_delay_ms;         /* $FAKE_CUDA_UUID_DELAY=<ms>[@<device>][:<calls>]: cuDeviceGetUuid_v2 */
+    int uuid_delay_dev;        /*   sleeps that long (on that device only; -1: every device), */
+    int uuid_delay_calls;      /*   in its first <calls> calls there (0: every call)          */
     unsigned char peer[FK_MAX_DEVICES][FK_MAX_DEVICES];   /* peer[a][b]: a may access b */
     pthread_mutex_t lock;
 } fk_state_t;

@@ -32,6 +32,9 @@
  *                            a context of its own) and sits in the shim's probe; meanwhile the
  *                            main thread retains the primary, makes it current and launches:
  *                            it must run bound, on the binding built after A's probe
+ *   t_compute twodev-race    (FAKE_CUDA_DEVICES=2, FAKE_CUDA_UUID_DELAY=..@0) device 1 bound; while
+ *                            another thread binds device 0, this one makes device 1's primary
+ *                            current: it must not wait for device 0
  *   t_compute twodev         (FAKE_CUDA_DEVICES=2) each device's primary made current in turn,
  *                            a launch on each, then device 0 again: every device runs on its
  *                            own binding, as a process driving two GPUs (or NCCL) would
@@ -665,6 +668,37 @@ static int case_race(int own) {
     return 0;
 }
 
+static int case_twodev_race(void) {
+    hooks();
+    uuid_sleepers = (int (*)(void))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_uuid_sleepers");
+    CHECK(uuid_sleepers);
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    CUcontext p1, p0;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&p1, 1), CUDA_SUCCESS);
+    pthread_t a;
+    CHECK(pthread_create(&a, NULL, retain_dev, (void *)(intptr_t)0) == 0);
+    wait_for_sleeper();   /* device 0 is being probed and bound by A */
+    CHECK_RC(cuCtxSetCurrent(p1), CUDA_SUCCESS);
+    printf("dev1_waited=%d\n", uuid_sleepers() == 0);
+    CUmodule mod;
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("dev1");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    pthread_join(a, NULL);
+    CHECK_RC(cuDevicePrimaryCtxRetain(&p0, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(p0), CUDA_SUCCESS);
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("dev0");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_twodev(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -719,6 +753,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
     if (argc >= 2 && !strcmp(argv[1], "twodev")) return case_twodev();
+    if (argc >= 2 && !strcmp(argv[1], "twodev-race")) return case_twodev_race();
     if (argc >= 2 && !strcmp(argv[1], "race")) return case_race(argc >= 3 && !strcmp(argv[2], "own"));
     fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen | twodev | race\n");
     return 2;
