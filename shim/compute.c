@@ -8,11 +8,18 @@
  *   measured by launching the probe image's marker kernel in a green context made of that
  *   group alone, and cached per GPU, driver and split.
  * - The driver's per-thread default stream is not usable in a green context, so every
- *   entry point that takes a stream maps it (and a NULL stream of a _ptsz/_ptds variant) to a
+ *   entry point that takes a stream maps it (and a NULL stream of a _ptsz variant) to a
  *   blocking stream of the green context that belongs to the calling thread; blocking,
- *   because the per-thread default stream synchronizes with the legacy stream.
+ *   because the per-thread default stream synchronizes with the legacy stream. The
+ *   synchronous _ptds entry points run stream-ordered on that stream (shim/interpose.c).
+ * - A primary's binding is claimed before its probe starts (ld_compute_claim), so a thread
+ *   that makes it current meanwhile waits for it rather than running unbound.
+ * - A green context goes only with the primary (reset, the program's last release) or at
+ *   exit; the calling thread gets the primary current first, and the destroyed handles keep
+ *   answering the primary (retire) for threads that still have one current.
  * - No shim lock is held across a driver call, except the per-thread stream list's lock
- *   around stream/context destruction at reset and exit, where nothing else can wait on it. */
+ *   around stream/context destruction at thread exit, reset and exit, where nothing else can
+ *   wait on it. */
 #include "shim/compute.h"
 #include "shim/log.h"
 #include "shim/probe_cache.h"

@@ -2,8 +2,9 @@
  * placement names (`compute = domain:N | spread:K`), through a green context that the shim
  * makes current wherever the program makes the device's primary context current.
  *
- * Flow: the first primary-context retain of a device (shim/topology.c, after the probe ran
- * on all SMs) calls ld_compute_on_context(), which splits the SMs into groups, learns which
+ * Flow: the first primary-context retain of a device (shim/topology.c) claims the binding
+ * (ld_compute_claim) and, after the probe ran on all SMs, calls ld_compute_on_context(),
+ * which splits the SMs into groups, learns which
  * SMs each group holds (the driver's locality-domain split, or a %smid marker kernel per
  * group, cached per GPU), picks the groups (compute_plan.h), creates the green context and
  * checks with the marker where its kernels land. From then on:
@@ -26,8 +27,10 @@
  * nothing.
  *
  * Thread-safety: every function. Binding is built once per device with no shim lock held
- * during driver calls; a thread making the primary current while another builds the binding
- * waits for it (bounded). Fork: the child forgets every binding (ld_compute_reset). */
+ * during driver calls; a thread making a primary current while another thread probes or
+ * builds that device waits for it (bounded, 10 s). A reset or the program's last release of
+ * the primary forgets the binding (ld_compute_forget_device); the next retain builds it
+ * again. Fork: the child forgets every binding (ld_compute_reset). */
 #ifndef LDSHIM_COMPUTE_H
 #define LDSHIM_COMPUTE_H
 
