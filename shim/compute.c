@@ -8,11 +8,18 @@
  *   measured by launching the probe image's marker kernel in a green context made of that
  *   group alone, and cached per GPU, driver and split.
  * - The driver's per-thread default stream is not usable in a green context, so every
- *   entry point that takes a stream maps it (and a NULL stream of a _ptsz/_ptds variant) to a
+ *   entry point that takes a stream maps it (and a NULL stream of a _ptsz variant) to a
  *   blocking stream of the green context that belongs to the calling thread; blocking,
- *   because the per-thread default stream synchronizes with the legacy stream.
+ *   because the per-thread default stream synchronizes with the legacy stream. The
+ *   synchronous _ptds entry points run stream-ordered on that stream (shim/interpose.c).
+ * - A primary's binding is claimed before its probe starts (ld_compute_claim), so a thread
+ *   that makes it current meanwhile waits for it rather than running unbound.
+ * - A green context goes only with the primary (reset, the program's last release) or at
+ *   exit; the calling thread gets the primary current first, and the destroyed handles keep
+ *   answering the primary (retire) for threads that still have one current.
  * - No shim lock is held across a driver call, except the per-thread stream list's lock
- *   around stream/context destruction at reset and exit, where nothing else can wait on it. */
+ *   around stream/context destruction at thread exit, reset and exit, where nothing else can
+ *   wait on it. */
 #include "shim/compute.h"
 #include "shim/log.h"
 #include "shim/probe_cache.h"
@@ -37,12 +44,14 @@ enum { B_NONE = 0, B_BUILDING = 1, B_BOUND = 2, B_UNBOUND = 3 };
 
 typedef struct {
     atomic_int state;
-    CUcontext primary;
+    _Atomic(CUcontext) primary;     /* known from the claim on (ld_compute_claim)            */
     CUgreenCtx green;               /* shared green context                                 */
     CUcontext gctx;                 /* its CUcontext                                        */
     CUdevResourceDesc desc;         /* for one green context per thread                     */
     atomic_int unbound_ctx;         /* program-created contexts seen                        */
-    ld_compute_info_t info;
+    ld_compute_info_t info;         /* written by the claimer while B_BUILDING               */
+    ld_compute_info_t last;         /* the last build's, for the report (wait_mu)           */
+    int recorded;                   /* `last` holds one (wait_mu)                           */
 } binding_t;
 
 static binding_t B[LD_COMPUTE_MAX_DEVICES];
@@ -52,6 +61,8 @@ static atomic_uint gen[LD_COMPUTE_MAX_DEVICES];   /* bumped when a device's stre
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
+static atomic_int wait_warned[LD_COMPUTE_MAX_DEVICES];   /* the bounded wait for a build ran out */
+static atomic_int retains[LD_COMPUTE_MAX_DEVICES];   /* the program's primary retains, less releases */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -74,22 +85,72 @@ typedef struct tblock {
     struct tblock *prev, *next;
 } tblock_t;
 
+/* A per-thread green context whose thread exited. Streams, events and modules the thread
+ * created in it may still be used by other threads, so it lives on until a reset or exit,
+ * and the next thread that needs one takes it (so the number never exceeds the threads
+ * alive at once). */
+typedef struct idle_green { struct idle_green *next; int dev; unsigned gen; CUgreenCtx green; CUcontext gctx; } idle_t;
+
 static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
 static tblock_t *blocks;
+static idle_t *idle;                 /* blocks_mu                                             */
 static pthread_key_t block_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 static __thread tblock_t *t_block;
 
+/* ---- retired green contexts ------------------------------------------------------------ */
+
+/* A green context destroyed at a reset (or exit) may still be current on a thread that never
+ * made the primary current again; what that thread is told stays the primary. A handle the
+ * driver hands out again (a new context at the same address) leaves the list. */
+#define RETIRED_MAX 256
+static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { CUcontext gctx, primary; } retired[RETIRED_MAX];
+static int retired_next;
+static atomic_int nretired;          /* entries in use                                       */
+
+static void retire(CUcontext gctx, CUcontext primary) {
+    if (!gctx || !primary) return;
+    pthread_mutex_lock(&retired_mu);
+    if (!retired[retired_next].gctx) atomic_fetch_add(&nretired, 1);
+    retired[retired_next].gctx = gctx;
+    retired[retired_next].primary = primary;
+    retired_next = (retired_next + 1) % RETIRED_MAX;
+    pthread_mutex_unlock(&retired_mu);
+}
+
+static CUcontext retired_primary(CUcontext c) {
+    CUcontext p = NULL;
+    pthread_mutex_lock(&retired_mu);
+    for (int i = 0; i < RETIRED_MAX && !p; i++)
+        if (retired[i].gctx == c) p = retired[i].primary;
+    pthread_mutex_unlock(&retired_mu);
+    return p;
+}
+
+void ld_compute_forget_handle(CUcontext c) {
+    if (!c || !atomic_load(&nretired)) return;
+    pthread_mutex_lock(&retired_mu);
+    for (int i = 0; i < RETIRED_MAX; i++)
+        if (retired[i].gctx == c) {
+            retired[i].gctx = retired[i].primary = NULL;
+            atomic_fetch_sub(&nretired, 1);
+        }
+    pthread_mutex_unlock(&retired_mu);
+}
+
 static void destroy_slot(const ld_driver_t *d, slot_t *s) {
     if (s->stream) d->cuStreamDestroy_v2(s->stream);
+    if (s->gctx && s->dev >= 0) retire(s->gctx, atomic_load(&B[s->dev].primary));
     if (s->green && d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(s->green);
     memset(s, 0, sizeof *s);
     s->dev = -1;
 }
 
 /* Thread exit: its streams go (a stream with work left is released by the driver when the
- * work is done), and its block leaves the list. */
+ * work is done), its green contexts wait for the next thread (idle_t), and its block leaves
+ * the list. */
 static void block_dtor(void *p) {
     tblock_t *b = p;
     const ld_driver_t *d = ld_driver();
@@ -97,8 +158,18 @@ static void block_dtor(void *p) {
     if (b->prev) b->prev->next = b->next;
     else if (blocks == b) blocks = b->next;
     if (b->next) b->next->prev = b->prev;
-    for (int i = 0; i < b->n; i++)
-        if (d && b->slot[i].dev >= 0 && b->slot[i].gen == atomic_load(&gen[b->slot[i].dev])) destroy_slot(d, &b->slot[i]);
+    for (int i = 0; i < b->n; i++) {
+        slot_t *s = &b->slot[i];
+        if (!d || s->dev < 0 || s->gen != atomic_load(&gen[s->dev])) continue;
+        idle_t *x = s->green ? malloc(sizeof *x) : NULL;
+        if (x) {
+            *x = (idle_t){ idle, s->dev, s->gen, s->green, s->gctx };
+            idle = x;
+            s->green = NULL;
+            s->gctx = NULL;
+        }
+        destroy_slot(d, s);
+    }
     pthread_mutex_unlock(&blocks_mu);
     free(b);
     t_block = NULL;
@@ -156,9 +227,34 @@ static void destroy_thread_objects(const ld_driver_t *d, int dev) {
             if (s->dev < 0 || (dev >= 0 && s->dev != dev) || s->gen != atomic_load(&gen[s->dev])) continue;
             destroy_slot(d, s);
         }
+    for (idle_t **pp = &idle; *pp;) {
+        idle_t *x = *pp;
+        if (dev >= 0 && x->dev != dev) { pp = &x->next; continue; }
+        *pp = x->next;
+        if (x->gen == atomic_load(&gen[x->dev])) {
+            retire(x->gctx, atomic_load(&B[x->dev].primary));
+            if (d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(x->green);
+        }
+        free(x);
+    }
     for (int k = 0; k < LD_COMPUTE_MAX_DEVICES; k++)
         if (dev < 0 || k == dev) atomic_fetch_add(&gen[k], 1);
     pthread_mutex_unlock(&blocks_mu);
+}
+
+/* The device whose per-thread green context (of any thread, or idle) `c` is; -1 if none. */
+static int thread_owner(CUcontext c) {
+    int dev = -1;
+    pthread_mutex_lock(&blocks_mu);
+    for (tblock_t *b = blocks; b && dev < 0; b = b->next)
+        for (int i = 0; i < b->n; i++) {
+            const slot_t *s = &b->slot[i];
+            if (s->dev >= 0 && s->gctx == c && s->gen == atomic_load(&gen[s->dev])) { dev = s->dev; break; }
+        }
+    for (const idle_t *x = idle; x && dev < 0; x = x->next)
+        if (x->gctx == c && x->gen == atomic_load(&gen[x->dev])) dev = x->dev;
+    pthread_mutex_unlock(&blocks_mu);
+    return dev;
 }
 
 /* ---- the marker kernel ------------------------------------------------------------------ */
@@ -473,6 +569,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     } else {
         if (!(map = measured_map(pr, why, sizeof why))) goto done;
         nd = (int)pr->num_domains;
+        /* mismatch-ld binds the domain after X: shifted once here, not per attempt below. */
+        if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN && nd > 0) req.domain = (req.domain + 1) % nd;
         if (split_bycount(d, o->method, sp, why, sizeof why)) goto done;
         snprintf(info->method, sizeof info->method, "cuDevSmResourceSplitByCount, %u-SM groups%s",
                  sp->g.ngroups ? sp->g.count[0] : 0, sp->fine ? ", co-scheduling ignored" : "");
@@ -511,10 +609,9 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
             map = label_map;
         }
 
-        /* The study states: mismatch-ld binds the domain after X, and every bound state gets
-         * the SM count of the smallest domain binding (sm-control spreads as many). */
+        /* The study states: every bound state gets the SM count of the smallest domain
+         * binding (sm-control spreads as many). */
         if (!sp->native) {
-            if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN) req.domain = (req.domain + 1) % nd;
             if (auto_spread || o->equalize) {
                 uint32_t k = 0;
                 char w3[200];
@@ -594,15 +691,34 @@ done:
 
 /* ---- the shim's binding per device ----------------------------------------------------- */
 
+/* 1 if `c` is a green context of `dev` this thread runs on (shared, or its own). */
+static int mine_here(int dev, CUcontext c) {
+    if (!c) return 0;
+    if (B[dev].gctx == c) return 1;
+    slot_t *s = opt.thread_contexts ? my_slot(dev, 0) : NULL;
+    return s && s->gctx == c;
+}
+
 /* Exit: the green contexts hold the primary contexts, so they go before the runtime's own
- * exit handlers (registered earlier, so run later). The records stay for the report. */
+ * exit handlers (registered earlier, so run later). Those handlers (and the program's, if
+ * registered before its first CUDA call) may still use the device: this thread gets the
+ * primary current again first, so they run unbound instead of in a destroyed context. The
+ * records stay for the report. */
 static void at_exit(void) {
     const ld_driver_t *d = ld_driver();
     if (!d) return;
+    CUcontext cur = NULL;
+    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+        for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++)
+            if ((atomic_load(&bound_mask) & (1ull << dev)) && mine_here(dev, cur)) {
+                d->cuCtxSetCurrent(atomic_load(&B[dev].primary));
+                break;
+            }
     unsigned long long was = atomic_exchange(&bound_mask, 0);
     destroy_thread_objects(d, -1);
     for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         if (!(was & (1ull << dev))) continue;
+        retire(B[dev].gctx, atomic_load(&B[dev].primary));
         if (B[dev].green) d->cuGreenCtxDestroy(B[dev].green);
         B[dev].green = NULL;
         B[dev].gctx = NULL;
@@ -611,12 +727,27 @@ static void at_exit(void) {
 
 static void set_state(binding_t *b, int st) {
     pthread_mutex_lock(&wait_mu);
+    if (st == B_BOUND || st == B_UNBOUND) {
+        /* What the report shows, also once a reset or the last release forgot the binding. */
+        b->last = b->info;
+        b->recorded = 1;
+    }
     atomic_store(&b->state, st);
     pthread_cond_broadcast(&wait_cv);
     pthread_mutex_unlock(&wait_mu);
 }
 
-void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
+int ld_compute_claim(CUdevice dev, CUcontext primary) {
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !primary) return 0;
+    binding_t *b = &B[dev];
+    int expect = B_NONE;
+    if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return 0;
+    atomic_store(&b->primary, primary);
+    atomic_fetch_add(&building, 1);
+    return 1;
+}
+
+void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
                            const ld_probe_result_t *probe) {
     if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !ctx) return;
     binding_t *b = &B[dev];
@@ -626,9 +757,7 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
                     "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
         return;
     }
-    int expect = B_NONE;
-    if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return;
-    atomic_fetch_add(&building, 1);
+    if (!claimed) return;
     build_opts_t o = { &opt.compute, opt.split, opt.cap, NULL, 1, opt.force, opt.equalize, opt.next_domain };
     build_out_t out;
     memset(&b->info, 0, sizeof b->info);
@@ -637,7 +766,7 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     if (rc == 0) {
         static atomic_int exit_registered;
         if (!atomic_exchange(&exit_registered, 1)) atexit(at_exit);
-        b->primary = ctx;
+        ld_compute_forget_handle(out.gctx);
         b->green = out.green;
         b->gctx = out.gctx;
         b->desc = out.desc;
@@ -675,10 +804,24 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
     slot_t *s = my_slot(dev, 1);
     if (!s) return b->gctx;
     if (!s->gctx) {
+        pthread_mutex_lock(&blocks_mu);
+        for (idle_t **pp = &idle; *pp; pp = &(*pp)->next) {
+            idle_t *x = *pp;
+            if (x->dev != dev || x->gen != s->gen) continue;
+            *pp = x->next;
+            s->green = x->green;
+            s->gctx = x->gctx;
+            free(x);
+            break;
+        }
+        pthread_mutex_unlock(&blocks_mu);
+    }
+    if (!s->gctx) {
         CUgreenCtx g = NULL;
         CUcontext c = NULL;
         if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
         if (d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->cuGreenCtxDestroy(g); return b->gctx; }
+        ld_compute_forget_handle(c);
         pthread_mutex_lock(&blocks_mu);
         s->green = g;
         s->gctx = c;
@@ -693,8 +836,17 @@ CUcontext ld_compute_bind(CUcontext c) {
         binding_t *b = &B[dev];
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
-        if (st == B_BUILDING) st = settled_state(b);
-        if (st == B_BOUND && b->primary == c && (atomic_load(&bound_mask) & (1ull << dev))) {
+        /* Only the device whose primary `c` is matters (its primary is known from the claim
+         * on; in the instant before, it may be this one). */
+        CUcontext p = atomic_load(&b->primary);
+        if (p && p != c) continue;
+        if (st == B_BUILDING && (st = settled_state(b)) == B_BUILDING) {
+            if (!atomic_exchange(&wait_warned[dev], 1))
+                LD_WARN("compute: device %d: its binding is still being built after %d s; this thread runs unbound "
+                        "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
+            return c;
+        }
+        if (st == B_BOUND && atomic_load(&b->primary) == c && (atomic_load(&bound_mask) & (1ull << dev))) {
             const ld_driver_t *d = ld_driver();
             return d ? thread_context(d, dev) : c;
         }
@@ -703,15 +855,28 @@ CUcontext ld_compute_bind(CUcontext c) {
 }
 
 CUcontext ld_compute_unbind(CUcontext c) {
+    if (!c || opt.report_green) return c;
     unsigned long long mask = atomic_load_explicit(&bound_mask, memory_order_acquire);
-    if (!c || !mask || opt.report_green) return c;
-    for (int dev = 0; mask; dev++, mask >>= 1) {
-        if (!(mask & 1)) continue;
-        if (B[dev].gctx == c) return B[dev].primary;
+    int maybe_other = 0;
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES && (mask >> dev); dev++) {
+        if (!((mask >> dev) & 1)) continue;
+        CUcontext prim = atomic_load(&B[dev].primary);
+        if (B[dev].gctx == c) return prim;
         if (opt.thread_contexts) {
+            if (c == prim) return c;
             slot_t *s = my_slot(dev, 0);
-            if (s && s->gctx == c) return B[dev].primary;
+            if (s && s->gctx == c) return prim;
+            maybe_other = 1;
         }
+    }
+    /* A stream, or memory, made on another thread answers that thread's green context. */
+    if (maybe_other) {
+        int dev = thread_owner(c);
+        if (dev >= 0) return atomic_load(&B[dev].primary);
+    }
+    if (atomic_load_explicit(&nretired, memory_order_relaxed)) {
+        CUcontext p = retired_primary(c);
+        if (p) return p;
     }
     return c;
 }
@@ -719,13 +884,7 @@ CUcontext ld_compute_unbind(CUcontext c) {
 int ld_compute_owns(int dev, CUcontext c) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
     if (B[dev].gctx == c) return 1;
-    int found = 0;
-    pthread_mutex_lock(&blocks_mu);
-    for (tblock_t *b = blocks; b && !found; b = b->next)
-        for (int i = 0; i < b->n; i++)
-            if (b->slot[i].dev == dev && b->slot[i].gctx == c) { found = 1; break; }
-    pthread_mutex_unlock(&blocks_mu);
-    return found;
+    return opt.thread_contexts && thread_owner(c) == dev;
 }
 
 CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
@@ -770,11 +929,35 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     if (!atomic_load(&bound_mask) || (r != CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE && r != CUDA_ERROR_INVALID_VALUE &&
                                       r != CUDA_ERROR_NOT_SUPPORTED))
         return;
+    /* The placement applied on the device whose bound context is current (a study state's
+     * differs from the configured one: mismatch-ld's next domain, sm-control's count). */
+    const ld_driver_t *d = ld_driver();
+    CUcontext cur = NULL;
+    int dev = -1;
+    if (d && d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+        for (int k = 0; k < LD_COMPUTE_MAX_DEVICES && dev < 0; k++)
+            if ((atomic_load(&bound_mask) & (1ull << k)) && (B[k].gctx == cur || (opt.thread_contexts && ld_compute_owns(k, cur))))
+                dev = k;
+    if (dev < 0) return;   /* not a launch in a bound context */
     if (atomic_exchange(&launch_warned, 1)) return;
-    char comp[32];
-    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s; a cooperative grid or cluster must fit "
-            "the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
-            ld_compute_format(&opt.compute, comp, sizeof comp));
+    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
+            "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
+            B[dev].info.request, B[dev].info.plan.count);
+}
+
+const char *ld_compute_setting(char *buf, size_t n, int *equal_count) {
+    char c[32];
+    ld_compute_format(&opt.compute, c, sizeof c);
+    int bind = opt.requested && opt.compute.kind != LD_COMPUTE_ALL;
+    if (opt.compute.kind == LD_COMPUTE_ALL) snprintf(buf, n, "all");
+    else if (!opt.requested) snprintf(buf, n, "%s (ignored in state stock)", c);
+    else if (opt.compute.kind == LD_COMPUTE_DOMAIN && opt.next_domain)
+        snprintf(buf, n, "the domain after %d", opt.compute.domain);
+    else if (opt.compute.kind == LD_COMPUTE_SPREAD && !opt.compute.sms)
+        snprintf(buf, n, "spread over as many SMs as a domain binding gets");
+    else snprintf(buf, n, "%s", c);
+    if (equal_count) *equal_count = bind && opt.equalize;
+    return buf;
 }
 
 void ld_compute_publish(int dev, ldshim_topology_t *t) {
@@ -791,22 +974,50 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return;
     binding_t *b = &B[dev];
     if (atomic_load(&b->state) != B_BOUND || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    CUcontext prim = atomic_load(&b->primary), cur = NULL;
+    /* This thread runs on the green context: it has the primary current again, as it would
+     * without the shim, before that context goes (other threads' stay; they are told the
+     * primary, see retire). */
+    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->cuCtxSetCurrent(prim);
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
     destroy_thread_objects(d, dev);
+    retire(b->gctx, prim);
     if (b->green) d->cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
-    b->primary = NULL;
+    atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
-    LD_INFO("compute: device %d: primary context reset; bound again at the next retain", dev);
+    LD_INFO("compute: device %d: the primary context is reset or released; bound again at the next retain", dev);
+}
+
+void ld_compute_note_retain(int dev) {
+    if (ld_compute_requested() && dev >= 0 && dev < LD_COMPUTE_MAX_DEVICES) atomic_fetch_add(&retains[dev], 1);
+}
+
+int ld_compute_note_release(int dev) {
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return 0;
+    int n = atomic_load(&retains[dev]);
+    while (n > 0 && !atomic_compare_exchange_weak(&retains[dev], &n, n - 1)) {}
+    return n == 1;
+}
+
+void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
+    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    CUcontext cur = NULL;
+    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
+    CUcontext g = thread_context(d, dev);
+    if (g && g != cur) d->cuCtxSetCurrent(g);
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
     if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return -1;
-    int st = atomic_load(&B[dev].state), unbound = atomic_load(&B[dev].unbound_ctx);
-    if (st != B_BOUND && st != B_UNBOUND && !unbound) return -1;
-    if (st == B_BOUND || st == B_UNBOUND) *out = B[dev].info;
-    else { memset(out, 0, sizeof *out); ld_compute_format(&opt.compute, out->request, sizeof out->request); }
+    int unbound = atomic_load(&B[dev].unbound_ctx);
+    pthread_mutex_lock(&wait_mu);
+    int recorded = B[dev].recorded;
+    if (recorded) *out = B[dev].last;
+    pthread_mutex_unlock(&wait_mu);
+    if (!recorded && !unbound) return -1;
+    if (!recorded) { memset(out, 0, sizeof *out); ld_compute_format(&opt.compute, out->request, sizeof out->request); }
     out->unbound_contexts = unbound;
     return 0;
 }
@@ -827,23 +1038,39 @@ void ld_compute_reset(void) {
     atomic_store(&building, 0);
     for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
         memset(&B[dev].info, 0, sizeof B[dev].info);
+        memset(&B[dev].last, 0, sizeof B[dev].last);
+        B[dev].recorded = 0;
         B[dev].green = NULL;
         B[dev].gctx = NULL;
-        B[dev].primary = NULL;
+        atomic_store(&B[dev].primary, NULL);
         atomic_store(&B[dev].state, B_NONE);
         atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&B[dev].unbound_ctx, 0);
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
+        atomic_store(&B[dev].unbound_ctx, 0);
+        atomic_store(&retains[dev], 0);   /* the child retains its primaries anew */
+    }
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
+    memset(retired, 0, sizeof retired);             /* the child has no contexts */
+    while (idle) {
+        idle_t *x = idle;
+        idle = x->next;
+        free(x);
+    }
+    retired_next = 0;
+    atomic_store(&nretired, 0);
     atomic_store(&launch_warned, 0);
+    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&wait_warned[dev], 0);
 }
 
 void ld_compute_lock_for_fork(void) {
     pthread_mutex_lock(&wait_mu);
     pthread_mutex_lock(&blocks_mu);
+    pthread_mutex_lock(&retired_mu);
 }
 void ld_compute_unlock_after_fork(void) {
+    pthread_mutex_unlock(&retired_mu);
     pthread_mutex_unlock(&blocks_mu);
     pthread_mutex_unlock(&wait_mu);
 }

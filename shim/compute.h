@@ -2,8 +2,9 @@
  * placement names (`compute = domain:N | spread:K`), through a green context that the shim
  * makes current wherever the program makes the device's primary context current.
  *
- * Flow: the first primary-context retain of a device (shim/topology.c, after the probe ran
- * on all SMs) calls ld_compute_on_context(), which splits the SMs into groups, learns which
+ * Flow: the first primary-context retain of a device (shim/topology.c) claims the binding
+ * (ld_compute_claim) and, after the probe ran on all SMs, calls ld_compute_on_context(),
+ * which splits the SMs into groups, learns which
  * SMs each group holds (the driver's locality-domain split, or a %smid marker kernel per
  * group, cached per GPU), picks the groups (compute_plan.h), creates the green context and
  * checks with the marker where its kernels land. From then on:
@@ -26,8 +27,10 @@
  * nothing.
  *
  * Thread-safety: every function. Binding is built once per device with no shim lock held
- * during driver calls; a thread making the primary current while another builds the binding
- * waits for it (bounded). Fork: the child forgets every binding (ld_compute_reset). */
+ * during driver calls; a thread making a primary current while another thread probes or
+ * builds that device waits for it (bounded, 10 s). A reset or the program's last release of
+ * the primary forgets the binding (ld_compute_forget_device); the next retain builds it
+ * again. Fork: the child forgets every binding (ld_compute_reset). */
 #ifndef LDSHIM_COMPUTE_H
 #define LDSHIM_COMPUTE_H
 
@@ -54,10 +57,16 @@ typedef struct {
 } ld_compute_opts_t;
 void ld_compute_configure(const ld_compute_opts_t *o);
 
+/* Before the probe of `dev`'s primary context starts: claim the building of its binding.
+ * 1: the caller builds it (it must call ld_compute_on_context with claimed = 1); 0: it is
+ * built, being built, or not asked for. From the claim on, a thread making `primary` current
+ * waits (bounded) for the binding instead of running unbound. */
+int ld_compute_claim(CUdevice dev, CUcontext primary);
+
 /* After the probe, with `ctx` current or pushed: build the binding of `dev` when `ctx` is its
- * primary context (is_primary), once; note an unbound program-created context otherwise.
- * `probe` is the device's probe result, NULL if the probe did not run. */
-void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary,
+ * primary context (is_primary) and the caller claimed it; note an unbound program-created
+ * context otherwise. `probe` is the device's probe result, NULL if the probe did not run. */
+void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
                            const ld_probe_result_t *probe);
 
 /* 1 if the configuration asks for binding (the hooks below are then installed). */
@@ -74,15 +83,39 @@ int ld_compute_sm_count(int dev, int *out);
 /* 1 if `c` is one of the shim's green contexts of `dev`. */
 int ld_compute_owns(int dev, CUcontext c);
 
-/* A bound launch failed with `r`: say once why it may not fit the bound SMs. */
+/* The compute setting in words, for the report: what the configuration asks for, a study
+ * state's rule where it derives the placement per device ("the domain after 0" for
+ * mismatch-ld, sm-control's spread); *equal_count: 1 where every domain binding gets the SM
+ * count of the smallest (the study states). */
+const char *ld_compute_setting(char *buf, size_t n, int *equal_count);
+
+/* A launch failed with `r`: if it ran in a bound context, say once (with the placement
+ * applied there) why it may not fit the bound SMs. */
 void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks);
 
 /* Fill the bound set of `dev` into a published topology (unbound: left as filled). */
 void ld_compute_publish(int dev, ldshim_topology_t *t);
 
-/* The program is resetting `dev`'s primary context: destroy the green context(s) and the
- * per-thread streams first (they hold the primary); the next retain binds again. */
+/* The program is resetting `dev`'s primary context (or released its last reference): destroy
+ * the green context(s) and the per-thread streams first (they hold the primary), with the
+ * primary made current again on the calling thread where a green context of ours was; the
+ * next retain binds again. Destroyed green handles keep answering the primary to
+ * ld_compute_unbind (another thread may still have one current). */
 void ld_compute_forget_device(const ld_driver_t *d, int dev);
+
+/* The program retained / is releasing `dev`'s primary context (counted when binding is asked
+ * for). ld_compute_note_release returns 1 when that release is the program's last: the green
+ * context, which holds a reference of its own, must go first (ld_compute_forget_device), or
+ * the primary would outlive the program's use as it does not without the shim. */
+void ld_compute_note_retain(int dev);
+int ld_compute_note_release(int dev);
+
+/* After `dev` was bound: if the calling thread has the primary current (it was current before
+ * the binding existed, e.g. after a reset), make its green context current instead. */
+void ld_compute_adopt_current(const ld_driver_t *d, int dev);
+
+/* A new context handle (cuCtxCreate, cuCtxFromGreenCtx): it is no destroyed green context. */
+void ld_compute_forget_handle(CUcontext c);
 
 /* For the report and ldshim-probe. */
 typedef struct {

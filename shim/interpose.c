@@ -40,7 +40,11 @@
 
 /* Entry points that take a stream (compute binding: ld_compute_stream maps the per-thread
  * default stream to the calling thread's stream of the bound context). Each is hooked as
- * itself and as its _ptsz variant. X(name, parameters, arguments); the stream is `hStream`. */
+ * itself and as its _ptsz variant. X(name, parameters, arguments); the stream is `hStream`.
+ * Older ABI variants are here too (cuStreamGetCaptureInfo, _v2, cuMemPrefetchAsync, the
+ * unversioned stream memory operations): a cudart of an older toolkit resolves those. Every
+ * function of cuda.h that takes a stream is in one of these lists or, with the reason, in
+ * tests/unit/stream_hooks.py, which checks that against the header. */
 #define LD_STREAM_HOOKS(X) \
     X(cuLaunchKernel, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
                        unsigned shm, CUstream hStream, void **kp, void **ex), \
@@ -54,6 +58,10 @@
     X(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *cp, CUstream hStream), (cp, hStream)) \
     X(cuMemcpyPeerAsync, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n, CUstream hStream), \
       (dst, dc, src, sc, n, hStream)) \
+    X(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *cp, CUstream hStream), (cp, hStream)) \
+    X(cuMemcpyHtoAAsync_v2, (CUarray dst, size_t off, const void *src, size_t n, CUstream hStream), \
+      (dst, off, src, n, hStream)) \
+    X(cuMemcpyAtoHAsync_v2, (void *dst, CUarray src, size_t off, size_t n, CUstream hStream), (dst, src, off, n, hStream)) \
     X(cuMemsetD8Async, (CUdeviceptr dp, unsigned char v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
     X(cuMemsetD16Async, (CUdeviceptr dp, unsigned short v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
     X(cuMemsetD32Async, (CUdeviceptr dp, unsigned int v, size_t n, CUstream hStream), (dp, v, n, hStream)) \
@@ -69,13 +77,21 @@
     X(cuStreamAddCallback, (CUstream hStream, CUstreamCallback cb, void *u, unsigned int fl), (hStream, cb, u, fl)) \
     X(cuStreamAttachMemAsync, (CUstream hStream, CUdeviceptr dp, size_t n, unsigned int fl), (hStream, dp, n, fl)) \
     X(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode)) \
+    X(cuStreamBeginCapture, (CUstream hStream), (hStream)) \
+    X(cuStreamBeginCaptureToGraph, (CUstream hStream, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *ed, \
+                                    size_t nd, CUstreamCaptureMode mode), (hStream, g, deps, ed, nd, mode)) \
     X(cuStreamEndCapture, (CUstream hStream, CUgraph *g), (hStream, g)) \
     X(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus *st), (hStream, st)) \
     X(cuStreamGetCaptureInfo_v3, (CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, \
                                   const CUgraphNode **deps, const CUgraphEdgeData **ed, size_t *nd), \
       (hStream, st, id, g, deps, ed, nd)) \
+    X(cuStreamGetCaptureInfo_v2, (CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, \
+                                  const CUgraphNode **deps, size_t *nd), (hStream, st, id, g, deps, nd)) \
+    X(cuStreamGetCaptureInfo, (CUstream hStream, CUstreamCaptureStatus *st, cuuint64_t *id), (hStream, st, id)) \
     X(cuStreamUpdateCaptureDependencies_v2, (CUstream hStream, CUgraphNode *deps, const CUgraphEdgeData *ed, size_t nd, \
                                              unsigned int fl), (hStream, deps, ed, nd, fl)) \
+    X(cuStreamUpdateCaptureDependencies, (CUstream hStream, CUgraphNode *deps, size_t nd, unsigned int fl), \
+      (hStream, deps, nd, fl)) \
     X(cuStreamGetPriority, (CUstream hStream, int *pr), (hStream, pr)) \
     X(cuStreamGetFlags, (CUstream hStream, unsigned int *fl), (hStream, fl)) \
     X(cuStreamGetId, (CUstream hStream, unsigned long long *id), (hStream, id)) \
@@ -88,6 +104,12 @@
     X(cuStreamWaitValue64_v2, (CUstream hStream, CUdeviceptr a, cuuint64_t v, unsigned int fl), (hStream, a, v, fl)) \
     X(cuStreamBatchMemOp_v2, (CUstream hStream, unsigned int n, CUstreamBatchMemOpParams *ps, unsigned int fl), \
       (hStream, n, ps, fl)) \
+    X(cuStreamWriteValue32, (CUstream hStream, CUdeviceptr a, cuuint32_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWaitValue32, (CUstream hStream, CUdeviceptr a, cuuint32_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWriteValue64, (CUstream hStream, CUdeviceptr a, cuuint64_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamWaitValue64, (CUstream hStream, CUdeviceptr a, cuuint64_t v, unsigned int fl), (hStream, a, v, fl)) \
+    X(cuStreamBatchMemOp, (CUstream hStream, unsigned int n, CUstreamBatchMemOpParams *ps, unsigned int fl), \
+      (hStream, n, ps, fl)) \
     X(cuEventRecord, (CUevent ev, CUstream hStream), (ev, hStream)) \
     X(cuEventRecordWithFlags, (CUevent ev, CUstream hStream, unsigned int fl), (ev, hStream, fl)) \
     X(cuGraphLaunch, (CUgraphExec ge, CUstream hStream), (ge, hStream)) \
@@ -95,42 +117,125 @@
     X(cuMemFreeAsync, (CUdeviceptr dp, CUstream hStream), (dp, hStream)) \
     X(cuMemPrefetchAsync_v2, (CUdeviceptr dp, size_t n, CUmemLocation loc, unsigned int fl, CUstream hStream), \
       (dp, n, loc, fl, hStream)) \
+    X(cuMemPrefetchAsync, (CUdeviceptr dp, size_t n, CUdevice dev, CUstream hStream), (dp, n, dev, hStream)) \
+    X(cuMemMapArrayAsync, (CUarrayMapInfo *mi, unsigned int n, CUstream hStream), (mi, n, hStream)) \
+    X(cuGraphicsMapResources, (unsigned int n, CUgraphicsResource *res, CUstream hStream), (n, res, hStream)) \
+    X(cuGraphicsUnmapResources, (unsigned int n, CUgraphicsResource *res, CUstream hStream), (n, res, hStream)) \
     X(cuSignalExternalSemaphoresAsync, (const CUexternalSemaphore *es, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *ps, \
                                         unsigned int n, CUstream hStream), (es, ps, n, hStream)) \
     X(cuWaitExternalSemaphoresAsync, (const CUexternalSemaphore *es, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *ps, \
-                                      unsigned int n, CUstream hStream), (es, ps, n, hStream))
+                                      unsigned int n, CUstream hStream), (es, ps, n, hStream)) \
+    LD_STREAM_HOOKS_12080(X) LD_STREAM_HOOKS_13000(X)
 
-/* Synchronous per-thread-stream (_ptds) entry points: in a bound context they run as their
- * legacy-stream variant, which orders at least as strictly. X(name, legacy, params, args). */
+/* Batched copies and decompression (CUDA 12.8), their 13.0 versions and batched prefetch and
+ * discard (13.0): only where the headers declare them. */
+#if CUDA_VERSION >= 12080
+#define LD_STREAM_HOOKS_12080(X) \
+    X(cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *at, \
+                           size_t *ai, size_t na, size_t *fail, CUstream hStream), \
+      (dsts, srcs, sizes, count, at, ai, na, fail, hStream)) \
+    X(cuMemcpy3DBatchAsync, (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long fl, CUstream hStream), \
+      (n, ops, fail, fl, hStream)) \
+    X(cuMemBatchDecompressAsync, (CUmemDecompressParams *ps, size_t n, unsigned int fl, size_t *err, CUstream hStream), \
+      (ps, n, fl, err, hStream))
+#else
+#define LD_STREAM_HOOKS_12080(X)
+#endif
+#if CUDA_VERSION >= 13000
+#define LD_STREAM_HOOKS_13000(X) \
+    X(cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *at, \
+                              size_t *ai, size_t na, CUstream hStream), (dsts, srcs, sizes, count, at, ai, na, hStream)) \
+    X(cuMemcpy3DBatchAsync_v2, (size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long fl, CUstream hStream), \
+      (n, ops, fl, hStream)) \
+    X(cuMemPrefetchBatchAsync, (CUdeviceptr *dps, size_t *sizes, size_t count, CUmemLocation *locs, size_t *li, \
+                                size_t nl, unsigned long long fl, CUstream hStream), \
+      (dps, sizes, count, locs, li, nl, fl, hStream)) \
+    X(cuMemDiscardBatchAsync, (CUdeviceptr *dps, size_t *sizes, size_t count, unsigned long long fl, CUstream hStream), \
+      (dps, sizes, count, fl, hStream)) \
+    X(cuMemDiscardAndPrefetchBatchAsync, (CUdeviceptr *dps, size_t *sizes, size_t count, CUmemLocation *locs, \
+                                          size_t *li, size_t nl, unsigned long long fl, CUstream hStream), \
+      (dps, sizes, count, locs, li, nl, fl, hStream))
+#else
+#define LD_STREAM_HOOKS_13000(X)
+#endif
+
+/* Entry points that take a stream and have no _ptsz variant. */
+#define LD_STREAM1_HOOKS(X) \
+    X(cuLaunchGridAsync, (CUfunction f, int gw, int gh, CUstream hStream), (f, gw, gh, hStream))
+
+/* Synchronous per-thread-stream (_ptds) entry points. In a bound context each runs as its
+ * stream-ordered variant on the calling thread's stream of the bound context (the one the
+ * per-thread default stream maps to), then synchronizes that stream: ordered like the
+ * per-thread stream, the host waiting at least as long as it would. Their legacy-stream
+ * variants would wait for every blocking stream, and so invalidate a capture that another
+ * thread runs on one. X(name, legacy, params, args, async, fallback): `async` is the
+ * stream-ordered call on stream `s_`; with fallback 1 it is a translation (a copy of the
+ * 2D-unaligned kind, or with a 1D CUDA array, made a 2D or 3D copy) and where the driver
+ * refuses it the legacy variant runs, as it does where the driver lacks the async one. */
+#define ASYNC(name, types, args) (HAVE(name) ? REAL(name, CUresult (*) types) args : LD_NO_ENTRY)
+#define LD_NO_ENTRY ((CUresult)0x7fff0001)
 #define LD_PTDS_HOOKS(X) \
-    X(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n)) \
-    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n)) \
-    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
-    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *cp), (cp)) \
-    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *cp), (cp)) \
+    X(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n), (dst, src, n), \
+      ASYNC(cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream), (dst, src, n, s_)), 0) \
+    X(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *cp), (cp), \
+      ASYNC(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *, CUstream), (cp, s_)), 0) \
+    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *cp), (cp), \
+      ASYNC(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *, CUstream), (cp, s_)), 1) \
+    X(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *cp), (cp), \
+      ASYNC(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *, CUstream), (cp, s_)), 0) \
     X(cuMemcpyPeer_ptds, cuMemcpyPeer, (CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n), \
-      (dst, dc, src, sc, n)) \
-    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, (CUdeviceptr dp, unsigned char v, size_t n), (dp, v, n)) \
-    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, (CUdeviceptr dp, unsigned short v, size_t n), (dp, v, n)) \
-    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, (CUdeviceptr dp, unsigned int v, size_t n), (dp, v, n)) \
+      (dst, dc, src, sc, n), \
+      ASYNC(cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream), \
+            (dst, dc, src, sc, n, s_)), 0) \
+    X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *cp), (cp), \
+      ASYNC(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *, CUstream), (cp, s_)), 0) \
+    X(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2, (CUarray dst, size_t off, const void *src, size_t n), (dst, off, src, n), \
+      ASYNC(cuMemcpyHtoAAsync_v2, (CUarray, size_t, const void *, size_t, CUstream), (dst, off, src, n, s_)), 0) \
+    X(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2, (void *dst, CUarray src, size_t off, size_t n), (dst, src, off, n), \
+      ASYNC(cuMemcpyAtoHAsync_v2, (void *, CUarray, size_t, size_t, CUstream), (dst, src, off, n, s_)), 0) \
+    X(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2, (CUarray dst, size_t doff, CUarray src, size_t soff, size_t n), \
+      (dst, doff, src, soff, n), \
+      array_copy_async(CU_MEMORYTYPE_ARRAY, dst, 0, doff, CU_MEMORYTYPE_ARRAY, src, 0, soff, n, s_), 1) \
+    X(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t off, size_t n), (dst, src, off, n), \
+      array_copy_async(CU_MEMORYTYPE_DEVICE, NULL, dst, 0, CU_MEMORYTYPE_ARRAY, src, 0, off, n, s_), 1) \
+    X(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2, (CUarray dst, size_t off, CUdeviceptr src, size_t n), (dst, off, src, n), \
+      array_copy_async(CU_MEMORYTYPE_ARRAY, dst, 0, off, CU_MEMORYTYPE_DEVICE, NULL, src, 0, n, s_), 1) \
+    X(cuMemsetD8_v2_ptds, cuMemsetD8_v2, (CUdeviceptr dp, unsigned char v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream), (dp, v, n, s_)), 0) \
+    X(cuMemsetD16_v2_ptds, cuMemsetD16_v2, (CUdeviceptr dp, unsigned short v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD16Async, (CUdeviceptr, unsigned short, size_t, CUstream), (dp, v, n, s_)), 0) \
+    X(cuMemsetD32_v2_ptds, cuMemsetD32_v2, (CUdeviceptr dp, unsigned int v, size_t n), (dp, v, n), \
+      ASYNC(cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream), (dp, v, n, s_)), 0) \
     X(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, (CUdeviceptr dp, size_t pitch, unsigned char v, size_t w, size_t h), \
-      (dp, pitch, v, w, h)) \
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D8Async, (CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream), (dp, pitch, v, w, h, s_)), 0) \
     X(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, (CUdeviceptr dp, size_t pitch, unsigned short v, size_t w, size_t h), \
-      (dp, pitch, v, w, h)) \
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D16Async, (CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream), \
+            (dp, pitch, v, w, h, s_)), 0) \
     X(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, (CUdeviceptr dp, size_t pitch, unsigned int v, size_t w, size_t h), \
-      (dp, pitch, v, w, h))
+      (dp, pitch, v, w, h), \
+      ASYNC(cuMemsetD2D32Async, (CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream), (dp, pitch, v, w, h, s_)), 0)
 
 /* Context and query entry points of compute binding (installed only when it is asked for). */
 #define LD_COMPUTE_HOOKS(X) \
     X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxGetCurrent) X(cuCtxPopCurrent_v2) X(cuStreamGetCtx) \
     X(cuStreamGetCtx_ptsz) X(cuStreamGetCtx_v2) X(cuStreamGetCtx_v2_ptsz) X(cuDeviceGetAttribute) \
     X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
-    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz)
+    X(cuStreamCopyAttributes) X(cuStreamCopyAttributes_ptsz) X(cuCtxFromGreenCtx) X(cuStreamGetGreenCtx) \
+    X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxPotentialClusterSize) X(cuGraphInstantiateWithParams) \
+    X(cuGraphInstantiateWithParams_ptsz) \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)
 
 #define LD_H_STREAM(name, params, args) H_##name, H_##name##_ptsz,
-#define LD_H_PTDS(name, legacy, params, args) H_##name,
+#define LD_H_STREAM1(name, params, args) H_##name,
+#define LD_H_PTDS(name, legacy, params, args, async, fb) H_##name,
 #define LD_H_COMPUTE(name) H_##name,
 
 enum {
@@ -142,7 +247,8 @@ enum {
     H_cuModuleLoadData, H_cuModuleLoadDataEx, H_cuModuleLoadFatBinary, H_cuModuleUnload,
     H_cuLibraryLoadData, H_cuLibraryLoadFromFile, H_cuLibraryUnload, H_cuGetProcAddress,
     H_cuGetProcAddress_v2, H_cuPointerGetAttribute, H_cuPointerGetAttributes,
-    LD_COMPUTE_HOOKS(LD_H_COMPUTE) LD_STREAM_HOOKS(LD_H_STREAM) LD_PTDS_HOOKS(LD_H_PTDS) H_COUNT
+    LD_COMPUTE_HOOKS(LD_H_COMPUTE) LD_STREAM_HOOKS(LD_H_STREAM) LD_STREAM1_HOOKS(LD_H_STREAM1) LD_PTDS_HOOKS(LD_H_PTDS)
+    H_COUNT
 };
 #define H_FIRST_COMPUTE (H_cuPointerGetAttributes + 1)
 
@@ -343,12 +449,16 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (!HAVE(cuDevicePrimaryCtxRetain)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext *, CUdevice))(pctx, dev);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && pctx && (d = drv())) ld_topology_on_context(d, dev, *pctx, 0, 1);
+    if (r == CUDA_SUCCESS && pctx && (d = drv())) {
+        ld_compute_note_retain(dev);
+        ld_topology_on_context(d, dev, *pctx, 0, 1);
+    }
     return r;
 }
 
 #define CTX_CREATED(r, pctx, dev) \
     do { const ld_driver_t *d_; \
+         if ((r) == CUDA_SUCCESS && (pctx)) ld_compute_forget_handle(*(pctx)); \
          if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1, 0); } while (0)
 
 /* --- compute binding: the context made current, the context reported, the streams --------- */
@@ -400,6 +510,14 @@ typedef CUresult (*sgc2_fn)(CUstream, CUcontext *, CUgreenCtx *);
         } \
         return r; \
     }
+/* A green context the program makes itself may get the address of one the shim destroyed. */
+EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pc, CUgreenCtx g) {
+    if (!HAVE(cuCtxFromGreenCtx)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuCtxFromGreenCtx, CUresult (*)(CUcontext *, CUgreenCtx))(pc, g);
+    if (r == CUDA_SUCCESS && pc) ld_compute_forget_handle(*pc);
+    return r;
+}
+
 STREAM_GET_CTX(cuStreamGetCtx, 0)
 STREAM_GET_CTX(cuStreamGetCtx_ptsz, 1)
 STREAM_GET_CTX2(cuStreamGetCtx_v2, 0)
@@ -429,10 +547,109 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice dev)
     }
 LD_STREAM_HOOKS(LD_STREAM_WRAPPERS)
 
-#define LD_PTDS_WRAPPERS(name, legacy, params, args) \
+#define LD_STREAM1_WRAPPERS(name, params, args) \
     EXPORT CUresult name params { \
-        static void *legacy_fn; \
-        if (ld_compute_stream(CU_STREAM_PER_THREAD, 1) != CU_STREAM_PER_THREAD) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        hStream = ld_compute_stream(hStream, 0); \
+        return REAL(name, CUresult (*) params) args; \
+    }
+LD_STREAM1_HOOKS(LD_STREAM1_WRAPPERS)
+
+/* A stream of the bound context has, as far as the program can tell, no green context. */
+EXPORT CUresult cuStreamGetGreenCtx(CUstream s, CUgreenCtx *pg) {
+    if (!HAVE(cuStreamGetGreenCtx)) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = REAL(cuStreamGetGreenCtx, CUresult (*)(CUstream, CUgreenCtx *))(ld_compute_stream(s, 0), pg);
+    const ld_driver_t *d = ld_driver();
+    CUcontext c = NULL;
+    if (r == CUDA_SUCCESS && pg && *pg && d && d->cuCtxFromGreenCtx && d->cuCtxFromGreenCtx(&c, *pg) == CUDA_SUCCESS &&
+        ld_compute_unbind(c) != c)
+        *pg = NULL;
+    return r;
+}
+
+/* The occupancy of a launch configuration: its stream names the context to compute it for. */
+#define OCCUPANCY(name) \
+    EXPORT CUresult name(int *out, CUfunction f, const CUlaunchConfig *cfg) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUlaunchConfig c; \
+        const CUlaunchConfig *use = cfg; \
+        if (cfg) { \
+            CUstream s = ld_compute_stream(cfg->hStream, 0); \
+            if (s != cfg->hStream) { c = *cfg; c.hStream = s; use = &c; } \
+        } \
+        return REAL(name, CUresult (*)(int *, CUfunction, const CUlaunchConfig *))(out, f, use); \
+    }
+OCCUPANCY(cuOccupancyMaxActiveClusters)
+OCCUPANCY(cuOccupancyMaxPotentialClusterSize)
+
+/* Instantiation with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD uploads on params->hUploadStream. */
+#define INSTANTIATE_WITH_PARAMS(name, pt) \
+    EXPORT CUresult name(CUgraphExec *ge, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        CUresult (*real)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *) = \
+            REAL(name, CUresult (*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *)); \
+        CUstream s = p ? ld_compute_stream(p->hUploadStream, pt) : NULL; \
+        if (!p || s == p->hUploadStream) return real(ge, g, p); \
+        CUDA_GRAPH_INSTANTIATE_PARAMS c = *p; \
+        c.hUploadStream = s; \
+        CUresult r = real(ge, g, &c); \
+        p->hErrNode_out = c.hErrNode_out; \
+        p->result_out = c.result_out; \
+        return r; \
+    }
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams, 0)
+INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz, 1)
+
+/* A copy with a 1D CUDA array (cuMemcpyAtoA/AtoD/DtoA, which have no stream-ordered variant)
+ * as a 3D copy of one row, on stream s. */
+static CUresult array_copy_async(CUmemorytype dt, CUarray da, CUdeviceptr dd, size_t doff, CUmemorytype st, CUarray sa,
+                                 CUdeviceptr sd, size_t soff, size_t n, CUstream s) {
+    if (!HAVE(cuMemcpy3DAsync_v2)) return LD_NO_ENTRY;
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = st;
+    c.srcArray = sa;
+    c.srcDevice = sd;
+    c.srcXInBytes = soff;
+    c.srcPitch = n;
+    c.srcHeight = 1;
+    c.dstMemoryType = dt;
+    c.dstArray = da;
+    c.dstDevice = dd;
+    c.dstXInBytes = doff;
+    c.dstPitch = n;
+    c.dstHeight = 1;
+    c.WidthInBytes = n;
+    c.Height = 1;
+    c.Depth = 1;
+    return REAL(cuMemcpy3DAsync_v2, CUresult (*)(const CUDA_MEMCPY3D *, CUstream))(&c, s);
+}
+
+/* A synchronous operation on the per-thread stream is refused while that stream captures. */
+static CUresult ptds_capturing(CUstream s) {
+    const ld_driver_t *d = ld_driver();
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d && d->cuStreamIsCapturing && s != CU_STREAM_LEGACY && d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+        st != CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ptds_sync(CUstream s) {
+    const ld_driver_t *d = ld_driver();
+    return d ? d->cuStreamSynchronize(s) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+#define LD_PTDS_WRAPPERS(name, legacy, params, args, async, fb) \
+    EXPORT CUresult name params { \
+        CUstream s_ = ld_compute_stream(CU_STREAM_PER_THREAD, 1); \
+        if (s_ != CU_STREAM_PER_THREAD) { \
+            CUresult r_ = ptds_capturing(s_); \
+            if (r_ != CUDA_SUCCESS) return r_; \
+            r_ = async; \
+            if (r_ == CUDA_SUCCESS) return ptds_sync(s_); \
+            if (r_ != LD_NO_ENTRY && !(fb && r_ == CUDA_ERROR_INVALID_VALUE)) return r_; \
+            static void *legacy_fn; \
             void *f = __atomic_load_n(&legacy_fn, __ATOMIC_ACQUIRE); \
             if (!f && ld_driver_handle() && (f = ld_real_dlsym(ld_driver_handle(), #legacy))) \
                 __atomic_store_n(&legacy_fn, f, __ATOMIC_RELEASE); \
@@ -524,16 +741,35 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     return REAL(cuCtxDestroy_v2, CUresult (*)(CUcontext))(ctx);
 }
 
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-    const ld_driver_t *d = drv();
-    if (d) {
-        ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */
-        ld_compute_forget_device(d, dev);
-        ld_topology_unbind(dev);
+#define PRIMARY_RESET(name) \
+    EXPORT CUresult name(CUdevice dev) { \
+        const ld_driver_t *d = drv(); \
+        if (d) { \
+            ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */ \
+            ld_compute_forget_device(d, dev); \
+            ld_topology_unbind(dev); \
+        } \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        return REAL(name, CUresult (*)(CUdevice))(dev); \
     }
-    if (!HAVE(cuDevicePrimaryCtxReset_v2)) return CUDA_ERROR_NOT_INITIALIZED;
-    return REAL(cuDevicePrimaryCtxReset_v2, CUresult (*)(CUdevice))(dev);
-}
+PRIMARY_RESET(cuDevicePrimaryCtxReset_v2)
+PRIMARY_RESET(cuDevicePrimaryCtxReset)
+
+/* The program's last release: the driver destroys the primary context, unless something
+ * else holds it, as the bound green context does; so the binding goes first (bound again at
+ * the next retain). */
+#define PRIMARY_RELEASE(name) \
+    EXPORT CUresult name(CUdevice dev) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        const ld_driver_t *d = drv(); \
+        if (d && ld_compute_note_release(dev)) { \
+            ld_compute_forget_device(d, dev); \
+            ld_topology_unbind(dev); \
+        } \
+        return REAL(name, CUresult (*)(CUdevice))(dev); \
+    }
+PRIMARY_RELEASE(cuDevicePrimaryCtxRelease_v2)
+PRIMARY_RELEASE(cuDevicePrimaryCtxRelease)
 
 /* --- module loading: publication -------------------------------------------------------- */
 
@@ -782,12 +1018,15 @@ static hook_t hooks[H_COUNT] = {
     HOOK(cuPointerGetAttributes, cuPointerGetAttributes, cuPointerGetAttributes),
 #define HOOK1(n) HOOK(n, n, n),
 #define HOOK_STREAM(n, params, args) HOOK(n, n, n), HOOK(n##_ptsz, n##_ptsz, n##_ptsz),
-#define HOOK_PTDS(n, legacy, params, args) HOOK(n, n, n),
+#define HOOK_STREAM1(n, params, args) HOOK(n, n, n),
+#define HOOK_PTDS(n, legacy, params, args, async, fb) HOOK(n, n, n),
     LD_COMPUTE_HOOKS(HOOK1)
     LD_STREAM_HOOKS(HOOK_STREAM)
+    LD_STREAM1_HOOKS(HOOK_STREAM1)
     LD_PTDS_HOOKS(HOOK_PTDS)
 #undef HOOK1
 #undef HOOK_STREAM
+#undef HOOK_STREAM1
 #undef HOOK_PTDS
 #undef HOOK
 };

@@ -79,9 +79,13 @@ static void build(buf_t *b) {
     put_str(b, ld_cfg.policy_error[0] ? ld_cfg.policy_error : NULL);
     put(b, ",\n  \"policy_read\": %s", ready ? "true" : "false");
     put(b, ",\n  \"backend_setting\": \"%s\",\n", ld_backend_name(ld_cfg.backend));
-    char comp[32];
-    put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u},\n",
-        ld_compute_format(&ld_cfg.compute, comp, sizeof comp), ld_split_name(ld_cfg.compute_split), ld_cfg.compute_sms);
+    /* What the setting asks for; the placement each device got is its "compute.applied". */
+    char comp[96];
+    int equal = 0;
+    if (ready) ld_compute_setting(comp, sizeof comp, &equal);
+    else ld_compute_format(&ld_cfg.compute, comp, sizeof comp);
+    put(b, "  \"compute_setting\": {\"compute\": \"%s\", \"split\": \"%s\", \"cap\": %u, \"equal_sm_count\": %s},\n",
+        comp, ld_split_name(ld_cfg.compute_split), ld_cfg.compute_sms, equal ? "true" : "false");
     put(b, "  \"domain\": %d,\n  \"memory_setting\": \"%s\",\n", ld_cfg.domain,
         state == LD_STATE_STOCK ? "stock" : ld_cfg.mem_stock ? "stock (the state keeps tagged memory as stock)"
         : ld_cfg.mem_domain >= 0 ? "domain (the state places tagged memory in one domain)" : "rules");

@@ -13,8 +13,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_DEV 64
+#define PROBE_WAIT_MS 10000   /* longest a retain waits for another thread's probe */
 static atomic_int probe_state[MAX_DEV];        /* 0 none, 1 running, 2 published */
 static ld_probe_result_t results[MAX_DEV];
 static ldshim_topology_t published[MAX_DEV];
@@ -166,9 +168,10 @@ static void apply_state(ldshim_topology_t *t) {
 
 /* Compute binding of dev's primary context, once (the probe ran on all SMs before it); a
  * new bound set goes into every module of the device, also those published already. */
-static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, const ld_probe_result_t *pr) {
-    ld_compute_on_context(d, dev, ctx, is_primary, pr);
-    if (!is_primary) return;
+static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
+                         const ld_probe_result_t *pr) {
+    ld_compute_on_context(d, dev, ctx, is_primary, claimed, pr);
+    if (!claimed) return;
     pthread_mutex_lock(&mods_mu);
     int changed = 0;
     if (published[dev].magic && !(published[dev].flags & LDSHIM_TOPO_BOUND)) {
@@ -180,12 +183,31 @@ static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int 
     pthread_mutex_unlock(&mods_mu);
 }
 
+/* Wait (bounded) while another thread probes `dev`; returns the probe state then. */
+static int wait_probe(int dev) {
+    int st = 1;
+    for (int i = 0; i < PROBE_WAIT_MS && (st = atomic_load(&probe_state[dev])) == 1; i++) {
+        struct timespec ts = { 0, 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+
 void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current, int is_primary) {
     if (!ld_active() || dev < 0 || dev >= MAX_DEV || !ctx) return;
     int probe_on = ld_cfg.policy.probe != LD_PROBE_OFF, bind = ld_compute_requested();
+    /* The binding is claimed before the probe starts, so a thread that makes this primary
+     * current while the probe runs waits for the binding instead of running unbound. */
+    int claimed = bind && is_primary && ld_compute_claim(dev, ctx);
     int expect = 0;
     int mine = probe_on && atomic_compare_exchange_strong(&probe_state[dev], &expect, 1);
-    if (!mine && expect == 1) return;   /* another thread probes; it publishes (and binds its primary) */
+    if (!mine && expect == 1) {
+        if (!claimed) return;   /* another thread probes; it publishes (and binds its primary) */
+        /* It probes for a context of its own: this primary is bound once its map is there. */
+        expect = wait_probe(dev);
+        if (expect == 1) LD_WARN("device %d: the topology probe of another thread is still running; "
+                                 "binding without its map", dev);
+    }
     if (!mine && !bind && expect != 2) return;
     CUstreamCaptureMode m = relax(d);
     int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
@@ -222,10 +244,11 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
             probed = 1;
         }
     }
-    if (bind) bind_compute(d, dev, ctx, is_primary, probed ? &results[dev] : NULL);
+    if (bind) bind_compute(d, dev, ctx, is_primary, claimed, probed ? &results[dev] : NULL);
     if (mine && probed) atomic_store(&probe_state[dev], 2);
     if (probed) publish_pending(d, dev, ctx);
     if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+    if (claimed) ld_compute_adopt_current(d, dev);
     unrelax(d, m);
 }
 

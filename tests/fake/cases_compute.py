@@ -140,6 +140,27 @@ def cases(a):
         C.append(Case("n/paths/domain%d" % dom, "t_compute", ["paths"], "compute.policy",
                       env={"LDSHIM_COMPUTE": "domain:%d" % dom}, wrap=plant1, expect=exp,
                       checks=[check_compute("domain:%d" % dom, 64, [64, 0] if dom == 0 else [0, 64], split="aligned")]))
+    # The less common entry points that take a stream (tests/unit/stream_hooks.py checks that
+    # every one of cuda.h is hooked; these run a few through the fake).
+    more = {"prefetch_v1_rc": 0, "prefetch_v1_ptsz_rc": 0, "copy3dpeer_rc": 0, "capinfo_v2_rc": 0, "capinfo_v2_none": 1,
+            "grid_async_rc": 0, "occupancy_rc": 0, "instantiate_upload_rc": 0, "instantiate_result": 0,
+            "stream_green_rc": 0, "null_green_rc": 0, "stream_green_none": 1, "null_green_none": 1}
+    C.append(Case("n/more-streams/noshim", "t_compute", ["more-streams"], shim=False,
+                  expect=dict(more, grid_async_sms=NSMS, occupancy_clusters=NSMS)))
+    C.append(Case("n/more-streams/domain1", "t_compute", ["more-streams"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1"}, wrap=plant1,
+                  expect=dict(more, grid_async_sms=64, grid_async_side=1, occupancy_clusters=64)))
+    # A synchronous _ptds copy runs on the thread's own (blocking) stream, not the legacy
+    # stream, so another thread's capture of a blocking stream survives it.
+    # (The fake cannot capture the per-thread stream of a plain context; bound, it is the
+    # thread's own created stream, and a synchronous copy while it captures is refused.)
+    for name, kw, pts in (("noshim", dict(shim=False), {"pts_capture_rc": 900}),
+                          ("domain0", dict(policy="compute.policy", env={"LDSHIM_COMPUTE": "domain:0"}, wrap=plant1),
+                           {"pts_capture_rc": 0, "ptds_in_capture_rc": 900, "pts_end_rc": 0})):
+        C.append(Case("n/ptds-capture/" + name, "t_compute", ["ptds-capture"],
+                      expect=dict(pts, ptds_copy_rc=0, capture_end_rc=0, copy_ok=1), **kw))
+    C.append(Case("fake/legacy-invalidates-capture", "t_compute", ["ptds-capture", "legacy"], shim=False,
+                  expect={"ptds_copy_rc": 906, "capture_end_rc": 901, "copy_ok": 0}))
     # The H200's split: 7 groups on the side of SM 0, 8 on the other.
     h200 = {"FAKE_CUDA_GROUPS_PER_SIDE": "7,8"}
     C.append(Case("n/h200/domain0", "t_compute", ["paths"], "compute.policy", env=dict(h200, LDSHIM_COMPUTE="domain:0"),
@@ -151,17 +172,28 @@ def cases(a):
                   checks=[check_compute("domain:1", 56, [0, 56])]))
     # The study states on the H200's split (7 groups of 8 on one side, 8 on the other): every
     # bound state gets the smaller side's 56 SMs, so the states differ only in placement.
-    for st, x, applied, side, per in (("compute-only", 1, "domain:1", 1, [0, 56]),
-                                      ("full-ld", 0, "domain:0", 0, [56, 0]),
-                                      ("full-ld", 1, "domain:1", 1, [0, 56]),
-                                      ("mismatch-ld", 0, "domain:1", 1, [0, 56]),
-                                      ("mismatch-ld", 1, "domain:0", 0, [56, 0]),
-                                      ("sm-control", 1, "spread:56", "mixed", None)):
+    # The report's compute_setting says what the state asks for, and the warning about a
+    # cooperative launch that does not fit names the placement applied.
+    def setting(text):
+        def fn(r):
+            s = r["compute_setting"]
+            if s["compute"] != text or s["equal_sm_count"] is not True:
+                raise Fail("compute_setting %s, expected compute %r with equal_sm_count" % (s, text))
+        return report_check(fn)
+    for st, x, applied, side, per, text in (("compute-only", 1, "domain:1", 1, [0, 56], "domain:1"),
+                                            ("full-ld", 0, "domain:0", 0, [56, 0], "domain:0"),
+                                            ("full-ld", 1, "domain:1", 1, [0, 56], "domain:1"),
+                                            ("mismatch-ld", 0, "domain:1", 1, [0, 56], "the domain after 0"),
+                                            ("mismatch-ld", 1, "domain:0", 0, [56, 0], "the domain after 1"),
+                                            ("sm-control", 1, "spread:56", "mixed", None,
+                                             "spread over as many SMs as a domain binding gets")):
         C.append(Case("n/study/%s/x%d" % (st, x), "t_compute", ["paths"], "compute.policy",
                       env=dict(h200, LDSHIM_STATE=st, LDSHIM_DOMAIN=x), wrap=plant1,
                       expect={"null_sms": 56, "null_side": side, "graph_sms": 56, "pts_sms": 56,
                               "attr_sms": NSMS},
-                      checks=[check_compute(applied, 56, per)]))
+                      checks=[check_compute(applied, 56, per), setting(text),
+                              stderr_matches(r"cooperative launch of 132 blocks failed .* bound to %s \(56 SMs\)" % applied,
+                                             1)]))
     C.append(Case("n/study/memory-only", "t_compute", ["paths"], "compute.policy",
                   env=dict(h200, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1), wrap=plant1,
                   expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0}))
@@ -195,6 +227,10 @@ def cases(a):
     C.append(Case("n/twodev/full-ld", "t_compute", ["twodev"], "compute.policy",
                   env=dict(two, LDSHIM_STATE="full-ld", LDSHIM_DOMAIN=0), wrap=plant(2), expect=exp2s,
                   checks=[two_bound("domain:0", [64, 0])]))
+    # A thread making one device's primary current does not wait for another device's build.
+    C.append(Case("n/twodev/no-wait-for-other-device", "t_compute", ["twodev-race"], "compute.policy",
+                  env=dict(two, LDSHIM_COMPUTE="domain:1", FAKE_CUDA_UUID_DELAY="300@0"), wrap=plant(2),
+                  expect={"dev1_waited": 0, "dev1_sms": 64, "dev1_side": 1, "dev0_sms": 64, "dev0_side": 1}))
     C.append(Case("n/twodev/noshim", "t_compute", ["twodev"], shim=False, env=two,
                   expect={"dev0_pass0_sms": NSMS, "dev1_pass1_sms": NSMS, "dev1_pass0_green": 0, "green_live": 0}))
     # spread:K: as evenly from both sides as whole groups allow (4 + 3 groups of 8 = 56).
@@ -284,6 +320,13 @@ def cases(a):
                           report_check(lambda r: not compute_of(r)["groups_from_cache"] or
                                        (_ for _ in ()).throw(Fail("a stale cache was used"))),
                           stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
+    # A stale cache is measured again inside the same build: the study state's shift to the
+    # next domain (mismatch-ld) is applied once, not once per attempt.
+    C.append(Case("n/cache/stale/mismatch-ld", "t_compute", ["paths"], "compute.policy",
+                  env={"LDSHIM_STATE": "mismatch-ld", "LDSHIM_DOMAIN": 0}, wrap=plant_groups(swapped),
+                  expect={"null_sms": 64, "null_side": 1},
+                  checks=[check_compute("domain:1", 64, [0, 64]),
+                          stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
     C.append(Case("n/cache/good", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
                   wrap=plant_groups(fake_groups()), expect={"null_sms": 64, "null_side": 1},
                   checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 132 blocks failed"),
@@ -347,9 +390,64 @@ def cases(a):
     C.append(Case("n/threads/per-thread-contexts", "t_compute", ["threads", 8, 100], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_CONTEXTS": "thread"},
                   wrap=plant1, expect={"threads_ok": 1, "thread_sms": 64, "distinct_ctx": 8}))
+    # One green context per thread: what another thread made is still the primary's to this
+    # one, and a stream outlives the thread that made it.
+    xt = {"other_stream_ctx_primary": 1, "other_ptr_ctx_primary": 1, "exited_stream_rc": 0,
+          "exited_stream_destroy_rc": 0}
+    C.append(Case("n/threads/per-thread-contexts/cross-thread", "t_compute", ["xthread"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "LDSHIM_COMPUTE_CONTEXTS": "thread"}, wrap=plant1,
+                  expect=dict(xt, exited_stream_sms=64, exited_stream_side=1)))
+    C.append(Case("n/threads/cross-thread", "t_compute", ["xthread"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1"}, wrap=plant1, expect=dict(xt, exited_stream_sms=64)))
+    C.append(Case("n/threads/cross-thread/noshim", "t_compute", ["xthread"], shim=False,
+                  expect=dict(xt, exited_stream_sms=NSMS)))
     C.append(Case("n/reset", "t_compute", ["reset"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"before_sms": 64, "green_after_reset": 0, "same_primary": 1,
                                        "after_sms": 64, "after_side": 0, "green_live": 1}))
+    # A second thread that retains the primary while the first still probes waits for the
+    # binding instead of running unbound.
+    C.append(Case("n/threads/retain-while-probing", "t_compute", ["race"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
+                  expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
+    # A build that takes longer than the bounded wait (10 s): the waiting thread runs unbound,
+    # and says so once.
+    C.append(Case("n/threads/retain-while-probing/timeout", "t_compute", ["race"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": "12000:1"}, wrap=plant1, timeout=300,
+                  expect={"b_waited": 0, "b_sms": NSMS, "b_green": 0},
+                  checks=[stderr_matches(r"^ldshim: compute: device 0: its binding is still being built after 10 s; "
+                                         r"this thread runs unbound", 1)]))
+    # ... also when the thread probing does so for a context it created itself.
+    C.append(Case("n/threads/retain-while-ownctx-probes", "t_compute", ["race", "own"], "compute.policy",
+                  env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": 300}, wrap=plant1,
+                  expect={"b_waited": 1, "b_sms": 64, "b_side": 1, "b_green": 1}))
+    # A reset while the green context is current: the resetting thread has the primary current
+    # again (unbound until the next retain binds it again, then bound without a new
+    # cuCtxSetCurrent); another thread is still told its context is the primary.
+    C.append(Case("n/reset/current", "t_compute", ["reset-current"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"before_sms": 64, "other_cur_is_primary": 1, "green_after_reset": 0,
+                                       "reset_cur_is_primary": 1, "reset_real_is_green": 0, "reset_launch_rc": 0,
+                                       "reset_sms": NSMS, "retain_cur_is_primary": 1, "retain_real_is_green": 1,
+                                       "after_sms": 64, "after_side": 0, "green_live": 1}))
+    C.append(Case("n/reset/current/noshim", "t_compute", ["reset-current"], shim=False,
+                  expect={"before_sms": NSMS, "other_cur_is_primary": 1, "green_after_reset": 0,
+                          "reset_cur_is_primary": 1, "reset_real_is_green": 0, "reset_launch_rc": 0,
+                          "reset_sms": NSMS, "retain_cur_is_primary": 1, "retain_real_is_green": 0,
+                          "after_sms": NSMS, "green_live": 0}))
+    # The program's last release tears the primary down as without the shim (the green
+    # context, which holds a reference, goes first); the next retain binds again.
+    C.append(Case("n/release", "t_compute", ["release"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"before_sms": 64, "released_refs": 0, "released_teardowns": 1,
+                                       "green_after_release": 0, "released_real_is_green": 0,
+                                       "after_sms": 64, "after_side": 0, "green_live": 1}))
+    C.append(Case("n/release/noshim", "t_compute", ["release"], shim=False,
+                  expect={"before_sms": NSMS, "released_refs": 0, "released_teardowns": 1, "green_after_release": 0,
+                          "released_real_is_green": 0, "after_sms": NSMS, "green_live": 0}))
+    # The shim tears the binding down at exit; an exit handler that runs later runs unbound on
+    # the primary, not in a destroyed green context.
+    C.append(Case("n/exit-handler", "t_compute", ["exit"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
+                  wrap=plant1, expect={"main_sms": 64, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
+    C.append(Case("n/exit-handler/noshim", "t_compute", ["exit"], shim=False,
+                  expect={"main_sms": NSMS, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"parent_sms": 64, "child_sms": 64, "child_side": 0}))
     # The SM-group cache: a second process reads it instead of measuring; a planted stale one

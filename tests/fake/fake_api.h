@@ -46,6 +46,13 @@ int fakecuda_sm_side(int sm);
  * its block count; returns the SM count, -1 if the thread launched nothing yet. */
 int fakecuda_last_launch(unsigned char out[256], unsigned *grid);
 
+/* The retain count of a device's primary context (each green context holds one) and, in
+ * *teardowns, how often its last reference went; -1 for a bad device. */
+int fakecuda_primary_refs(int dev, int *teardowns);
+
+/* Threads sleeping inside cuDeviceGetUuid_v2 now (FAKE_CUDA_UUID_DELAY). */
+int fakecuda_uuid_sleepers(void);
+
 #ifdef __cplusplus
 }
 #endif

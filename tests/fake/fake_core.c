@@ -4,7 +4,9 @@
  * Environment (read once): FAKE_CUDA_DEVICES (1), $CUDA_MPS_PIPE_DIRECTORY/fakecuda-devices
  * (overrides the count: an MPS client seeing MLOPart-derived devices), FAKE_CUDA_SMS (132),
  * FAKE_CUDA_DOMAINS (unset: attribute 149 unsupported), FAKE_CUDA_VERSION (13000),
- * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT. See doc/testing.md.
+ * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT, FAKE_CUDA_UUID_DELAY (<ms>[@<device>]
+ * [:<calls>]: cuDeviceGetUuid_v2 sleeps that long, on that device, in its first <calls> calls,
+ * so a test can hold a thread inside the shim's probe or binding build). See doc/testing.md.
  */
 #include "tests/fake/fake_internal.h"
 #include "tests/fake/fake_api.h"
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 fk_state_t fk = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -127,6 +130,15 @@ static void fk_setup_once(void) {
     }
     const char *split = getenv("FAKE_CUDA_SPLIT");
     fk.split_straddle = split && !strcmp(split, "straddle");
+    fk.uuid_delay_dev = -1;
+    const char *ud = getenv("FAKE_CUDA_UUID_DELAY");
+    if (ud && *ud) {
+        char *end;
+        long ms = strtol(ud, &end, 10);
+        if (ms > 0 && ms < 600000) fk.uuid_delay_ms = (int)ms;
+        if (*end == '@') fk.uuid_delay_dev = (int)strtol(end + 1, &end, 10);
+        if (*end == ':') fk.uuid_delay_calls = (int)strtol(end + 1, NULL, 10);
+    }
     for (int d = 0; d < FK_MAX_DEVICES; d++) {
         fk.primary[d] = (fk_ctx_t){ .magic = FK_CTX_MAGIC, .device = d, .primary = 1 };
         fk_all_sms(fk.primary[d].sms);
@@ -220,6 +232,7 @@ static const struct { CUresult r; const char *name, *text; } fk_errors[] = {
     { CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU",
       "no kernel image is available for execution on the device" },
     { CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
+    { CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed" },
     { CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
     { CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
       "peer access is already enabled" },
@@ -231,6 +244,10 @@ static const struct { CUresult r; const char *name, *text; } fk_errors[] = {
       "too many blocks in cooperative launch" },
     { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
       "operation not permitted when stream is capturing" },
+    { CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+      "operation failed due to a previous error during capture" },
+    { CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+      "operation would make the legacy stream depend on a capturing blocking stream" },
     { CUDA_ERROR_INVALID_RESOURCE_TYPE, "CUDA_ERROR_INVALID_RESOURCE_TYPE", "invalid resource type" },
     { CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
       "invalid resource configuration" },
@@ -316,10 +333,22 @@ FAKE_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice de
     return CUDA_SUCCESS;
 }
 
+static atomic_int fk_uuid_sleepers, fk_uuid_delayed;
+
+/* Threads sleeping in cuDeviceGetUuid_v2 now ($FAKE_CUDA_UUID_DELAY). */
+FAKE_API int fakecuda_uuid_sleepers(void) { return atomic_load(&fk_uuid_sleepers); }
+
 FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice dev) {
     FK_ENTER("cuDeviceGetUuid_v2", CUDA_ERROR_INVALID_VALUE);
     if (!u) return CUDA_ERROR_INVALID_VALUE;
     if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (fk.uuid_delay_ms && (fk.uuid_delay_dev < 0 || fk.uuid_delay_dev == dev) &&
+        (!fk.uuid_delay_calls || atomic_fetch_add(&fk_uuid_delayed, 1) < fk.uuid_delay_calls)) {
+        atomic_fetch_add(&fk_uuid_sleepers, 1);
+        struct timespec ts = { fk.uuid_delay_ms / 1000, (long)(fk.uuid_delay_ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+        atomic_fetch_sub(&fk_uuid_sleepers, 1);
+    }
     static const unsigned char base[16] = { 0xfa, 0x6e, 0xc0, 0xda, 0x13, 0x00, 0x49, 0x00,
                                             0x8a, 0x17, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00 };
     memcpy(u->bytes, base, 16);
@@ -355,6 +384,7 @@ FAKE_API CUresult cuCtxGetCurrent(CUcontext *c) {
 FAKE_API CUresult cuCtxSetCurrent(CUcontext c) {
     FK_ENTER("cuCtxSetCurrent", CUDA_ERROR_INVALID_VALUE);
     fk_ctx_t *x = (fk_ctx_t *)c;
+    if (x && x->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (x && !fk_valid_ctx(x)) return CUDA_ERROR_INVALID_CONTEXT;
     if (!x) { if (fk_depth) fk_depth--; return CUDA_SUCCESS; }
     if (fk_depth) fk_stack[fk_depth - 1] = x;
@@ -365,6 +395,7 @@ FAKE_API CUresult cuCtxSetCurrent(CUcontext c) {
 FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext c) {
     FK_ENTER("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_VALUE);
     fk_ctx_t *x = (fk_ctx_t *)c;
+    if (x && x->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (!fk_valid_ctx(x)) return CUDA_ERROR_INVALID_CONTEXT;
     if (fk_depth == FK_STACK) return CUDA_ERROR_INVALID_VALUE;
     fk_stack[fk_depth++] = x;
@@ -382,15 +413,15 @@ FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *out) {
 FAKE_API CUresult cuCtxGetDevice(CUdevice *d) {
     FK_ENTER("cuCtxGetDevice", CUDA_ERROR_INVALID_VALUE);
     if (!d) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     *d = c->device;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuCtxSynchronize(void) {
     FK_ENTER("cuCtxSynchronize", CUDA_ERROR_INVALID_VALUE);
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     atomic_fetch_add(&fk_syncs, 1);
     return CUDA_SUCCESS;
 }
@@ -411,10 +442,24 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     CUresult r = CUDA_SUCCESS;
     fk_lock();
-    if (fk.primary[dev].refcount > 0) fk.primary[dev].refcount--;
-    else r = CUDA_ERROR_INVALID_CONTEXT;
+    if (fk.primary[dev].refcount > 0) {
+        if (--fk.primary[dev].refcount == 0) fk.primary[dev].teardowns++;
+    } else {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    }
     fk_unlock();
     return r;
+}
+
+/* The retain count of `dev`'s primary context (green contexts hold one each) and how often
+ * its last reference went: what stock's teardown of the primary would be. */
+FAKE_API int fakecuda_primary_refs(int dev, int *teardowns) {
+    if (!fk_valid_device(dev)) return -1;
+    fk_lock();
+    int n = fk.primary[dev].refcount;
+    if (teardowns) *teardowns = fk.primary[dev].teardowns;
+    fk_unlock();
+    return n;
 }
 
 /* The real reset destroys what the primary context holds; the fake's primary holds nothing
@@ -502,39 +547,59 @@ static int fk_valid_stream(CUstream s) {
 
 CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out) {
     fk_stream_t *x = fk_stream(s);
+    if (x && x->ctx->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;   /* its green context went */
     if (x) { *out = x->ctx; return CUDA_SUCCESS; }
     if ((uintptr_t)s > 2) return CUDA_ERROR_INVALID_HANDLE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     int per_thread = s == CU_STREAM_PER_THREAD || (pt && s == NULL);
     if (per_thread && c->green) return CUDA_ERROR_INVALID_HANDLE;
     *out = c;
     return CUDA_SUCCESS;
 }
 
-static CUresult fk_stream_new(CUstream *s, fk_ctx_t *c) {
+static CUresult fk_stream_new(CUstream *s, fk_ctx_t *c, int blocking) {
     fk_stream_t *x = calloc(1, sizeof *x);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
-    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device, c, NULL };
+    *x = (fk_stream_t){ FK_STREAM_MAGIC, c->device, c, NULL, blocking };
     *s = (CUstream)x;
     return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
-    (void)flags;
     FK_ENTER("cuStreamCreate", CUDA_ERROR_INVALID_VALUE);
     if (!s) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    return fk_stream_new(s, c);
+    FK_CURRENT(c);
+    return fk_stream_new(s, c, !(flags & CU_STREAM_NON_BLOCKING));
 }
 
-CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c) { return fk_stream_new(s, c); }
+CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c) { return fk_stream_new(s, c, 0); }
+
+static atomic_int fk_blocking_captures;   /* blocking streams being captured now */
+static atomic_uint fk_legacy_epoch;       /* bumped by legacy work that invalidated them */
+
+int fk_is_legacy(CUstream s, int pt) { return s == CU_STREAM_LEGACY || (s == NULL && !pt); }
+
+CUresult fk_legacy_work(void) {
+    if (!atomic_load(&fk_blocking_captures)) return CUDA_SUCCESS;
+    atomic_fetch_add(&fk_legacy_epoch, 1);
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+unsigned fk_blocking_capture_begin(void) {
+    atomic_fetch_add(&fk_blocking_captures, 1);
+    return atomic_load(&fk_legacy_epoch);
+}
+
+int fk_blocking_capture_end(unsigned epoch) {
+    atomic_fetch_sub(&fk_blocking_captures, 1);
+    return atomic_load(&fk_legacy_epoch) != epoch;
+}
 
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
     FK_ENTER("cuStreamDestroy_v2", CUDA_ERROR_INVALID_VALUE);
     fk_stream_t *x = fk_stream(s);
     if (!x || x->capture) return CUDA_ERROR_INVALID_HANDLE;
+    if (x->ctx->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED;   /* and it leaks, as documented */
     x->magic = 0;
     free(x);
     return CUDA_SUCCESS;
@@ -617,7 +682,8 @@ FAKE_API CUresult cuEventCreate(CUevent *e, unsigned int flags) {
     (void)flags;
     FK_ENTER("cuEventCreate", CUDA_ERROR_INVALID_VALUE);
     if (!e) return CUDA_ERROR_INVALID_VALUE;
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     fk_event_t *x = malloc(sizeof *x);
     if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
     *x = (fk_event_t){ FK_EVENT_MAGIC, 0 };

@@ -12,7 +12,10 @@
  *
  * A resource carries its SM mask, device and split in the struct's internal bytes; a
  * descriptor is the union of its resources (all from one split). Green contexts retain the
- * primary context and count as live objects in the exit report. */
+ * primary context and count as live objects in the exit report. A destroyed green context
+ * stays in memory (freed at exit) with FK_CTX_DEAD in its CUcontext, so a thread that still
+ * has it current, or a stream created in it, gets CUDA_ERROR_CONTEXT_IS_DESTROYED instead
+ * of the fake reading freed memory. */
 #include "tests/fake/fake_internal.h"
 #include "tests/fake/fake_api.h"
 
@@ -43,6 +46,8 @@ typedef struct fk_desc {
 static atomic_uint fk_split_seq;
 static atomic_int fk_greens;
 static fk_desc_t *fk_descs;    /* freed at exit (the real driver owns descriptors too) */
+typedef struct fk_dead { struct fk_dead *next; fk_green_t *g; } fk_dead_t;
+static fk_dead_t *fk_dead_greens;   /* destroyed green contexts, freed at exit */
 
 int fk_green_live(void) { return atomic_load(&fk_greens); }
 
@@ -258,6 +263,12 @@ FAKE_API CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *desc, CUdevResour
 }
 
 __attribute__((destructor)) static void fk_green_dtor(void) {
+    while (fk_dead_greens) {
+        fk_dead_t *x = fk_dead_greens;
+        fk_dead_greens = x->next;
+        free(x->g);
+        free(x);
+    }
     while (fk_descs) {
         fk_desc_t *d = fk_descs;
         fk_descs = d->next;
@@ -289,12 +300,19 @@ FAKE_API CUresult cuGreenCtxDestroy(CUgreenCtx h) {
     FK_ENTER("cuGreenCtxDestroy", CUDA_ERROR_INVALID_VALUE);
     fk_green_t *g = green_of(h);
     if (!g) return CUDA_ERROR_INVALID_CONTEXT;
+    fk_dead_t *grave = malloc(sizeof *grave);
     fk_lock();
-    if (fk.primary[g->ctx.device].refcount > 0) fk.primary[g->ctx.device].refcount--;
-    fk_unlock();
+    if (fk.primary[g->ctx.device].refcount > 0 && --fk.primary[g->ctx.device].refcount == 0)
+        fk.primary[g->ctx.device].teardowns++;
     g->magic = 0;
-    g->ctx.magic = 0;
-    free(g);
+    g->ctx.magic = FK_CTX_DEAD;
+    if (grave) {
+        grave->g = g;
+        grave->next = fk_dead_greens;
+        fk_dead_greens = grave;
+    }
+    fk_unlock();
+    if (!grave) free(g);
     atomic_fetch_sub(&fk_greens, 1);
     fk_report_if_exiting();
     return CUDA_SUCCESS;

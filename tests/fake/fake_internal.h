@@ -26,7 +26,8 @@ typedef struct fk_ctx {
     uint32_t magic;            /* FK_CTX_MAGIC while alive */
     int device;
     int primary;               /* 1: the device's primary context */
-    int refcount;              /* primary: retain count */
+    int refcount;              /* primary: retain count (green contexts hold one each) */
+    int teardowns;             /* primary: times its last reference went (the driver destroys it) */
     int green;                 /* 1: the CUcontext of a green context (fake_green.c) */
     uint64_t sms[FK_MASK_WORDS];   /* SMs its kernels run on */
 } fk_ctx_t;
@@ -47,9 +48,11 @@ typedef struct {
     int device;
     fk_ctx_t *ctx;
     fk_graph_t *capture;       /* non-NULL while a capture records into it */
+    int blocking;              /* created without CU_STREAM_NON_BLOCKING: synchronizes with the legacy stream */
 } fk_stream_t;
 #define FK_STREAM_MAGIC 0x5743A311u
 #define FK_CTX_MAGIC 0xC0C7C0C7u
+#define FK_CTX_DEAD 0xDEADC7C7u   /* a destroyed green context's CUcontext (kept until exit) */
 
 typedef struct {
     int  initialized;          /* cuInit succeeded */
@@ -62,6 +65,9 @@ typedef struct {
     int nsides;                /* domains the sides span (2 unless FAKE_CUDA_DOMAINS says more) */
     int groups_cap[8];         /* $FAKE_CUDA_GROUPS_PER_SIDE: most split groups per side (0: no cap) */
     int split_straddle;        /* $FAKE_CUDA_SPLIT=straddle: groups in SM-id order, ignoring sides */
+    int uuid_delay_ms;         /* $FAKE_CUDA_UUID_DELAY=<ms>[@<device>][:<calls>]: cuDeviceGetUuid_v2 */
+    int uuid_delay_dev;        /*   sleeps that long (on that device only; -1: every device), */
+    int uuid_delay_calls;      /*   in its first <calls> calls there (0: every call)          */
     unsigned char peer[FK_MAX_DEVICES][FK_MAX_DEVICES];   /* peer[a][b]: a may access b */
     pthread_mutex_t lock;
 } fk_state_t;
@@ -89,6 +95,15 @@ CUresult fk_inject(const char *name, CUresult dflt);
 
 /* Current context of this thread (NULL if none). */
 fk_ctx_t *fk_current(void);
+/* The current context into a new variable `c`, or return from the caller: INVALID_CONTEXT
+ * when there is none, CONTEXT_IS_DESTROYED when it is a destroyed green context (the driver
+ * leaves a destroyed context current on threads other than the destroying one). */
+#define FK_CURRENT(c) \
+    fk_ctx_t *c = fk_current(); \
+    do { \
+        if (!c) return CUDA_ERROR_INVALID_CONTEXT; \
+        if (c->magic == FK_CTX_DEAD) return CUDA_ERROR_CONTEXT_IS_DESTROYED; \
+    } while (0)
 int fk_valid_ctx(const fk_ctx_t *c);
 int fk_valid_device(int dev);
 
@@ -111,6 +126,16 @@ int fk_is_real_image(const void *image);
  * or NULL through a _ptsz/_ptds entry point, pt = 1) fails with CUDA_ERROR_INVALID_HANDLE in a
  * green context, as on the real driver. */
 CUresult fk_stream_ctx(CUstream s, int pt, fk_ctx_t **out);
+
+/* Work on the legacy stream (NULL without pt, or CU_STREAM_LEGACY; a synchronous copy or
+ * memset): it would have to wait for every blocking stream, so while a blocking stream is
+ * being captured (any thread) it fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and that
+ * capture ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as on the real driver. */
+CUresult fk_legacy_work(void);
+int fk_is_legacy(CUstream s, int pt);
+/* Captures of blocking streams (fake_module.c): begin/end bookkeeping for fk_legacy_work. */
+unsigned fk_blocking_capture_begin(void);
+int fk_blocking_capture_end(unsigned epoch);   /* 1 if legacy work invalidated it */
 fk_stream_t *fk_stream(CUstream s);    /* a created stream, or NULL */
 CUresult fk_stream_create_in(CUstream *s, fk_ctx_t *c);
 

@@ -156,8 +156,7 @@ CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, in
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
     FK_ENTER("cuMemAlloc_v2", CUDA_ERROR_INVALID_VALUE);
     if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     return fk_plain_alloc(dptr, size, c->device, 0, -1);
 }
 
@@ -233,7 +232,8 @@ FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUd
 
 FAKE_API CUresult cuMemGetInfo_v2(size_t *freeb, size_t *total) {
     FK_ENTER("cuMemGetInfo_v2", CUDA_ERROR_INVALID_VALUE);
-    if (!fk_current()) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c_);
+    (void)c_;
     size_t t = fk.mem_limit ? fk.mem_limit : FK_DEFAULT_TOTAL;
     fk_lock();
     size_t used = fk.mem_used;
@@ -258,12 +258,14 @@ static CUresult fk_copy(void *dst, const void *src, size_t n, int dst_dev, int s
 
 FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     FK_ENTER("cuMemcpyHtoD_v2", CUDA_ERROR_INVALID_VALUE);
-    return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+    CUresult r = fk_legacy_work();
+    return r ? r : fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
 }
 /* Stream-ordered copy: the fake has no asynchrony, so it completes at once. */
 static CUresult fk_copy_async(CUdeviceptr dst, const void *src, size_t n, CUstream s, int pt) {
     fk_ctx_t *c;
     CUresult r = fk_stream_ctx(s, pt, &c);
+    if (r == CUDA_SUCCESS && fk_is_legacy(s, pt)) r = fk_legacy_work();
     if (r != CUDA_SUCCESS) return r;
     return fk_copy((void *)(uintptr_t)dst, src, n, 1, 0);
 }
@@ -277,7 +279,8 @@ FAKE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, si
 }
 FAKE_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     FK_ENTER("cuMemcpyDtoH_v2", CUDA_ERROR_INVALID_VALUE);
-    return fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
+    CUresult r = fk_legacy_work();
+    return r ? r : fk_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
 }
 /* The per-thread default stream is not usable in a green context (fk_stream_ctx). */
 static CUresult fk_ptds_ok(void) {
@@ -298,11 +301,15 @@ FAKE_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
 FAKE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     FK_ENTER("cuMemcpy", CUDA_ERROR_INVALID_VALUE);
     if (n && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fk_legacy_work();
+    if (r != CUDA_SUCCESS) return r;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
     FK_ENTER("cuMemsetD8_v2", CUDA_ERROR_INVALID_VALUE);
+    CUresult r = fk_legacy_work();
+    if (r != CUDA_SUCCESS) return r;
     fk_lock();
     int ok = n == 0 || fk_covered((uintptr_t)dst, n, 1);
     fk_unlock();

@@ -128,8 +128,7 @@ static CUresult fk_parse(const char *s, int device, fk_module_t **out) {
 
 static CUresult fk_load(CUmodule *mod, const void *image) {
     if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     if (fk_is_real_image(image)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
     if (!memchr(image, 0, FK_MAX_IMAGE)) return CUDA_ERROR_INVALID_IMAGE;
     fk_module_t *m;
@@ -244,7 +243,7 @@ CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx) {
 
 #define FK_GRAPH_MAGIC 0x62A9B000u
 #define FK_EXEC_MAGIC 0x62A9E000u
-struct fk_graph { uint32_t magic; int n, cap; fk_launch_t *l; };
+struct fk_graph { uint32_t magic; int n, cap; fk_launch_t *l; int blocking; unsigned epoch; };
 typedef struct { uint32_t magic; fk_graph_t g; } fk_exec_t;
 
 CUresult fk_graph_record(fk_graph_t *g, const fk_launch_t *l) {
@@ -281,6 +280,7 @@ static CUresult fk_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, C
     }
     fk_stream_t *x = fk_stream(s);
     if (x && x->capture) return fk_graph_record(x->capture, &l);
+    if (fk_is_legacy(s, pt) && (r = fk_legacy_work()) != CUDA_SUCCESS) return r;
     return fk_launch_now(&l, ctx);
 }
 
@@ -329,6 +329,25 @@ FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, v
     return fk_launch_ex(c, f, params, 1);
 }
 
+FAKE_API CUresult cuLaunchGridAsync(CUfunction f, int gw, int gh, CUstream s) {
+    FK_ENTER("cuLaunchGridAsync", CUDA_ERROR_LAUNCH_FAILED);
+    if (gw <= 0 || gh <= 0) return CUDA_ERROR_INVALID_VALUE;
+    return fk_launch(f, (unsigned)gw, (unsigned)gh, 1, s, NULL, 0, 0);
+}
+
+/* The clusters of a launch that fit at once: one per SM of the stream's context. */
+FAKE_API CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *cfg) {
+    FK_ENTER("cuOccupancyMaxActiveClusters", CUDA_ERROR_INVALID_VALUE);
+    if (!n || !cfg || !fk_callable(f)) return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(cfg->hStream, 0, &c);
+    if (r != CUDA_SUCCESS) return r;
+    int k = 0;
+    for (int w = 0; w < FK_MASK_WORDS; w++) k += __builtin_popcountll(c->sms[w]);
+    *n = k;
+    return CUDA_SUCCESS;
+}
+
 /* Capture: only created streams (the real driver refuses the legacy stream; the per-thread
  * stream of a plain context it allows, which this fake does not model). */
 static CUresult fk_begin_capture(CUstream s, int pt) {
@@ -341,6 +360,10 @@ static CUresult fk_begin_capture(CUstream s, int pt) {
     fk_graph_t *g = calloc(1, sizeof *g);
     if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
     g->magic = FK_GRAPH_MAGIC;
+    if (x->blocking) {
+        g->blocking = 1;
+        g->epoch = fk_blocking_capture_begin();
+    }
     x->capture = g;
     return CUDA_SUCCESS;
 }
@@ -362,8 +385,16 @@ static CUresult fk_end_capture(CUstream s, CUgraph *out, int pt) {
     fk_stream_t *x = fk_stream(s);
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     if (!x || !x->capture) return CUDA_ERROR_ILLEGAL_STATE;
-    *out = (CUgraph)x->capture;
+    fk_graph_t *g = x->capture;
     x->capture = NULL;
+    if (g->blocking && fk_blocking_capture_end(g->epoch)) {
+        free(g->l);
+        g->magic = 0;
+        free(g);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *out = (CUgraph)g;
     return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph *out) {
@@ -388,6 +419,21 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, u
     if (g->n) memcpy(e->g.l, g->l, (size_t)g->n * sizeof *e->g.l);
     *out = (CUgraphExec)e;
     return CUDA_SUCCESS;
+}
+
+/* With CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the graph is uploaded on params->hUploadStream. */
+FAKE_API CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+    FK_ENTER("cuGraphInstantiateWithParams", CUDA_ERROR_INVALID_VALUE);
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
+        fk_ctx_t *c;
+        CUresult r = fk_stream_ctx(p->hUploadStream, 0, &c);
+        if (r != CUDA_SUCCESS) { p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR; return r; }
+    }
+    CUresult r = cuGraphInstantiateWithFlags(out, graph, 0);
+    p->hErrNode_out = NULL;
+    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
 }
 
 static fk_exec_t *fk_exec(CUgraphExec h) {

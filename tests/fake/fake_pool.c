@@ -158,8 +158,7 @@ FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
 FAKE_API CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
     FK_ENTER("cuMemAllocManaged", CUDA_ERROR_OUT_OF_MEMORY);
     if (!dp || !n || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;
-    fk_ctx_t *c = fk_current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    FK_CURRENT(c);
     return fk_plain_alloc(dp, n, c->device, 2, -1);
 }
 
@@ -172,6 +171,51 @@ FAKE_API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, C
     if (advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION && (dom = location_domain(&loc, &dev)) == -2)
         return CUDA_ERROR_INVALID_VALUE;
     return fk_plain_set_domain(p, n, dom) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Older and less common stream-ordered entry points: the fake has nothing to prefetch, copy
+ * between peers or report about a capture, so each only checks its stream (the per-thread
+ * stream fails in a green context) and succeeds. */
+FAKE_API CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, CUstream s) {
+    (void)p; (void)n; (void)dev;
+    FK_ENTER("cuMemPrefetchAsync", CUDA_ERROR_INVALID_VALUE);
+    fk_ctx_t *c;
+    return fk_stream_ctx(s, 0, &c);
+}
+FAKE_API CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t n, CUdevice dev, CUstream s) {
+    (void)p; (void)n; (void)dev;
+    FK_ENTER("cuMemPrefetchAsync_ptsz", CUDA_ERROR_INVALID_VALUE);
+    fk_ctx_t *c;
+    return fk_stream_ctx(s, 1, &c);
+}
+FAKE_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *cp, CUstream s) {
+    FK_ENTER("cuMemcpy3DPeerAsync", CUDA_ERROR_INVALID_VALUE);
+    fk_ctx_t *c;
+    return cp ? fk_stream_ctx(s, 0, &c) : CUDA_ERROR_INVALID_VALUE;
+}
+FAKE_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                            const CUgraphNode **deps, size_t *nd) {
+    FK_ENTER("cuStreamGetCaptureInfo_v2", CUDA_ERROR_INVALID_VALUE);
+    fk_ctx_t *c;
+    CUresult r = fk_stream_ctx(s, 0, &c);
+    if (r != CUDA_SUCCESS) return r;
+    if (!st) return CUDA_ERROR_INVALID_VALUE;
+    fk_stream_t *x = fk_stream(s);
+    *st = x && x->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id) *id = 0;
+    if (g) *g = x ? (CUgraph)x->capture : NULL;
+    if (deps) *deps = NULL;
+    if (nd) *nd = 0;
+    return CUDA_SUCCESS;
+}
+/* The green context of a stream: its context's, or for the legacy stream the current one's. */
+FAKE_API CUresult cuStreamGetGreenCtx(CUstream s, CUgreenCtx *pg) {
+    FK_ENTER("cuStreamGetGreenCtx", CUDA_ERROR_INVALID_VALUE);
+    fk_ctx_t *c;
+    if (!pg) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fk_stream_ctx(s, 0, &c);
+    if (r == CUDA_SUCCESS) *pg = c->green ? (CUgreenCtx)FK_GREEN_OF(c) : NULL;
+    return r;
 }
 
 FAKE_API CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {

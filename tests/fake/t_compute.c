@@ -7,13 +7,34 @@
  *                            replayed graph, cooperative launches that fit and that do not,
  *                            what the program is told about contexts, the SM-count attribute,
  *                            the published topology
+ *   t_compute more-streams   the per-thread default stream given to the less common entry points
+ *                            (older ABI versions, launch configurations, instantiate parameters)
+ *   t_compute ptds-capture [legacy]  a thread captures a blocking stream while this one makes
+ *                            a synchronous copy on the per-thread default stream (_ptds; legacy:
+ *                            on the legacy stream, which invalidates the capture)
  *   t_compute threads N K    N threads make the primary current and launch K times each on
  *                            their own stream, the NULL stream and the per-thread stream
  *   t_compute reset          bound, cuDevicePrimaryCtxReset, bound again
+ *   t_compute reset-current  bound and current on this thread and on another, reset (the program
+ *                            keeps its retain); what each thread is told is current; a launch
+ *                            before and after the next retain, without any cuCtxSetCurrent
+ *   t_compute release        bound, the program releases its only reference to the primary (the
+ *                            driver would tear it down), retains it again: bound again
+ *   t_compute xthread        a thread makes a stream and memory, another asks for their context
+ *                            while the first lives, and launches on the stream after it exited
+ *   t_compute exit           bound; an exit handler registered before the first CUDA call (so
+ *                            it runs after the shim's) still launches, then releases the primary
  *   t_compute ownctx         a context the program creates itself (runs unbound)
  *   t_compute fork           bound in the parent, then a child binds on its own
  *   t_compute selfgreen      the program makes a green context of 8 SMs current itself and
  *                            launches on the per-thread default stream (the driver refuses)
+ *   t_compute race [own]     (FAKE_CUDA_UUID_DELAY) thread A retains the primary (own: creates
+ *                            a context of its own) and sits in the shim's probe; meanwhile the
+ *                            main thread retains the primary, makes it current and launches:
+ *                            it must run bound, on the binding built after A's probe
+ *   t_compute twodev-race    (FAKE_CUDA_DEVICES=2, FAKE_CUDA_UUID_DELAY=..@0) device 1 bound; while
+ *                            another thread binds device 0, this one makes device 1's primary
+ *                            current: it must not wait for device 0
  *   t_compute twodev         (FAKE_CUDA_DEVICES=2) each device's primary made current in turn,
  *                            a launch on each, then device 0 again: every device runs on its
  *                            own binding, as a process driving two GPUs (or NCCL) would
@@ -197,6 +218,115 @@ static int case_paths(void) {
     return 0;
 }
 
+static int case_more_streams(void) {
+    hooks();
+    CUmodule mod;
+    setup(&mod);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 4096), CUDA_SUCCESS);
+    printf("prefetch_v1_rc=%d\n", (int)cuMemPrefetchAsync(p, 4096, 0, CU_STREAM_PER_THREAD));
+    printf("prefetch_v1_ptsz_rc=%d\n", (int)cuMemPrefetchAsync_ptsz(p, 4096, 0, NULL));
+    CUDA_MEMCPY3D_PEER cp;
+    memset(&cp, 0, sizeof cp);
+    printf("copy3dpeer_rc=%d\n", (int)cuMemcpy3DPeerAsync(&cp, CU_STREAM_PER_THREAD));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    printf("capinfo_v2_rc=%d\n", (int)cuStreamGetCaptureInfo_v2(CU_STREAM_PER_THREAD, &st, NULL, NULL, NULL, NULL));
+    printf("capinfo_v2_none=%d\n", st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CUresult r = cuLaunchGridAsync(g_fn, 4, 2, CU_STREAM_PER_THREAD);
+    printf("grid_async_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("grid_async");
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = cfg.blockDimX = 1;
+    cfg.hStream = CU_STREAM_PER_THREAD;
+    int clusters = -1;
+    printf("occupancy_rc=%d\n", (int)cuOccupancyMaxActiveClusters(&clusters, g_fn, &cfg));
+    printf("occupancy_clusters=%d\n", clusters);
+    /* A captured graph, instantiated with an upload on the per-thread stream. */
+    CUstream bs;
+    CHECK_RC(cuStreamCreate(&bs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_RC(cuStreamBeginCapture_v2(bs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    void *kp[] = { NULL };
+    CHECK_RC(cuLaunchKernel(g_fn, 2, 1, 1, 32, 1, 1, 0, bs, kp, NULL), CUDA_SUCCESS);
+    CUgraph g;
+    CHECK_RC(cuStreamEndCapture(bs, &g), CUDA_SUCCESS);
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+    memset(&ip, 0, sizeof ip);
+    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    ip.hUploadStream = CU_STREAM_PER_THREAD;
+    ip.result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+    CUgraphExec ge = NULL;
+    r = cuGraphInstantiateWithParams(&ge, g, &ip);
+    printf("instantiate_upload_rc=%d\ninstantiate_result=%d\n", (int)r, (int)ip.result_out);
+    if (r == CUDA_SUCCESS) CHECK_RC(cuGraphExecDestroy(ge), CUDA_SUCCESS);
+    CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    /* The green context of a stream: none, as far as the program can tell. */
+    CUgreenCtx gs = (CUgreenCtx)1, gn = (CUgreenCtx)1;
+    printf("stream_green_rc=%d\n", (int)cuStreamGetGreenCtx(bs, &gs));
+    printf("null_green_rc=%d\n", (int)cuStreamGetGreenCtx(NULL, &gn));
+    printf("stream_green_none=%d\nnull_green_none=%d\n", gs == NULL, gn == NULL);
+    CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+typedef struct { CUcontext prim; CUresult end_rc; } capturer_t;
+static pthread_barrier_t g_cap_bar;
+static void *capturer(void *arg) {
+    capturer_t *c = arg;
+    CHECK_RC(cuCtxSetCurrent(c->prim), CUDA_SUCCESS);
+    CUstream bs;
+    CHECK_RC(cuStreamCreate(&bs, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    CHECK_RC(cuStreamBeginCapture_v2(bs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_cap_bar);   /* capturing */
+    pthread_barrier_wait(&g_cap_bar);   /* the other thread copied */
+    void *kp[] = { NULL };
+    CHECK_RC(cuLaunchKernel(g_fn, 2, 1, 1, 32, 1, 1, 0, bs, kp, NULL), CUDA_SUCCESS);
+    CUgraph g = NULL;
+    c->end_rc = cuStreamEndCapture(bs, &g);
+    if (g) CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    CHECK_RC(cuStreamDestroy_v2(bs), CUDA_SUCCESS);
+    return NULL;
+}
+
+static int case_ptds_capture(int legacy) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CUdeviceptr p;
+    CHECK_RC(cuMemAlloc_v2(&p, 64), CUDA_SUCCESS);
+    void *cp = NULL;
+    CHECK_RC(cuGetProcAddress_v2("cuMemcpyHtoD", &cp, 13000,
+                                 legacy ? CU_GET_PROC_ADDRESS_LEGACY_STREAM : CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                 NULL), CUDA_SUCCESS);
+    CHECK(pthread_barrier_init(&g_cap_bar, NULL, 2) == 0);
+    capturer_t c = { prim, CUDA_ERROR_UNKNOWN };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, capturer, &c) == 0);
+    pthread_barrier_wait(&g_cap_bar);
+    char buf[64] = "copied on the per-thread stream", back[64] = "";
+    printf("ptds_copy_rc=%d\n", (int)((CUresult (*)(CUdeviceptr, const void *, size_t))cp)(p, buf, sizeof buf));
+    pthread_barrier_wait(&g_cap_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_cap_bar);
+    printf("capture_end_rc=%d\n", (int)c.end_rc);
+    CHECK_RC(cuMemcpyDtoH_v2(back, p, sizeof back), CUDA_SUCCESS);
+    printf("copy_ok=%d\n", !memcmp(buf, back, sizeof buf));
+    /* While this thread's per-thread stream captures, a synchronous copy on it is refused. */
+    CUresult r = cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    printf("pts_capture_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) {
+        printf("ptds_in_capture_rc=%d\n", (int)((CUresult (*)(CUdeviceptr, const void *, size_t))cp)(p, buf, 8));
+        CUgraph g = NULL;
+        printf("pts_end_rc=%d\n", (int)cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+        if (g) CHECK_RC(cuGraphDestroy(g), CUDA_SUCCESS);
+    }
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
 typedef struct { CUcontext prim; int iters, expect, ok; CUcontext real; } worker_t;
 static pthread_barrier_t g_all_alive;
 
@@ -271,6 +401,149 @@ static int case_reset(void) {
     report_launch("after");
     printf("green_live=%d\n", green_count());
     teardown(mod);
+    return 0;
+}
+
+static pthread_barrier_t g_reset_bar;
+typedef struct { CUcontext prim; int cur_is_primary; } other_t;
+static void *reset_other(void *arg) {
+    other_t *o = arg;
+    CHECK_RC(cuCtxSetCurrent(o->prim), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_reset_bar);   /* bound and current here */
+    pthread_barrier_wait(&g_reset_bar);   /* the main thread reset the primary */
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    o->cur_is_primary = cur == o->prim;
+    return NULL;
+}
+
+static int case_reset_current(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("before");
+    CHECK(pthread_barrier_init(&g_reset_bar, NULL, 2) == 0);
+    other_t o = { prim, -1 };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, reset_other, &o) == 0);
+    pthread_barrier_wait(&g_reset_bar);
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxReset_v2(0), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_reset_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_reset_bar);
+    printf("other_cur_is_primary=%d\n", o.cur_is_primary);
+    printf("green_after_reset=%d\n", green_count());
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("reset_cur_is_primary=%d\nreset_real_is_green=%d\n", cur == prim, ctx_is_green(current_ctx()));
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CUresult r = launch(NULL);
+    printf("reset_launch_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("reset");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    /* The next retain binds again; this thread, which has the primary current, runs bound. */
+    CUcontext again = NULL;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("retain_cur_is_primary=%d\nretain_real_is_green=%d\n", cur == prim, ctx_is_green(current_ctx()));
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("after");
+    printf("green_live=%d\n", green_count());
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    return 0;
+}
+
+static int case_release(void) {
+    hooks();
+    int (*primary_refs)(int, int *) =
+        (int (*)(int, int *))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_primary_refs");
+    CHECK(primary_refs);
+    CUmodule mod;
+    setup(&mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("before");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    int teardowns = -1, refs = primary_refs(0, &teardowns);
+    printf("released_refs=%d\nreleased_teardowns=%d\ngreen_after_release=%d\n", refs, teardowns, green_count());
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("released_real_is_green=%d\n", ctx_is_green(current_ctx()));
+    CUcontext again;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(again), CUDA_SUCCESS);
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("after");
+    printf("green_live=%d\n", green_count());
+    teardown(mod);
+    return 0;
+}
+
+typedef struct { CUcontext prim; CUstream s; CUdeviceptr p; } maker_t;
+static pthread_barrier_t g_x_bar;
+static void *maker(void *arg) {
+    maker_t *m = arg;
+    CHECK_RC(cuCtxSetCurrent(m->prim), CUDA_SUCCESS);
+    CHECK_RC(cuStreamCreate(&m->s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_RC(cuMemAlloc_v2(&m->p, 4096), CUDA_SUCCESS);
+    pthread_barrier_wait(&g_x_bar);   /* made */
+    pthread_barrier_wait(&g_x_bar);   /* asked about */
+    return NULL;
+}
+
+static int case_xthread(void) {
+    hooks();
+    CUmodule mod;
+    CUcontext prim = setup(&mod);
+    CHECK(pthread_barrier_init(&g_x_bar, NULL, 2) == 0);
+    maker_t m = { prim, NULL, 0 };
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, maker, &m) == 0);
+    pthread_barrier_wait(&g_x_bar);
+    CUcontext sc = NULL, pc = NULL;
+    CHECK_RC(cuStreamGetCtx(m.s, &sc), CUDA_SUCCESS);
+    CHECK_RC(cuPointerGetAttribute(&pc, CU_POINTER_ATTRIBUTE_CONTEXT, m.p), CUDA_SUCCESS);
+    printf("other_stream_ctx_primary=%d\nother_ptr_ctx_primary=%d\n", sc == prim, pc == prim);
+    pthread_barrier_wait(&g_x_bar);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&g_x_bar);
+    CUresult r = launch(m.s);
+    printf("exited_stream_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("exited_stream");
+    printf("exited_stream_destroy_rc=%d\n", (int)cuStreamDestroy_v2(m.s));
+    CHECK_RC(cuMemFree_v2(m.p), CUDA_SUCCESS);
+    teardown(mod);
+    return 0;
+}
+
+static CUcontext g_exit_prim;
+static CUmodule g_exit_mod;
+static void late_exit_handler(void) {
+    CUresult r = launch(NULL);
+    printf("exit_launch_rc=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) report_launch("exit");
+    CUcontext cur = NULL;
+    CHECK_RC(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    printf("exit_cur_is_primary=%d\n", cur == g_exit_prim);
+    cuModuleUnload(g_exit_mod);
+    cuDevicePrimaryCtxRelease_v2(0);
+}
+
+static int case_exit(void) {
+    CHECK(atexit(late_exit_handler) == 0);
+    hooks();
+    g_exit_prim = setup(&g_exit_mod);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("main");
     return 0;
 }
 
@@ -351,6 +624,81 @@ static int case_selfgreen(void) {
     return 0;
 }
 
+/* Wait (bounded) until some thread sleeps in the fake's cuDeviceGetUuid_v2. */
+static int (*uuid_sleepers)(void);
+static void wait_for_sleeper(void) {
+    for (int i = 0; i < 20000 && uuid_sleepers() == 0; i++) usleep(500);
+    CHECK(uuid_sleepers() > 0);
+}
+
+static void *retain_dev(void *arg) {
+    CUcontext c;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&c, (CUdevice)(intptr_t)arg), CUDA_SUCCESS);
+    return NULL;
+}
+static void *create_ctx(void *arg) {
+    CHECK_RC(cuCtxCreate_v2((CUcontext *)arg, 0, 0), CUDA_SUCCESS);
+    return NULL;
+}
+
+static int case_race(int own) {
+    hooks();
+    uuid_sleepers = (int (*)(void))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_uuid_sleepers");
+    CHECK(uuid_sleepers);
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    pthread_t a;
+    CUcontext actx = NULL;
+    CHECK(pthread_create(&a, NULL, own ? create_ctx : retain_dev, own ? (void *)&actx : (void *)(intptr_t)0) == 0);
+    wait_for_sleeper();   /* A is inside the shim's probe of device 0 */
+    CUcontext prim;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&prim, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(prim), CUDA_SUCCESS);
+    printf("b_waited=%d\n", uuid_sleepers() == 0);
+    CUmodule mod;
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("b");
+    printf("b_green=%d\n", ctx_is_green(current_ctx()));
+    pthread_join(a, NULL);
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    if (own) CHECK_RC(cuCtxDestroy_v2(actx), CUDA_SUCCESS);
+    else CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    return 0;
+}
+
+static int case_twodev_race(void) {
+    hooks();
+    uuid_sleepers = (int (*)(void))dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "fakecuda_uuid_sleepers");
+    CHECK(uuid_sleepers);
+    CHECK_RC(cuInit(0), CUDA_SUCCESS);
+    CUcontext p1, p0;
+    CHECK_RC(cuDevicePrimaryCtxRetain(&p1, 1), CUDA_SUCCESS);
+    pthread_t a;
+    CHECK(pthread_create(&a, NULL, retain_dev, (void *)(intptr_t)0) == 0);
+    wait_for_sleeper();   /* device 0 is being probed and bound by A */
+    CHECK_RC(cuCtxSetCurrent(p1), CUDA_SUCCESS);
+    printf("dev1_waited=%d\n", uuid_sleepers() == 0);
+    CUmodule mod;
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("dev1");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    pthread_join(a, NULL);
+    CHECK_RC(cuDevicePrimaryCtxRetain(&p0, 0), CUDA_SUCCESS);
+    CHECK_RC(cuCtxSetCurrent(p0), CUDA_SUCCESS);
+    CHECK_RC(cuModuleLoadData(&mod, "FAKEMOD v1 functions=k"), CUDA_SUCCESS);
+    CHECK_RC(cuModuleGetFunction(&g_fn, mod, "k"), CUDA_SUCCESS);
+    CHECK_RC(launch(NULL), CUDA_SUCCESS);
+    report_launch("dev0");
+    CHECK_RC(cuModuleUnload(mod), CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) CHECK_RC(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_RC(cuDevicePrimaryCtxRelease_v2(1), CUDA_SUCCESS);
+    return 0;
+}
+
 static int case_twodev(void) {
     hooks();
     CHECK_RC(cuInit(0), CUDA_SUCCESS);
@@ -393,12 +741,20 @@ int main(int argc, char **argv) {
     t_prog = "t_compute";
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && !strcmp(argv[1], "paths")) return case_paths();
+    if (argc >= 2 && !strcmp(argv[1], "more-streams")) return case_more_streams();
+    if (argc >= 2 && !strcmp(argv[1], "ptds-capture")) return case_ptds_capture(argc >= 3 && !strcmp(argv[2], "legacy"));
     if (argc >= 4 && !strcmp(argv[1], "threads")) return case_threads(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "reset")) return case_reset();
+    if (argc >= 2 && !strcmp(argv[1], "reset-current")) return case_reset_current();
     if (argc >= 2 && !strcmp(argv[1], "ownctx")) return case_ownctx();
+    if (argc >= 2 && !strcmp(argv[1], "exit")) return case_exit();
+    if (argc >= 2 && !strcmp(argv[1], "xthread")) return case_xthread();
+    if (argc >= 2 && !strcmp(argv[1], "release")) return case_release();
     if (argc >= 2 && !strcmp(argv[1], "fork")) return case_fork();
     if (argc >= 2 && !strcmp(argv[1], "selfgreen")) return case_selfgreen();
     if (argc >= 2 && !strcmp(argv[1], "twodev")) return case_twodev();
-    fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen\n");
+    if (argc >= 2 && !strcmp(argv[1], "twodev-race")) return case_twodev_race();
+    if (argc >= 2 && !strcmp(argv[1], "race")) return case_race(argc >= 3 && !strcmp(argv[2], "own"));
+    fprintf(stderr, "usage: t_compute paths | threads N K | reset | ownctx | fork | selfgreen | twodev | race\n");
     return 2;
 }
