@@ -4,7 +4,9 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
+#include "shim/place.h"
 #include "shim/pool.h"
+#include "shim/track.h"
 #include "shim/vmm.h"
 
 #include <pthread.h>
@@ -22,7 +24,10 @@ typedef struct {
 } rule_ctr_t;
 
 static rule_ctr_t rules[LD_MAX_RULE_STATS];
-static atomic_uint_fast64_t n_tagged, n_tagged_free, n_untagged, n_untagged_free, n_fallback;
+/* n_tagged / n_tagged_free: allocations the shim placed and their frees; n_unplaced /
+ * n_untagged_free: every other successful allocation and its free (alloc.h says what a free
+ * is per api); n_untagged: requests that matched no rule (the histogram's total). */
+static atomic_uint_fast64_t n_tagged, n_tagged_free, n_untagged, n_unplaced, n_untagged_free, n_fallback;
 
 #define HIST_SLOTS 4096   /* open addressing on (size, api); full table -> counted as overflow */
 static struct { atomic_uint_fast64_t key; atomic_uint_fast64_t count; } hist[HIST_SLOTS];
@@ -123,17 +128,50 @@ int ld_alloc_decide(size_t size, ld_api_t api, ld_decision_t *out) {
     return 1;
 }
 
-void ld_alloc_note_placed(const ld_decision_t *dc, ld_api_t api, size_t bytes, int domain, int emulated) {
+/* A freed (or implicitly gone) allocation of the given class. */
+static void count_free(int placed) {
+    atomic_fetch_add_explicit(placed ? &n_tagged_free : &n_untagged_free, 1, memory_order_relaxed);
+}
+
+/* Track what the shim will have to recognise at its free; an entry a reissued value
+ * replaced was freed behind the shim's back (with its context, say). */
+static int track(const ld_obj_t *o, int placed) {
+    ld_track_entry_t e = { o->key, (uint64_t)(uintptr_t)o->ctx, placed, o->device };
+    int old;
+    if (ld_track_add(o->kind, &e, &old) != 0) return -1;
+    if (old >= 0) count_free(old);
+    return 0;
+}
+
+void ld_alloc_note_placed(const ld_decision_t *dc, ld_api_t api, size_t bytes, int domain, int emulated,
+                          const ld_obj_t *obj) {
     if ((int)api >= 0 && api < LD_API_COUNT) {
         atomic_fetch_add(&apis[api].placed, 1);
         if (emulated) atomic_fetch_add(&apis[api].emulated, 1);
+    }
+    /* Out of host memory for the entry: its free could not be recognised, so it is counted
+     * with the ordinary allocations and the totals still reconcile. */
+    if (obj && track(obj, 1) != 0) {
+        atomic_fetch_add(&n_unplaced, 1);
+    } else {
+        atomic_fetch_add(&n_tagged, 1);
     }
     if (dc->rule < 0 || dc->rule >= LD_MAX_RULE_STATS) return;
     rule_ctr_t *rc = &rules[dc->rule];
     atomic_fetch_add(&rc->allocations, 1);
     atomic_fetch_add(&rc->bytes, bytes);
     if (domain >= 0 && domain < LD_MAX_SLICES) atomic_fetch_add(&rc->bytes_per_domain[domain], bytes);
-    atomic_fetch_add(&n_tagged, 1);
+}
+
+void ld_alloc_note_unplaced(const ld_obj_t *obj) {
+    /* A handle is tracked so that its release counts (and an imported one's does not). */
+    if (obj && obj->kind == LD_OBJ_HANDLE && track(obj, 0) != 0) return;
+    atomic_fetch_add_explicit(&n_unplaced, 1, memory_order_relaxed);
+}
+
+void ld_alloc_note_passed(const ld_decision_t *dc, ld_api_t api) {
+    if (dc->rule >= 0 && dc->rule < LD_MAX_RULE_STATS) atomic_fetch_add(&rules[dc->rule].passed, 1);
+    if ((int)api >= 0 && api < LD_API_COUNT) atomic_fetch_add(&apis[api].passed, 1);
 }
 
 void ld_alloc_note_fallback(const ld_decision_t *dc, ld_api_t api, const char *why) {
@@ -151,31 +189,35 @@ void ld_api_stats(int api, ld_api_stats_t *o) {
     o->fallbacks = atomic_load(&apis[api].fallbacks);
 }
 
+CUresult ld_alloc_count_unplaced(CUresult r) {
+    if (r == CUDA_SUCCESS) atomic_fetch_add_explicit(&n_unplaced, 1, memory_order_relaxed);
+    return r;
+}
+
 CUresult ld_alloc(CUdeviceptr *dptr, size_t size, ld_api_t api) {
     const ld_driver_t *d = ld_driver();
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     ld_decision_t dc;
-    if (!dptr || !ld_alloc_decide(size, api, &dc)) return real_alloc(d, dptr, size);
-    return ld_alloc_placed(d, dptr, size, api, &dc);
+    if (dptr && ld_alloc_decide(size, api, &dc) && ld_alloc_placed(d, dptr, size, api, &dc)) return CUDA_SUCCESS;
+    return ld_alloc_count_unplaced(real_alloc(d, dptr, size));
 }
 
-CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api, const ld_decision_t *dc) {
+int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api_t api, const ld_decision_t *dc) {
     int ri = dc->rule;
     rule_ctr_t *rc = &rules[ri];
     const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
     CUdevice dev;
     CUcontext ctx = NULL;
     if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        return real_alloc(d, dptr, size);       /* no context: the driver gives the stock error */
+        return 0;                               /* no context: the program's call gives the stock error */
     ld_device_t *dv = ld_device_get(d, dev);
     if (!dv || !dv->backend) {
         ld_alloc_note_fallback(dc, api, dv ? dv->backend_reason : "device ordinal out of range");
-        return real_alloc(d, dptr, size);
+        return 0;
     }
     if (size < ld_cfg.policy.min_split || size < dv->gran) {
-        atomic_fetch_add(&rc->passed, 1);
-        atomic_fetch_add(&apis[api].passed, 1);
-        return real_alloc(d, dptr, size);
+        ld_alloc_note_passed(dc, api);
+        return 0;
     }
 
     int mismatch = ld_cfg.state == LD_STATE_MISMATCH && !ld_cfg.mismatch_map;
@@ -186,7 +228,7 @@ CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, l
             snprintf(why, sizeof why, "domain %d does not exist (device %d has %d domains, 0..%d)", dc->domain,
                      (int)dev, dv->ndomains, dv->ndomains - 1);
             ld_alloc_note_fallback(dc, api, why);
-            return real_alloc(d, dptr, size);
+            return 0;
         }
         nslices = 1;
         dom[0] = ld_cfg.mem_domain >= 0 ? dc->domain : mirror(dc->domain, dv->ndomains, mismatch);
@@ -199,14 +241,14 @@ CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, l
     CUresult res = ld_vmm_create(d, dv, size, nslices, dom, &r, why, sizeof why);
     if (res != CUDA_SUCCESS) {
         ld_alloc_note_fallback(dc, api, why);
-        return real_alloc(d, dptr, size);
+        return 0;
     }
     r.ctx = ctx;
     r.rule = ri;
     if (ld_registry_insert(&r) != 0) {
         ld_vmm_destroy(d, &r);
         ld_alloc_note_fallback(dc, api, "registry insert failed (out of host memory)");
-        return real_alloc(d, dptr, size);
+        return 0;
     }
     /* A peer enabled between the range's access grant and its registration missed the
      * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
@@ -228,7 +270,32 @@ CUresult ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, l
     LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
              (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
     *dptr = r.base;
-    return CUDA_SUCCESS;
+    return 1;
+}
+
+/* A free the driver makes of memory that is not a shim range: a placed pointer (track.h)
+ * is taken out first, so an address the driver hands out again right after the free is
+ * never mistaken for it, and put back if the free fails. */
+static CUresult free_plain(const ld_driver_t *d, CUdeviceptr p, CUresult (*real)(CUdeviceptr, CUstream), CUstream s) {
+    ld_track_entry_t e;
+    int old, tracked = p && ld_track_any(LD_OBJ_PTR) && ld_track_take(LD_OBJ_PTR, p, &e) == 0;
+    CUresult res = real ? real(p, s) : d->cuMemFree_v2(p);
+    if (res == CUDA_SUCCESS && p) count_free(tracked && e.placed);
+    else if (res != CUDA_SUCCESS && tracked) ld_track_add(LD_OBJ_PTR, &e, &old);
+    return res;
+}
+
+CUresult ld_free_async(CUdeviceptr p, CUstream s, CUresult (*real)(CUdeviceptr, CUstream)) {
+    return free_plain(NULL, p, real, s);
+}
+
+CUresult ld_release(CUmemGenericAllocationHandle h, CUresult (*real)(CUmemGenericAllocationHandle)) {
+    ld_track_entry_t e;
+    int old, tracked = ld_track_any(LD_OBJ_HANDLE) && ld_track_take(LD_OBJ_HANDLE, h, &e) == 0;
+    CUresult res = real(h);
+    if (res == CUDA_SUCCESS && tracked) count_free(e.placed);
+    else if (res != CUDA_SUCCESS && tracked) ld_track_add(LD_OBJ_HANDLE, &e, &old);
+    return res;
 }
 
 CUresult ld_free(CUdeviceptr p) {
@@ -236,11 +303,7 @@ CUresult ld_free(CUdeviceptr p) {
     if (!d) return CUDA_ERROR_NOT_INITIALIZED;
     ld_range_t r;
     /* Read-locked lookup first: untagged frees never take the registry's write lock. */
-    if (ld_registry_find(p, &r) != 0) {
-        CUresult res = d->cuMemFree_v2(p);
-        if (res == CUDA_SUCCESS && p) atomic_fetch_add_explicit(&n_untagged_free, 1, memory_order_relaxed);
-        return res;
-    }
+    if (ld_registry_find(p, &r) != 0) return free_plain(d, p, NULL, NULL);
     if (r.base != p) return CUDA_ERROR_INVALID_VALUE;      /* interior pointer, as the driver says */
     if (ld_registry_remove(p, &r) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
     /* cudaFree/cuMemFree semantics: wait for work that may still use the memory. */
@@ -261,11 +324,20 @@ CUresult ld_free(CUdeviceptr p) {
 
 typedef struct { CUcontext ctx; int dev; CUcontext primary; } forget_key_t;
 
-static int belongs(const ld_range_t *r, void *arg) {
-    const forget_key_t *k = arg;
-    if (k->ctx) return r->ctx == k->ctx;
-    /* The primary's ranges include those allocated in its bound green context(s). */
-    return r->device == k->dev && (!k->primary || r->ctx == k->primary || ld_compute_owns(k->dev, r->ctx));
+static int belongs_to(const forget_key_t *k, int device, CUcontext c) {
+    if (k->ctx) return c == k->ctx;
+    /* The primary's allocations include those made in its bound green context(s). */
+    return device == k->dev && (!k->primary || c == k->primary || ld_compute_owns(k->dev, c));
+}
+
+static int belongs(const ld_range_t *r, void *arg) { return belongs_to(arg, r->device, r->ctx); }
+
+/* A tracked pointer of a device being reset: freed with it if its context was the primary
+ * (or its green context), else kept (a context the program created keeps its memory). */
+static void forget_ptr(const ld_track_entry_t *e, void *arg) {
+    int old;
+    if (belongs_to(arg, e->device, (CUcontext)(uintptr_t)e->ctx)) count_free(e->placed);
+    else if (ld_track_add(LD_OBJ_PTR, e, &old) != 0) count_free(e->placed);   /* cannot keep it: counted gone */
 }
 
 void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
@@ -300,6 +372,15 @@ void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     }
     for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
     free(v);
+    /* The context takes its allocations with it: each is freed, as the program's free
+     * would have, so tagged_allocs - tagged_frees stays what is live. */
+    atomic_fetch_add(&n_tagged_free, n);
+    if (!ctx && dev >= 0) {
+        /* A reset frees the primary's stream-ordered and managed memory too; the shim's
+         * pools of the device go before the driver resets it. */
+        ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
+        ld_place_forget_device(d, dev);
+    }
     if (dev >= 0) ld_pool_trim(d, dev);
     if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
@@ -350,7 +431,7 @@ uint64_t ld_untagged_total(void) { return atomic_load(&n_untagged); }
 void ld_alloc_counts(ld_alloc_counts_t *o) {
     o->tagged_allocs = atomic_load(&n_tagged);
     o->tagged_frees = atomic_load(&n_tagged_free);
-    o->untagged_allocs = atomic_load(&n_untagged);
+    o->untagged_allocs = atomic_load(&n_unplaced);
     o->untagged_frees = atomic_load(&n_untagged_free);
     o->fallbacks = atomic_load(&n_fallback);
 }
@@ -363,11 +444,19 @@ void ld_alloc_reset(void) {
     atomic_store(&n_tagged, 0);
     atomic_store(&n_tagged_free, 0);
     atomic_store(&n_untagged, 0);
+    atomic_store(&n_unplaced, 0);
     atomic_store(&n_untagged_free, 0);
     atomic_store(&n_fallback, 0);
     memset(fb, 0, sizeof fb);
     n_fb = 0;
+    ld_track_reset();
 }
 
-void ld_alloc_lock_for_fork(void) { pthread_mutex_lock(&fb_mu); }
-void ld_alloc_unlock_after_fork(void) { pthread_mutex_unlock(&fb_mu); }
+void ld_alloc_lock_for_fork(void) {
+    pthread_mutex_lock(&fb_mu);
+    ld_track_lock_for_fork();
+}
+void ld_alloc_unlock_after_fork(void) {
+    ld_track_unlock_after_fork();
+    pthread_mutex_unlock(&fb_mu);
+}

@@ -98,6 +98,10 @@
     X(cuKernelSetAttribute, (CUfunction_attribute, int, CUkernel, CUdevice)) \
     /* stream-ordered and managed memory placed in a domain (place.c) */ \
     X(cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *)) \
+    X(cuMemPoolDestroy, (CUmemoryPool)) \
+    X(cuMemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc *, size_t)) \
+    X(cuMemPoolGetAccess, (CUmemAccess_flags *, CUmemoryPool, CUmemLocation *)) \
+    X(cuMemPoolTrimTo, (CUmemoryPool, size_t)) \
     X(cuMemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void *)) \
     X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *)) \
     X(cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice)) \

@@ -114,7 +114,6 @@
     X(cuEventRecordWithFlags, (CUevent ev, CUstream hStream, unsigned int fl), (ev, hStream, fl)) \
     X(cuGraphLaunch, (CUgraphExec ge, CUstream hStream), (ge, hStream)) \
     X(cuGraphUpload, (CUgraphExec ge, CUstream hStream), (ge, hStream)) \
-    X(cuMemFreeAsync, (CUdeviceptr dp, CUstream hStream), (dp, hStream)) \
     X(cuMemPrefetchAsync_v2, (CUdeviceptr dp, size_t n, CUmemLocation loc, unsigned int fl, CUstream hStream), \
       (dp, n, loc, fl, hStream)) \
     X(cuMemPrefetchAsync, (CUdeviceptr dp, size_t n, CUdevice dev, CUstream hStream), (dp, n, dev, hStream)) \
@@ -241,7 +240,9 @@
 enum {
     H_cuMemAlloc_v2, H_cuMemFree_v2, H_cuMemGetAddressRange_v2, H_cuIpcGetMemHandle,
     H_cuMemCreate, H_cuMemAllocAsync, H_cuMemAllocAsync_ptsz, H_cuMemAllocFromPoolAsync,
-    H_cuMemAllocFromPoolAsync_ptsz, H_cuMemAllocManaged, H_cuMemAllocPitch_v2,
+    H_cuMemAllocFromPoolAsync_ptsz, H_cuMemAllocManaged, H_cuMemAllocPitch_v2, H_cuMemRelease,
+    H_cuMemFreeAsync, H_cuMemFreeAsync_ptsz, H_cuMemPoolSetAccess, H_cuMemPoolSetAttribute,
+    H_cuMemPoolGetAttribute, H_cuMemPoolTrimTo,
     H_cuCtxEnablePeerAccess, H_cuDevicePrimaryCtxRetain, H_cuCtxCreate_v2, H_cuCtxCreate_v3,
     H_cuCtxCreate_v4, H_cuCtxDestroy_v2, H_cuDevicePrimaryCtxReset_v2, H_cuModuleLoad,
     H_cuModuleLoadData, H_cuModuleLoadDataEx, H_cuModuleLoadFatBinary, H_cuModuleUnload,
@@ -368,16 +369,6 @@ EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a, v
     return res;
 }
 
-/* Allocations the shim does not place: on out-of-memory, give back what the pool keeps and
- * retry once, so kept ranges never cost the program memory it asks for elsewhere. */
-#define TRIM_RETRY(call)                                                                      \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        const ld_driver_t *d_;                                                                \
-        if (r_ == CUDA_ERROR_OUT_OF_MEMORY && (d_ = drv()) && ld_pool_trim(d_, -1)) r_ = (call); \
-        return r_;                                                                            \
-    } while (0)
-
 typedef CUresult (*create_t)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
 typedef CUresult (*async_t)(CUdeviceptr *, size_t, CUstream);
 typedef CUresult (*managed_t)(CUdeviceptr *, size_t, unsigned int);
@@ -385,13 +376,14 @@ typedef CUresult (*pitch_t)(CUdeviceptr *, size_t *, size_t, size_t, unsigned in
 typedef CUresult (*frompool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 
 /* The other allocation apis: placed in a domain where a rule or the state says so (place.c),
- * otherwise libcuda's own call; either way with the pool trimmed on out-of-memory. */
+ * otherwise libcuda's own call (on out-of-memory retried once after the shim's pool of
+ * freed ranges was trimmed, so kept ranges never cost the program memory). */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p,
                             unsigned long long f) {
     if (!HAVE(cuMemCreate)) return CUDA_ERROR_NOT_INITIALIZED;
     const ld_driver_t *d = drv();
     create_t real = REAL(cuMemCreate, create_t);
-    TRIM_RETRY(d ? ld_place_create(d, real, h, n, p, f) : real(h, n, p, f));
+    return d ? ld_place_create(d, real, h, n, p, f) : real(h, n, p, f);
 }
 #define ASYNC_WRAPPER(name, pt) \
     EXPORT CUresult name(CUdeviceptr *dp, size_t n, CUstream s) { \
@@ -399,7 +391,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
         s = ld_compute_stream(s, pt); \
         const ld_driver_t *d = drv(); \
         async_t real = REAL(name, async_t); \
-        TRIM_RETRY(d ? ld_place_async(d, real, dp, n, s, pt) : real(dp, n, s)); \
+        return d ? ld_place_async(d, real, dp, n, s, pt) : real(dp, n, s); \
     }
 ASYNC_WRAPPER(cuMemAllocAsync, 0)
 ASYNC_WRAPPER(cuMemAllocAsync_ptsz, 1)
@@ -409,7 +401,7 @@ ASYNC_WRAPPER(cuMemAllocAsync_ptsz, 1)
         s = ld_compute_stream(s, pt); \
         const ld_driver_t *d = drv(); \
         frompool_t real = REAL(name, frompool_t); \
-        TRIM_RETRY(d ? ld_place_from_pool(d, real, dp, n, pool, s) : real(dp, n, pool, s)); \
+        return d ? ld_place_from_pool(d, real, dp, n, pool, s) : real(dp, n, pool, s); \
     }
 FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync, 0)
 FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync_ptsz, 1)
@@ -417,13 +409,61 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags)
     if (!HAVE(cuMemAllocManaged)) return CUDA_ERROR_NOT_INITIALIZED;
     const ld_driver_t *d = drv();
     managed_t real = REAL(cuMemAllocManaged, managed_t);
-    TRIM_RETRY(d ? ld_place_managed(d, real, dp, n, flags) : real(dp, n, flags));
+    return d ? ld_place_managed(d, real, dp, n, flags) : real(dp, n, flags);
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h, unsigned int esz) {
     if (!HAVE(cuMemAllocPitch_v2)) return CUDA_ERROR_NOT_INITIALIZED;
     const ld_driver_t *d = drv();
     pitch_t real = REAL(cuMemAllocPitch_v2, pitch_t);
-    TRIM_RETRY(d ? ld_place_pitch(d, real, dp, pitch, w, h, esz) : real(dp, pitch, w, h, esz));
+    return d ? ld_place_pitch(d, real, dp, pitch, w, h, esz) : real(dp, pitch, w, h, esz);
+}
+
+/* The frees of those apis, counted as tagged or not (alloc.h says what a free is). */
+typedef CUresult (*release_t)(CUmemGenericAllocationHandle);
+typedef CUresult (*free_async_t)(CUdeviceptr, CUstream);
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+    if (!HAVE(cuMemRelease)) return CUDA_ERROR_NOT_INITIALIZED;
+    release_t real = REAL(cuMemRelease, release_t);
+    return drv() ? ld_release(h, real) : real(h);
+}
+#define FREE_ASYNC_WRAPPER(name, pt) \
+    EXPORT CUresult name(CUdeviceptr dp, CUstream s) { \
+        if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
+        s = ld_compute_stream(s, pt); \
+        free_async_t real = REAL(name, free_async_t); \
+        return drv() ? ld_free_async(dp, s, real) : real(dp, s); \
+    }
+FREE_ASYNC_WRAPPER(cuMemFreeAsync, 0)
+FREE_ASYNC_WRAPPER(cuMemFreeAsync_ptsz, 1)
+
+/* The program's settings of a device's default pool reach the shim's pools of that device,
+ * and the default pool's memory counters include theirs (place.h). */
+typedef CUresult (*pool_access_t)(CUmemoryPool, const CUmemAccessDesc *, size_t);
+typedef CUresult (*pool_attr_t)(CUmemoryPool, CUmemPool_attribute, void *);
+typedef CUresult (*pool_trim_t)(CUmemoryPool, size_t);
+EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+    if (!HAVE(cuMemPoolSetAccess)) return CUDA_ERROR_NOT_INITIALIZED;
+    const ld_driver_t *d = drv();
+    pool_access_t real = REAL(cuMemPoolSetAccess, pool_access_t);
+    return d ? ld_place_pool_set_access(d, real, pool, map, count) : real(pool, map, count);
+}
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+    if (!HAVE(cuMemPoolSetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
+    const ld_driver_t *d = drv();
+    pool_attr_t real = REAL(cuMemPoolSetAttribute, pool_attr_t);
+    return d ? ld_place_pool_set_attribute(d, real, pool, attr, value) : real(pool, attr, value);
+}
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+    if (!HAVE(cuMemPoolGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
+    const ld_driver_t *d = drv();
+    pool_attr_t real = REAL(cuMemPoolGetAttribute, pool_attr_t);
+    return d ? ld_place_pool_get_attribute(d, real, pool, attr, value) : real(pool, attr, value);
+}
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    if (!HAVE(cuMemPoolTrimTo)) return CUDA_ERROR_NOT_INITIALIZED;
+    const ld_driver_t *d = drv();
+    pool_trim_t real = REAL(cuMemPoolTrimTo, pool_trim_t);
+    return d ? ld_place_pool_trim_to(d, real, pool, keep) : real(pool, keep);
 }
 
 /* cuCtxEnablePeerAccess lets the *current* context read `peer`'s memory: extend the
@@ -997,6 +1037,13 @@ static hook_t hooks[H_COUNT] = {
     HOOK(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz),
     HOOK(cuMemAllocManaged, cuMemAllocManaged, cuMemAllocManaged),
     HOOK(cuMemAllocPitch_v2, cuMemAllocPitch_v2, cuMemAllocPitch_v2),
+    HOOK(cuMemRelease, cuMemRelease, cuMemRelease),
+    HOOK(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync),
+    HOOK(cuMemFreeAsync_ptsz, cuMemFreeAsync_ptsz, cuMemFreeAsync_ptsz),
+    HOOK(cuMemPoolSetAccess, cuMemPoolSetAccess, cuMemPoolSetAccess),
+    HOOK(cuMemPoolSetAttribute, cuMemPoolSetAttribute, cuMemPoolSetAttribute),
+    HOOK(cuMemPoolGetAttribute, cuMemPoolGetAttribute, cuMemPoolGetAttribute),
+    HOOK(cuMemPoolTrimTo, cuMemPoolTrimTo, cuMemPoolTrimTo),
     HOOK(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, cuCtxEnablePeerAccess),
     HOOK(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain),
     HOOK(cuCtxCreate_v2, cuCtxCreate_v2, cuCtxCreate_v2),

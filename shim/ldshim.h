@@ -43,6 +43,9 @@ typedef struct ldshim_ptr_info {
  * Returns 0 and fills *out, or -1 if the pointer is not the shim's. */
 int ldshim_pointer_info(uint64_t ptr, ldshim_ptr_info_t *out);
 
+/* tagged_*: allocations the shim placed (every api) and their frees; untagged_*: every other
+ * allocation that reached the shim and its frees (doc/policy.md, "Counts"). live_*: the
+ * shim's own ranges (cudaMalloc and pitched memory it placed). */
 typedef struct ldshim_stats {
     uint64_t tagged_allocs, tagged_frees, live_ranges, live_bytes;
     uint64_t untagged_allocs, untagged_frees;

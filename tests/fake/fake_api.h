@@ -30,8 +30,17 @@ int fakecuda_device_of(const void *ptr);
 
 /* Access flags `device` has on the memory at ptr: for VMM the CUmemAccess_flags last set by
  * cuMemSetAccess for that device (0 none, 1 read, 3 read-write); for plain memory 3 on its
- * own device or a peer with access enabled, else 0; -2 when nothing is mapped there. */
+ * own device, for stream-ordered memory on another device what cuMemPoolSetAccess gave that
+ * device on its pool, for other plain memory 3 on a peer with access enabled, else 0; -2
+ * when nothing is mapped there. */
 int fakecuda_access_of(const void *ptr, int device);
+
+/* Which call made the memory at ptr: 0 cuMemAlloc, 1 stream-ordered (a pool), 2
+ * cuMemAllocManaged, 3 cuMemAllocPitch, 4 a VMM mapping; -2 when nothing is there. */
+int fakecuda_alloc_kind(const void *ptr);
+
+/* Memory pools the program created: out[0] live (not destroyed), out[1] created in all. */
+void fakecuda_pool_counts(int out[2]);
 
 /* Green contexts (fake_green.c). Live green contexts; the SMs of a context (out[s] = 1 for
  * each SM it has; returns their count, -1 for a bad context); 1 if a CUcontext is a green

@@ -176,8 +176,8 @@ static void fk_write_report(void) {
     fakecuda_counts(c);
     FILE *f = fopen(path, "w");
     if (!f) return;
-    fprintf(f, "plain=%d handles=%d reservations=%d mappings=%d fds=%d green=%d\n",
-            c[0], c[1], c[2], c[3], c[4], fk_green_live());
+    fprintf(f, "plain=%d handles=%d reservations=%d mappings=%d fds=%d green=%d pools=%d\n",
+            c[0], c[1], c[2], c[3], c[4], fk_green_live(), fk_pools_live());
     fclose(f);
 }
 
@@ -462,11 +462,15 @@ FAKE_API int fakecuda_primary_refs(int dev, int *teardowns) {
     return n;
 }
 
-/* The real reset destroys what the primary context holds; the fake's primary holds nothing
- * but its retain count, which the program's own releases account for. */
+/* The real reset destroys what the primary context holds: here its plain memory (what a
+ * context the program created allocated stays; VMM handles are nobody's context's). The
+ * retain count is the program's own releases' to account for. */
 FAKE_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     FK_ENTER("cuDevicePrimaryCtxReset_v2", CUDA_ERROR_INVALID_VALUE);
-    return fk_valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    if (!fk_valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    fk_plain_reset_device(dev);
+    fk_report_if_exiting();
+    return CUDA_SUCCESS;
 }
 
 static CUresult fk_ctx_create(CUcontext *pc, CUdevice dev) {

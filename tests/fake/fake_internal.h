@@ -161,10 +161,22 @@ CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, cons
  * fakecuda_domain_of answers it. fk_plain_free checks the kind (cuMemFreeAsync of memory that
  * is not stream-ordered is refused). Call without the lock held. */
 CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, int domain);
+CUresult fk_plain_alloc_in(CUdeviceptr *dptr, size_t size, int device, int kind, int domain, void *pool);
 CUresult fk_plain_free(CUdeviceptr dptr, int kind);
 int fk_plain_set_domain(CUdeviceptr dptr, size_t size, int domain);   /* managed only; 0 or -1 */
+/* A primary context reset: the device's plain memory goes, but for what was made in a
+ * context the program created (as the driver: that context keeps its allocations). */
+void fk_plain_reset_device(int dev);
 
 /* Live green contexts (fake_green.c), for the exit report. */
 int fk_green_live(void);
+
+/* Memory pools (fake_pool.c), called under fk_lock: a stream-ordered allocation of `bytes`
+ * from `pool` made or freed (the pool's used and reserved bytes); the access flags `device`
+ * has on the pool's memory. Pools the program created and has not destroyed (exit report). */
+void fk_pool_charge(void *pool, size_t bytes);
+void fk_pool_discharge(void *pool, size_t bytes);
+int fk_pool_access(void *pool, int device);
+int fk_pools_live(void);
 
 #endif

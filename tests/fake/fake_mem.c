@@ -17,9 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* kind: 0 cuMemAlloc, 1 stream-ordered (fake_pool.c), 2 managed; domain: the pool's or the
- * managed memory's preferred locality domain, -1 none. */
-typedef struct { uintptr_t base; size_t size, mapped; int device, kind, domain; } fk_plain_t;
+/* kind: 0 cuMemAlloc, 1 stream-ordered (fake_pool.c), 2 managed, 3 cuMemAllocPitch; domain:
+ * the pool's or the managed memory's preferred locality domain, -1 none; pool: the memory
+ * pool a stream-ordered allocation came from; own: 1 if made while a context the program
+ * created (cuCtxCreate) was current, which a primary context reset leaves alone. */
+typedef struct { uintptr_t base; size_t size, mapped; int device, kind, domain; void *pool; int own; } fk_plain_t;
 typedef struct {
     int used, fd, device, domain, released, refs, exportable, imported;
     size_t size;
@@ -133,6 +135,12 @@ void fk_unregister_global(void *p) {
 /* ---- plain memory ---------------------------------------------------------------------- */
 
 CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, int domain) {
+    return fk_plain_alloc_in(dptr, size, device, kind, domain, NULL);
+}
+
+CUresult fk_plain_alloc_in(CUdeviceptr *dptr, size_t size, int device, int kind, int domain, void *pool) {
+    fk_ctx_t *cur = fk_current();
+    int own = cur && !cur->primary && !cur->green;
     size_t mapped = (size + 4095) & ~(size_t)4095;
     if (mapped < size) return CUDA_ERROR_OUT_OF_MEMORY;
     fk_lock();
@@ -142,12 +150,14 @@ CUresult fk_plain_alloc(CUdeviceptr *dptr, size_t size, int device, int kind, in
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     fk_lock();
-    if (p == MAP_FAILED || FK_PUSH(plains, ((fk_plain_t){ (uintptr_t)p, size, mapped, device, kind, domain }))) {
+    if (p == MAP_FAILED ||
+        FK_PUSH(plains, ((fk_plain_t){ (uintptr_t)p, size, mapped, device, kind, domain, pool, own }))) {
         fk_mem_uncharge(size);
         fk_unlock();
         if (p != MAP_FAILED) munmap(p, mapped);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (pool) fk_pool_charge(pool, size);
     fk_unlock();
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
@@ -171,10 +181,24 @@ CUresult fk_plain_free(CUdeviceptr dptr, int kind) {
     fk_plain_t a = plains[i];
     FK_DEL(plains, i);
     fk_mem_uncharge(a.size);
+    if (a.pool) fk_pool_discharge(a.pool, a.size);
     munmap((void *)a.base, a.mapped);
     fk_unlock();
     fk_report_if_exiting();
     return CUDA_SUCCESS;
+}
+
+void fk_plain_reset_device(int dev) {
+    fk_lock();
+    for (int i = plains_n - 1; i >= 0; i--) {
+        if (plains[i].device != dev || plains[i].own) continue;
+        fk_plain_t a = plains[i];
+        FK_DEL(plains, i);
+        fk_mem_uncharge(a.size);
+        if (a.pool) fk_pool_discharge(a.pool, a.size);
+        munmap((void *)a.base, a.mapped);
+    }
+    fk_unlock();
 }
 
 int fk_plain_set_domain(CUdeviceptr dptr, size_t size, int domain) {
@@ -185,12 +209,18 @@ int fk_plain_set_domain(CUdeviceptr dptr, size_t size, int domain) {
     return ok ? 0 : -1;
 }
 
+/* Rows rounded to 512 bytes; remembered as pitched memory (fakecuda_alloc_kind). */
 FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                      unsigned int elem) {
-    if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
+    fk_setup();
+    if (!fk.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dptr || !pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
+    fk_ctx_t *c = fk_current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     size_t p = (width + 511) & ~(size_t)511;
-    CUresult r = cuMemAlloc_v2(dptr, p * height);
+    if (p < width || height > (size_t)-1 / p) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = fk_plain_alloc(dptr, p * height, c->device, 3, -1);
     if (r == CUDA_SUCCESS) *pitch = p;
     return r;
 }
@@ -208,6 +238,7 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
     fk_plain_t a = plains[i];
     FK_DEL(plains, i);
     fk_mem_uncharge(a.size);
+    if (a.pool) fk_pool_discharge(a.pool, a.size);
     munmap((void *)a.base, a.mapped);
     fk_unlock();
     fk_report_if_exiting();
@@ -325,7 +356,7 @@ FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
     if (!h) return CUDA_ERROR_INVALID_VALUE;
     fk_lock();
     int i = fk_find_plain((uintptr_t)dptr);
-    fk_plain_t a = i >= 0 ? plains[i] : (fk_plain_t){ 0, 0, 0, 0, 0, -1 };
+    fk_plain_t a = i >= 0 ? plains[i] : (fk_plain_t){ 0, 0, 0, 0, 0, -1, NULL, 0 };
     fk_unlock();
     if (i < 0) return CUDA_ERROR_INVALID_VALUE;   /* VMM memory or unknown: as the real driver */
     memset(h->reserved, 0, sizeof h->reserved);
@@ -355,8 +386,11 @@ FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CU
     uintptr_t p = (uintptr_t)dptr, base = 0;
     size_t size = 0;
     int dev = -1, i, vmm = 0;
+    void *pool = NULL;
     fk_lock();
-    if ((i = fk_find_plain(p)) >= 0) { base = plains[i].base; size = plains[i].size; dev = plains[i].device; }
+    if ((i = fk_find_plain(p)) >= 0) {
+        base = plains[i].base; size = plains[i].size; dev = plains[i].device; pool = plains[i].pool;
+    }
     else if ((i = fk_find_map(p)) >= 0) {
         base = maps[i].base; size = maps[i].size; dev = handles[maps[i].handle].device; vmm = 1;
     } else if ((i = fk_find_global(p)) >= 0) {
@@ -376,6 +410,7 @@ FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CU
     case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned int *)data = 1; break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned int *)data = !vmm; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = (unsigned long long)base; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = (CUmemoryPool)pool; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -714,8 +749,20 @@ FAKE_API int fakecuda_access_of(const void *ptr, int device) {
     if ((i = fk_find_map(p)) >= 0) r = maps[i].access[device];
     else if ((i = fk_find_plain(p)) >= 0) {
         int owner = plains[i].device;
-        r = (device == owner || fk.peer[device][owner]) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : 0;
+        if (device == owner) r = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        else if (plains[i].kind == 1) r = fk_pool_access(plains[i].pool, device);   /* the pool's, not the peer's */
+        else r = fk.peer[device][owner] ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : 0;
     }
+    fk_unlock();
+    return r;
+}
+
+FAKE_API int fakecuda_alloc_kind(const void *ptr) {
+    uintptr_t p = (uintptr_t)ptr;
+    int r = -2, i;
+    fk_lock();
+    if ((i = fk_find_plain(p)) >= 0) r = plains[i].kind;
+    else if (fk_find_map(p) >= 0) r = 4;
     fk_unlock();
     return r;
 }
