@@ -65,6 +65,10 @@ def main(argv):
     n = a.n or (3000 if uncached else 4096)
     res = run(n, a.seed)
     torch.cuda.synchronize()
+    # cuBLAS keeps its workspaces (allocator blocks) until exit; give them back so that
+    # empty_cache() can return every segment and the run ends with nothing live.
+    if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
+        torch._C._cuda_clearCublasWorkspaces()
     torch.cuda.empty_cache()
     for k in sorted(res):
         print(f"{k:12s} n={n} sha256={res[k]}")
