@@ -18,9 +18,11 @@ replayed (--no-graphs: run it eagerly). --attention dynamic keeps the older eage
 (SDPA over the cache so far, a new shape every step). Prefill is eager.
 
 decode ms/step is the median of per-step times: CUDA events around each step on a GPU,
-the wall clock on the CPU. busy is the share of the step the GPU spent in kernels, from
-torch.profiler over a few extra steps after the timed ones (--profile also prints a
-per-kernel breakdown of one step). generated: is a crc32 of every token the timed steps
+the wall clock on the CPU. busy is the share of the timed median step the GPU spent in
+kernels, their time taken from torch.profiler over a few extra steps after the timed ones
+(the profiled steps' own span is longer, since tracing widens the gaps between a graph's
+kernels; the line gives that share too; on the CPU, the operators' share of that span). --profile also prints a
+per-kernel breakdown of one step. generated: is a crc32 of every token the timed steps
 chose, to compare runs.
 
 LDSHIM_AB_BARRIER=DIR:N[:SECONDS] (set by bench/ab/per_domain.py, which runs several
@@ -710,20 +712,29 @@ def profile_steps(torch, dec, prompt, dev, nwarm, nsteps):
     return (trace.get("traceEvents", []) if isinstance(trace, dict) else trace), span()
 
 
-def report_profile(a, events, nsteps, span_ms, gpu):
-    """The busy line: the share of the profiled steps' time (span_ms, all of them) in which
-    the device ran something; and with --profile a per-kernel breakdown of one step (the
-    profiled steps' totals divided by their number: every static step runs the same
-    kernels)."""
+def report_profile(a, events, nsteps, span_ms, gpu, timed_ms):
+    """The busy line. On a GPU: the device's active time per profiled step (the union of
+    its kernels) as a share of the timed pass's median step (timed_ms), which the profiler
+    did not slow down; the share of the profiled steps' own span (span_ms, all of them;
+    tracing widens the gaps between a graph's kernels) follows in the parentheses. On the
+    CPU: the operators' share of the profiled span. With --profile, a per-kernel breakdown of one step (the profiled steps'
+    totals divided by their number: every static step runs the same kernels)."""
     busy_us, rows = trace_activity(events, gpu)
     what = "GPU kernels" if gpu else "PyTorch operators"
-    if not rows or span_ms <= 0:
+    if not rows or span_ms <= 0 or timed_ms <= 0:
         print("busy: not measured (torch.profiler recorded no %s%s)"
               % (what, "; is CUPTI available?" if gpu else ""))
         return
-    print("busy: %.1f %% of the decode step (%s %.3f of %.3f ms/step, %d steps under "
-          "torch.profiler)" % (100.0 * busy_us / 1e3 / span_ms, what, busy_us / nsteps / 1e3,
-                               span_ms / nsteps, nsteps))
+    per_step = busy_us / nsteps / 1e3
+    if gpu:
+        print("busy: %.1f %% of the decode step (%s %.3f ms/step of the timed %.3f ms/step; "
+              "%.1f %% of the %.3f ms/step of %d steps under torch.profiler)"
+              % (min(100.0, 100.0 * per_step / timed_ms), what, per_step, timed_ms,
+                 100.0 * busy_us / 1e3 / span_ms, span_ms / nsteps, nsteps))
+    else:
+        # Operators on the CPU run slower under the profiler too: only its own span compares.
+        print("busy: %.1f %% of the decode step (%s %.3f of %.3f ms/step, %d steps under "
+              "torch.profiler)" % (100.0 * busy_us / 1e3 / span_ms, what, per_step, span_ms / nsteps, nsteps))
     if not a.profile:
         return
     total = sum(us for _, us, _ in rows)
@@ -894,7 +905,7 @@ def main(argv=None):
                 print("busy: not measured (torch.profiler failed: %s: %s)"
                       % (type(e).__name__, e))
             else:
-                report_profile(a, events, nprof, span_ms, dev.type == "cuda")
+                report_profile(a, events, nprof, span_ms, dev.type == "cuda", med)
     return 0
 
 

@@ -256,15 +256,19 @@ class TestServeNoGpu(unittest.TestCase):
              [{"ph": "X", "cat": "kernel", "name": "k13", "ts": 2000.0, "dur": 14.0}]
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            s.report_profile(a, ev, 2, 0.5, True)    # 2 steps in 0.5 ms of GPU time
+            # 2 profiled steps in 0.5 ms; the timed pass's median step 0.2 ms
+            s.report_profile(a, ev, 2, 0.5, True, 0.2)
         text = out.getvalue()
         busy_us = sum(1.0 + i for i in range(14)) + 14.0
-        m = re.search(r"(?m)^busy: ([0-9.]+) % of the decode step \(GPU kernels ([0-9.]+) of "
-                      r"([0-9.]+) ms/step, 2 steps under torch.profiler\)$", text)
+        m = re.search(r"(?m)^busy: ([0-9.]+) % of the decode step \(GPU kernels ([0-9.]+) ms/step of the "
+                      r"timed ([0-9.]+) ms/step; ([0-9.]+) % of the ([0-9.]+) ms/step of 2 steps under "
+                      r"torch.profiler\)$", text)
         self.assertTrue(m, text)
-        self.assertAlmostEqual(float(m.group(1)), 100 * busy_us / 1e3 / 0.5, delta=0.06)
+        self.assertAlmostEqual(float(m.group(1)), 100 * busy_us / 2 / 1e3 / 0.2, delta=0.06)
         self.assertAlmostEqual(float(m.group(2)), busy_us / 2 / 1e3, delta=0.0006)
-        self.assertEqual(m.group(3), "0.250")
+        self.assertEqual(m.group(3), "0.200")
+        self.assertAlmostEqual(float(m.group(4)), 100 * busy_us / 1e3 / 0.5, delta=0.06)
+        self.assertEqual(m.group(5), "0.250")
         rows = re.findall(r"(?m)^profile: +([0-9.]+)% +([0-9.]+) +([0-9.]+)  (.*)$", text)
         self.assertEqual(len(rows), 13, text)                 # 12 kernels + "(2 others)"
         self.assertEqual(rows[0][2:], ("1", "k13"))           # 2 launches over 2 steps
@@ -274,7 +278,7 @@ class TestServeNoGpu(unittest.TestCase):
         self.assertRegex(text, r"(?m)^profile: total [0-9.]+ ms/step in 7.5 kernels$")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            s.report_profile(a, [], 2, 0.5, True)
+            s.report_profile(a, [], 2, 0.5, True, 0.2)
         self.assertEqual(out.getvalue(), "busy: not measured (torch.profiler recorded no GPU "
                                          "kernels; is CUPTI available?)\n")
 
