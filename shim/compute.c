@@ -14,9 +14,10 @@
  *   synchronous _ptds entry points run stream-ordered on that stream (shim/interpose.c).
  * - A primary's binding is claimed before its probe starts (ld_compute_claim), so a thread
  *   that makes it current meanwhile waits for it rather than running unbound.
- * - A green context goes only with the primary (reset, the program's last release) or at
- *   exit; the calling thread gets the primary current first, and the destroyed handles keep
- *   answering the primary (retire) for threads that still have one current.
+ * - A green context goes only with the primary (reset, the program's last release before
+ *   exit); the calling thread gets the primary current first, and the destroyed handles keep
+ *   answering the primary (retire) for threads that still have one current. At exit nothing
+ *   is destroyed (at_exit).
  * - No shim lock is held across a driver call, except the per-thread stream list's lock
  *   around stream/context destruction at thread exit, reset and exit, where nothing else can
  *   wait on it. */
@@ -699,31 +700,15 @@ static int mine_here(int dev, CUcontext c) {
     return s && s->gctx == c;
 }
 
-/* Exit: the green contexts hold the primary contexts, so they go before the runtime's own
- * exit handlers (registered earlier, so run later). Those handlers (and the program's, if
- * registered before its first CUDA call) may still use the device: this thread gets the
- * primary current again first, so they run unbound instead of in a destroyed context. The
- * records stay for the report. */
-static void at_exit(void) {
-    const ld_driver_t *d = ld_driver();
-    if (!d) return;
-    CUcontext cur = NULL;
-    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
-        for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++)
-            if ((atomic_load(&bound_mask) & (1ull << dev)) && mine_here(dev, cur)) {
-                d->cuCtxSetCurrent(atomic_load(&B[dev].primary));
-                break;
-            }
-    unsigned long long was = atomic_exchange(&bound_mask, 0);
-    destroy_thread_objects(d, -1);
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
-        if (!(was & (1ull << dev))) continue;
-        retire(B[dev].gctx, atomic_load(&B[dev].primary));
-        if (B[dev].green) d->cuGreenCtxDestroy(B[dev].green);
-        B[dev].green = NULL;
-        B[dev].gctx = NULL;
-    }
-}
+/* Exit: nothing is torn down. Destroying a context calls back into every library subscribed
+ * to context events (a profiler's CUPTI, the runtime), and at exit some of them have already
+ * torn themselves down: their handlers run in the reverse order of registration, so a library
+ * loaded after the binding was made is gone before this runs. The green contexts stay valid
+ * and current where they are, so exit handlers that still launch (the runtime's, the
+ * program's) run bound, as the rest of the program did; the end of the process frees them
+ * with the primary contexts. The records stay for the report. */
+static atomic_int exiting;
+static void at_exit(void) { atomic_store(&exiting, 1); }
 
 static void set_state(binding_t *b, int st) {
     pthread_mutex_lock(&wait_mu);
@@ -995,7 +980,8 @@ void ld_compute_note_retain(int dev) {
 }
 
 int ld_compute_note_release(int dev) {
-    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return 0;
+    /* The runtime's own release at exit: the binding stays (at_exit). */
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || atomic_load(&exiting)) return 0;
     int n = atomic_load(&retains[dev]);
     while (n > 0 && !atomic_compare_exchange_weak(&retains[dev], &n, n - 1)) {}
     return n == 1;

@@ -301,7 +301,8 @@ def cases(a):
                                   "pts_sms": 64, "pts_side": 1, "pts_sync_rc": 0},
                           checks=[check_compute("domain:1", 64, [0, 64]),
                                   report_check(lambda r: r["rules"][0]["allocations"] == 1 or
-                                               (_ for _ in ()).throw(Fail("the 8 MiB rule did not tag")))]))
+                                               (_ for _ in ()).throw(Fail("the 8 MiB rule did not tag")))],
+                          green_at_exit=1))     # the runtime never releases the primary
     # The fake reproduces the driver's failure the shim works around: a program that makes a
     # green context current itself cannot use the per-thread default stream.
     C.append(Case("fake/green-per-thread-fails", "t_compute", ["selfgreen"], shim=False,
@@ -442,10 +443,12 @@ def cases(a):
     C.append(Case("n/release/noshim", "t_compute", ["release"], shim=False,
                   expect={"before_sms": NSMS, "released_refs": 0, "released_teardowns": 1, "green_after_release": 0,
                           "released_real_is_green": 0, "after_sms": NSMS, "green_live": 0}))
-    # The shim tears the binding down at exit; an exit handler that runs later runs unbound on
-    # the primary, not in a destroyed green context.
+    # The shim tears nothing down at exit (other libraries' teardown may already have run): an
+    # exit handler that runs later still launches, bound, in the live green context, and is
+    # told the primary; its release of the primary leaves the binding in place.
     C.append(Case("n/exit-handler", "t_compute", ["exit"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},
-                  wrap=plant1, expect={"main_sms": 64, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
+                  wrap=plant1, expect={"main_sms": 64, "exit_launch_rc": 0, "exit_sms": 64, "exit_cur_is_primary": 1},
+                  green_at_exit=1))
     C.append(Case("n/exit-handler/noshim", "t_compute", ["exit"], shim=False,
                   expect={"main_sms": NSMS, "exit_launch_rc": 0, "exit_sms": NSMS, "exit_cur_is_primary": 1}))
     C.append(Case("n/fork", "t_compute", ["fork"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:0"},

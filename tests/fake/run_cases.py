@@ -44,12 +44,15 @@ class Result:
 
 class Case:
     def __init__(self, name, prog, args, policy=None, env=None, shim=True, expect=None, rc=0,
-                 checks=(), zero_counts=True, quiet=False, timeout=120, wrap=()):
+                 checks=(), zero_counts=True, quiet=False, timeout=120, wrap=(), green_at_exit=0):
         self.name, self.prog, self.args = name, prog, [str(a) for a in args]
         self.wrap = list(wrap)      # argv run in front of the program (e.g. a shell), shim loaded in both
         self.policy, self.env, self.shim = policy, dict(env or {}), shim
         self.expect, self.rc, self.checks = dict(expect or {}), rc, list(checks)
         self.zero_counts, self.quiet, self.timeout = zero_counts, quiet, timeout
+        # Green contexts the shim's binding still holds at exit, by design: it tears nothing
+        # down then (shim/compute.c, at_exit); the process's end frees them.
+        self.green_at_exit = green_at_exit
 
 
 class Runner:
@@ -122,9 +125,18 @@ def verify(runner, case):
     if case.zero_counts:
         if res.fake is None:
             raise Fail("the fake driver wrote no FAKE_CUDA_REPORT")
-        live = {k: v for k, v in res.fake.items() if v != "0"}
+        want = {"green": str(case.green_at_exit)}
+        live = {k: v for k, v in res.fake.items() if v != want.get(k, "0")}
         if live:
             raise Fail("fake driver objects live at exit: %s" % " ".join("%s=%s" % kv for kv in live.items()))
+    # Every report, whatever the case: the shim keeps track of each tagged allocation the
+    # program still holds, as a range or as a placed pointer or handle.
+    r = res.report
+    if isinstance(r, dict) and "live" in r and "counts" in r:
+        held = r["counts"]["tagged_allocs"] - r["counts"]["tagged_frees"]
+        tracked = r["live"]["ranges"] + r["live"].get("placed_elsewhere", 0)
+        if tracked != held:
+            raise Fail("report: %d tagged allocations not freed, but %d live (%s)" % (held, tracked, r["live"]))
     if case.quiet and res.stderr.strip():
         raise Fail("unexpected stderr: %s" % first_line(res.stderr))
     for check in case.checks:
@@ -235,6 +247,7 @@ def report_shape(r):
     live = need(r, "live", dict, "top")
     need(live, "ranges", int, "live")
     need(live, "bytes", int, "live")
+    need(live, "placed_elsewhere", int, "live")
 
 
 def rule_of(r, name):
