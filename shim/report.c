@@ -8,6 +8,7 @@
 #include "shim/ldshim.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
+#include "shim/track.h"
 #include "shim/topology.h"
 
 #include <errno.h>
@@ -224,8 +225,10 @@ static void build(buf_t *b) {
            "\"untagged_frees\": %llu, \"fallbacks\": %llu},\n",
         (unsigned long long)c.tagged_allocs, (unsigned long long)c.tagged_frees, (unsigned long long)c.untagged_allocs,
         (unsigned long long)c.untagged_frees, (unsigned long long)c.fallbacks);
-    put(b, "  \"live\": {\"ranges\": %zu, \"bytes\": %llu}\n}\n", ld_registry_count(),
-        (unsigned long long)ld_registry_bytes());
+    /* Placed allocations that are not shim ranges (stream-ordered, managed, VMM handles):
+     * ranges + placed_elsewhere = tagged_allocs - tagged_frees. */
+    put(b, "  \"live\": {\"ranges\": %zu, \"bytes\": %llu, \"placed_elsewhere\": %zu}\n}\n", ld_registry_count(),
+        (unsigned long long)ld_registry_bytes(), ld_track_placed(LD_OBJ_PTR) + ld_track_placed(LD_OBJ_HANDLE));
 }
 
 /* "%p" -> pid; the rest verbatim. -1 when the result does not fit (never a shorter path:

@@ -100,3 +100,13 @@ void ld_track_reset(void) {
 
 void ld_track_lock_for_fork(void) { pthread_mutex_lock(&mu); }
 void ld_track_unlock_after_fork(void) { pthread_mutex_unlock(&mu); }
+
+size_t ld_track_placed(int kind) {
+    size_t n = 0;
+    pthread_mutex_lock(&mu);
+    for (unsigned s = 0; s < BUCKETS && atomic_load(&count[kind]); s++)
+        for (const node_t *x = bucket[s]; x; x = x->next)
+            if (x->kind == kind && x->e.placed) n++;
+    pthread_mutex_unlock(&mu);
+    return n;
+}

@@ -29,6 +29,8 @@ int ld_track_take(int kind, uint64_t key, ld_track_entry_t *out);
 void ld_track_take_device(int kind, int device, void (*fn)(const ld_track_entry_t *, void *), void *arg);
 /* 1 if any entry of `kind` exists (lock-free: frees skip the lock while none does). */
 int ld_track_any(int kind);
+/* The entries of `kind` that a placement made (the report's live allocations beyond ranges). */
+size_t ld_track_placed(int kind);
 
 void ld_track_reset(void);
 void ld_track_lock_for_fork(void);

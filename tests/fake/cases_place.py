@@ -150,6 +150,14 @@ def cases(a):
                               **tagged(1, 1, 1, 0, 1, 1)),
                   checks=[reconcile(placed={"driver": 1, "vmm": 1, "async": 2, "pitch": 1, "managed": 1},
                                     emulated={"driver": 1, "vmm": 1, "async": 2, "pitch": 1, "managed": 1})]))
+    # Memory the program still holds at exit: one shim range and two placed pointers, and the
+    # report says so (the runner reconciles every report: live = tagged allocs - frees).
+    def kept(r):
+        if (r["live"]["ranges"], r["live"]["placed_elsewhere"]) != (1, 2):
+            raise Fail("live at exit %s, expected 1 range and 2 placed elsewhere" % r["live"])
+    C.append(Case("p/emulated/kept-at-exit", "t_place", ["keep", "8MiB"], "place.policy",
+                  env={"LDSHIM_BACKEND": "emulated", "LDSHIM_STATE": "memory-only"}, zero_counts=False,
+                  expect={"counts": "3,0,0,0"}, checks=[report_check(kept)]))
     # A failure of the placed call: the program gets its own call's memory, counted once.
     for name in ("cuMemCreate:1", "cuMemPoolCreate:1", "cuMemAllocFromPoolAsync:1", "cuMemAdvise_v2:1"):
         C.append(Case("p/native/fault/%s" % name, "t_place", ["all", "8MiB"], "place.policy",

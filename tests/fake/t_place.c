@@ -16,6 +16,8 @@
  *   t_place fork SIZE     a stream-ordered allocation in the parent, then in a forked child
  *   t_place oom SIZE      a cuMemAlloc of SIZE freed (a range the shim keeps), then two
  *                         cuMemCreate of SIZE; the first may fail (FAKE_CUDA_FAIL)
+ *   t_place keep SIZE     cuMemAlloc, cuMemAllocAsync (default pool) and cuMemAllocManaged of
+ *                         SIZE, none freed: what the report says is live at exit
  *
  * Output: <api>_domain=<the fake's domain of the memory: -1 the device as a whole, or the
  * domains of a split range joined by ','>, <api>_shim=<1 if the shim owns the range>,
@@ -466,6 +468,18 @@ static int case_oom(size_t size) {
     return 0;
 }
 
+/* A program that exits holding its memory, as many do. */
+static int case_keep(size_t size) {
+    start();
+    CUdeviceptr a, q, m;
+    CHECK_RC(cuMemAlloc_v2(&a, size), CUDA_SUCCESS);
+    CHECK_RC(cuMemAllocAsync(&q, size, NULL), CUDA_SUCCESS);
+    CHECK_RC(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    CHECK_RC(cuMemAllocManaged(&m, size, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    print_counts();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = "t_place";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -475,6 +489,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "reset")) return case_reset(t_size(argv[2]));
     if (argc == 3 && !strcmp(argv[1], "fork")) return case_fork(t_size(argv[2]));
     if (argc == 3 && !strcmp(argv[1], "oom")) return case_oom(t_size(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "keep")) return case_keep(t_size(argv[2]));
     fprintf(stderr, "usage: t_place all|pools|reset|fork|oom SIZE | race N SIZE\n");
     return 2;
 }

@@ -20,9 +20,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_gpu_autotune_level=0")
 def cupy_prog(kind):
     import cupy as cp
     if kind == "async":
-        cp.cuda.set_allocator(cp.cuda.MemoryAsyncPool().malloc)
+        pool = cp.cuda.MemoryAsyncPool()
     else:
-        cp.cuda.set_allocator(cp.cuda.MemoryPool(cp.cuda.malloc_managed).malloc)
+        pool = cp.cuda.MemoryPool(cp.cuda.malloc_managed)
+    cp.cuda.set_allocator(pool.malloc)
     n = 4096                                   # 64 MiB fp32 arrays: what the rule tags
     rs = cp.random.RandomState(1234)
     a = rs.standard_normal((n, n), dtype=cp.float32)
@@ -33,7 +34,7 @@ def cupy_prog(kind):
     print("scan_hash=%s" % hashlib.sha256(cp.asnumpy(d).tobytes()).hexdigest())
     del a, b, c, d
     cp.cuda.Device(0).synchronize()
-    cp.get_default_memory_pool().free_all_blocks()
+    pool.free_all_blocks()          # the program frees all it allocated
 
 
 def jax_prog():

@@ -11,7 +11,8 @@ other than runtime/driver, which must pass through, and nothing placed in stock,
 compute-only and sm-control; compute bound and verified exactly in the bound states, one SM
 count for all of them, mismatch-ld on SMs disjoint from full-ld's, sm-control on SMs of every
 domain; the ranges live at exit exactly the tagged allocations the program did not free, and
-none for a program that frees everything (CuPy's; PyTorch and JAX keep some until exit). Prints "ok NAME" / "FAIL NAME: why", writes "<passed> <failed>"
+none for a program that frees everything (CuPy's; PyTorch and JAX keep some until exit).
+A run needs about 10 s (PyTorch) or 2 s (CuPy); --jobs 4 takes about 3 minutes on an H200. Prints "ok NAME" / "FAIL NAME: why", writes "<passed> <failed>"
 to --results, logs into a folder (packed into $OUT when set).
 """
 import argparse
@@ -84,9 +85,9 @@ def check(state, base_out, out, rep, apis, frees_all, bound_seen):
     live = rep.get("live", {})
     counts = rep.get("counts", {})
     held = counts.get("tagged_allocs", 0) - counts.get("tagged_frees", 0)
-    if live.get("ranges", 0) != held:
+    if live.get("ranges", 0) + live.get("placed_elsewhere", 0) != held:
         errs.append("live at exit %s, but the program freed all but %d of its tagged allocations" % (live, held))
-    elif live.get("ranges") and frees_all:
+    elif held and frees_all:
         errs.append("live at exit: %s" % live)
     return errs
 
