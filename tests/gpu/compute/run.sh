@@ -138,6 +138,12 @@ for p in "${progs[@]}"; do
     fi
   done
 done
+# A bound process that used torch.profiler (CUPTI) exits cleanly.
+case ",$only," in *,torch,*)
+  if "$PY" -c 'import torch' 2>/dev/null; then
+    if why=$(PYTHON="$PY" timeout -k 5 300 bash "$here/profiler_exit.sh" --lib "$lib" --rounds 3 --par 4 2>&1); then
+      ok "torch/profiler-exit"; else bad "torch/profiler-exit" "$(echo "$why" | grep -m1 FAIL)"; fi
+  fi ;; esac
 [ ${#progs[@]} -gt 0 ] || bad setup "no program to run (build bind_check first)"
 echo "$passed $failed" > "$results"
 echo "test-gpu-compute: $passed passed, $failed failed (logs $logs)"
