@@ -42,6 +42,7 @@ which is what a split placement homes in domain d.
 """
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -694,7 +695,9 @@ def profile_steps(torch, dec, prompt, dev, nwarm, nsteps):
     if cuda:
         torch.cuda.synchronize(dev)
     timer = Timer(torch, dev)
-    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+    # acc_events: keep the one cycle's events (and no warning on stderr that they are cleared).
+    kw = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU], **kw) as prof:
         s = timer.start()
         for i in range(nwarm, nwarm + nsteps):
             dec.step(i)

@@ -17,6 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 reps=5
 out=""
+argv="$*"
 while [ $# -gt 0 ]; do
   case $1 in
     --help|-h) sed -n '2,16p' "$0"; exit 0 ;;
@@ -61,14 +62,18 @@ for r in $(seq 1 "$reps"); do
   for i in $(seq 0 $((n - 1))); do
     st=${states[$(( (i + r) % n ))]}
     echo "  rep $r/$reps $st"
-    one "$st" "$warm" "$PY" bench/compute/throughput.py --reps 10 2>>"$w/err.log" | record "$r" "$st"
+    rm -f "$w/last.json"
+    LDSHIM_REPORT=$w/last.json one "$st" "$warm" "$PY" bench/compute/throughput.py --reps 10 2>>"$w/err.log" | record "$r" "$st"
+    # The SM count the binding gave (throughput.py's sms= is what the program is told: the device's).
+    [ "$st" = unbound ] || "$PY" -c 'import json,sys; print("bound_sms=%d" % json.load(open(sys.argv[1]))["devices"][0]["compute"]["sm_count"])' \
+      "$w/last.json" 2>>"$w/err.log" | record "$r" "$st"
     one "$st" "$warm" "$ll" 20000 2>>"$w/err.log" | record "$r" "$st"
     cold=$w/cold-$r-$i; mkdir -p "$cold"
     one "$st" "$cold" "$ct" 2>>"$w/err.log" | tr ' ' '\n' | sed 's/^/cold_/' | record "$r" "$st"
     one "$st" "$warm" "$ct" 2>>"$w/err.log" | tr ' ' '\n' | sed 's/^/cached_/' | record "$r" "$st"
   done
 done
-"$PY" - "$raw" "$out/summary.md" "$*" <<'PY'
+"$PY" - "$raw" "$out/summary.md" "$argv" <<'PY'
 import collections, statistics, subprocess, sys, time
 raw, md, args = sys.argv[1:4]
 rows = [l.rstrip("\n").split("\t") for l in open(raw)][1:]
