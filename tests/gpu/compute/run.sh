@@ -16,7 +16,7 @@ usage: tests/gpu/compute/run.sh [--lib PATH] [--bin DIR] [--results FILE] [--onl
   --lib PATH      the preload library (default build/libldshim.so)
   --bin DIR       where bind_check_{shared,static,per_thread} are (default build/tests/gpu/compute)
   --results FILE  "<passed> <failed>" (default build/results/test-gpu-compute)
-  --only LIST     comma list of: cudart,torch,cupy,jax (default all; python ones need the module)
+  --only LIST     comma list of: cudart,driver,torch,cupy,jax (default all; python ones need the module)
 Environment: OUT (log destination), PYTHON (default python3), COMPUTE_TIMEOUT (s per run, 120).
 USAGE
 }
@@ -26,7 +26,7 @@ root=$(cd "$here/../../.." && pwd)
 lib=$root/build/libldshim.so
 bin=$root/build/tests/gpu/compute
 results=$root/build/results/test-gpu-compute
-only=cudart,torch,cupy,jax
+only=cudart,driver,torch,cupy,jax
 while [ $# -gt 0 ]; do
   case $1 in
     --help|-h) usage; exit 0 ;;
@@ -99,6 +99,8 @@ for k, v in r.items():
     if (k in ("checksum",) or k.endswith("_hash") or k.startswith(("matmul", "sdpa", "triton", "graph_"))) \
             and not k.endswith(("_sms", "_set", "_rc")) and b.get(k) != v:
         errs.append("%s differs from the unbound run" % k)
+if r.get("ctx_is_retained") == "0":
+    errs.append("cuCtxGetCurrent did not answer the context the program retained")
 if r.get("topo_bound") == "0" and "topo_bound" in r:
     errs.append("the published topology says unbound")
 live = json.load(open(rep)).get("live", {})
@@ -112,6 +114,7 @@ PY
 progs=()
 case ",$only," in *,cudart,*)
   for v in shared static per_thread; do progs+=("cudart/$v:$bin/bind_check_$v"); done ;; esac
+case ",$only," in *,driver,*) progs+=("driver:$bin/bind_driver $bin/marker_module.fatbin") ;; esac
 case ",$only," in *,torch,*) "$PY" -c 'import torch' 2>/dev/null && progs+=("torch:$PY $here/torch_bind.py") ;; esac
 case ",$only," in *,cupy,*) "$PY" -c 'import cupy' 2>/dev/null && progs+=("cupy:$PY $here/cupy_bind.py") ;; esac
 case ",$only," in *,jax,*) "$PY" -c 'import cupy, jax' 2>/dev/null && progs+=("jax:$PY $here/cupy_bind.py --jax") ;; esac
