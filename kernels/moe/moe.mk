@@ -89,7 +89,7 @@ $(LDMOE_DIAG_LIB): $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(LDMOE_DIR)/ldmoe.ma
 	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $(dir $@)ldmoe_api.o \
 	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
 
-.PHONY: test-moe test-moe-sched test-gpu-moe bench-moe
+.PHONY: test-moe test-moe-sched test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
@@ -99,12 +99,19 @@ test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
 test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
 
+# The same tests in a process bound to domain 0's SMs (compute binding): the persistent grid
+# is sized to the bound set and only bound SMs are ranked, and every tile must still be
+# computed exactly once.
+test-gpu-moe-bound: $(LDMOE_LIB) $(SHIM_LIB) | $(RESULTS)
+	LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
+	  $(PYTHON) tests/gpu/moe/test_moe.py --quick --result $(RESULTS)/test-gpu-moe-bound
+
 bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
 TEST_SUITES     += test-moe test-moe-sched
-GPU_TEST_SUITES += test-gpu-moe
+GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
 INSTALL_PYMODS  += $(LDMOE_DIR)/ldmoe.py
