@@ -87,9 +87,9 @@ typedef struct tblock {
 } tblock_t;
 
 /* A per-thread green context whose thread exited. Streams, events and modules the thread
- * created in it may still be used by other threads, so it lives on until a reset or exit,
- * and the next thread that needs one takes it (so the number never exceeds the threads
- * alive at once). */
+ * created in it may still be used by other threads, so it lives on until a reset (or the end
+ * of the process), and the next thread that needs one takes it (so the number never exceeds
+ * the threads alive at once). */
 typedef struct idle_green { struct idle_green *next; int dev; unsigned gen; CUgreenCtx green; CUcontext gctx; } idle_t;
 
 static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,8 +102,8 @@ static __thread tblock_t *t_block;
 
 /* ---- retired green contexts ------------------------------------------------------------ */
 
-/* A green context destroyed at a reset (or exit) may still be current on a thread that never
- * made the primary current again; what that thread is told stays the primary. A handle the
+/* A green context destroyed at a reset (or the last release) may still be current on a
+ * thread that never made the primary current again; what that thread is told stays the primary. A handle the
  * driver hands out again (a new context at the same address) leaves the list. */
 #define RETIRED_MAX 256
 static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
