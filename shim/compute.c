@@ -103,8 +103,9 @@ static __thread tblock_t *t_block;
 /* ---- retired green contexts ------------------------------------------------------------ */
 
 /* A green context destroyed at a reset (or the last release) may still be current on a
- * thread that never made the primary current again; what that thread is told stays the primary. A handle the
- * driver hands out again (a new context at the same address) leaves the list. */
+ * thread that never made the primary current again; what that thread is told stays the
+ * primary. A handle the driver hands out again (a new context at the same address) leaves
+ * the list. */
 #define RETIRED_MAX 256
 static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { CUcontext gctx, primary; } retired[RETIRED_MAX];
