@@ -42,6 +42,12 @@ step() {  # step NAME TIMEOUT CMD...
   printf '%-28s rc=%-3s %6d ms\n' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )) | tee -a "$summary"
   return $rc
 }
+# The device image has no uthash-dev: a copy of the header carried in .devinc/ (ignored by git:
+# `mkdir -p .devinc && cp /usr/include/uthash.h .devinc/`, then carry ".devinc") stands in.
+if ! echo '#include <uthash.h>' | ${CC:-cc} -E - > /dev/null 2>&1; then
+  if [ -f .devinc/uthash.h ]; then cp .devinc/uthash.h /usr/include/ 2>/dev/null || export CPATH=$ROOT/.devinc${CPATH:+:$CPATH}
+  else echo "run_device.sh: uthash.h is missing here; carry a copy in .devinc/ (see this script)" | tee -a "$summary"; fi
+fi
 { date -u; nvidia-smi; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'; } > "$W/env.txt" 2>&1
 if [ $build = 2 ]; then
   # shellcheck disable=SC2086
