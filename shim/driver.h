@@ -19,7 +19,6 @@
 #define LD_DRIVER_REQUIRED(X) \
     X(cuInit, (unsigned int)) \
     X(cuDriverGetVersion, (int *)) \
-    X(cuGetErrorString, (CUresult, const char **)) \
     X(cuGetErrorName, (CUresult, const char **)) \
     X(cuDeviceGet, (CUdevice *, int)) \
     X(cuDeviceGetCount, (int *)) \
@@ -35,11 +34,9 @@
     X(cuDevicePrimaryCtxRelease_v2, (CUdevice)) \
     X(cuMemAlloc_v2, (CUdeviceptr *, size_t)) \
     X(cuMemFree_v2, (CUdeviceptr)) \
-    X(cuMemGetAddressRange_v2, (CUdeviceptr *, size_t *, CUdeviceptr)) \
     X(cuMemGetInfo_v2, (size_t *, size_t *)) \
     X(cuMemcpyHtoD_v2, (CUdeviceptr, const void *, size_t)) \
     X(cuMemcpyDtoH_v2, (void *, CUdeviceptr, size_t)) \
-    X(cuMemsetD8_v2, (CUdeviceptr, unsigned char, size_t)) \
     X(cuModuleLoadData, (CUmodule *, const void *)) \
     X(cuModuleUnload, (CUmodule)) \
     X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *)) \
@@ -49,10 +46,10 @@
                        unsigned, CUstream, void **, void **)) \
     X(cuStreamCreate, (CUstream *, unsigned int)) \
     X(cuStreamDestroy_v2, (CUstream)) \
-    X(cuStreamSynchronize, (CUstream)) \
-    X(cuPointerGetAttribute, (void *, CUpointer_attribute, CUdeviceptr))
+    X(cuStreamSynchronize, (CUstream))
 
-/* Optional entries: VMM (absent on very old drivers), libraries (12.0+), IPC, peers. */
+/* Optional entries: VMM (absent on very old drivers), libraries (12.0+), IPC import, stream
+ * capture, green contexts (12.4+), memory pools. Only what the shim calls is here. */
 #define LD_DRIVER_OPTIONAL(X) \
     X(cuGetProcAddress_v2, (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *)) \
     X(cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)) \
@@ -65,21 +62,11 @@
     X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)) \
     X(cuMemGetAllocationGranularity, (size_t *, const CUmemAllocationProp *, \
                                       CUmemAllocationGranularity_flags)) \
-    X(cuMemExportToShareableHandle, (void *, CUmemGenericAllocationHandle, \
-                                     CUmemAllocationHandleType, unsigned long long)) \
     X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *, void *, \
                                        CUmemAllocationHandleType)) \
     X(cuLibraryGetGlobal, (CUdeviceptr *, size_t *, CUlibrary, const char *)) \
-    X(cuLibraryGetModule, (CUmodule *, CUlibrary)) \
     X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *)) \
     X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *)) \
-    X(cuCtxEnablePeerAccess, (CUcontext, unsigned int)) \
-    X(cuDeviceCanAccessPeer, (int *, CUdevice, CUdevice)) \
-    X(cuEventCreate, (CUevent *, unsigned int)) \
-    X(cuEventRecord, (CUevent, CUstream)) \
-    X(cuEventSynchronize, (CUevent)) \
-    X(cuEventElapsedTime_v2, (float *, CUevent, CUevent)) \
-    X(cuEventDestroy_v2, (CUevent)) \
     X(cuDevicePrimaryCtxGetState, (CUdevice, unsigned int *, int *)) \
     X(cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream)) \
     /* green contexts (CUDA 12.4+) and context-independent kernels (12.0+): compute.c */ \
