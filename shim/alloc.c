@@ -78,8 +78,8 @@ static void note_fallback(int rule, const char *why) {
 
 /* The real allocation, with the pool trimmed and one retry on out-of-memory. */
 static CUresult real_alloc(const ld_driver_t *d, CUdeviceptr *dptr, size_t size) {
-    CUresult r = d->cuMemAlloc_v2(dptr, size);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1)) r = d->cuMemAlloc_v2(dptr, size);
+    CUresult r;
+    LD_POOL_RETRY_OOM(d, r, d->cuMemAlloc_v2(dptr, size));
     return r;
 }
 

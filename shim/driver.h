@@ -62,6 +62,8 @@
     X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)) \
     X(cuMemGetAllocationGranularity, (size_t *, const CUmemAllocationProp *, \
                                       CUmemAllocationGranularity_flags)) \
+    X(cuMemExportToShareableHandle, (void *, CUmemGenericAllocationHandle, \
+                                     CUmemAllocationHandleType, unsigned long long)) \
     X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *, void *, \
                                        CUmemAllocationHandleType)) \
     X(cuLibraryGetGlobal, (CUdeviceptr *, size_t *, CUlibrary, const char *)) \

@@ -17,15 +17,6 @@
 #define PITCH_ALIGN 512u   /* what the driver's own cuMemAllocPitch rounds rows to */
 #define MAX_DOMS 8
 
-/* A driver allocation call; on out-of-memory what the shim's range pool keeps is given back
- * and the call made once more, so kept ranges never cost the program memory. Only this call
- * is repeated: the request was decided and counted once. */
-#define RETRY_OOM(d, r, call) \
-    do { \
-        (r) = (call); \
-        if ((r) == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim((d), -1)) (r) = (call); \
-    } while (0)
-
 static int current_device(const ld_driver_t *d, CUdevice *dev) {
     CUcontext c = NULL;
     return d->cuCtxGetCurrent(&c) == CUDA_SUCCESS && c && d->cuCtxGetDevice(dev) == CUDA_SUCCESS ? 0 : -1;
@@ -60,7 +51,7 @@ static CUmemLocation domain_location(CUdevice dev, int dom) {
 static CUresult own_create(const ld_driver_t *d, ld_create_fn real, CUmemGenericAllocationHandle *h, size_t n,
                            const CUmemAllocationProp *p, unsigned long long flags) {
     CUresult r;
-    RETRY_OOM(d, r, real(h, n, p, flags));
+    LD_POOL_RETRY_OOM(d, r, real(h, n, p, flags));
     if (r == CUDA_SUCCESS && h) {
         ld_obj_t o = { LD_OBJ_HANDLE, (uint64_t)*h, p ? p->location.id : -1, NULL };
         ld_alloc_note_unplaced(&o);
@@ -88,7 +79,7 @@ CUresult ld_place_create(const ld_driver_t *d, ld_create_fn real, CUmemGenericAl
             ld_alloc_note_fallback(&dc, LD_API_VMM, why);
             return own_create(d, real, h, n, p, flags);
         }
-        RETRY_OOM(d, r, real(h, n, p, flags));   /* ordinary memory, counted as placed */
+        LD_POOL_RETRY_OOM(d, r, real(h, n, p, flags));   /* ordinary memory, counted as placed */
         if (r == CUDA_SUCCESS) {
             ld_obj_t o = { LD_OBJ_HANDLE, (uint64_t)*h, p->location.id, NULL };
             ld_alloc_note_placed(&dc, LD_API_VMM, n, dc.domain, 1, &o);
@@ -97,7 +88,7 @@ CUresult ld_place_create(const ld_driver_t *d, ld_create_fn real, CUmemGenericAl
     }
     CUmemAllocationProp q = *p;
     q.location = domain_location(p->location.id, dc.domain);
-    RETRY_OOM(d, r, real(h, n, &q, flags));
+    LD_POOL_RETRY_OOM(d, r, real(h, n, &q, flags));
     if (r == CUDA_SUCCESS) {
         ld_obj_t o = { LD_OBJ_HANDLE, (uint64_t)*h, p->location.id, NULL };
         ld_alloc_note_placed(&dc, LD_API_VMM, n, dc.domain, 0, &o);
@@ -329,7 +320,7 @@ CUresult ld_place_pool_trim_to(const ld_driver_t *d, ld_pool_trim_fn real, CUmem
 
 static CUresult own_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp, size_t n, CUstream s) {
     CUresult r;
-    RETRY_OOM(d, r, real(dp, n, s));
+    LD_POOL_RETRY_OOM(d, r, real(dp, n, s));
     return ld_alloc_count_unplaced(r);
 }
 
@@ -362,7 +353,7 @@ CUresult ld_place_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp,
             ld_alloc_note_fallback(&dc, LD_API_ASYNC, why);
             return own_async(d, real, dp, n, s);
         }
-        RETRY_OOM(d, r, real(dp, n, s));
+        LD_POOL_RETRY_OOM(d, r, real(dp, n, s));
         if (r == CUDA_SUCCESS) note_placed_ptr(d, &dc, LD_API_ASYNC, *dp, n, dev, 1);
         return r;
     }
@@ -388,7 +379,7 @@ CUresult ld_place_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp,
     /* The _ptsz variant's NULL stream is the per-thread default stream: say so explicitly
      * to the non-_ptsz entry the shim calls. */
     CUstream use = per_thread && s == NULL ? CU_STREAM_PER_THREAD : s;
-    RETRY_OOM(d, r, d->cuMemAllocFromPoolAsync(dp, n, pool, use));
+    LD_POOL_RETRY_OOM(d, r, d->cuMemAllocFromPoolAsync(dp, n, pool, use));
     if (r == CUDA_SUCCESS) {
         note_placed_ptr(d, &dc, LD_API_ASYNC, *dp, n, dev, 0);
         return r;
@@ -404,7 +395,7 @@ CUresult ld_place_from_pool(const ld_driver_t *d, ld_frompool_fn real, CUdevicep
     if (dp && ld_alloc_decide(n, LD_API_ASYNC, &dc) && dc.kind == LD_PLACE_DOMAIN)
         ld_alloc_note_fallback(&dc, LD_API_ASYNC, "an allocation from a pool the program created: not moved");
     CUresult r;
-    RETRY_OOM(d, r, real(dp, n, pool, s));
+    LD_POOL_RETRY_OOM(d, r, real(dp, n, pool, s));
     return ld_alloc_count_unplaced(r);
 }
 
@@ -413,7 +404,7 @@ CUresult ld_place_from_pool(const ld_driver_t *d, ld_frompool_fn real, CUdevicep
 static CUresult own_pitch(const ld_driver_t *d, ld_pitch_fn real, CUdeviceptr *dp, size_t *pitch, size_t w, size_t h,
                           unsigned int esz) {
     CUresult r;
-    RETRY_OOM(d, r, real(dp, pitch, w, h, esz));
+    LD_POOL_RETRY_OOM(d, r, real(dp, pitch, w, h, esz));
     return ld_alloc_count_unplaced(r);
 }
 
@@ -434,7 +425,7 @@ CUresult ld_place_pitch(const ld_driver_t *d, ld_pitch_fn real, CUdeviceptr *dp,
 
 CUresult ld_place_managed(const ld_driver_t *d, ld_managed_fn real, CUdeviceptr *dp, size_t n, unsigned int flags) {
     CUresult r;
-    RETRY_OOM(d, r, real(dp, n, flags));
+    LD_POOL_RETRY_OOM(d, r, real(dp, n, flags));
     ld_decision_t dc;
     if (r != CUDA_SUCCESS || !dp) return r;
     if (!ld_alloc_decide(n, LD_API_MANAGED, &dc) || dc.kind != LD_PLACE_DOMAIN) return ld_alloc_count_unplaced(r);

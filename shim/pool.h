@@ -33,6 +33,15 @@ int ld_pool_contains(CUdeviceptr p);
 /* Tear down kept ranges of `dev` (-1: every device). Returns bytes released. */
 uint64_t ld_pool_trim(const ld_driver_t *d, int dev);
 
+/* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
+ * what the pool keeps and make it once more, so kept ranges never cost the program memory.
+ * Only the call is repeated: whatever decided and counted the request did so once. */
+#define LD_POOL_RETRY_OOM(d, r, call) \
+    do { \
+        (r) = (call); \
+        if ((r) == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim((d), -1)) (r) = (call); \
+    } while (0)
+
 typedef struct { uint64_t hits, misses, trims, cached_bytes, cap; } ld_pool_stats_t;
 void ld_pool_stats(ld_pool_stats_t *out);
 

@@ -36,13 +36,11 @@ static CUresult address_free(const ld_driver_t *d, CUdeviceptr p, size_t n) {
 }
 static int exiting(void) { return __atomic_load_n(&ld_exiting, __ATOMIC_RELAXED); }
 
-/* Physical handle for one slice; on out-of-memory trim the pool once and retry, so kept
- * ranges never cost the program memory. */
+/* Physical handle for one slice (the pool gives back what it keeps on out-of-memory). */
 static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
                            CUmemGenericAllocationHandle *h, char *why, size_t n) {
-    CUresult r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1))
-        r = dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n);
+    CUresult r;
+    LD_POOL_RETRY_OOM(d, r, dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n));
     return r;
 }
 
@@ -89,9 +87,8 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     r->reserved = reserved;
     r->backend = dv->backend->kind;
 
-    CUresult rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim(d, -1))
-        rc = d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0);
+    CUresult rc;
+    LD_POOL_RETRY_OOM(d, rc, d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0));
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemAddressReserve: %s", ld_cu_errname(rc));
         return rc;
