@@ -246,7 +246,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     r.ctx = ctx;
     r.rule = ri;
     if (ld_registry_insert(&r) != 0) {
-        ld_vmm_destroy(d, &r);
+        ld_vmm_release(d, &r);
         ld_alloc_note_fallback(dc, api, "registry insert failed (out of host memory)");
         return 0;
     }
@@ -313,7 +313,7 @@ CUresult ld_free(CUdeviceptr p) {
     if (r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS) pushed = 1;
     CUresult s = d->cuCtxSynchronize();
     if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)p, ld_cu_errname(s));
-    ld_vmm_destroy(d, &r);
+    ld_vmm_release(d, &r);
     if (pushed) {
         CUcontext dummy;
         d->cuCtxPopCurrent_v2(&dummy);

@@ -135,7 +135,7 @@ static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *
     r.rule = -1;
     lc->d->cuCtxGetCurrent(&r.ctx);
     if (ld_registry_insert(&r) != 0) {
-        ld_vmm_destroy(lc->d, &r);
+        ld_vmm_release(lc->d, &r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *out = r.base;
@@ -148,7 +148,7 @@ static void free_localized(void *c, CUdeviceptr p, size_t bytes) {
     ld_range_t r;
     if (ld_registry_remove(p, &r) == 0) {
         lc->d->cuCtxSynchronize();
-        ld_vmm_destroy(lc->d, &r);
+        ld_vmm_release(lc->d, &r);
     }
 }
 

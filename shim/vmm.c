@@ -136,6 +136,6 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
 }
 
-void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r) {
+void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {
     if (ld_pool_keep(r) != 0) ld_vmm_teardown(d, r);
 }

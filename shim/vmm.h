@@ -17,7 +17,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
                        const int *domain_of, ld_range_t *r, char *why, size_t n);
 
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
-void ld_vmm_destroy(const ld_driver_t *d, const ld_range_t *r);
+void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
 
 /* Unmap, release the handles, free the VA. */
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);

@@ -237,7 +237,7 @@ static void test_vmm_layout(void) {
     CU_ASSERT_EQUAL(live_handles, 2);
     CU_ASSERT_EQUAL(live_maps, 2);
     CU_ASSERT_EQUAL(access_count, 1);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles, 0);
     CU_ASSERT_EQUAL(live_maps, 0);
     CU_ASSERT_EQUAL(live_reserve, 0);
@@ -245,11 +245,11 @@ static void test_vmm_layout(void) {
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(r.slice, 32 * MB);
     CU_ASSERT_EQUAL(r.reserved, 64 * MB);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     /* tiny request still gets one granule per slice */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 1, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(r.slice, 2 * MB);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
@@ -298,7 +298,7 @@ static void test_vmm_overflow(void) {
     size_t big = (SIZE_MAX / 3) / (2 * MB) * (2 * MB);
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &d3, big, 3, dom, &r, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT(r.reserved >= big && r.reserved / 3 == r.slice);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
@@ -315,7 +315,7 @@ static void test_vmm_teardown_retry(void) {
             if (which == 0) fail_unmap_at = at;
             else if (which == 1) fail_release_at = at;
             else fail_afree_at = at == 2 ? 1 : at;
-            ld_vmm_destroy(&mock, &r);
+            ld_vmm_release(&mock, &r);
             CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
         }
     /* The undo path of a failed create too. */
@@ -335,7 +335,7 @@ static void test_pool(void) {
     char why[160];
     int dom[2] = {0, 1}, swapped[2] = {1, 0};
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles, 2);          /* kept whole by the pool: still mapped */
     CU_ASSERT_EQUAL(live_maps, 2);
     CU_ASSERT_EQUAL(live_reserve, 1);
@@ -351,30 +351,30 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(r2.size, 63 * MB);
     ld_pool_stats(&s);
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
-    ld_vmm_destroy(&mock, &r2);
+    ld_vmm_release(&mock, &r2);
     /* other domain order (mismatch) is another shape: not reused */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 64 * MB, 2, swapped, &r2, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT_NOT_EQUAL(r2.base, r.base);
     CU_ASSERT_EQUAL(r2.domain_of[0], 1);
-    ld_vmm_destroy(&mock, &r2);                /* over the cap (64 + 64 > 64): torn down */
+    ld_vmm_release(&mock, &r2);                /* over the cap (64 + 64 > 64): torn down */
     CU_ASSERT_EQUAL(live_reserve, 1);
     CU_ASSERT_EQUAL(ld_pool_trim(&mock, -1), 64 * MB);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     /* a range larger than the cap is never kept */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 96 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     /* out of memory with a warm pool: trimmed and retried */
     reset_mock();
     ld_cfg.policy.pool_cap = 64 * MB;
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 4 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
-    ld_vmm_destroy(&mock, &r);                 /* pool holds a 4 MiB range */
+    ld_vmm_release(&mock, &r);                 /* pool holds a 4 MiB range */
     fail_create_at = creates + 1;              /* the next create fails once */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     ld_pool_stats(&s);
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
     CU_ASSERT(s.trims >= 1);
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     ld_pool_trim(&mock, -1);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
@@ -950,7 +950,7 @@ static void test_peer_mask(void) {
     ld_cfg.policy.pool_cap = 0;
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &d3, 4 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(access_count, 2);          /* owner and the peer */
-    ld_vmm_destroy(&mock, &r);
+    ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     ld_device_reset();
 }
