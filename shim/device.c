@@ -97,26 +97,26 @@ ld_device_t *ld_device_get(const ld_driver_t *d, CUdevice dev) {
     if (dev < 0 || dev >= LD_MAX_DEVICES) return NULL;
     ld_device_t *dv = &devices[dev];
     int st = atomic_load_explicit(&dv->state, memory_order_acquire);
-    if (st == 2) return dv;
-    int expect = 0;
-    if (atomic_compare_exchange_strong(&dv->state, &expect, 1)) {
+    if (st == LD_DEV_READY) return dv;
+    int expect = LD_DEV_UNTOUCHED;
+    if (atomic_compare_exchange_strong(&dv->state, &expect, LD_DEV_INITIALIZING)) {
         dv->ordinal = dev;
         init_device(d, dv);                  /* driver calls, no lock held */
         pthread_mutex_lock(&init_mu);
-        atomic_store_explicit(&dv->state, 2, memory_order_release);
+        atomic_store_explicit(&dv->state, LD_DEV_READY, memory_order_release);
         pthread_cond_broadcast(&init_cv);
         pthread_mutex_unlock(&init_mu);
         return dv;
     }
     pthread_mutex_lock(&init_mu);
-    while (atomic_load(&dv->state) != 2) pthread_cond_wait(&init_cv, &init_mu);
+    while (atomic_load(&dv->state) != LD_DEV_READY) pthread_cond_wait(&init_cv, &init_mu);
     pthread_mutex_unlock(&init_mu);
     return dv;
 }
 
 ld_device_t *ld_device_peek(int dev) {
     if (dev < 0 || dev >= LD_MAX_DEVICES) return NULL;
-    return atomic_load(&devices[dev].state) == 2 ? &devices[dev] : NULL;
+    return atomic_load(&devices[dev].state) == LD_DEV_READY ? &devices[dev] : NULL;
 }
 
 unsigned long long ld_device_access_mask(int owner) {

@@ -14,8 +14,10 @@
 
 #define LD_MAX_DEVICES 64
 
+enum { LD_DEV_UNTOUCHED = 0, LD_DEV_INITIALIZING = 1, LD_DEV_READY = 2 };
+
 typedef struct ld_device {
-    atomic_int state;                 /* 0 untouched, 1 initializing, 2 ready */
+    atomic_int state;                 /* LD_DEV_UNTOUCHED, LD_DEV_INITIALIZING, LD_DEV_READY */
     int ordinal;
     int ndomains;                     /* slices per split range                          */
     int native_domains;               /* what the driver reports (0: attribute unknown)  */
