@@ -35,10 +35,11 @@
 #define LDSHIM_COMPUTE_H
 
 #include "shim/compute_plan.h"
+#include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/probe.h"
 
-#define LD_COMPUTE_MAX_DEVICES 64
+#define LD_COMPUTE_MAX_DEVICES LD_MAX_DEVICES
 
 /* The configuration (shim/config.c calls this once, before the first CUDA call). */
 typedef struct {

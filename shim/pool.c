@@ -8,6 +8,7 @@
  * and POOL_SPARE_BUCKETS, so there are never more of them than max(POOL_SPARE_BUCKETS, in use). */
 #include "shim/pool.h"
 #include "shim/config.h"
+#include "shim/device.h"
 #include "shim/hash.h"
 #include "shim/log.h"
 #include "shim/vmm.h"
@@ -39,7 +40,6 @@ typedef struct {
     UT_hash_handle hh;
 } bucket_t;
 
-#define POOL_DEVICES 64
 #define POOL_SPARE_BUCKETS 64     /* empty buckets always worth keeping for reuse */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bucket_t *table;                    /* under mu */
@@ -47,7 +47,7 @@ static size_t nempty;                      /* buckets in the table with no range
 /* Ranges kept, written under mu and read without it (atomically) to skip the lock while
  * the pool is empty. */
 static atomic_size_t nkept;
-static uint64_t cached[POOL_DEVICES];     /* reserved bytes kept per device */
+static uint64_t cached[LD_MAX_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
 int ld_exiting;
 
@@ -135,7 +135,7 @@ int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_ra
 int ld_pool_keep(const ld_range_t *r) {
     uint64_t cap = ld_cfg.policy.pool_cap;
     int dev = r->device;
-    if (!cap || dev < 0 || dev >= POOL_DEVICES || r->reserved > cap) return -1;
+    if (!cap || dev < 0 || dev >= LD_MAX_DEVICES || r->reserved > cap) return -1;
     kept_t *k = malloc(sizeof *k);
     if (!k) return -1;
     k->r = *r;
@@ -231,7 +231,7 @@ void ld_pool_stats(ld_pool_stats_t *out) {
     out->cap = ld_cfg.policy.pool_cap;
     uint64_t c = 0;
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < POOL_DEVICES; i++) c += cached[i];
+    for (int i = 0; i < LD_MAX_DEVICES; i++) c += cached[i];
     pthread_mutex_unlock(&mu);
     out->cached_bytes = c;
 }
