@@ -252,14 +252,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     }
     /* A peer enabled between the range's access grant and its registration missed the
      * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
-    unsigned long long want = ld_device_access_mask(dev);
-    if (want & ~r.access_mask) {
-        for (int a = 0; a < LD_MAX_DEVICES; a++) {
-            if (!(want & ~r.access_mask & (1ull << a))) continue;
-            CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, a}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-            d->cuMemSetAccess(r.base, r.reserved, &acc, 1);
-        }
-    }
+    ld_vmm_grant(d, &r, ld_device_access_mask(dev));
     atomic_fetch_add(&rc->allocations, 1);
     atomic_fetch_add(&rc->bytes, size);
     for (int i = 0; i < nslices; i++)

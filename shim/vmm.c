@@ -45,7 +45,7 @@ static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, si
 }
 
 /* Grant access to `mask`'s devices other than those in r->access_mask. */
-static CUresult grant(const ld_driver_t *d, ld_range_t *r, unsigned long long mask) {
+CUresult ld_vmm_grant(const ld_driver_t *d, ld_range_t *r, unsigned long long mask) {
     CUmemAccessDesc acc[LD_MAX_DEVICES];
     int k = 0;
     for (int a = 0; a < LD_MAX_DEVICES; a++) {
@@ -76,7 +76,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     unsigned long long mask = ld_device_access_mask(dv->ordinal);
     if (ld_pool_take(dv->ordinal, nslices, slice, domain_of, r) == 0) {
         r->size = size;
-        if (grant(d, r, mask) == CUDA_SUCCESS) return CUDA_SUCCESS;
+        if (ld_vmm_grant(d, r, mask) == CUDA_SUCCESS) return CUDA_SUCCESS;
         ld_vmm_teardown(d, r);                /* a peer grant failed: build a fresh one */
     }
     memset(r, 0, sizeof *r);
@@ -106,7 +106,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
             goto undo;
         }
     }
-    rc = grant(d, r, mask);
+    rc = ld_vmm_grant(d, r, mask);
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemSetAccess: %s", ld_cu_errname(rc));
         goto undo;

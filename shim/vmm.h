@@ -19,6 +19,10 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
 
+/* Give the devices of `mask` (bit d: device d) read-write access to the range, one driver
+ * call for those it lacks; on success they join r->access_mask. */
+CUresult ld_vmm_grant(const ld_driver_t *d, ld_range_t *r, unsigned long long mask);
+
 /* Unmap, release the handles, free the VA. */
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);
 
