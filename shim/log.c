@@ -1,4 +1,4 @@
-/* log.c — "ldshim: " lines on stderr, one write(2) each so threads never interleave. */
+/* log.c — "ldshim: <level>: " lines on stderr, one write(2) each so threads never interleave. */
 #include "shim/log.h"
 #include "shim/json.h"
 
@@ -49,10 +49,19 @@ static void sanitize(char *s, size_t n) {
     }
 }
 
+const char *ld_log_level_word(int level) {
+    switch (level) {
+    case LD_LOG_ERROR: return "error";
+    case LD_LOG_WARN: return "warning";
+    case LD_LOG_INFO: return "info";
+    case LD_LOG_DEBUG: return "debug";
+    }
+    return "?";
+}
+
 void ld_log_write(int level, const char *fmt, ...) {
-    (void)level;
     char buf[1024];
-    int n = snprintf(buf, sizeof buf, "ldshim: ");
+    int n = snprintf(buf, sizeof buf, "ldshim: %s: ", ld_log_level_word(level));
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
