@@ -17,6 +17,7 @@
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
+#include "shim/options.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -61,6 +62,7 @@ static void child_after_fork(void) {
 }
 
 __attribute__((constructor)) static void ldshim_init(void) {
+    ld_options_init();
     ld_log_init();
     ld_config_init();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);

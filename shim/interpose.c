@@ -29,6 +29,7 @@
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
+#include "shim/options.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -889,8 +890,8 @@ static int is_libcuda(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!strncmp(base, "libcuda.so", 10)) return 1;
-    const char *alt = getenv("LDSHIM_LIBCUDA");
-    if (alt && *alt) {
+    const char *alt = ld_opt(LD_OPT_LIBCUDA);
+    if (alt) {
         const char *ab = strrchr(alt, '/');
         ab = ab ? ab + 1 : alt;
         return !strcmp(base, ab);

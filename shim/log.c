@@ -1,6 +1,7 @@
 /* log.c — "ldshim: <level>: " lines on stderr, one write(2) each so threads never interleave. */
 #include "shim/log.h"
 #include "shim/json.h"
+#include "shim/options.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +15,8 @@ static char bad_value[64];   /* LDSHIM_LOG as given when it named no level ("" i
 
 void ld_log_init(void) {
     bad_value[0] = '\0';
-    const char *s = getenv("LDSHIM_LOG");
-    if (!s || !*s) return;
+    const char *s = ld_opt(LD_OPT_LOG);
+    if (!s) return;
     if (!strcasecmp(s, "none") || !strcasecmp(s, "off")) ld_log_level = LD_LOG_NONE;
     else if (!strcasecmp(s, "error")) ld_log_level = LD_LOG_ERROR;
     else if (!strcasecmp(s, "warn") || !strcasecmp(s, "warning")) ld_log_level = LD_LOG_WARN;

@@ -9,9 +9,9 @@
 
 enum { LD_LOG_NONE = 0, LD_LOG_ERROR = 1, LD_LOG_WARN = 2, LD_LOG_INFO = 3, LD_LOG_DEBUG = 4 };
 
-extern int ld_log_level;   /* read once from LDSHIM_LOG by ld_log_init() */
+extern int ld_log_level;   /* from LDSHIM_LOG (the options table's copy) by ld_log_init() */
 
-/* Read LDSHIM_LOG. Prints nothing: a bad value is kept for ld_log_report_env(), which the
+/* Take LDSHIM_LOG. Prints nothing: a bad value is kept for ld_log_report_env(), which the
  * shim calls when the process first reaches for CUDA (a process that never does stays
  * silent). */
 void ld_log_init(void);

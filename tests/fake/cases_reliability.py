@@ -257,6 +257,37 @@ def absolute_preload(a):
     return ":".join(os.path.abspath(p) if p else p for p in (a.preload or "").split(":"))
 
 
+def option_names():
+    """The LDSHIM_* names of the options table, from shim/options.h's X-macro rows."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "shim", "options.h")) as f:
+        return ["LDSHIM_" + n for n in re.findall(r"^\s+X\((\w+),", f.read(), re.M)]
+
+
+def options_listed_once(_, res):
+    """LDSHIM_LOG=debug: each variable of the table once, set ones with their value, before
+    the configuration's own info line; an empty value is unset."""
+    lines = res.stderr.splitlines()
+    names = option_names()
+    if len(names) < 20:
+        raise Fail("read only %d option names from shim/options.h" % len(names))
+    listed = [l for l in lines if l.startswith("ldshim: debug: option ")]
+    if len(listed) != len(names):
+        raise Fail("%d option lines for %d options" % (len(listed), len(names)))
+    for n in names:
+        mine = [l for l in listed if re.match(r"ldshim: debug: option %s(=.* \(set\)| unset \(default: .+\))$" % n, l)]
+        if len(mine) != 1:
+            raise Fail("%d lines for %s" % (len(mine), n))
+    for want in (r"option LDSHIM_LOG=debug \(set\)$", r"option LDSHIM_STATE=full \(set\)$",
+                 r"option LDSHIM_POLICY=/\S+emulated\.policy \(set\)$",
+                 r"option LDSHIM_PROBE_DUMP unset \(default: none\)$"):
+        if not any(re.search(want, l) for l in listed):
+            raise Fail("no line /%s/" % want)
+    state = [i for i, l in enumerate(lines) if l.startswith("ldshim: info: state full, backend emulated")]
+    if len(state) != 1 or lines.index(listed[-1]) > state[0]:
+        raise Fail("the table does not come once before the state line")
+
+
 def lazy_cases(a):
     C = []
     pre = {"LD_PRELOAD": absolute_preload(a)}
@@ -272,6 +303,12 @@ def lazy_cases(a):
     for tag, extra in (("plain", {}), ("strict", {"LDSHIM_STRICT": 1}), ("all-bad-env", BAD_ENV_ALL)):
         C.append(Case("rel/lazy/no-cuda-silent/" + tag, silent[0], silent[1:],
                       env=dict(extra, LDSHIM_POLICY=bad_rel, LDSHIM_LOG="info", **pre), quiet=True, zero_counts=False))
+    # LDSHIM_LOG=debug lists the options table, but only at the first CUDA call.
+    C.append(Case("rel/lazy/no-cuda-silent/debug", silent[0], silent[1:],
+                  env=dict(LDSHIM_POLICY=good_rel, LDSHIM_LOG="debug", **pre), quiet=True, zero_counts=False))
+    C.append(Case("rel/lazy/debug-lists-the-options", "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
+                  env={"LDSHIM_LOG": "debug", "LDSHIM_STATE": "full", "LDSHIM_PROBE_DUMP": ""},
+                  expect={"first_call_threads": 4}, checks=[options_listed_once]))
 
     # The same with a per-process report (%p, as ldshim-ab and per_domain.py set it): each of
     # these processes writes its report at exit, and writing it must not read the policy
