@@ -12,12 +12,12 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
-#include "shim/options.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -24,12 +24,12 @@
 #include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
-#include "shim/options.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

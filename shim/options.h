@@ -31,35 +31,58 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
 
 /* X(ID, kind, audience, default, description). The name is "LDSHIM_" #ID. The default is
  * what the shim does when the variable is unset, in words. */
-#define LD_OPTIONS(X)                                                                                       \
-    X(POLICY, PATH, USER, "none: nothing is tagged",                                                          \
-      "policy file (doc/policy.md); a relative path is taken from the directory the process started in")      \
-    X(STATE, WORD, USER, "the policy's state; stock without a policy",                                        \
+#define LD_OPTIONS(X)                                                                                            \
+    X(POLICY, PATH, USER, "none: nothing is tagged",                                                             \
+      "policy file (doc/policy.md); a relative path is taken from the directory the process started in")         \
+    X(STATE, WORD, USER, "the policy's state; stock without a policy",                                           \
       "stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|sm-control; overrides the policy") \
-    X(DOMAIN, NUMBER, USER, "the policy's domain (0)", "domain X of the study states, 0..7")                 \
-    X(BACKEND, WORD, USER, "the policy's backend (auto)", "auto|native|mlopart|emulated|off; overrides the policy") \
-    X(STRICT, FLAG, USER, "off", "1: a bad or missing policy ends the program (status 3), like strict = on")  \
-    X(MISMATCH, WORD, USER, "mismatch swaps memory slices", "map: the mismatch state inverts the published map instead")       \
-    X(LOG, WORD, USER, "warn", "error|warn|info|debug: which lines the shim writes to stderr")              \
-    X(REPORT, PATH, USER, "none", "JSON report written at exit; %p expands to the pid")                      \
-    X(COMPUTE, WORD, USER, "the policy's compute (all)", "all|domain:N|spread:K; overrides the policy's compute") \
-    X(COMPUTE_SPLIT, WORD, USER, "the policy's compute_split (aligned)", "aligned|fine|backfill: how SM groups are carved") \
-    X(COMPUTE_SMS, NUMBER, USER, "the policy's compute_sms (0: no cap)", "cap on the SMs of a compute binding") \
-    X(COMPUTE_CONTEXTS, WORD, USER, "shared", "shared|thread: one green context per device or per thread")    \
-    X(COMPUTE_CURRENT, WORD, USER, "primary", "primary|green: what cuCtxGetCurrent answers while bound")     \
-    X(COMPUTE_SMCOUNT, WORD, USER, "device", "device|bound: the SM-count attribute of a bound device")       \
-    X(PROBE_FORCE, FLAG, USER, "off", "set (not 0|no|off|false): re-probe instead of using the topology cache") \
-    X(PROBE_DUMP, PATH, USER, "none", "directory for every probe attempt's raw latency matrix (CSV)")        \
-    X(CACHE_DIR, PATH, USER, "$XDG_CACHE_HOME/ldshim, else ~/.cache/ldshim", "topology cache directory")     \
-    X(LIBCUDA, PATH, USER, "libcuda.so.1", "the driver library to use instead (the tests' fake driver)")     \
-    X(MLOPART_HELPER, PATH, TEST, "ldshim-mlopart-helper beside libldshim.so", "the MLOPart helper program")  \
-    X(MLOPART_TIMEOUT_MS, NUMBER, TEST, "10000 a request, 30000 a start", "MLOPart helper time limit, 1..86400000 ms") \
-    X(MLOPART_DEBUG_LOGS, PATH, TEST, "none", "directory that keeps copies of the MPS daemon's log files")   \
-    X(MLOPART_CLIENT_CVD, FLAG, TEST, "off", "1: the MLOPart helper sets CUDA_VISIBLE_DEVICES to the GPU's UUID")     \
-    X(MPS_CONTROL, PATH, TEST, "nvidia-cuda-mps-control in PATH", "the MPS control program (a fake in tests)") \
-    X(MLOPART_TEST_HOOK, LIST, TEST, "none", "faults the MLOPart tests inject (tests/mlopart)")              \
-    X(MLOPART_TEST_SINGLE, FLAG, TEST, "off", "1: the MLOPart helper serves one device (tests, bench)")       \
-    X(INSIDE_MLOPART_HELPER, FLAG, INTERNAL, "unset",                                                         \
+    X(DOMAIN, NUMBER, USER, "the policy's domain (0)",                                                           \
+      "domain X of the study states, 0..7")                                                                      \
+    X(BACKEND, WORD, USER, "the policy's backend (auto)",                                                        \
+      "auto|native|mlopart|emulated|off; overrides the policy")                                                  \
+    X(STRICT, FLAG, USER, "off",                                                                                 \
+      "1: a bad or missing policy ends the program (status 3), like strict = on")                                \
+    X(MISMATCH, WORD, USER, "mismatch swaps memory slices",                                                      \
+      "map: the mismatch state inverts the published map instead")                                               \
+    X(LOG, WORD, USER, "warn",                                                                                   \
+      "error|warn|info|debug: which lines the shim writes to stderr")                                            \
+    X(REPORT, PATH, USER, "none",                                                                                \
+      "JSON report written at exit; %p expands to the pid")                                                      \
+    X(COMPUTE, WORD, USER, "the policy's compute (all)",                                                         \
+      "all|domain:N|spread:K; overrides the policy's compute")                                                   \
+    X(COMPUTE_SPLIT, WORD, USER, "the policy's compute_split (aligned)",                                         \
+      "aligned|fine|backfill: how SM groups are carved")                                                         \
+    X(COMPUTE_SMS, NUMBER, USER, "the policy's compute_sms (0: no cap)",                                         \
+      "cap on the SMs of a compute binding")                                                                     \
+    X(COMPUTE_CONTEXTS, WORD, USER, "shared",                                                                    \
+      "shared|thread: one green context per device or per thread")                                               \
+    X(COMPUTE_CURRENT, WORD, USER, "primary",                                                                    \
+      "primary|green: what cuCtxGetCurrent answers while bound")                                                 \
+    X(COMPUTE_SMCOUNT, WORD, USER, "device",                                                                     \
+      "device|bound: the SM-count attribute of a bound device")                                                  \
+    X(PROBE_FORCE, FLAG, USER, "off",                                                                            \
+      "set (not 0|no|off|false): re-probe instead of using the topology cache")                                  \
+    X(PROBE_DUMP, PATH, USER, "none",                                                                            \
+      "directory for every probe attempt's raw latency matrix (CSV)")                                            \
+    X(CACHE_DIR, PATH, USER, "$XDG_CACHE_HOME/ldshim, else ~/.cache/ldshim",                                     \
+      "topology cache directory")                                                                                \
+    X(LIBCUDA, PATH, USER, "libcuda.so.1",                                                                       \
+      "the driver library to use instead (the tests' fake driver)")                                              \
+    X(MLOPART_HELPER, PATH, TEST, "ldshim-mlopart-helper beside libldshim.so",                                   \
+      "the MLOPart helper program")                                                                              \
+    X(MLOPART_TIMEOUT_MS, NUMBER, TEST, "10000 a request, 30000 a start",                                        \
+      "MLOPart helper time limit, 1..86400000 ms")                                                               \
+    X(MLOPART_DEBUG_LOGS, PATH, TEST, "none",                                                                    \
+      "directory that keeps copies of the MPS daemon's log files")                                               \
+    X(MLOPART_CLIENT_CVD, FLAG, TEST, "off",                                                                     \
+      "1: the MLOPart helper sets CUDA_VISIBLE_DEVICES to the GPU's UUID")                                       \
+    X(MPS_CONTROL, PATH, TEST, "nvidia-cuda-mps-control in PATH",                                                \
+      "the MPS control program (a fake in tests)")                                                               \
+    X(MLOPART_TEST_HOOK, LIST, TEST, "none",                                                                     \
+      "faults the MLOPart tests inject (tests/mlopart)")                                                         \
+    X(MLOPART_TEST_SINGLE, FLAG, TEST, "off",                                                                    \
+      "1: the MLOPart helper serves one device (tests, bench)")                                                  \
+    X(INSIDE_MLOPART_HELPER, FLAG, INTERNAL, "unset",                                                            \
       "set by the shim for its helper and the MPS processes: the shim stays inert there")
 
 typedef enum {

@@ -26,9 +26,9 @@
 
 #include "shim/json.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/probe_cache.h"
 #include "shim/probe_classify.h"
-#include "shim/options.h"
 
 /* The fatbin from kernels/probe/probe.cu, embedded by kernels/kernels.mk. Weak, so a
  * program linked without it (a unit test) sees NULL and takes the even-map path. */

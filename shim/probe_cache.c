@@ -1,8 +1,8 @@
 /* probe_cache.c — per-GPU topology cache: resolve the directory, write atomically, read
  * back with every field and the checksum checked. See probe_cache.h for the format. */
 #include "shim/probe_cache.h"
-#include "shim/probe_classify.h"
 #include "shim/options.h"
+#include "shim/probe_classify.h"
 
 #include <errno.h>
 #include <fcntl.h>
