@@ -81,7 +81,7 @@ static int cmd_check(int n, char **files) {
         char err[512];
         ld_policy_t p;
         if (ld_policy_load(files[i], &p, err, sizeof err) != 0) {
-            fprintf(stderr, "ldshim: %s\n", err);
+            fprintf(stderr, "ldshim: error: %s\n", err);   /* as the shim writes it */
             bad = 1;
             continue;
         }
@@ -106,7 +106,7 @@ static int cmd_match(const char *file, const char *size_s, const char *api_s) {
     char err[512];
     ld_policy_t p;
     if (ld_policy_load(file, &p, err, sizeof err) != 0) {
-        fprintf(stderr, "ldshim: %s\n", err);
+        fprintf(stderr, "ldshim: error: %s\n", err);   /* as the shim writes it */
         return 1;
     }
     int i = ld_policy_match(&p, size, (ld_api_t)api);

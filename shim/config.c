@@ -3,6 +3,7 @@
 #include "shim/compute.h"
 #include "shim/log.h"
 #include "shim/mlopart_proto.h"
+#include "shim/options.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,9 +17,9 @@ int ld_cfg_ready;
 
 static pthread_mutex_t cfg_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* The environment as the process started: the program may change its own later, from any
- * thread, and getenv is not safe against that. Values too long for a field keep a prefix
- * (for the message) and a flag. */
+/* The shim's variables as the process started (options.c copies them once), in the fields
+ * ld_config_load interprets. Values too long for a field keep a prefix (for the message)
+ * and a flag. */
 static struct {
     int  policy_set;
     char policy_bad[LD_PATH_MAX + 160];   /* why LDSHIM_POLICY is unusable, "" when fine */
@@ -108,39 +109,53 @@ void ld_config_init(void) {
     ld_cfg.backend = ld_cfg.policy.backend;
     __atomic_store_n(&ld_cfg_ready, 0, __ATOMIC_RELEASE);
     const char *s;
-    if ((s = getenv(LD_MLO_ENV_MARKER)) && *s) {
+    if (ld_opt(LD_OPT_INSIDE_MLOPART_HELPER)) {
         /* The MLOPart helper (and the MPS processes it starts) must never run the shim. */
         __atomic_store_n(&ld_cfg_ready, 1, __ATOMIC_RELEASE);
         return;
     }
-    if ((s = getenv("LDSHIM_REPORT")) && *s) {
+    if ((s = ld_opt(LD_OPT_REPORT))) {
         size_t len = strlen(s);
         if (len < sizeof ld_cfg.report_path) memcpy(ld_cfg.report_path, s, len + 1);
         else snprintf(env.report_bad, sizeof env.report_bad,
                       "LDSHIM_REPORT is %zu bytes long (the limit is %d): no report is written", len,
                       LD_PATH_MAX - 1);
     }
-    if ((s = getenv("LDSHIM_POLICY")) && *s) {
+    if ((s = ld_opt(LD_OPT_POLICY))) {
         env.policy_set = 1;
         policy_from_env(s);
     }
-    if ((s = getenv("LDSHIM_STATE")) && *s) snprintf(env.state, sizeof env.state, "%s", s);
-    if ((s = getenv("LDSHIM_BACKEND")) && *s) snprintf(env.backend, sizeof env.backend, "%s", s);
-    if ((s = getenv("LDSHIM_DOMAIN")) && *s) snprintf(env.domain, sizeof env.domain, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE")) && *s) snprintf(env.compute, sizeof env.compute, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE_SPLIT")) && *s) snprintf(env.compute_split, sizeof env.compute_split, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE_SMS")) && *s) snprintf(env.compute_sms, sizeof env.compute_sms, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE_CONTEXTS")) && *s)
-        snprintf(env.compute_contexts, sizeof env.compute_contexts, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE_CURRENT")) && *s) snprintf(env.compute_current, sizeof env.compute_current, "%s", s);
-    if ((s = getenv("LDSHIM_COMPUTE_SMCOUNT")) && *s) snprintf(env.compute_smcount, sizeof env.compute_smcount, "%s", s);
-    env.probe_force = (s = getenv("LDSHIM_PROBE_FORCE")) && !strcmp(s, "1");
-    env.strict = (s = getenv("LDSHIM_STRICT")) && !strcmp(s, "1");
-    env.mismatch_map = (s = getenv("LDSHIM_MISMATCH")) && !strcmp(s, "map");
+#define WORD_(field, id) if ((s = ld_opt(LD_OPT_##id))) snprintf(env.field, sizeof env.field, "%s", s)
+    WORD_(state, STATE);
+    WORD_(backend, BACKEND);
+    WORD_(domain, DOMAIN);
+    WORD_(compute, COMPUTE);
+    WORD_(compute_split, COMPUTE_SPLIT);
+    WORD_(compute_sms, COMPUTE_SMS);
+    WORD_(compute_contexts, COMPUTE_CONTEXTS);
+    WORD_(compute_current, COMPUTE_CURRENT);
+    WORD_(compute_smcount, COMPUTE_SMCOUNT);
+#undef WORD_
+    env.probe_force = ld_opt_true(LD_OPT_PROBE_FORCE);
+    env.strict = ld_opt_one(LD_OPT_STRICT);
+    env.mismatch_map = (s = ld_opt(LD_OPT_MISMATCH)) && !strcmp(s, "map");
+}
+
+/* LDSHIM_LOG=debug: every variable of the table, its value and whether it was set, once,
+ * at the first CUDA call (the lines come before any message about a value). */
+static void log_options(void) {
+    if (ld_log_level < LD_LOG_DEBUG) return;
+    for (int i = 0; i < LD_OPT_COUNT; i++) {
+        const ld_option_t *o = ld_option((ld_opt_t)i);
+        const char *v = ld_opt((ld_opt_t)i);
+        if (v) ld_log_write(LD_LOG_DEBUG, "option %s=%s (set)", o->name, v);
+        else ld_log_write(LD_LOG_DEBUG, "option %s unset (default: %s)", o->name, o->dflt);
+    }
 }
 
 int ld_config_load(void) {
     ld_log_report_env();
+    log_options();
     if (env.report_bad[0]) LD_WARN("%s", env.report_bad);
     int strict_fail = env.strict;
     if (env.policy_set) {

@@ -1,29 +1,13 @@
-/* config.h — the shim's run-time configuration.
+/* config.h — the shim's run-time configuration: the policy file and the LDSHIM_* variables
+ * (their table, with defaults and descriptions, is shim/options.h) resolved into ld_cfg.
  *
- *   LDSHIM_POLICY   policy file (policy/policy.h); none: nothing is tagged. A relative path
- *                   is taken relative to the working directory the process started in.
- *   LDSHIM_STATE    a state (stock|memory|full|mismatch|memory-only|compute-only|full-ld|
- *                   mismatch-ld|sm-control), overrides the file; default: the file's state, or
- *                   stock without a policy
- *   LDSHIM_DOMAIN   the study states' domain X, overrides the file's `domain` (default 0)
- *   LDSHIM_BACKEND  auto|native|mlopart|emulated|off, overrides the file
- *   LDSHIM_STRICT   1: a bad or missing policy ends the program (status 3), like strict = on
- *   LDSHIM_MISMATCH map: the mismatch state inverts the published map
- *   LDSHIM_LOG      error|warn|info|debug (shim/log.h)
- *   LDSHIM_REPORT   JSON report path written at exit ("%p" expands to the pid)
- *   LDSHIM_COMPUTE  all|domain:N|spread:K, overrides the file's `compute`;
- *                   LDSHIM_COMPUTE_SPLIT (aligned|fine|backfill), LDSHIM_COMPUTE_SMS (cap) too
- *   LDSHIM_COMPUTE_CONTEXTS shared (default) | thread: one green context per thread
- *   LDSHIM_COMPUTE_CURRENT  primary (default) | green: what cuCtxGetCurrent answers while
- *                   the bound context is current
- *   LDSHIM_COMPUTE_SMCOUNT  device (default) | bound: the SM-count attribute of a bound device
- *
- * Two steps. ld_config_init() (the library constructor) copies the environment and makes
- * the policy path absolute; it reads no file and prints nothing. The policy file is read,
- * and every message about the environment printed, once, when the process first reaches for
- * CUDA: the first wrapper, resolver or dlsym of a cu* name that asks ld_active() or
- * ld_config(). A process that never does (a shell, `env`, a pyenv wrapper in front of the
- * program) reads nothing and prints nothing.
+ * Two steps. ld_config_init() (the library constructor) takes the environment's copy
+ * (options.c) and makes the policy path absolute; it reads no file and prints nothing. The
+ * policy file is read, and every message about the environment printed (with LDSHIM_LOG=debug
+ * the whole options table first), once, when the process first reaches for CUDA: the first
+ * wrapper, resolver or dlsym of a cu* name that asks ld_active() or ld_config(). A process
+ * that never does (a shell, `env`, a pyenv wrapper in front of the program) reads nothing
+ * and prints nothing.
  *
  * Thread-safety: the first resolution is serialized by a mutex (reading a file calls neither
  * dlopen nor dlsym, so a thread waiting on it while holding the dynamic loader's lock cannot

@@ -11,6 +11,7 @@
  * compare-and-swap; a loser discards its copy. */
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/options.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -62,8 +63,8 @@ void *ld_driver_handle(void) {
     /* LDSHIM_LIBCUDA names another driver library (the tests' fake). One that cannot be
      * loaded, or is no CUDA driver, must not cost the program its real driver: warn once
      * and use libcuda.so.1, which is what the program itself reaches. */
-    const char *alt = getenv("LDSHIM_LIBCUDA");
-    if (alt && *alt) {
+    const char *alt = ld_opt(LD_OPT_LIBCUDA);
+    if (alt) {
         h = open_lib(alt);
         const char *why = h ? NULL : dlerror();
         if (h && !ld_real_dlsym(h, "cuInit")) {

@@ -12,6 +12,7 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
@@ -61,6 +62,7 @@ static void child_after_fork(void) {
 }
 
 __attribute__((constructor)) static void ldshim_init(void) {
+    ld_options_init();
     ld_log_init();
     ld_config_init();
     pthread_atfork(before_fork, parent_after_fork, child_after_fork);

@@ -24,6 +24,7 @@
 #include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/place.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
@@ -889,8 +890,8 @@ static int is_libcuda(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     if (!strncmp(base, "libcuda.so", 10)) return 1;
-    const char *alt = getenv("LDSHIM_LIBCUDA");
-    if (alt && *alt) {
+    const char *alt = ld_opt(LD_OPT_LIBCUDA);
+    if (alt) {
         const char *ab = strrchr(alt, '/');
         ab = ab ? ab + 1 : alt;
         return !strcmp(base, ab);

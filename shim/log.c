@@ -1,6 +1,7 @@
-/* log.c — "ldshim: " lines on stderr, one write(2) each so threads never interleave. */
+/* log.c — "ldshim: <level>: " lines on stderr, one write(2) each so threads never interleave. */
 #include "shim/log.h"
 #include "shim/json.h"
+#include "shim/options.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +15,8 @@ static char bad_value[64];   /* LDSHIM_LOG as given when it named no level ("" i
 
 void ld_log_init(void) {
     bad_value[0] = '\0';
-    const char *s = getenv("LDSHIM_LOG");
-    if (!s || !*s) return;
+    const char *s = ld_opt(LD_OPT_LOG);
+    if (!s) return;
     if (!strcasecmp(s, "none") || !strcasecmp(s, "off")) ld_log_level = LD_LOG_NONE;
     else if (!strcasecmp(s, "error")) ld_log_level = LD_LOG_ERROR;
     else if (!strcasecmp(s, "warn") || !strcasecmp(s, "warning")) ld_log_level = LD_LOG_WARN;
@@ -49,10 +50,19 @@ static void sanitize(char *s, size_t n) {
     }
 }
 
+const char *ld_log_level_word(int level) {
+    switch (level) {
+    case LD_LOG_ERROR: return "error";
+    case LD_LOG_WARN: return "warning";
+    case LD_LOG_INFO: return "info";
+    case LD_LOG_DEBUG: return "debug";
+    }
+    return "?";
+}
+
 void ld_log_write(int level, const char *fmt, ...) {
-    (void)level;
     char buf[1024];
-    int n = snprintf(buf, sizeof buf, "ldshim: ");
+    int n = snprintf(buf, sizeof buf, "ldshim: %s: ", ld_log_level_word(level));
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);

@@ -1,6 +1,7 @@
 /* mlopart_client.c — start, talk to, and stop one ldshim-mlopart-helper process (the
  * client side declared in mlopart_proto.h). No locks here: the backend serializes. */
 #include "shim/mlopart_proto.h"
+#include "shim/options.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,8 +20,8 @@
 extern char **environ;
 
 int ld_mlo_helper_path(char *out, size_t n, char *why, size_t wn) {
-    const char *o = getenv("LDSHIM_MLOPART_HELPER");
-    if (o && *o) {
+    const char *o = ld_opt(LD_OPT_MLOPART_HELPER);
+    if (o) {
         snprintf(out, n, "%s", o);
     } else {
         Dl_info info;
@@ -203,8 +204,7 @@ int ld_mlo_helper_call(ld_mlo_helper_t *h, ld_mlo_op_t op, int domain, uint64_t 
 
 int ld_mlo_helper_spawn(ld_mlo_helper_t *h, const char *path, const char *uuid, int ndomains,
                         int timeout_ms, int *ndev, char *why, size_t n) {
-    const char *inside = getenv(LD_MLO_ENV_MARKER);
-    if (inside && *inside) {
+    if (ld_opt(LD_OPT_INSIDE_MLOPART_HELPER)) {
         snprintf(why, n, "this process is the MLOPart helper's (%s is set): no helper of its own", LD_MLO_ENV_MARKER);
         return -1;
     }

@@ -1,6 +1,7 @@
 /* mlopart_proto.c — wire protocol and shared plumbing for the MLOPart helper (see
  * mlopart_proto.h). Linked into libldshim.so and into ldshim-mlopart-helper. */
 #include "shim/mlopart_proto.h"
+#include "shim/options.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -32,8 +33,8 @@ int64_t ld_mlo_now_ms(void) {
 int64_t ld_mlo_deadline(int ms) { return ms < 0 ? -1 : ld_mlo_now_ms() + ms; }
 
 int ld_mlo_timeout_ms(int dflt) {
-    const char *s = getenv("LDSHIM_MLOPART_TIMEOUT_MS");
-    if (!s || !*s) return dflt;
+    const char *s = ld_opt(LD_OPT_MLOPART_TIMEOUT_MS);
+    if (!s) return dflt;
     char *end;
     long v = strtol(s, &end, 10);
     if (*end || v <= 0 || v > 24L * 3600 * 1000) return dflt;
@@ -41,7 +42,7 @@ int ld_mlo_timeout_ms(int dflt) {
 }
 
 int ld_mlo_hook(const char *word) {
-    const char *s = getenv("LDSHIM_MLOPART_TEST_HOOK");
+    const char *s = ld_opt(LD_OPT_MLOPART_TEST_HOOK);
     size_t wl = strlen(word);
     while (s && *s) {
         const char *e = strchr(s, ',');

@@ -10,7 +10,8 @@
  * stack or is freed before it returns), so calls for different devices may run at once; the
  * caller runs it once per device. ld_probe_result_json only reads its argument.
  *
- * Env: LDSHIM_PROBE_FORCE=1 ignores (and, when the new result is valid, rewrites) the cache.
+ * Env (shim/options.h): LDSHIM_PROBE_FORCE set (not 0|no|off|false) ignores (and, when the new
+ *      result is valid, rewrites) the cache.
  *      LDSHIM_PROBE_DUMP=<dir> writes every attempt's raw latency matrix there as CSV (for
  *      tuning the classifier offline; off by default).
  */
@@ -25,6 +26,7 @@
 
 #include "shim/json.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/probe_cache.h"
 #include "shim/probe_classify.h"
 
@@ -72,11 +74,6 @@ static const char *mode_name(ld_probe_mode_t m) {
     return "unknown";
 }
 
-static int env_true(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") && strcmp(v, "no") && strcmp(v, "off") && strcmp(v, "false");
-}
-
 /* Record the first infrastructure failure; returns 0 when r is success. */
 static int check(probe_t *p, CUresult r, const char *what) {
     if (r == CUDA_SUCCESS) return 0;
@@ -87,8 +84,8 @@ static int check(probe_t *p, CUresult r, const char *what) {
 /* LDSHIM_PROBE_DUMP: one CSV per attempt, a row per SM ("sm,v0,v1,..."). Best effort. */
 static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, const float *lat, uint32_t rows_per_sm,
                         uint32_t cols) {
-    const char *dir = getenv("LDSHIM_PROBE_DUMP");
-    if (!dir || !*dir) return;
+    const char *dir = ld_opt(LD_OPT_PROBE_DUMP);
+    if (!dir) return;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s-dev%d-attempt%u.csv", dir, mode, (int)p->dev, attempt + 1);
     FILE *f = fopen(path, "we");
@@ -451,7 +448,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
         return 0;
     }
 
-    int force = o->force || env_true("LDSHIM_PROBE_FORCE");
+    int force = o->force || ld_opt_true(LD_OPT_PROBE_FORCE);
     char dir[4096], why[256];
     ld_cache_key_t key;
     int cache_ok = o->use_cache && ld_cache_dir(o->cache_dir, dir, sizeof dir) == 0;

@@ -1,6 +1,7 @@
 /* probe_cache.c — per-GPU topology cache: resolve the directory, write atomically, read
  * back with every field and the checksum checked. See probe_cache.h for the format. */
 #include "shim/probe_cache.h"
+#include "shim/options.h"
 #include "shim/probe_classify.h"
 
 #include <errno.h>
@@ -26,7 +27,7 @@ int ld_cache_dir(const char *opt, char *out, size_t n) {
     const char *e;
     int len;
     if (opt && *opt) len = snprintf(out, n, "%s", opt);
-    else if ((e = getenv("LDSHIM_CACHE_DIR")) && *e) len = snprintf(out, n, "%s", e);
+    else if ((e = ld_opt(LD_OPT_CACHE_DIR))) len = snprintf(out, n, "%s", e);
     else if ((e = getenv("XDG_CACHE_HOME")) && *e) len = snprintf(out, n, "%s/ldshim", e);
     else if ((e = getenv("HOME")) && *e) len = snprintf(out, n, "%s/.cache/ldshim", e);
     else return -1;

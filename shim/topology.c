@@ -222,8 +222,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         o.map = ld_cfg.policy.map;
         o.ndomains = dv && dv->ndomains ? dv->ndomains : 2;
         o.use_cache = 1;
-        const char *force = getenv("LDSHIM_PROBE_FORCE");
-        o.force = force && !strcmp(force, "1");
+        /* o.force stays 0: ld_probe_device honours LDSHIM_PROBE_FORCE itself */
         if (dv && dv->backend && dv->backend->localizes) {
             o.alloc_localized = alloc_localized;
             o.free_localized = free_localized;

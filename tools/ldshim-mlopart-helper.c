@@ -12,6 +12,7 @@
  */
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/mlopart_proto.h"
+#include "shim/options.h"
 #include "tools/mlopart_mps.h"
 
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -111,8 +112,8 @@ static void release(helper_t *h, CUmemGenericAllocationHandle mh) {
 }
 
 static int load_cuda(helper_t *h, char *err, size_t n) {
-    const char *lib = getenv("LDSHIM_LIBCUDA");
-    if (!lib || !*lib) lib = "libcuda.so.1";
+    const char *lib = ld_opt(LD_OPT_LIBCUDA);
+    if (!lib) lib = "libcuda.so.1";
     void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!so && strcmp(lib, "libcuda.so.1")) {   /* as the shim does: a bad override falls back */
         lib = "libcuda.so.1";
@@ -144,8 +145,7 @@ static int start_cuda(helper_t *h, const char *dir, int budget_ms, char *err, si
      * devices for clients and documents that clients must not set it. The derived MLOPart
      * devices carry their own UUIDs, which the physical one would filter out.
      * LDSHIM_MLOPART_CLIENT_CVD=1 sets it anyway (for a driver that wants it). */
-    const char *cvd = getenv("LDSHIM_MLOPART_CLIENT_CVD");
-    if (cvd && !strcmp(cvd, "1")) setenv("CUDA_VISIBLE_DEVICES", h->uuid, 1);
+    if (ld_opt_one(LD_OPT_MLOPART_CLIENT_CVD)) setenv("CUDA_VISIBLE_DEVICES", h->uuid, 1);
     else unsetenv("CUDA_VISIBLE_DEVICES");
     if (load_cuda(h, err, n)) return -1;
     CUresult r;
@@ -178,7 +178,7 @@ static CUresult use_device(helper_t *h, int ord, CUdevice *dev) {
  * allocations are ALLOCs too). */
 static int hooks_armed(void) {
     static int served;
-    const char *s = getenv("LDSHIM_MLOPART_TEST_HOOK"), *a = s ? strstr(s, "after=") : NULL;
+    const char *s = ld_opt(LD_OPT_MLOPART_TEST_HOOK), *a = s ? strstr(s, "after=") : NULL;
     int after = a ? atoi(a + 6) : 0;
     return served++ >= after;
 }
@@ -302,12 +302,12 @@ static int parse_args(int argc, char **argv, helper_t *h, int *pdeathsig) {
 int main(int argc, char **argv) {
     helper_t h = { .sock = -1 };
     int pdeathsig = 0;
+    ld_options_init();   /* the environment as we were started, before we set the marker */
     if (parse_args(argc, argv, &h, &pdeathsig)) return 2;
     /* The helper never runs the shim: a copy preloaded without the shim's marker (someone
      * started us by hand under LD_PRELOAD) would serve CUDA calls here, so refuse; and the
      * marker goes to everything we start. */
-    const char *inert = getenv(LD_MLO_ENV_MARKER);
-    if ((!inert || !*inert) && dlsym(RTLD_DEFAULT, "ldshim_version")) {
+    if (!ld_opt(LD_OPT_INSIDE_MLOPART_HELPER) && dlsym(RTLD_DEFAULT, "ldshim_version")) {
         fprintf(stderr, LD_MLO_HELPER_NAME ": libldshim is loaded into this process (LD_PRELOAD?); refusing to "
                         "run it here\n");
         return 2;
@@ -329,7 +329,7 @@ int main(int argc, char **argv) {
     }
     fcntl(h.sock, F_SETFD, FD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN);
-    h.single = getenv("LDSHIM_MLOPART_TEST_SINGLE") && !strcmp(getenv("LDSHIM_MLOPART_TEST_SINGLE"), "1");
+    h.single = ld_opt_one(LD_OPT_MLOPART_TEST_SINGLE);
 
     int start_ms = ld_mlo_timeout_ms(LD_MLO_START_TIMEOUT_MS);
     ld_mlo_req_t q;

@@ -1,6 +1,7 @@
 /* mlopart_mps.c — supervisor of the helper's private MPS control daemon (see mlopart_mps.h). */
 #include "tools/mlopart_mps.h"
 #include "shim/mlopart_proto.h"
+#include "shim/options.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -46,8 +47,8 @@ int ld_mps_rmtree(const char *dir) {
 
 /* Path of the control binary: $LDSHIM_MPS_CONTROL (tests) or a search of $PATH. */
 static int find_control(char *out, size_t n) {
-    const char *o = getenv("LDSHIM_MPS_CONTROL");
-    if (o && *o) {
+    const char *o = ld_opt(LD_OPT_MPS_CONTROL);
+    if (o) {
         snprintf(out, n, "%s", o);
         return access(out, X_OK) == 0 ? 0 : -1;
     }
@@ -213,8 +214,8 @@ static void report(int fd, const char *fmt, ...) {
 
 /* LDSHIM_MLOPART_DEBUG_LOGS=dir (diagnosis): keep copies of the daemon's log files. */
 static void keep_logs(const mps_t *m) {
-    const char *dest = getenv("LDSHIM_MLOPART_DEBUG_LOGS");
-    if (!dest || !*dest) return;
+    const char *dest = ld_opt(LD_OPT_MLOPART_DEBUG_LOGS);
+    if (!dest) return;
     mkdir(dest, 0700);
     char src_dir[PATH_MAX + 8];
     snprintf(src_dir, sizeof src_dir, "%s/log", m->dir);
@@ -283,8 +284,7 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
         say(why, sizeof why, "cannot create %s/{pipe,log}: %s", m.dir, strerror(errno));
     } else if (find_control(m.control, sizeof m.control) != 0) {
         say(why, sizeof why, "%s not found or not executable (install the NVIDIA MPS binaries)",
-            getenv("LDSHIM_MPS_CONTROL") && *getenv("LDSHIM_MPS_CONTROL")
-                ? getenv("LDSHIM_MPS_CONTROL") : "nvidia-cuda-mps-control in PATH");
+            ld_opt(LD_OPT_MPS_CONTROL) ? ld_opt(LD_OPT_MPS_CONTROL) : "nvidia-cuda-mps-control in PATH");
     } else if (!(m.env = ld_mlo_env_build(environ, drop, add, NULL))) {
         /* (The helper's environment has no shim in LD_PRELOAD and carries LD_MLO_ENV_MARKER,
          * which the daemon inherits: nothing of the shim runs there.) */

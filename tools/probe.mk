@@ -11,7 +11,7 @@
 
 PROBE_HOST_OBJS := $(BUILD)/shim/probe.o $(BUILD)/shim/probe_classify.o $(BUILD)/shim/probe_cache.o \
                    $(BUILD)/shim/driver.o $(BUILD)/shim/log.o $(BUILD)/shim/json.o $(BUILD)/shim/compute.o \
-                   $(BUILD)/shim/compute_plan.o
+                   $(BUILD)/shim/compute_plan.o $(BUILD)/shim/options.o
 PROBE_TOOL      := $(BUILD)/bin/ldshim-probe
 PROBE_UNIT      := $(BUILD)/probe/test_probe
 PROBE_GPU_DIR   := $(BUILD)/probe/gpu
@@ -31,8 +31,8 @@ $(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXT
 # The unit test compiles the probe sources itself (no dependence on the shim core's
 # rules) and links the real embedded fatbin, which its stub driver checks for.
 PROBE_UNIT_SRCS := tests/unit/test_probe.c shim/probe.c shim/probe_classify.c shim/probe_cache.c shim/log.c \
-                   shim/json.c
-$(PROBE_UNIT): $(PROBE_UNIT_SRCS) shim/json.h shim/probe.h shim/probe_classify.h shim/probe_cache.h tests/unit/cunit_main.h $(PROBE_KERN_OBJ)
+                   shim/json.c shim/options.c
+$(PROBE_UNIT): $(PROBE_UNIT_SRCS) shim/json.h shim/options.h shim/probe.h shim/probe_classify.h shim/probe_cache.h tests/unit/cunit_main.h $(PROBE_KERN_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(PROBE_UNIT_SRCS) $(PROBE_KERN_OBJ) $(LDFLAGS) -lcunit -lm
 

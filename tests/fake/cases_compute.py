@@ -126,7 +126,7 @@ def cases(a):
     # LDSHIM_COMPUTE without a state that binds (no policy: stock) binds nothing, and says so.
     C.append(Case("n/paths/compute-in-stock", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "domain:0"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0},
-                  checks=[stderr_matches(r"^ldshim: compute = domain:0 is ignored in state stock", 1)]))
+                  checks=[stderr_matches(r"^ldshim: warning: compute = domain:0 is ignored in state stock", 1)]))
     C.append(Case("n/paths/all", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "all"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0,
                                        "attr_sms": NSMS}))
@@ -330,7 +330,7 @@ def cases(a):
                           stderr_matches(r"SM-group cache is stale .*measuring the groups again", 1)]))
     C.append(Case("n/cache/good", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "domain:1"},
                   wrap=plant_groups(fake_groups()), expect={"null_sms": 64, "null_side": 1},
-                  checks=[stderr_only(r"^ldshim: compute: a cooperative launch of 132 blocks failed"),
+                  checks=[stderr_only(r"^ldshim: warning: compute: a cooperative launch of 132 blocks failed"),
                           report_check(lambda r: compute_of(r)["groups_from_cache"] or
                                        (_ for _ in ()).throw(Fail("a good cache was not used")))]))
 
@@ -415,7 +415,7 @@ def cases(a):
     C.append(Case("n/threads/retain-while-probing/timeout", "t_compute", ["race"], "compute.policy",
                   env={"LDSHIM_COMPUTE": "domain:1", "FAKE_CUDA_UUID_DELAY": "12000:1"}, wrap=plant1, timeout=300,
                   expect={"b_waited": 0, "b_sms": NSMS, "b_green": 0},
-                  checks=[stderr_matches(r"^ldshim: compute: device 0: its binding is still being built after 10 s; "
+                  checks=[stderr_matches(r"^ldshim: warning: compute: device 0: its binding is still being built after 10 s; "
                                          r"this thread runs unbound", 1)]))
     # ... also when the thread probing does so for a context it created itself.
     C.append(Case("n/threads/retain-while-ownctx-probes", "t_compute", ["race", "own"], "compute.policy",

@@ -22,6 +22,7 @@ Cases needing root (device nodes, other users' files, a private mount namespace)
 import atexit
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -256,6 +257,37 @@ def absolute_preload(a):
     return ":".join(os.path.abspath(p) if p else p for p in (a.preload or "").split(":"))
 
 
+def option_names():
+    """The LDSHIM_* names of the options table, from shim/options.h's X-macro rows."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "shim", "options.h")) as f:
+        return ["LDSHIM_" + n for n in re.findall(r"^\s+X\((\w+),", f.read(), re.M)]
+
+
+def options_listed_once(_, res):
+    """LDSHIM_LOG=debug: each variable of the table once, set ones with their value, before
+    the configuration's own info line; an empty value is unset."""
+    lines = res.stderr.splitlines()
+    names = option_names()
+    if len(names) < 20:
+        raise Fail("read only %d option names from shim/options.h" % len(names))
+    listed = [l for l in lines if l.startswith("ldshim: debug: option ")]
+    if len(listed) != len(names):
+        raise Fail("%d option lines for %d options" % (len(listed), len(names)))
+    for n in names:
+        mine = [l for l in listed if re.match(r"ldshim: debug: option %s(=.* \(set\)| unset \(default: .+\))$" % n, l)]
+        if len(mine) != 1:
+            raise Fail("%d lines for %s" % (len(mine), n))
+    for want in (r"option LDSHIM_LOG=debug \(set\)$", r"option LDSHIM_STATE=full \(set\)$",
+                 r"option LDSHIM_POLICY=/\S+emulated\.policy \(set\)$",
+                 r"option LDSHIM_PROBE_DUMP unset \(default: none\)$"):
+        if not any(re.search(want, l) for l in listed):
+            raise Fail("no line /%s/" % want)
+    state = [i for i, l in enumerate(lines) if l.startswith("ldshim: info: state full, backend emulated")]
+    if len(state) != 1 or lines.index(listed[-1]) > state[0]:
+        raise Fail("the table does not come once before the state line")
+
+
 def lazy_cases(a):
     C = []
     pre = {"LD_PRELOAD": absolute_preload(a)}
@@ -271,6 +303,12 @@ def lazy_cases(a):
     for tag, extra in (("plain", {}), ("strict", {"LDSHIM_STRICT": 1}), ("all-bad-env", BAD_ENV_ALL)):
         C.append(Case("rel/lazy/no-cuda-silent/" + tag, silent[0], silent[1:],
                       env=dict(extra, LDSHIM_POLICY=bad_rel, LDSHIM_LOG="info", **pre), quiet=True, zero_counts=False))
+    # LDSHIM_LOG=debug lists the options table, but only at the first CUDA call.
+    C.append(Case("rel/lazy/no-cuda-silent/debug", silent[0], silent[1:],
+                  env=dict(LDSHIM_POLICY=good_rel, LDSHIM_LOG="debug", **pre), quiet=True, zero_counts=False))
+    C.append(Case("rel/lazy/debug-lists-the-options", "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
+                  env={"LDSHIM_LOG": "debug", "LDSHIM_STATE": "full", "LDSHIM_PROBE_DUMP": ""},
+                  expect={"first_call_threads": 4}, checks=[options_listed_once]))
 
     # The same with a per-process report (%p, as ldshim-ab and per_domain.py set it): each of
     # these processes writes its report at exit, and writing it must not read the policy
@@ -299,7 +337,7 @@ def lazy_cases(a):
     C.append(Case("rel/lazy/cuda-reads-the-policy", "t_stress", ["chdir-alloc", "/", "8MiB"],
                   env={"LDSHIM_POLICY": fifo}, wrap=["/bin/sh", "-c", script, "sh", fifo],
                   expect={"opened": 1, "a_shim": 0},
-                  checks=[stderr_matches(r"^ldshim: \S+policy\.fifo:0:0: cannot open: a FIFO, not a regular file$")]))
+                  checks=[stderr_matches(r"^ldshim: error: \S+policy\.fifo:0:0: cannot open: a FIFO, not a regular file$")]))
 
     # A relative policy is resolved against the directory the process started in, once.
     C.append(Case("rel/lazy/relative-policy-after-chdir", "t_stress", ["chdir-alloc", "/", "8MiB"],
@@ -307,12 +345,12 @@ def lazy_cases(a):
     # strict: main runs, the program ends with 3 at its first CUDA call.
     C.append(Case("rel/lazy/strict-at-first-call", "t_stress", ["before-cuda", "8MiB"], "strict_bad.policy", rc=3,
                   zero_counts=False, expect={"before": 1},
-                  checks=[stderr_matches(r"^ldshim: strict = on: refusing to run with a bad policy \(exit status 3\)$"),
+                  checks=[stderr_matches(r"^ldshim: error: strict = on: refusing to run with a bad policy \(exit status 3\)$"),
                           no_key("after", "the program went on after its first CUDA call")]))
     # 16 threads reach the shim for the first time together: the policy is read once.
     C.append(Case("rel/lazy/first-call-once", "t_stress", ["first-call", 16, "8MiB"], "emulated.policy",
                   env={"LDSHIM_LOG": "info"}, expect={"first_call_threads": 16},
-                  checks=[stderr_matches(r"^ldshim: state full, backend emulated, compute all, 3 rule\(s\), policy ", count=1)]))
+                  checks=[stderr_matches(r"^ldshim: info: state full, backend emulated, compute all, 3 rule\(s\), policy ", count=1)]))
 
     # A process that never touched CUDA writes no report to the shared path, and a
     # per-process one (%p) says it read no policy.
@@ -389,7 +427,7 @@ def report_cases(a):
         C.append(Case("rel/report/foreign-link", prog, args, "emulated.policy", env={"LDSHIM_REPORT": lnk},
                       wrap=["/bin/sh", "-c", prep, "sh", tgt, lnk], expect={"a_shim": 1},
                       checks=[foreign_untouched,
-                              stderr_matches(r"^ldshim: cannot write report .*: it is a symbolic link owned by uid 65534")]))
+                              stderr_matches(r"^ldshim: warning: cannot write report .*: it is a symbolic link owned by uid 65534")]))
     else:
         skip("rel/report/foreign-link", "needs root to make a link owned by another user")
 
@@ -435,7 +473,7 @@ def report_cases(a):
                   wrap=["/bin/sh", "-c", 'rm -f "$1"; mkfifo "$1"; f=$1; shift; "$@"; st=$?; '
                                          'test -p "$f" && echo fifo_kept=1; rm -f "$f"; exit $st', "sh", lone],
                   expect={"a_shim": 1, "fifo_kept": 1}, timeout=30,
-                  checks=[stderr_matches(r"^ldshim: cannot write report \S+lone\.fifo: No such device or address$")]))
+                  checks=[stderr_matches(r"^ldshim: warning: cannot write report \S+lone\.fifo: No such device or address$")]))
 
     # Places the report cannot go: the reason is said.
     d5 = os.path.join(private_dir("report-dir"), "adir")
@@ -443,10 +481,10 @@ def report_cases(a):
                   wrap=["/bin/sh", "-c", 'mkdir "$1"; d=$1; shift; "$@"; st=$?; test -d "$d" && echo dir_kept=1; '
                                          'rmdir "$d"; exit $st', "sh", d5],
                   expect={"a_shim": 1, "dir_kept": 1},
-                  checks=[stderr_matches(r"^ldshim: cannot write report \S+: it is a directory; only a regular file")]))
+                  checks=[stderr_matches(r"^ldshim: warning: cannot write report \S+: it is a directory; only a regular file")]))
     C.append(Case("rel/report/missing-directory", prog, args, "emulated.policy",
                   env={"LDSHIM_REPORT": "/nonexistent-ldshim-dir/r.json"}, expect={"a_shim": 1},
-                  checks=[stderr_matches(r"^ldshim: cannot write report /nonexistent-ldshim-dir/r\.json: cannot create a "
+                  checks=[stderr_matches(r"^ldshim: warning: cannot write report /nonexistent-ldshim-dir/r\.json: cannot create a "
                                          r"temporary file beside it: No such file or directory$")]))
 
     # Longer than the shim keeps: refused with a warning, nothing written anywhere (the old
@@ -473,13 +511,13 @@ def report_cases(a):
     C.append(Case("rel/report/too-long", prog, args, "emulated.policy", env={"LDSHIM_REPORT": longp},
                   expect={"a_shim": 1},
                   checks=[nothing_written,
-                          stderr_matches(r"^ldshim: LDSHIM_REPORT is %d bytes long \(the limit is 4095\): no report is "
+                          stderr_matches(r"^ldshim: warning: LDSHIM_REPORT is %d bytes long \(the limit is 4095\): no report is "
                                          r"written$" % len(longp), count=1)]))
     # %p expanded past the limit is refused the same way.
     C.append(Case("rel/report/too-long-after-expansion", prog, args, "emulated.policy",
                   env={"LDSHIM_REPORT": d6 + "/" + "%p" * 1500}, expect={"a_shim": 1},
                   checks=[nothing_written,
-                          stderr_matches(r"^ldshim: cannot write report .*: (the path is longer than 4095 bytes|"
+                          stderr_matches(r"^ldshim: warning: cannot write report .*: (the path is longer than 4095 bytes|"
                                          r"File name too long)$")]))
 
     # A policy path that is not UTF-8: the report is still JSON that json.load reads.
@@ -513,7 +551,7 @@ def report_cases(a):
             raise Fail("a control or invalid byte reached stderr")
     C.append(Case("rel/report/non-utf8-policy-error", prog, args, None,
                   env={"LDSHIM_POLICY": bad_odd, "LDSHIM_REPORT": r8}, expect={"a_shim": 0},
-                  checks=[bad_odd_json, stderr_matches(r"^ldshim: \S+bad\?\?\.policy:1:1: unknown key 'bogus'")]))
+                  checks=[bad_odd_json, stderr_matches(r"^ldshim: error: \S+bad\?\?\.policy:1:1: unknown key 'bogus'")]))
     FIG["report_cases"] += len(C)
     return C
 
@@ -604,7 +642,7 @@ def cache_cases(a):
     for tag, kw, why in cases:
         C.append(Case("rel/cache/" + tag, prog, args, "native.policy",
                       env=dict(native, LDSHIM_CACHE_DIR=planted(tag, **kw)), expect={"a_shim": 1}, timeout=30,
-                      checks=[source("even"), stderr_matches(r"^ldshim: probe: ignoring topology cache: .*" + why)]))
+                      checks=[source("even"), stderr_matches(r"^ldshim: warning: probe: ignoring topology cache: .*" + why)]))
     # Escape codes in a cached verdict never reach stderr raw.
     d = planted("escape-verdict", cache_entry(good, verdict="ok \x1b]0;owned\x07\x1b[2J"))
     C.append(Case("rel/cache/escape-verdict", prog, args, "native.policy",
@@ -651,7 +689,7 @@ def env_cases(a):
 def only_ldshim_lines(_, res):
     if res.rc != 0:
         raise Fail("exit %d" % res.rc)
-    stray = [l for l in res.stderr.splitlines() if not l.startswith("ldshim: ")]
+    stray = [l for l in res.stderr.splitlines() if not re.match(r"ldshim: (error|warning|info|debug): ", l)]
     if stray:
         raise Fail("stderr not from the shim: %s" % " | ".join(stray)[:300])
     if "\x1b" in res.stderr:
@@ -668,7 +706,7 @@ def misc_cases(a):
         C.append(Case("rel/libcuda/%s/stock" % tag, "t_driver", ["stock", "8MiB", "1MiB"], "emulated.policy",
                       env={"LDSHIM_STATE": "stock", "LDSHIM_LIBCUDA": lib},
                       checks=[lambda r, res, b=base: same_as_noshim(r, res, b),
-                              stderr_matches(r"^ldshim: LDSHIM_LIBCUDA=\S+ cannot be used .*; using libcuda\.so\.1$",
+                              stderr_matches(r"^ldshim: warning: LDSHIM_LIBCUDA=\S+ cannot be used .*; using libcuda\.so\.1$",
                                              count=1)]))
         C.append(Case("rel/libcuda/%s/full" % tag, "t_stress", ["chdir-alloc", "/", "8MiB"], "emulated.policy",
                       env={"LDSHIM_LIBCUDA": lib}, expect={"a_shim": 1}))

@@ -15,15 +15,15 @@ FUZZ_CACHE_BIN  := $(BUILD)/fuzz/fuzz_cache
 FUZZ_FILE_RUNS  ?= 20000
 FUZZ_FILE_FLAGS  = $(POLICY_FUZZ_FLAGS) -I$(CUDA_INC) -pthread
 
-$(FUZZ_LOAD_BIN): tests/fuzz/fuzz_load.c shim/config.c shim/log.c $(POLICY_SRCS) $(POLICY_HDRS) shim/config.h \
-                  shim/log.h shim/json.h shim/mlopart_proto.h shim/compute.h
+$(FUZZ_LOAD_BIN): tests/fuzz/fuzz_load.c shim/config.c shim/log.c shim/options.c $(POLICY_SRCS) $(POLICY_HDRS) shim/config.h \
+                  shim/log.h shim/json.h shim/options.h shim/mlopart_proto.h shim/compute.h
 	@mkdir -p $(@D)
-	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_load.c shim/config.c shim/log.c $(POLICY_SRCS) -o $@
+	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_load.c shim/config.c shim/log.c shim/options.c $(POLICY_SRCS) -o $@
 
-$(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/probe_cache.h \
+$(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c shim/probe_cache.h \
                    shim/probe_classify.h shim/probe.h
 	@mkdir -p $(@D)
-	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c -o $@ -lm
+	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c -o $@ -lm
 
 .PHONY: fuzz-load fuzz-cache test-fuzz-files
 fuzz-load: $(FUZZ_LOAD_BIN)

@@ -24,6 +24,7 @@
 #include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/log.h"
+#include "shim/options.h"
 
 /* Stands in for shim/compute.c, which ld_config_load hands the compute options to: records
  * them so that every input can be checked against the state it resolved to. */
@@ -139,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *cv = envsel >> 7 & 1 ? kCompute[n % 7] : NULL, *dv = envsel >> 7 & 1 ? kDomain[(n / 7) % 6] : NULL;
     if (cv) setenv("LDSHIM_COMPUTE", cv, 1); else unsetenv("LDSHIM_COMPUTE");
     if (dv) setenv("LDSHIM_DOMAIN", dv, 1); else unsetenv("LDSHIM_DOMAIN");
+    ld_options_reread();   /* the shim copies its variables once; each input sets its own */
     ld_config_init();
     g_opts_calls = 0;
     int rc = ld_config_load();

@@ -10,6 +10,7 @@
  */
 #include "shim/backend.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/mlopart_proto.h"
 
 #include <CUnit/CUnit.h>
@@ -128,6 +129,7 @@ static void begin(const char *hooks, int timeout_ms) {
     unsetenv("FAKE_MPS_MODE");
     unsetenv("FAKE_MPS_DEVICES");
     unsetenv("LDSHIM_MLOPART_TEST_SINGLE");
+    ld_options_reread();   /* the shim's variables are copied once; each case sets its own */
     snprintf(g_log, sizeof g_log, "/tmp/ldmlo-log-%d-%d", (int)getpid(), g_case);
     unlink(g_log);
     setenv("FAKE_MPS_LOG", g_log, 1);
@@ -179,6 +181,7 @@ static void end(void) {
     unlink(g_log);
     rmdir(g_tmp);
     unsetenv("LDSHIM_MLOPART_TEST_HOOK");
+    ld_options_reread();
 }
 
 /* Helper process: our child whose command is the helper. */
@@ -608,6 +611,7 @@ static void test_pid_reuse_nopidfd(void) { pid_reuse_case("no-pidfd"); }
 static void test_no_helper_inside_helper(void) {
     begin(NULL, 5000);
     setenv(LD_MLO_ENV_MARKER, "1", 1);
+    ld_options_reread();
     char path[512], e[256];
     snprintf(path, sizeof path, "%s", getenv("LDSHIM_MLOPART_HELPER"));
     ld_mlo_helper_t h = LD_MLO_HELPER_INIT;
@@ -617,6 +621,7 @@ static void test_no_helper_inside_helper(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e, LD_MLO_ENV_MARKER));
     CU_ASSERT_EQUAL(h.pid, 0);
     unsetenv(LD_MLO_ENV_MARKER);
+    ld_options_reread();
     end();
 }
 

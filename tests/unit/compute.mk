@@ -1,7 +1,7 @@
 # tests/unit/compute.mk — CUnit tests of the compute-binding plan and its SM-group cache format,
 # and the check of the shim's stream hooks against cuda.h (test-stream-hooks).
 COMPUTE_TEST_BIN := $(BUILD)/tests/test_compute
-COMPUTE_TEST_OBJS := $(addprefix $(BUILD)/shim/,compute_plan.o probe_cache.o probe_classify.o)
+COMPUTE_TEST_OBJS := $(addprefix $(BUILD)/shim/,compute_plan.o probe_cache.o probe_classify.o options.o)
 
 $(COMPUTE_TEST_BIN): tests/unit/test_compute.c tests/unit/cunit_main.h $(COMPUTE_TEST_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)

@@ -1089,7 +1089,7 @@ static void test_cli(void) {
     write_file(path, "state = full\r\n", 14);
     snprintf(args, sizeof args, "check policy/examples/moe.policy '%s'", path);
     CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
-    snprintf(want, sizeof want, "ldshim: %s:1:13: expected LF line endings, found CR\n", path);
+    snprintf(want, sizeof want, "ldshim: error: %s:1:13: expected LF line endings, found CR\n", path);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "moe.policy: ok"));   /* the good file is still checked */
     snprintf(path, sizeof path, "%s/none.policy", dir);

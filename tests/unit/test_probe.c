@@ -18,6 +18,7 @@
 #include <CUnit/Basic.h>
 
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/probe.h"
 #include "shim/probe_cache.h"
 #include "shim/probe_classify.h"
@@ -770,11 +771,13 @@ static void test_cache_dir_resolution(void) {
     setenv("LDSHIM_CACHE_DIR", "/x/ld", 1);
     setenv("XDG_CACHE_HOME", "/x/xdg", 1);
     setenv("HOME", "/x/home", 1);
+    ld_options_reread();   /* the shim's variables are copied once; the test changes them */
     CU_ASSERT_EQUAL(ld_cache_dir("/opt/dir", out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "/opt/dir");
     CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "/x/ld");
     unsetenv("LDSHIM_CACHE_DIR");
+    ld_options_reread();
     CU_ASSERT_EQUAL(ld_cache_dir("", out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "/x/xdg/ldshim");
     unsetenv("XDG_CACHE_HOME");
@@ -787,6 +790,7 @@ static void test_cache_dir_resolution(void) {
         if (saved[i]) setenv(names[i], saved[i], 1); else unsetenv(names[i]);
         free(saved[i]);
     }
+    ld_options_reread();
 }
 
 /* ---- part 3: ld_probe_device against a stub driver ------------------------------- */
@@ -992,6 +996,7 @@ static void stub_reset(int nsms, uint32_t ntpc0) {
     stub.cuThreadExchangeStreamCaptureMode = f_capture;
     stub.cuLaunchKernel = f_launch;
     unsetenv("LDSHIM_PROBE_FORCE");
+    ld_options_reread();
     ld_log_level = LD_LOG_WARN;
 }
 
@@ -1044,8 +1049,10 @@ static void test_drv_clustered(void) {
     ld_probe_opts_t o = opts_for(LD_PROBE_CLUSTERED, 0);
     ld_probe_result_t r;
     setenv("LDSHIM_PROBE_DUMP", tmpdir, 1);
+    ld_options_reread();
     int rc, warns = probe_capture(&o, &r, "ldshim:", &rc);
     unsetenv("LDSHIM_PROBE_DUMP");
+    ld_options_reread();
     char path[400], line[8192];
     snprintf(path, sizeof path, "%s/clustered-dev0-attempt1.csv", tmpdir);
     FILE *f = fopen(path, "r");
@@ -1262,12 +1269,15 @@ static void test_drv_cache_and_force(void) {
     o.force = 0;
     /* LDSHIM_PROBE_FORCE=1 does the same; =0 does not. */
     setenv("LDSHIM_PROBE_FORCE", "1", 1);
+    ld_options_reread();
     CU_ASSERT_EQUAL(ld_probe_device(&stub, 0, &o, &r2), 0);
     CU_ASSERT_EQUAL(r2.from_cache, 0);
     setenv("LDSHIM_PROBE_FORCE", "0", 1);
+    ld_options_reread();
     CU_ASSERT_EQUAL(ld_probe_device(&stub, 0, &o, &r2), 0);
     CU_ASSERT_EQUAL(r2.from_cache, 1);
     unsetenv("LDSHIM_PROBE_FORCE");
+    ld_options_reread();
     /* Corrupted file: one warning, re-probe, rewritten. */
     FILE *f = fopen(path, "r+");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);

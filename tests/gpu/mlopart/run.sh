@@ -118,9 +118,9 @@ run_case() {
 
 run_case decline decline
 # Exactly one backend line when declining (info level), and no warning.
-n=$(grep -c 'ldshim: mlopart:' "$logs/decline.err" 2>/dev/null); n=${n:-0}
+n=$(grep -c 'ldshim: info: mlopart:' "$logs/decline.err" 2>/dev/null); n=${n:-0}
 if grep -q '^PASS decline' "$logs/decline.out"; then
-  [ "$n" -eq 1 ] && ok "decline-one-log-line" || bad "decline-one-log-line" "$n 'ldshim: mlopart:' lines"
+  [ "$n" -eq 1 ] && ok "decline-one-log-line" || bad "decline-one-log-line" "$n 'ldshim: info: mlopart:' lines"
 fi
 run_case single single
 if grep -q '^PASS bytes' "$logs/single.out"; then
