@@ -22,23 +22,11 @@
 #define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "bind_check: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
 
-static const int kMaxSms = 256;
+// marker() and work(): the kernels bind_driver loads from a fatbin, compiled in here.
+#include "tests/gpu/compute/marker_module.cu"
+
+static const int kMaxSms = MAX_SMS;
 static unsigned *g_seen;   // [kMaxSms + 1] block counts per SM (device)
-
-__global__ void marker(unsigned *seen, unsigned long long hold_ns) {
-    if (threadIdx.x != 0) return;
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    atomicAdd(&seen[sm < kMaxSms ? sm : kMaxSms], 1u);
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < hold_ns);
-}
-
-__global__ void work(const float *a, float *b, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        b[i] = a[i] * 1.5f + (float)(i % 7);
-}
 
 static void report(const char *tag, cudaError_t rc) {
     printf("%s_rc=%d\n", tag, (int)rc);

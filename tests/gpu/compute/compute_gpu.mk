@@ -15,13 +15,13 @@ COMPGPU_PROGS := $(COMPGPU_BIN)/bind_check_shared $(COMPGPU_BIN)/bind_check_stat
                  $(COMPGPU_BIN)/bind_driver
 COMPGPU_FATBIN := $(COMPGPU_BIN)/marker_module.fatbin
 
-$(COMPGPU_BIN)/bind_check_shared: $(COMPGPU_DIR)/bind_check.cu kernels/ldshim_topology.h
+$(COMPGPU_BIN)/bind_check_shared: $(COMPGPU_DIR)/bind_check.cu $(COMPGPU_DIR)/marker_module.cu kernels/ldshim_topology.h
 	@mkdir -p $(@D)
 	$(NVCC) $(COMPGPU_NVFLAGS) -cudart shared -Xlinker -rpath,$(CUDA_HOME)/lib64 -o $@ $< -ldl -lpthread
-$(COMPGPU_BIN)/bind_check_static: $(COMPGPU_DIR)/bind_check.cu kernels/ldshim_topology.h
+$(COMPGPU_BIN)/bind_check_static: $(COMPGPU_DIR)/bind_check.cu $(COMPGPU_DIR)/marker_module.cu kernels/ldshim_topology.h
 	@mkdir -p $(@D)
 	$(NVCC) $(COMPGPU_NVFLAGS) -cudart static -o $@ $< -ldl -lpthread
-$(COMPGPU_BIN)/bind_check_per_thread: $(COMPGPU_DIR)/bind_check.cu kernels/ldshim_topology.h
+$(COMPGPU_BIN)/bind_check_per_thread: $(COMPGPU_DIR)/bind_check.cu $(COMPGPU_DIR)/marker_module.cu kernels/ldshim_topology.h
 	@mkdir -p $(@D)
 	$(NVCC) $(COMPGPU_NVFLAGS) -cudart static --default-stream per-thread -o $@ $< -ldl -lpthread
 
