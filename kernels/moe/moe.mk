@@ -5,6 +5,7 @@
 #   make test-moe                CPU suite (tile numbering, steal rule, argument validation
 #                                through the library)
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
+#   make test-moe-abi            ldmoe.py's ctypes structs have the C headers' layout
 #   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 #   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
@@ -89,12 +90,16 @@ $(LDMOE_DIAG_LIB): $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(LDMOE_DIR)/ldmoe.ma
 	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $(dir $@)ldmoe_api.o \
 	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
 
-.PHONY: test-moe test-moe-sched test-gpu-moe test-gpu-moe-bound bench-moe
+.PHONY: test-moe test-moe-sched test-moe-abi test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
 test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
 	$(LDMOE_SCHED_TEST) $(RESULTS)/test-moe-sched
+
+# ldmoe.py's ctypes structs against the C headers (no library, no torch needed).
+test-moe-abi: | $(RESULTS)
+	$(PYTHON) tests/moe/test_ldmoe_abi.py --cc $(CC) --result $(RESULTS)/test-moe-abi
 
 test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
@@ -110,7 +115,7 @@ bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-sched
+TEST_SUITES     += test-moe test-moe-sched test-moe-abi
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
