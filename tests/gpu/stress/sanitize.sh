@@ -5,8 +5,13 @@
 #
 #   bash tests/gpu/stress/sanitize.sh --results FILE [--logs DIR] [--tools "memcheck racecheck"] SUITE...
 #
-# One case per (tool, suite): ok when the suite's own checks pass under the tool and every
-# process log says "ERROR SUMMARY: 0 errors". FILE gets "<passed> <failed>".
+# One case per (tool, suite): ok when every process log says "ERROR SUMMARY: 0 errors". CUDA
+# API calls that fail are not errors here (--report-api-errors no): the shim and the probe
+# ask for what this GPU may lack (the locality-domain attribute, a native cuMemCreate) and take
+# the failure as the answer. The suite's own exit status is printed beside the verdict but does
+# not decide it: the tool allocates device memory of its own, which the suites' accounting
+# checks (cuMemGetInfo before/after) see; those checks are judged in the plain runs.
+# FILE gets "<passed> <failed>".
 set -u
 results= logs=build/sanitize tools="memcheck racecheck" suites=
 while [ $# -gt 0 ]; do
@@ -29,13 +34,17 @@ for t in $tools; do
   for s in $suites; do
     d=$logs/$t-$s
     rm -rf "$d"; mkdir -p "$d"
-    "$cs" --tool "$t" --target-processes all --error-exitcode 99 --log-file "$d/%p.log" \
+    "$cs" --tool "$t" --target-processes all --report-api-errors no --log-file "$d/%p.log" \
       make --no-print-directory "$s" > "$d/make.out" 2>&1
     rc=$?
-    errs=$(cat "$d"/*.log 2>/dev/null | grep -h "ERROR SUMMARY" | grep -v "ERROR SUMMARY: 0 errors" | head -3)
-    n=$(ls "$d"/*.log 2>/dev/null | wc -l)
-    if [ $rc -eq 0 ] && [ -z "$errs" ] && [ "$n" -gt 0 ]; then pass=$((pass + 1)); echo "ok   $t/$s ($n processes)"
-    else fail=$((fail + 1)); echo "FAIL $t/$s: exit $rc, $n process logs${errs:+, $errs} (see $d)"; fi
+    # memcheck/synccheck/initcheck end with "ERROR SUMMARY: N errors", racecheck with
+    # "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)".
+    sums=$(cat "$d"/*.log 2>/dev/null | grep -hE "(ERROR|RACECHECK) SUMMARY")
+    errs=$(printf '%s\n' "$sums" | grep -vE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards|^$" | head -3)
+    n=$(printf '%s\n' "$sums" | grep -cE "SUMMARY")
+    suite=$(grep -hE "[0-9]+ passed, [0-9]+ failed" "$d/make.out" | tail -1)
+    if [ -z "$errs" ] && [ "$n" -gt 0 ]; then pass=$((pass + 1)); echo "ok   $t/$s ($n processes checked; suite exit $rc${suite:+: $suite})"
+    else fail=$((fail + 1)); echo "FAIL $t/$s: $n processes checked${errs:+, $errs}; suite exit $rc (see $d)"; fi
   done
 done
 echo "$pass $fail" > "$results"
