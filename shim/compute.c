@@ -526,7 +526,7 @@ static const uint8_t *measured_map(const ld_probe_result_t *pr, char *why, size_
 static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, const ld_probe_result_t *pr,
                  ld_compute_info_t *info, build_out_t *out) {
     char why[400] = "";
-    double t0 = now_ms();
+    double t0 = now_ms(), t_phase = t0;   /* t_phase: start of the phase being timed */
     memset(out, 0, sizeof *out);
     ld_compute_format(o->req, info->request, sizeof info->request);
     snprintf(info->split, sizeof info->split, "%s", ld_split_name(o->method));
@@ -630,6 +630,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         info->bound_domain = req.kind == LD_COMPUTE_DOMAIN ? req.domain : -1;
 
         /* Choose, create, verify. */
+        double t_plan = now_ms();
+        info->groups_ms += t_plan - t_phase;
         if (ld_compute_plan(&req, o->method, cap, map, nsms, (uint32_t)nd, &sp->g, &info->plan) != 0) {
             snprintf(why, sizeof why, "%s", info->plan.why);
             goto done;
@@ -651,6 +653,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
             snprintf(why, sizeof why, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
             goto done;
         }
+        double t_made = now_ms();
+        info->context_ms += t_made - t_plan;
         if (!have_marker) {
             if (!sp->native) goto done;   /* groups from the cache cannot be trusted unchecked */
             LD_INFO("compute: device %d: bound SMs not checked (%s)", (int)dev, why);
@@ -658,7 +662,10 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         }
         ld_smmask_t got;
         char w2[200];
-        if (marker_run(&m, out->green, out->gctx, info->plan.count, &got, w2, sizeof w2) != 0) {
+        int mr = marker_run(&m, out->green, out->gctx, info->plan.count, &got, w2, sizeof w2);
+        t_phase = now_ms();
+        info->verify_ms += t_phase - t_made;
+        if (mr != 0) {
             snprintf(why, sizeof why, "checking the bound SMs: %s", w2);
             goto done;
         }
@@ -758,9 +765,10 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
         b->desc = out.desc;
         atomic_fetch_or(&bound_mask, 1ull << dev);
         char list[400];
-        LD_INFO("compute: device %d bound to %s: %u SMs (%s)%s, %.1f ms", (int)dev, b->info.request, b->info.plan.count,
-                ld_smmask_format(&b->info.plan.sms, list, sizeof list), b->info.groups_from_cache ? " [cache]" : "",
-                b->info.elapsed_ms);
+        LD_INFO("compute: device %d bound to %s: %u SMs (%s)%s, %.1f ms (groups %.1f, context %.1f, check %.1f)",
+                (int)dev, b->info.request, b->info.plan.count, ld_smmask_format(&b->info.plan.sms, list, sizeof list),
+                b->info.groups_from_cache ? " [cache]" : "", b->info.elapsed_ms, b->info.groups_ms,
+                b->info.context_ms, b->info.verify_ms);
         set_state(b, B_BOUND);
     } else {
         LD_WARN("compute: device %d runs unbound (compute = %s): %s", (int)dev, b->info.request, b->info.reason);

@@ -132,6 +132,9 @@ typedef struct {
     int      verified;              /* the marker saw exactly the planned SMs         */
     int      thread_contexts;       /* one green context per thread                   */
     double   elapsed_ms;            /* extra time at the first context creation       */
+    /* Where elapsed_ms went: splitting and learning which SMs each group holds (the cache or
+     * the marker), creating the green context, checking its SMs with the marker. */
+    double   groups_ms, context_ms, verify_ms;
     int      unbound_contexts;      /* program-created contexts seen (they run unbound) */
     int      bound_domain;          /* the domain bound, -1 for a spread                */
 } ld_compute_info_t;

@@ -147,9 +147,11 @@ static void build(buf_t *b) {
             put(b, ", \"method\": ");
             put_str(b, ci.method[0] ? ci.method : NULL);
             put(b, ", \"groups\": %d, \"groups_from_cache\": %s, \"verified\": %s, \"contexts\": \"%s\", "
-                   "\"unbound_contexts\": %d, \"elapsed_ms\": %.3f, \"reason\": ",
+                   "\"unbound_contexts\": %d, \"elapsed_ms\": %.3f, \"groups_ms\": %.3f, \"context_ms\": %.3f, "
+                   "\"verify_ms\": %.3f, \"reason\": ",
                 ci.plan.ngroups, ci.groups_from_cache ? "true" : "false", ci.verified ? "true" : "false",
-                ci.thread_contexts ? "thread" : "shared", ci.unbound_contexts, ci.elapsed_ms);
+                ci.thread_contexts ? "thread" : "shared", ci.unbound_contexts, ci.elapsed_ms, ci.groups_ms,
+                ci.context_ms, ci.verify_ms);
             put_str(b, ci.reason);
             put(b, "}");
         }

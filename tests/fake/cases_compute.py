@@ -105,6 +105,9 @@ def check_compute(applied, sm_count=None, per_domain=None, reason=None, split=No
             raise Fail("compute split %s, expected %s" % (c["split"], split))
         if applied != "all" and not c["verified"]:
             raise Fail("compute applied but not verified by the marker")
+        phases = [c["groups_ms"], c["context_ms"], c["verify_ms"]]
+        if min(phases) < 0 or sum(phases) > c["elapsed_ms"] + 0.01:
+            raise Fail("compute phases %s do not fit in elapsed_ms %s" % (phases, c["elapsed_ms"]))
     return report_check(fn)
 
 
