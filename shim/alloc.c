@@ -238,21 +238,10 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     }
     ld_range_t r;
     char why[160] = "";
-    CUresult res = ld_vmm_create(d, dv, size, nslices, dom, &r, why, sizeof why);
-    if (res != CUDA_SUCCESS) {
+    if (ld_vmm_alloc(d, dv, ctx, ri, size, nslices, dom, &r, why, sizeof why) != CUDA_SUCCESS) {
         ld_alloc_note_fallback(dc, api, why);
         return 0;
     }
-    r.ctx = ctx;
-    r.rule = ri;
-    if (ld_registry_insert(&r) != 0) {
-        ld_vmm_release(d, &r);
-        ld_alloc_note_fallback(dc, api, "registry insert failed (out of host memory)");
-        return 0;
-    }
-    /* A peer enabled between the range's access grant and its registration missed the
-     * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
-    ld_vmm_grant(d, &r, ld_device_access_mask(dev));
     atomic_fetch_add(&rc->allocations, 1);
     atomic_fetch_add(&rc->bytes, size);
     for (int i = 0; i < nslices; i++)
@@ -298,19 +287,7 @@ CUresult ld_free(CUdeviceptr p) {
     /* Read-locked lookup first: untagged frees never take the registry's write lock. */
     if (ld_registry_find(p, &r) != 0) return free_plain(d, p, NULL, NULL);
     if (r.base != p) return CUDA_ERROR_INVALID_VALUE;      /* interior pointer, as the driver says */
-    if (ld_registry_remove(p, &r) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
-    /* cudaFree/cuMemFree semantics: wait for work that may still use the memory. */
-    CUcontext cur = NULL;
-    d->cuCtxGetCurrent(&cur);
-    int pushed = 0;
-    if (r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS) pushed = 1;
-    CUresult s = d->cuCtxSynchronize();
-    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)p, ld_cu_errname(s));
-    ld_vmm_release(d, &r);
-    if (pushed) {
-        CUcontext dummy;
-        d->cuCtxPopCurrent_v2(&dummy);
-    }
+    if (ld_vmm_free(d, p) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
     atomic_fetch_add(&n_tagged_free, 1);
     return CUDA_SUCCESS;
 }

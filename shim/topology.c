@@ -125,19 +125,16 @@ static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
 
 typedef struct { const ld_driver_t *d; ld_device_t *dv; } loc_ctx_t;
 
+/* The probe's anchored allocations are shim ranges like the program's (rule -1), made and
+ * freed by vmm.c, so the free path, the pool and a context's teardown know them. */
 static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *out) {
     loc_ctx_t *lc = c;
     ld_range_t r;
     char why[160];
-    int dom = domain;
-    CUresult res = ld_vmm_create(lc->d, lc->dv, bytes, 1, &dom, &r, why, sizeof why);
-    if (res != CUDA_SUCCESS) return res;
-    r.rule = -1;
-    lc->d->cuCtxGetCurrent(&r.ctx);
-    if (ld_registry_insert(&r) != 0) {
-        ld_vmm_release(lc->d, &r);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUcontext ctx = NULL;
+    lc->d->cuCtxGetCurrent(&ctx);
+    CUresult res = ld_vmm_alloc(lc->d, lc->dv, ctx, -1, bytes, 1, &domain, &r, why, sizeof why);
+    if (res != CUDA_SUCCESS) return res;   /* the probe reports it and takes another mode */
     *out = r.base;
     return CUDA_SUCCESS;
 }
@@ -145,11 +142,7 @@ static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *
 static void free_localized(void *c, CUdeviceptr p, size_t bytes) {
     loc_ctx_t *lc = c;
     (void)bytes;
-    ld_range_t r;
-    if (ld_registry_remove(p, &r) == 0) {
-        lc->d->cuCtxSynchronize();
-        ld_vmm_release(lc->d, &r);
-    }
+    ld_vmm_free(lc->d, p);
 }
 
 static void apply_state(ldshim_topology_t *t) {

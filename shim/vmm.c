@@ -2,6 +2,7 @@
 #include "shim/vmm.h"
 #include "shim/log.h"
 #include "shim/pool.h"
+#include "shim/registry.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -138,4 +139,39 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
 
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {
     if (ld_pool_keep(r) != 0) ld_vmm_teardown(d, r);
+}
+
+CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int rule, size_t size, int nslices,
+                      const int *domain_of, ld_range_t *r, char *why, size_t n) {
+    CUresult rc = ld_vmm_create(d, dv, size, nslices, domain_of, r, why, n);
+    if (rc != CUDA_SUCCESS) return rc;
+    r->ctx = ctx;
+    r->rule = rule;
+    if (ld_registry_insert(r) != 0) {
+        ld_vmm_release(d, r);
+        snprintf(why, n, "registry insert failed (out of host memory)");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* A peer enabled between the range's access grant and its registration missed the
+     * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
+    ld_vmm_grant(d, r, ld_device_access_mask(dv->ordinal));
+    return CUDA_SUCCESS;
+}
+
+int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base) {
+    ld_range_t r;
+    if (ld_registry_remove(base, &r) != 0) return -1;
+    /* cudaFree/cuMemFree semantics: wait for work that may still use the memory, in the
+     * context the range was allocated in. */
+    CUcontext cur = NULL;
+    d->cuCtxGetCurrent(&cur);
+    int pushed = r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS;
+    CUresult s = d->cuCtxSynchronize();
+    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
+    ld_vmm_release(d, &r);
+    if (pushed) {
+        CUcontext dummy;
+        d->cuCtxPopCurrent_v2(&dummy);
+    }
+    return 0;
 }

@@ -2,7 +2,8 @@
  * handle per slice (from the device's backend), one access grant. Freed ranges are kept
  * whole by the pool (pool.h) and handed out again without any driver call.
  *
- * Thread-safety: reentrant; touches only the pool (locked internally) and the driver. */
+ * Thread-safety: reentrant; touches only the pool and the registry (each locked
+ * internally) and the driver. */
 #ifndef LDSHIM_VMM_H
 #define LDSHIM_VMM_H
 
@@ -15,6 +16,18 @@
  * and `why` says what failed. */
 CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int nslices,
                        const int *domain_of, ld_range_t *r, char *why, size_t n);
+
+/* ld_vmm_create, then register the range (registry.h) as allocated in `ctx` for policy
+ * rule `rule` (-1: the shim's own, the probe's), and grant the peers enabled meanwhile.
+ * Everything the shim hands out as a localized range comes from here. On failure nothing
+ * is left behind and `why` says what failed. */
+CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int rule, size_t size, int nslices,
+                      const int *domain_of, ld_range_t *r, char *why, size_t n);
+
+/* The free of a range ld_vmm_alloc made: unregister the range starting at `base`, wait for
+ * its context's work (pushing it when it is not current), then ld_vmm_release. 0, or -1
+ * when no registered range starts at `base` (nothing done). */
+int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base);
 
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
