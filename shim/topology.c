@@ -87,17 +87,6 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     return 0;
 }
 
-/* Relaxed capture mode around the shim's own driver calls, so a capture running in
- * another thread is not invalidated by them. */
-static CUstreamCaptureMode relax(const ld_driver_t *d) {
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
-    return m;
-}
-static void unrelax(const ld_driver_t *d, CUstreamCaptureMode m) {
-    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
-}
-
 /* Publish dev's map into every recorded module that belongs to it (libraries: into the
  * current context). Called with dev's context current. */
 static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
@@ -202,8 +191,9 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
                                  "binding without its map", dev);
     }
     if (!mine && !bind && expect != 2) return;
-    CUstreamCaptureMode m = relax(d);
-    int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    ld_own_calls_t oc;
+    ld_own_calls_begin(&oc, d);
+    if (!is_current) ld_own_calls_push(&oc, ctx);
 
     int probed = !mine && expect == 2;
     if (mine) {
@@ -239,9 +229,9 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
     if (bind) bind_compute(d, dev, ctx, is_primary, claimed, probed ? &results[dev] : NULL);
     if (mine && probed) atomic_store(&probe_state[dev], 2);
     if (probed) publish_pending(d, dev, ctx);
-    if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+    ld_own_calls_pop(&oc);
     if (claimed) ld_compute_adopt_current(d, dev);
-    unrelax(d, m);
+    ld_own_calls_end(&oc);
 }
 
 void ld_topology_unbind(int dev) {
@@ -286,9 +276,10 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     }
     LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
     if (mdev >= 0 && mdev < MAX_DEV && atomic_load(&probe_state[mdev]) == 2) {
-        CUstreamCaptureMode cm = relax(d);
+        ld_own_calls_t oc;
+        ld_own_calls_begin(&oc, d);
         publish_pending(d, mdev, mctx);
-        unrelax(d, cm);
+        ld_own_calls_end(&oc);
     }
 }
 
