@@ -11,6 +11,7 @@
  * helper keeps one request in flight per socket. Imports run outside both.
  */
 #include "shim/backend.h"
+#include "shim/device.h"
 #include "shim/log.h"
 #include "shim/mlopart_proto.h"
 
@@ -26,8 +27,6 @@
 #include <unistd.h>
 
 enum {
-    kMaxGpus = 64,
-    kMaxOrdinals = 64,
     kTransientWarnings = 3,    /* per GPU; later per-request failures log at debug */
     kShutdownLockMs = 2000,    /* at exit, how long to wait for a request in flight */
 };
@@ -45,9 +44,9 @@ typedef struct {
 } gpu_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static gpu_t g_gpus[kMaxGpus];
+static gpu_t g_gpus[LD_MAX_DEVICES];
 static int g_ngpus;
-static gpu_t *g_by_dev[kMaxOrdinals];
+static gpu_t *g_by_dev[LD_MAX_DEVICES];
 
 static void uuid_str(const CUuuid *u, char *out, size_t n) {
     const unsigned char *b = (const unsigned char *)u->bytes;
@@ -58,7 +57,7 @@ static void uuid_str(const CUuuid *u, char *out, size_t n) {
 
 /* The table entry for `dev` (created on first sight), or NULL with why. */
 static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n) {
-    if (dev < 0 || dev >= kMaxOrdinals) {
+    if (dev < 0 || dev >= LD_MAX_DEVICES) {
         snprintf(why, n, "device ordinal %d out of range", (int)dev);
         return NULL;
     }
@@ -77,7 +76,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_ngpus && !g; i++)
         if (!strcmp(g_gpus[i].uuid, id)) g = &g_gpus[i];
-    if (!g && g_ngpus < kMaxGpus) {
+    if (!g && g_ngpus < LD_MAX_DEVICES) {
         g = &g_gpus[g_ngpus++];
         memset(g, 0, sizeof *g);
         snprintf(g->uuid, sizeof g->uuid, "%s", id);
@@ -86,7 +85,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     }
     if (g) g_by_dev[dev] = g;
     pthread_mutex_unlock(&g_mu);
-    if (!g) snprintf(why, n, "more than %d GPUs", kMaxGpus);
+    if (!g) snprintf(why, n, "more than %d GPUs", LD_MAX_DEVICES);
     return g;
 }
 

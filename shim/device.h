@@ -12,7 +12,11 @@
 #include "shim/backend.h"
 #include "shim/driver.h"
 
+/* The one bound on device ordinals: every per-device array of the shim has this many
+ * entries, and every set of devices (peers, a range's access, a module's published devices,
+ * the bound devices) is a 64-bit mask. */
 #define LD_MAX_DEVICES 64
+_Static_assert(LD_MAX_DEVICES <= 64, "device sets are 64-bit masks");
 
 enum { LD_DEV_UNTOUCHED = 0, LD_DEV_INITIALIZING = 1, LD_DEV_READY = 2 };
 
