@@ -310,7 +310,7 @@ static void forget_ptr(const ld_track_entry_t *e, void *arg) {
     else if (ld_track_add(LD_OBJ_PTR, e, &old) != 0) count_free(e->placed);   /* cannot keep it: counted gone */
 }
 
-void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
+void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     forget_key_t k = {ctx, dev, NULL};
     CUcontext pushed = NULL, x;
     if (!ctx) {
