@@ -13,6 +13,7 @@
 #include "shim/backend.h"
 #include "shim/device.h"
 #include "shim/log.h"
+#include "shim/mlopart_prop.h"
 #include "shim/mlopart_proto.h"
 
 #include <errno.h>
@@ -108,11 +109,7 @@ static void mark_dead(gpu_t *g, const char *fmt, ...) {
 static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err, size_t n) {
     size_t gran = 2u << 20;
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ld_mlo_alloc_prop(&prop, dev);
     size_t q = 0;
     if (drv->cuMemGetAllocationGranularity &&
         drv->cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
