@@ -351,7 +351,7 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
         ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
         ld_place_forget_device(d, dev);
     }
-    if (dev >= 0) ld_pool_trim(d, dev);
+    if (dev >= 0) ld_vmm_trim(d, dev);
     if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
 

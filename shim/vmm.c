@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* slice = ceil(size / n) rounded up to the granularity, reserved = n x slice; -1 when
@@ -35,7 +36,17 @@ static CUresult address_free(const ld_driver_t *d, CUdeviceptr p, size_t n) {
     CUresult rc = d->cuMemAddressFree(p, n);
     return rc == CUDA_SUCCESS ? rc : d->cuMemAddressFree(p, n);
 }
-static int exiting(void) { return __atomic_load_n(&ld_exiting, __ATOMIC_RELAXED); }
+/* Set while the process exits: the driver may already be shutting down, so teardown
+ * failures are expected and not worth a warning. */
+static int exiting_flag;
+static int exiting(void) { return __atomic_load_n(&exiting_flag, __ATOMIC_RELAXED); }
+
+/* Registered when the pool first keeps a range, i.e. after the program initialized CUDA, so
+ * it runs before the runtime's own exit handlers tear the driver state down. */
+static void at_exit(void) {
+    __atomic_store_n(&exiting_flag, 1, __ATOMIC_RELAXED);
+    if (!ld_pool_empty()) ld_vmm_trim(ld_driver(), -1);
+}
 
 /* Physical handle for one slice (the pool gives back what it keeps on out-of-memory). */
 static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
@@ -138,7 +149,15 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
 }
 
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {
-    if (ld_pool_keep(r) != 0) ld_vmm_teardown(d, r);
+    int first = 0;
+    if (ld_pool_keep(r, &first) != 0) ld_vmm_teardown(d, r);
+    else if (first) atexit(at_exit);
+}
+
+static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
+
+uint64_t ld_vmm_trim(const ld_driver_t *d, int dev) {
+    return ld_pool_drain(dev, d ? teardown_drained : NULL, (void *)d);
 }
 
 CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int rule, size_t size, int nslices,

@@ -39,4 +39,17 @@ CUresult ld_vmm_grant(const ld_driver_t *d, ld_range_t *r, unsigned long long ma
 /* Unmap, release the handles, free the VA. */
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);
 
+/* Tear down what the pool keeps for `dev` (-1: every device); d NULL: forget it without a
+ * driver call (tests). Returns the bytes released. */
+uint64_t ld_vmm_trim(const ld_driver_t *d, int dev);
+
+/* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
+ * what the pool keeps and make it once more, so kept ranges never cost the program memory.
+ * Only the call is repeated: whatever decided and counted the request did so once. */
+#define LD_POOL_RETRY_OOM(d, r, call) \
+    do { \
+        (r) = (call); \
+        if ((r) == CUDA_ERROR_OUT_OF_MEMORY && ld_vmm_trim((d), -1)) (r) = (call); \
+    } while (0)
+
 #endif

@@ -96,7 +96,7 @@ static void reset_mock(void) {
     live_handles = live_reserve = live_maps = creates = maps = 0;
     fail_create_at = fail_map_at = fail_access = 0;
     fail_unmap_at = unmaps = fail_release_at = releases = fail_afree_at = afrees = reserves = 0;
-    ld_pool_trim(&mock, -1);
+    ld_vmm_trim(&mock, -1);
     live_handles = 0;
 }
 
@@ -358,7 +358,7 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(r2.domain_of[0], 1);
     ld_vmm_release(&mock, &r2);                /* over the cap (64 + 64 > 64): torn down */
     CU_ASSERT_EQUAL(live_reserve, 1);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, -1), 64 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, -1), 64 * MB);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     /* a range larger than the cap is never kept */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 96 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
@@ -375,7 +375,7 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
     CU_ASSERT(s.trims >= 1);
     ld_vmm_release(&mock, &r);
-    ld_pool_trim(&mock, -1);
+    ld_vmm_trim(&mock, -1);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
@@ -426,7 +426,7 @@ static int same_shape(const ld_range_t *a, int dev, int nslices, size_t slice, c
 }
 
 static void pool_empty(void) {
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     ld_cfg.policy.pool_cap = 1ull << 40;
 }
 
@@ -471,7 +471,7 @@ static void test_pool_shapes(void) {
         for (int i = 0; i < NSHAPES; i++) {
             tshape_t *s = &sh[order[i]];
             ld_range_t r = shaped(s->dev, s->ns, s->slice, s->dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r, NULL), 0);
             base[order[i]][k] = r.base;
             total += r.reserved;
         }
@@ -511,7 +511,7 @@ static void test_pool_shapes(void) {
     /* A shape that differs from a kept one in one field only is another shape. */
     int d01[2] = {0, 1}, d10[2] = {1, 0};
     ld_range_t r = shaped(1, 2, 4 * MB, d01);
-    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d10, &out), -1);
     CU_ASSERT_EQUAL(ld_pool_take(1, 2, 2 * MB, d01, &out), -1);
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 4 * MB, d01, &out), -1);
@@ -531,44 +531,44 @@ static void test_pool_accounting(void) {
     ld_range_t a = shaped(0, 2, 2 * MB, d01), b = shaped(0, 2, 2 * MB, d10), c = shaped(0, 1, 2 * MB, d0);
     ld_range_t d = shaped(1, 2, 4 * MB, d01), e = shaped(0, 1, 2 * MB, d1), f = shaped(0, 1, 2 * MB, d0);
     ld_pool_stats_t st;
-    CU_ASSERT_EQUAL(ld_pool_keep(&a), 0);          /* dev 0: 4 MiB */
-    CU_ASSERT_EQUAL(ld_pool_keep(&b), 0);          /* dev 0: 8 MiB, the cap */
-    CU_ASSERT_EQUAL(ld_pool_keep(&c), -1);         /* 10 > 8 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&a, NULL), 0);          /* dev 0: 4 MiB */
+    CU_ASSERT_EQUAL(ld_pool_keep(&b, NULL), 0);          /* dev 0: 8 MiB, the cap */
+    CU_ASSERT_EQUAL(ld_pool_keep(&c, NULL), -1);         /* 10 > 8 */
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* the refused shape did not stay */
     CU_ASSERT_EQUAL(ld_pool_contains(c.base), 0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 has its own 8 MiB */
+    CU_ASSERT_EQUAL(ld_pool_keep(&d, NULL), 0);          /* dev 1 has its own 8 MiB */
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
     ld_range_t out;
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d10, &out), 0);   /* b: dev 0 back to 4 MiB */
     CU_ASSERT_EQUAL(out.base, b.base);
-    CU_ASSERT_EQUAL(ld_pool_keep(&c), 0);          /* 6 */
-    CU_ASSERT_EQUAL(ld_pool_keep(&e), 0);          /* 8 */
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* 10 > 8: refused although f's shape has a bucket */
+    CU_ASSERT_EQUAL(ld_pool_keep(&c, NULL), 0);          /* 6 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&e, NULL), 0);          /* 8 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), -1);         /* 10 > 8: refused although f's shape has a bucket */
     CU_ASSERT_EQUAL(ld_pool_contains(f.base), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 1), 8 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, 1), 8 * MB);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB);
-    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 is empty again */
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* dev 0 still full */
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 0), 8 * MB);
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&d, NULL), 0);          /* dev 1 is empty again */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), -1);         /* dev 0 still full */
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, 0), 8 * MB);
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB + 2 * MB);
     /* cap refusals: a range larger than the cap, a device out of range, the pool off */
     ld_range_t big = shaped(2, 1, 16 * MB, d0), far = shaped(64, 1, 2 * MB, d0), neg = shaped(-1, 1, 2 * MB, d0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&big), -1);
-    CU_ASSERT_EQUAL(ld_pool_keep(&far), -1);
-    CU_ASSERT_EQUAL(ld_pool_keep(&neg), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&big, NULL), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&far, NULL), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&neg, NULL), -1);
     ld_cfg.policy.pool_cap = 0;
     ld_range_t g = shaped(2, 1, 2 * MB, d0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&g), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&g, NULL), -1);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 10 * MB);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* f on device 0, d on device 1 */
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, -1), 10 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, -1), 10 * MB);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 0);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
@@ -587,7 +587,7 @@ static void test_pool_trim_device(void) {
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < NSHAPES; i++) {
             r[i][k] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i][k]), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i][k], NULL), 0);
             if (sh[i].dev == 1) {
                 dev1_bytes += r[i][k].reserved;
                 dev1_ranges++;
@@ -598,7 +598,7 @@ static void test_pool_trim_device(void) {
     int af0 = afrees, um0 = unmaps, rel0 = releases;
     ld_pool_stats_t st0, st;
     ld_pool_stats(&st0);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), dev1_bytes);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 1), dev1_bytes);
     CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
     CU_ASSERT_EQUAL(unmaps - um0, dev1_slices);
     CU_ASSERT_EQUAL(releases - rel0, dev1_slices);
@@ -610,8 +610,8 @@ static void test_pool_trim_device(void) {
         for (int k = 0; k < 2; k++)
             CU_ASSERT_EQUAL(ld_pool_contains(r[i][k].base + 1), sh[i].dev != 1);
     /* nothing left on device 1, or on a device that never kept anything */
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), 0);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 7), 0);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 1), 0);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 7), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.trims, st0.trims + 1);
     CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
@@ -621,10 +621,10 @@ static void test_pool_trim_device(void) {
         CU_ASSERT_EQUAL(rc, sh[i].dev == 1 ? -1 : 0);
         if (rc == 0) {
             CU_ASSERT_EQUAL(out.base, r[i][1].base);
-            CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+            CU_ASSERT_EQUAL(ld_pool_keep(&out, NULL), 0);
         }
     }
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
 }
 
@@ -638,7 +638,7 @@ static void test_pool_contains(void) {
     CU_ASSERT_EQUAL(ld_pool_contains(pool_va), 0);
     for (int i = 0; i < NSHAPES; i++) {
         r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i], NULL), 0);
     }
     for (int i = 0; i < NSHAPES; i++) {
         CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
@@ -651,7 +651,7 @@ static void test_pool_contains(void) {
     CU_ASSERT_EQUAL(ld_pool_take(sh[5].dev, sh[5].ns, sh[5].slice, sh[5].dom, &out), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[5].base), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[6].base), 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 0);
 }
 
@@ -666,7 +666,7 @@ static void test_pool_fork(void) {
     ld_range_t r[NSHAPES];
     for (int i = 0; i < NSHAPES; i++) {
         r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i], NULL), 0);
     }
     ld_range_t out;
     CU_ASSERT_EQUAL(ld_pool_take(9, 1, 2 * MB, sh[0].dom, &out), -1);    /* a miss the child forgets */
@@ -689,9 +689,9 @@ static void test_pool_fork(void) {
         if (afrees + unmaps + releases != calls) bad |= 8;           /* no driver call */
         if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != -1) bad |= 16;
         ld_range_t mine = shaped(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom);
-        if (ld_pool_keep(&mine) != 0) bad |= 32;
+        if (ld_pool_keep(&mine, NULL) != 0) bad |= 32;
         if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != 0 || out.base != mine.base) bad |= 64;
-        if (ld_pool_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
+        if (ld_vmm_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
         _exit(bad);
     }
     int status = -1;
@@ -704,7 +704,7 @@ static void test_pool_fork(void) {
     CU_ASSERT_EQUAL(after.misses, before.misses);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), NSHAPES);
     for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
 }
 
 /* No host memory for the table: keep refuses the range (the caller tears it down) at each
@@ -717,7 +717,7 @@ static void test_pool_out_of_memory(void) {
     for (int at = 1; at <= 4; at++) {
         ld_range_t r = shaped(0, 1, 2 * MB, d0);
         arm_malloc_failure(at);
-        int rc = ld_pool_keep(&r);
+        int rc = ld_pool_keep(&r, NULL);
         int calls = malloc_calls;
         disarm_malloc_failure();
         CU_ASSERT_EQUAL(calls, at);
@@ -729,7 +729,7 @@ static void test_pool_out_of_memory(void) {
     }
     /* and the table works afterwards */
     ld_range_t first = shaped(0, 1, 2 * MB, d0), out;
-    CU_ASSERT_EQUAL(ld_pool_keep(&first), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&first, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(0, 1, 2 * MB, d0, &out), 0);
     CU_ASSERT_EQUAL(out.base, first.base);
     /* Growth of the bucket array: new shapes are added with their third allocation (only the
@@ -742,7 +742,7 @@ static void test_pool_out_of_memory(void) {
     for (; n < MAXS && !grew; n++) {
         ld_range_t r = shaped(n % 3, 1, (size_t)(n + 1) * 2 * MB, d0);
         arm_malloc_failure(3);
-        int rc = ld_pool_keep(&r);
+        int rc = ld_pool_keep(&r, NULL);
         int calls = malloc_calls;
         disarm_malloc_failure();
         if (calls >= 3) {
@@ -752,7 +752,7 @@ static void test_pool_out_of_memory(void) {
             CU_ASSERT_EQUAL(ld_pool_contains(r.base), 0);
             ld_pool_stats(&st);
             CU_ASSERT_EQUAL(st.cached_bytes, total);
-            rc = ld_pool_keep(&r);
+            rc = ld_pool_keep(&r, NULL);
         }
         CU_ASSERT_EQUAL_FATAL(rc, 0);
         bases[n] = r.base;
@@ -776,11 +776,11 @@ static void test_pool_cycle_allocates_nothing(void) {
     pool_empty();
     int d01[2] = {0, 1};
     ld_range_t r = shaped(0, 2, 2 * MB, d01), out;
-    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
     arm_malloc_failure(1 << 30);               /* count, never fail */
     for (int i = 0; i < 1000; i++) {
-        CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+        CU_ASSERT_EQUAL(ld_pool_keep(&out, NULL), 0);
         CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
     }
     int calls = malloc_calls;
@@ -790,7 +790,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     size_t entries = 0;
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 0);
     /* 200 shapes kept, then taken one by one: emptied shapes are swept once they outnumber
@@ -799,7 +799,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     static CUdeviceptr b200[NS];
     for (int i = 0; i < NS; i++) {
         ld_range_t x = shaped(i % 2, 1, (size_t)(i + 1) * 2 * MB, d01);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&x), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&x, NULL), 0);
         b200[i] = x.base;
     }
     for (int i = 0; i < NS; i++) {
@@ -811,7 +811,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     }
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 34);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 0);
 }
@@ -841,7 +841,7 @@ static void test_pool_random_model(void) {
         tshape_t *t = &sh[i];
         if (what < 50 && depth[i] < DEPTH) {
             ld_range_t r = shaped(t->dev, t->ns, t->slice, t->dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r, NULL), 0);
             stack[i][depth[i]] = r.base;
             reserved[i][depth[i]++] = r.reserved;
             bytes += r.reserved;
@@ -860,7 +860,7 @@ static void test_pool_random_model(void) {
                 if (dev < 0 || sh[j].dev == dev) {
                     while (depth[j]) want += reserved[j][--depth[j]];
                 }
-            CU_ASSERT_EQUAL_FATAL(ld_pool_trim(NULL, dev), want);
+            CU_ASSERT_EQUAL_FATAL(ld_vmm_trim(NULL, dev), want);
             bytes -= want;
         } else {
             int j = rand() % S;
@@ -889,7 +889,7 @@ static void test_pool_random_model(void) {
     ld_pool_stats_t st;
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 0);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
 }
 
 /* Threads keep and take ranges of their own and of one shared shape while others ask
@@ -911,7 +911,7 @@ static void *pool_thread(void *arg) {
         s.base += 32 * MB;
         s.device = 63;
         memcpy(s.domain_of, shared, sizeof shared);
-        if (ld_pool_keep(&r) != 0 || ld_pool_keep(&s) != 0) return (void *)1;
+        if (ld_pool_keep(&r, NULL) != 0 || ld_pool_keep(&s, NULL) != 0) return (void *)1;
         if (!ld_pool_contains(r.base + MB)) return (void *)2;
         if (ld_pool_take((int)t, 2, 2 * MB, mine, &out) != 0 || out.base != r.base) return (void *)3;
         if (ld_pool_take(63, 2, 2 * MB, shared, &out) != 0 || out.device != 63 || out.domain_of[0] != 0)
