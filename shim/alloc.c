@@ -312,7 +312,7 @@ static void forget_ptr(const ld_track_entry_t *e, void *arg) {
 
 void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     forget_key_t k = {ctx, dev, NULL};
-    CUcontext pushed = NULL, x;
+    CUcontext pushed = NULL;
     if (!ctx) {
         /* The primary context of dev, if active: only its ranges go (a context created with
          * cuCtxCreate on the same device keeps its own). */
@@ -325,23 +325,7 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     } else {
         pushed = ctx;
     }
-    ld_range_t *v;
-    size_t n = ld_registry_take_if(belongs, &k, &v);
-    if (n && pushed && d->cuCtxPushCurrent_v2(pushed) == CUDA_SUCCESS) {
-        d->cuCtxSynchronize();
-        d->cuCtxPopCurrent_v2(&x);
-    }
-    /* Ranges allocated while a bound (green) context was current: wait for that context too. */
-    for (size_t i = 0; i < n; i++) {
-        int seen = v[i].ctx == pushed;
-        for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
-        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
-            d->cuCtxSynchronize();
-            d->cuCtxPopCurrent_v2(&x);
-        }
-    }
-    for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
-    free(v);
+    size_t n = ld_vmm_teardown_if(d, belongs, &k, pushed);
     /* The context takes its allocations with it: each is freed, as the program's free
      * would have, so tagged_allocs - tagged_frees stays what is live. */
     atomic_fetch_add(&n_tagged_free, n);

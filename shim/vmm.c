@@ -154,6 +154,29 @@ void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {
     else if (first) atexit(at_exit);
 }
 
+size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
+                          CUcontext first) {
+    ld_range_t *v;
+    size_t n = ld_registry_take_if(pred, arg, &v);
+    CUcontext x;
+    if (n && first && d->cuCtxPushCurrent_v2(first) == CUDA_SUCCESS) {
+        d->cuCtxSynchronize();
+        d->cuCtxPopCurrent_v2(&x);
+    }
+    /* Ranges allocated while a bound (green) context was current: wait for that context too. */
+    for (size_t i = 0; i < n; i++) {
+        int seen = v[i].ctx == first;
+        for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
+        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
+            d->cuCtxSynchronize();
+            d->cuCtxPopCurrent_v2(&x);
+        }
+    }
+    for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
+    free(v);
+    return n;
+}
+
 static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
 
 uint64_t ld_vmm_trim(const ld_driver_t *d, int dev) {

@@ -29,6 +29,12 @@ CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int 
  * when no registered range starts at `base` (nothing done). */
 int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base);
 
+/* A context is going away: unregister every range for which pred(range, arg) holds, wait
+ * for `first` (if not NULL) and for each other context those ranges were made in, and tear
+ * them down (not into the pool: their context dies). Returns how many there were. */
+size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
+                          CUcontext first);
+
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
 
