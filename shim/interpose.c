@@ -30,6 +30,7 @@
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
+#include "shim/vmm.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -483,7 +484,7 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     CUresult g = d->cuCtxGetDevice(&owner);
     CUcontext x;
     d->cuCtxPopCurrent_v2(&x);
-    if (g == CUDA_SUCCESS) ld_device_grant_peer(d, owner, me);
+    if (g == CUDA_SUCCESS) ld_vmm_grant_peer(d, owner, me);
     return r;
 }
 

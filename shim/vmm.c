@@ -177,6 +177,27 @@ size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, 
     return n;
 }
 
+void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor) {
+    if (ld_device_add_peer(owner, accessor) != 0) return;
+    if (!d->cuMemSetAccess) return;
+    size_t total = ld_registry_snapshot(owner, NULL, 0), got = 0;
+    ld_range_t *buf = total ? malloc((total + 16) * sizeof *buf) : NULL;
+    if (buf) got = ld_registry_snapshot(owner, buf, total + 16);
+    if (got > total + 16) got = total + 16;   /* ranges added meanwhile get the grant at creation */
+    for (size_t i = 0; i < got; i++) {
+        CUmemAccessDesc a;
+        a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a.location.id = accessor;
+        a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = d->cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
+        if (r != CUDA_SUCCESS)
+            LD_WARN("peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
+                    ld_cu_errname(r));
+    }
+    free(buf);
+    LD_INFO("device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
+}
+
 static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
 
 uint64_t ld_vmm_trim(const ld_driver_t *d, int dev) {
@@ -195,7 +216,7 @@ CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int 
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* A peer enabled between the range's access grant and its registration missed the
-     * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
+     * registry snapshot of ld_vmm_grant_peer: grant what the device's mask says now. */
     ld_vmm_grant(d, r, ld_device_access_mask(dv->ordinal));
     return CUDA_SUCCESS;
 }

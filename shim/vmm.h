@@ -1,6 +1,7 @@
-/* vmm.h — build and tear down one localized range: one reserved VA range, one physical
- * handle per slice (from the device's backend), one access grant. Freed ranges are kept
- * whole by the pool (pool.h) and handed out again without any driver call.
+/* vmm.h — the owner of a localized range's life (doc/shim.md, "The life of a range"): one
+ * reserved VA range, one physical handle per slice (from the device's backend), one access
+ * grant; its registration, free, peer grants, keeping in the pool (pool.h, which hands it
+ * out again without any driver call), trimming, teardown with its context and at exit.
  *
  * Thread-safety: reentrant; touches only the pool and the registry (each locked
  * internally) and the driver. */
@@ -37,6 +38,10 @@ size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, 
 
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
+
+/* cuCtxEnablePeerAccess: `accessor` may now access `owner`'s ranges. Remembered for new
+ * ranges (device.h), and granted to every live one, one cuMemSetAccess each. */
+void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor);
 
 /* Give the devices of `mask` (bit d: device d) read-write access to the range, one driver
  * call for those it lacks; on success they join r->access_mask. */

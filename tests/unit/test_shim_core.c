@@ -939,7 +939,7 @@ static void test_pool_threads(void) {
 
 static void test_peer_mask(void) {
     CU_ASSERT_EQUAL(ld_device_access_mask(3), 1ull << 3);
-    ld_device_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
+    ld_vmm_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
     CU_ASSERT_EQUAL(ld_device_access_mask(3), (1ull << 3) | (1ull << 5));
     ld_range_t r;
     char why[160];
