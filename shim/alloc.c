@@ -5,7 +5,6 @@
 #include "shim/device.h"
 #include "shim/log.h"
 #include "shim/place.h"
-#include "shim/pool.h"
 #include "shim/track.h"
 #include "shim/vmm.h"
 
