@@ -976,6 +976,149 @@ static void test_image_scan(void) {
     CU_ASSERT_EQUAL(ld_image_mentions_symbol(&w), 1);
 }
 
+/* --- the range's owner: registered create and free, a dying context; own calls ---------- */
+
+static CUcontext cur_ctx, ctx_stack[8];
+static int depth, pushes, pops, syncs, exchanges, fail_exchange;
+static CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static CUresult m_getcur(CUcontext *c) { *c = cur_ctx; return CUDA_SUCCESS; }
+static CUresult m_push(CUcontext c) {
+    if (depth == 8) return CUDA_ERROR_INVALID_VALUE;
+    pushes++;
+    ctx_stack[depth++] = cur_ctx;
+    cur_ctx = c;
+    return CUDA_SUCCESS;
+}
+static CUresult m_pop(CUcontext *c) {
+    if (!depth) return CUDA_ERROR_INVALID_CONTEXT;
+    pops++;
+    *c = cur_ctx;
+    cur_ctx = ctx_stack[--depth];
+    return CUDA_SUCCESS;
+}
+static CUresult m_sync(void) { syncs++; return CUDA_SUCCESS; }
+static CUresult m_exchange(CUstreamCaptureMode *m) {
+    exchanges++;
+    if (fail_exchange) return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *m;
+    *m = old;
+    return CUDA_SUCCESS;
+}
+static void ctx_mock(int on) {
+    mock.cuCtxGetCurrent = on ? m_getcur : NULL;
+    mock.cuCtxPushCurrent_v2 = on ? m_push : NULL;
+    mock.cuCtxPopCurrent_v2 = on ? m_pop : NULL;
+    mock.cuCtxSynchronize = on ? m_sync : NULL;
+    mock.cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
+    cur_ctx = NULL;
+    depth = pushes = pops = syncs = exchanges = fail_exchange = 0;
+    thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+static int any_range(const ld_range_t *r, void *arg) { (void)r; (void)arg; return 1; }
+
+static void test_vmm_alloc_free(void) {
+    CUcontext A = (CUcontext)0xA0, B = (CUcontext)0xB0, C = (CUcontext)0xC0;
+    ld_range_t r, f;
+    char why[160];
+    int dom[2] = {0, 1};
+    reset_mock();
+    ctx_mock(1);
+    ld_cfg.policy.pool_cap = 0;                 /* every free tears down */
+    cur_ctx = B;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 7, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(ld_registry_find(r.base + 1, &f), 0);
+    CU_ASSERT_EQUAL(f.base, r.base);
+    CU_ASSERT_EQUAL(f.rule, 7);
+    CU_ASSERT_PTR_EQUAL(f.ctx, A);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base + 1), -1);   /* interior: nothing done */
+    CU_ASSERT_EQUAL(ld_registry_count(), 1);
+    CU_ASSERT_EQUAL(syncs, 0);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), 0);
+    CU_ASSERT_EQUAL(pushes, 1);                /* A was not current: pushed for the sync */
+    CU_ASSERT_EQUAL(syncs, 1);
+    CU_ASSERT_EQUAL(pops, 1);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    CU_ASSERT_EQUAL(ld_registry_find(r.base, &f), -1);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), -1);       /* freed already */
+
+    /* Made and freed in the current context: no push. */
+    cur_ctx = A;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, -1, 2 * MB, 1, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), 0);
+    CU_ASSERT_EQUAL(pushes, 1);
+    CU_ASSERT_EQUAL(syncs, 2);
+
+    /* The registry refuses the range (a record already covers its addresses): nothing is
+     * left behind and the reason says why. */
+    ld_range_t block = mk(next_va, 256 * MB);
+    CU_ASSERT_EQUAL_FATAL(ld_registry_insert(&block), 0);
+    CU_ASSERT_EQUAL(ld_vmm_alloc(&mock, &dev0, A, 0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "registry insert failed"));
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_registry_remove(block.base, NULL), 0);
+
+    /* A dying context: every range goes, each context they were made in is synchronized once. */
+    ld_range_t a1, a2, c1;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 0, 4 * MB, 2, dom, &a1, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 0, 4 * MB, 2, dom, &a2, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, C, 0, 4 * MB, 2, dom, &c1, why, sizeof why), CUDA_SUCCESS);
+    syncs = pushes = 0;
+    CU_ASSERT_EQUAL(ld_vmm_teardown_if(&mock, any_range, NULL, A), 3);
+    CU_ASSERT_EQUAL(syncs, 2);                 /* A first, then C */
+    CU_ASSERT_EQUAL(pushes, 2);
+    CU_ASSERT_EQUAL(ld_registry_count(), 0);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_vmm_teardown_if(&mock, any_range, NULL, A), 0);
+    CU_ASSERT_EQUAL(syncs, 2);                 /* nothing to wait for */
+    ctx_mock(0);
+}
+
+static void test_own_calls(void) {
+    CUcontext A = (CUcontext)0xA0, B = (CUcontext)0xB0;
+    ld_own_calls_t oc;
+    ctx_mock(1);
+    cur_ctx = B;
+    ld_own_calls_begin(&oc, &mock);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, A);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, B), -1);    /* one push per scope */
+    ld_own_calls_pop(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    ld_own_calls_pop(&oc);                              /* nothing left to pop */
+    CU_ASSERT_EQUAL(pops, 1);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CU_ASSERT_EQUAL(exchanges, 2);
+
+    /* end pops what is still pushed */
+    ld_own_calls_begin(&oc, &mock);
+    ld_own_calls_push(&oc, A);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    CU_ASSERT_EQUAL(depth, 0);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    /* an exchange that failed is not undone: the program's mode stays as it was */
+    fail_exchange = 1;
+    exchanges = 0;
+    ld_own_calls_begin(&oc, &mock);
+    fail_exchange = 0;
+    ld_own_calls_end(&oc);
+    CU_ASSERT_EQUAL(exchanges, 1);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    /* a driver without the entry: nothing to relax, nothing called */
+    mock.cuThreadExchangeStreamCaptureMode = NULL;
+    ld_own_calls_begin(&oc, &mock);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    ctx_mock(0);
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("shim_core", setup, NULL);
     CU_add_test(s, "registry: interior lookup and exact remove", test_registry_interior);
@@ -997,6 +1140,8 @@ static void register_tests(void) {
     CU_add_test(s, "pool: random keep/take/trim against a model, table bounded", test_pool_random_model);
     CU_add_test(s, "pool: 8 threads keep, take, contains", test_pool_threads);
     CU_add_test(s, "device: peer grants reach new ranges", test_peer_mask);
+    CU_add_test(s, "vmm: registered create and free, refusal, a dying context's ranges", test_vmm_alloc_free);
+    CU_add_test(s, "driver: own calls relax the capture mode and push a context, then undo both", test_own_calls);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);
 }
 
