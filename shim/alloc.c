@@ -5,7 +5,6 @@
 #include "shim/device.h"
 #include "shim/log.h"
 #include "shim/place.h"
-#include "shim/pool.h"
 #include "shim/track.h"
 #include "shim/vmm.h"
 
@@ -238,21 +237,10 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     }
     ld_range_t r;
     char why[160] = "";
-    CUresult res = ld_vmm_create(d, dv, size, nslices, dom, &r, why, sizeof why);
-    if (res != CUDA_SUCCESS) {
+    if (ld_vmm_alloc(d, dv, ctx, ri, size, nslices, dom, &r, why, sizeof why) != CUDA_SUCCESS) {
         ld_alloc_note_fallback(dc, api, why);
         return 0;
     }
-    r.ctx = ctx;
-    r.rule = ri;
-    if (ld_registry_insert(&r) != 0) {
-        ld_vmm_release(d, &r);
-        ld_alloc_note_fallback(dc, api, "registry insert failed (out of host memory)");
-        return 0;
-    }
-    /* A peer enabled between the range's access grant and its registration missed the
-     * registry snapshot of ld_device_grant_peer: grant what the device's mask says now. */
-    ld_vmm_grant(d, &r, ld_device_access_mask(dev));
     atomic_fetch_add(&rc->allocations, 1);
     atomic_fetch_add(&rc->bytes, size);
     for (int i = 0; i < nslices; i++)
@@ -298,19 +286,7 @@ CUresult ld_free(CUdeviceptr p) {
     /* Read-locked lookup first: untagged frees never take the registry's write lock. */
     if (ld_registry_find(p, &r) != 0) return free_plain(d, p, NULL, NULL);
     if (r.base != p) return CUDA_ERROR_INVALID_VALUE;      /* interior pointer, as the driver says */
-    if (ld_registry_remove(p, &r) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
-    /* cudaFree/cuMemFree semantics: wait for work that may still use the memory. */
-    CUcontext cur = NULL;
-    d->cuCtxGetCurrent(&cur);
-    int pushed = 0;
-    if (r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS) pushed = 1;
-    CUresult s = d->cuCtxSynchronize();
-    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)p, ld_cu_errname(s));
-    ld_vmm_release(d, &r);
-    if (pushed) {
-        CUcontext dummy;
-        d->cuCtxPopCurrent_v2(&dummy);
-    }
+    if (ld_vmm_free(d, p) != 0) return CUDA_ERROR_INVALID_VALUE;   /* freed meanwhile */
     atomic_fetch_add(&n_tagged_free, 1);
     return CUDA_SUCCESS;
 }
@@ -333,9 +309,9 @@ static void forget_ptr(const ld_track_entry_t *e, void *arg) {
     else if (ld_track_add(LD_OBJ_PTR, e, &old) != 0) count_free(e->placed);   /* cannot keep it: counted gone */
 }
 
-void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
+void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     forget_key_t k = {ctx, dev, NULL};
-    CUcontext pushed = NULL, x;
+    CUcontext pushed = NULL;
     if (!ctx) {
         /* The primary context of dev, if active: only its ranges go (a context created with
          * cuCtxCreate on the same device keeps its own). */
@@ -348,23 +324,7 @@ void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
     } else {
         pushed = ctx;
     }
-    ld_range_t *v;
-    size_t n = ld_registry_take_if(belongs, &k, &v);
-    if (n && pushed && d->cuCtxPushCurrent_v2(pushed) == CUDA_SUCCESS) {
-        d->cuCtxSynchronize();
-        d->cuCtxPopCurrent_v2(&x);
-    }
-    /* Ranges allocated while a bound (green) context was current: wait for that context too. */
-    for (size_t i = 0; i < n; i++) {
-        int seen = v[i].ctx == pushed;
-        for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
-        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
-            d->cuCtxSynchronize();
-            d->cuCtxPopCurrent_v2(&x);
-        }
-    }
-    for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
-    free(v);
+    size_t n = ld_vmm_teardown_if(d, belongs, &k, pushed);
     /* The context takes its allocations with it: each is freed, as the program's free
      * would have, so tagged_allocs - tagged_frees stays what is live. */
     atomic_fetch_add(&n_tagged_free, n);
@@ -374,7 +334,7 @@ void ld_alloc_forget_context(const ld_driver_t *d, CUcontext ctx, int dev) {
         ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
         ld_place_forget_device(d, dev);
     }
-    if (dev >= 0) ld_pool_trim(d, dev);
+    if (dev >= 0) ld_vmm_trim(d, dev);
     if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
 

@@ -6,6 +6,7 @@
 #include "shim/device.h"
 #include "shim/driver.h"
 #include "shim/pool.h"
+#include "shim/vmm.h"
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
@@ -64,7 +65,7 @@ EXPORT int ldshim_write_report(const char *path) {
     return ld_report_write(path);
 }
 
-EXPORT uint64_t ldshim_pool_trim(void) { return ld_pool_trim(ld_driver(), -1); }
+EXPORT uint64_t ldshim_pool_trim(void) { return ld_vmm_trim(ld_driver(), -1); }
 
 EXPORT void *ldshim_real_driver_entry(const char *name) {
     const ld_driver_t *d = ld_driver();

@@ -11,7 +11,9 @@
  * helper keeps one request in flight per socket. Imports run outside both.
  */
 #include "shim/backend.h"
+#include "shim/device.h"
 #include "shim/log.h"
+#include "shim/mlopart_prop.h"
 #include "shim/mlopart_proto.h"
 
 #include <errno.h>
@@ -26,8 +28,6 @@
 #include <unistd.h>
 
 enum {
-    kMaxGpus = 64,
-    kMaxOrdinals = 64,
     kTransientWarnings = 3,    /* per GPU; later per-request failures log at debug */
     kShutdownLockMs = 2000,    /* at exit, how long to wait for a request in flight */
 };
@@ -45,9 +45,9 @@ typedef struct {
 } gpu_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static gpu_t g_gpus[kMaxGpus];
+static gpu_t g_gpus[LD_MAX_DEVICES];
 static int g_ngpus;
-static gpu_t *g_by_dev[kMaxOrdinals];
+static gpu_t *g_by_dev[LD_MAX_DEVICES];
 
 static void uuid_str(const CUuuid *u, char *out, size_t n) {
     const unsigned char *b = (const unsigned char *)u->bytes;
@@ -58,7 +58,7 @@ static void uuid_str(const CUuuid *u, char *out, size_t n) {
 
 /* The table entry for `dev` (created on first sight), or NULL with why. */
 static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n) {
-    if (dev < 0 || dev >= kMaxOrdinals) {
+    if (dev < 0 || dev >= LD_MAX_DEVICES) {
         snprintf(why, n, "device ordinal %d out of range", (int)dev);
         return NULL;
     }
@@ -77,7 +77,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_ngpus && !g; i++)
         if (!strcmp(g_gpus[i].uuid, id)) g = &g_gpus[i];
-    if (!g && g_ngpus < kMaxGpus) {
+    if (!g && g_ngpus < LD_MAX_DEVICES) {
         g = &g_gpus[g_ngpus++];
         memset(g, 0, sizeof *g);
         snprintf(g->uuid, sizeof g->uuid, "%s", id);
@@ -86,7 +86,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     }
     if (g) g_by_dev[dev] = g;
     pthread_mutex_unlock(&g_mu);
-    if (!g) snprintf(why, n, "more than %d GPUs", kMaxGpus);
+    if (!g) snprintf(why, n, "more than %d GPUs", LD_MAX_DEVICES);
     return g;
 }
 
@@ -109,11 +109,7 @@ static void mark_dead(gpu_t *g, const char *fmt, ...) {
 static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err, size_t n) {
     size_t gran = 2u << 20;
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ld_mlo_alloc_prop(&prop, dev);
     size_t q = 0;
     if (drv->cuMemGetAllocationGranularity &&
         drv->cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)

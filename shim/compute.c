@@ -55,15 +55,15 @@ typedef struct {
     int recorded;                   /* `last` holds one (wait_mu)                           */
 } binding_t;
 
-static binding_t B[LD_COMPUTE_MAX_DEVICES];
+static binding_t B[LD_MAX_DEVICES];
 static atomic_ullong bound_mask;     /* bit d: B[d] is B_BOUND                               */
 static atomic_int building;          /* bindings being built                                 */
-static atomic_uint gen[LD_COMPUTE_MAX_DEVICES];   /* bumped when a device's streams are destroyed   */
+static atomic_uint gen[LD_MAX_DEVICES];   /* bumped when a device's streams are destroyed   */
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
-static atomic_int wait_warned[LD_COMPUTE_MAX_DEVICES];   /* the bounded wait for a build ran out */
-static atomic_int retains[LD_COMPUTE_MAX_DEVICES];   /* the program's primary retains, less releases */
+static atomic_int wait_warned[LD_MAX_DEVICES];   /* the bounded wait for a build ran out */
+static atomic_int retains[LD_MAX_DEVICES];   /* the program's primary retains, less releases */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -239,7 +239,7 @@ static void destroy_thread_objects(const ld_driver_t *d, int dev) {
         }
         free(x);
     }
-    for (int k = 0; k < LD_COMPUTE_MAX_DEVICES; k++)
+    for (int k = 0; k < LD_MAX_DEVICES; k++)
         if (dev < 0 || k == dev) atomic_fetch_add(&gen[k], 1);
     pthread_mutex_unlock(&blocks_mu);
 }
@@ -731,7 +731,7 @@ static void set_state(binding_t *b, int st) {
 }
 
 int ld_compute_claim(CUdevice dev, CUcontext primary) {
-    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !primary) return 0;
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_MAX_DEVICES || !primary) return 0;
     binding_t *b = &B[dev];
     int expect = B_NONE;
     if (!atomic_compare_exchange_strong(&b->state, &expect, B_BUILDING)) return 0;
@@ -742,7 +742,7 @@ int ld_compute_claim(CUdevice dev, CUcontext primary) {
 
 void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_primary, int claimed,
                            const ld_probe_result_t *probe) {
-    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !ctx) return;
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_MAX_DEVICES || !ctx) return;
     binding_t *b = &B[dev];
     if (!is_primary) {
         if (atomic_fetch_add(&b->unbound_ctx, 1) == 0)
@@ -826,7 +826,7 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
 
 CUcontext ld_compute_bind(CUcontext c) {
     if (!c || (!atomic_load_explicit(&bound_mask, memory_order_acquire) && !atomic_load(&building))) return c;
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
         binding_t *b = &B[dev];
         int st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (st == B_NONE || st == B_UNBOUND) continue;
@@ -852,7 +852,7 @@ CUcontext ld_compute_unbind(CUcontext c) {
     if (!c || opt.report_green) return c;
     unsigned long long mask = atomic_load_explicit(&bound_mask, memory_order_acquire);
     int maybe_other = 0;
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES && (mask >> dev); dev++) {
+    for (int dev = 0; dev < LD_MAX_DEVICES && (mask >> dev); dev++) {
         if (!((mask >> dev) & 1)) continue;
         CUcontext prim = atomic_load(&B[dev].primary);
         if (B[dev].gctx == c) return prim;
@@ -876,7 +876,7 @@ CUcontext ld_compute_unbind(CUcontext c) {
 }
 
 int ld_compute_owns(int dev, CUcontext c) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
+    if (dev < 0 || dev >= LD_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
     if (B[dev].gctx == c) return 1;
     return opt.thread_contexts && thread_owner(c) == dev;
 }
@@ -913,7 +913,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
 }
 
 int ld_compute_sm_count(int dev, int *out) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !opt.bound_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
+    if (dev < 0 || dev >= LD_MAX_DEVICES || !opt.bound_sms || !(atomic_load(&bound_mask) & (1ull << dev)))
         return 0;
     *out = (int)B[dev].info.plan.count;
     return 1;
@@ -929,7 +929,7 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     CUcontext cur = NULL;
     int dev = -1;
     if (d && d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
-        for (int k = 0; k < LD_COMPUTE_MAX_DEVICES && dev < 0; k++)
+        for (int k = 0; k < LD_MAX_DEVICES && dev < 0; k++)
             if ((atomic_load(&bound_mask) & (1ull << k)) && (B[k].gctx == cur || (opt.thread_contexts && ld_compute_owns(k, cur))))
                 dev = k;
     if (dev < 0) return;   /* not a launch in a bound context */
@@ -955,7 +955,7 @@ const char *ld_compute_setting(char *buf, size_t n, int *equal_count) {
 }
 
 void ld_compute_publish(int dev, ldshim_topology_t *t) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    if (dev < 0 || dev >= LD_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     const ld_compute_plan_t *p = &B[dev].info.plan;
     t->flags |= LDSHIM_TOPO_BOUND;
     t->bound_sms = p->count;
@@ -965,7 +965,7 @@ void ld_compute_publish(int dev, ldshim_topology_t *t) {
 }
 
 void ld_compute_forget_device(const ld_driver_t *d, int dev) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return;
+    if (dev < 0 || dev >= LD_MAX_DEVICES) return;
     binding_t *b = &B[dev];
     if (atomic_load(&b->state) != B_BOUND || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     CUcontext prim = atomic_load(&b->primary), cur = NULL;
@@ -985,19 +985,19 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
 }
 
 void ld_compute_note_retain(int dev) {
-    if (ld_compute_requested() && dev >= 0 && dev < LD_COMPUTE_MAX_DEVICES) atomic_fetch_add(&retains[dev], 1);
+    if (ld_compute_requested() && dev >= 0 && dev < LD_MAX_DEVICES) atomic_fetch_add(&retains[dev], 1);
 }
 
 int ld_compute_note_release(int dev) {
     /* The runtime's own release at exit: the binding stays (at_exit). */
-    if (!ld_compute_requested() || dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || atomic_load(&exiting)) return 0;
+    if (!ld_compute_requested() || dev < 0 || dev >= LD_MAX_DEVICES || atomic_load(&exiting)) return 0;
     int n = atomic_load(&retains[dev]);
     while (n > 0 && !atomic_compare_exchange_weak(&retains[dev], &n, n - 1)) {}
     return n == 1;
 }
 
 void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
+    if (dev < 0 || dev >= LD_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     CUcontext cur = NULL;
     if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
     CUcontext g = thread_context(d, dev);
@@ -1005,7 +1005,7 @@ void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
-    if (dev < 0 || dev >= LD_COMPUTE_MAX_DEVICES) return -1;
+    if (dev < 0 || dev >= LD_MAX_DEVICES) return -1;
     int unbound = atomic_load(&B[dev].unbound_ctx);
     pthread_mutex_lock(&wait_mu);
     int recorded = B[dev].recorded;
@@ -1031,7 +1031,7 @@ int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_com
 void ld_compute_reset(void) {
     atomic_store(&bound_mask, 0);
     atomic_store(&building, 0);
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
         memset(&B[dev].info, 0, sizeof B[dev].info);
         memset(&B[dev].last, 0, sizeof B[dev].last);
         B[dev].recorded = 0;
@@ -1041,7 +1041,7 @@ void ld_compute_reset(void) {
         atomic_store(&B[dev].state, B_NONE);
         atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) {
+    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
         atomic_store(&B[dev].unbound_ctx, 0);
         atomic_store(&retains[dev], 0);   /* the child retains its primaries anew */
     }
@@ -1056,7 +1056,7 @@ void ld_compute_reset(void) {
     retired_next = 0;
     atomic_store(&nretired, 0);
     atomic_store(&launch_warned, 0);
-    for (int dev = 0; dev < LD_COMPUTE_MAX_DEVICES; dev++) atomic_store(&wait_warned[dev], 0);
+    for (int dev = 0; dev < LD_MAX_DEVICES; dev++) atomic_store(&wait_warned[dev], 0);
 }
 
 void ld_compute_lock_for_fork(void) {

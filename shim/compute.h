@@ -39,7 +39,6 @@
 #include "shim/driver.h"
 #include "shim/probe.h"
 
-#define LD_COMPUTE_MAX_DEVICES LD_MAX_DEVICES
 
 /* The configuration (shim/config.c calls this once, before the first CUDA call). */
 typedef struct {

@@ -2,7 +2,6 @@
 #include "shim/device.h"
 #include "shim/config.h"
 #include "shim/log.h"
-#include "shim/registry.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -124,26 +123,10 @@ unsigned long long ld_device_access_mask(int owner) {
     return atomic_load(&devices[owner].peers) | (1ull << owner);
 }
 
-void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor) {
-    if (owner < 0 || owner >= LD_MAX_DEVICES || accessor < 0 || accessor >= LD_MAX_DEVICES || owner == accessor) return;
+int ld_device_add_peer(int owner, int accessor) {
+    if (owner < 0 || owner >= LD_MAX_DEVICES || accessor < 0 || accessor >= LD_MAX_DEVICES || owner == accessor) return -1;
     atomic_fetch_or(&devices[owner].peers, 1ull << accessor);
-    if (!d->cuMemSetAccess) return;
-    size_t total = ld_registry_snapshot(owner, NULL, 0), got = 0;
-    ld_range_t *buf = total ? malloc((total + 16) * sizeof *buf) : NULL;
-    if (buf) got = ld_registry_snapshot(owner, buf, total + 16);
-    if (got > total + 16) got = total + 16;   /* ranges added meanwhile get the grant at creation */
-    for (size_t i = 0; i < got; i++) {
-        CUmemAccessDesc a;
-        a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        a.location.id = accessor;
-        a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        CUresult r = d->cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
-        if (r != CUDA_SUCCESS)
-            LD_WARN("peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
-                    ld_cu_errname(r));
-    }
-    free(buf);
-    LD_INFO("device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
+    return 0;
 }
 
 void ld_device_reset(void) {

@@ -12,7 +12,11 @@
 #include "shim/backend.h"
 #include "shim/driver.h"
 
+/* The one bound on device ordinals: every per-device array of the shim has this many
+ * entries, and every set of devices (peers, a range's access, a module's published devices,
+ * the bound devices) is a 64-bit mask. */
 #define LD_MAX_DEVICES 64
+_Static_assert(LD_MAX_DEVICES <= 64, "device sets are 64-bit masks");
 
 enum { LD_DEV_UNTOUCHED = 0, LD_DEV_INITIALIZING = 1, LD_DEV_READY = 2 };
 
@@ -35,8 +39,9 @@ ld_device_t *ld_device_get(const ld_driver_t *d, CUdevice dev);
 /* The record if already initialized, else NULL; never initializes. */
 ld_device_t *ld_device_peek(int dev);
 
-/* Grant `accessor` access to every live range of `owner` and remember it for new ones. */
-void ld_device_grant_peer(const ld_driver_t *d, int owner, int accessor);
+/* Remember that `accessor` may access `owner`'s ranges (ranges made from now on are granted
+ * it; vmm.h's ld_vmm_grant_peer also grants the live ones). 0, or -1 for a bad pair. */
+int ld_device_add_peer(int owner, int accessor);
 
 /* Bit per device that may access `owner`'s ranges, owner's own bit included. */
 unsigned long long ld_device_access_mask(int owner);

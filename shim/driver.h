@@ -124,4 +124,45 @@ int ld_native_domain_count(const ld_driver_t *d, CUdevice dev);
 /* "CUDA_ERROR_OUT_OF_MEMORY" style name for messages; never NULL. */
 const char *ld_cu_errname(CUresult r);
 
+/* The shim's own driver work inside a program's thread (the probe, publishing the map):
+ * this thread's stream-capture mode relaxed, so the shim's calls neither join nor invalidate
+ * a capture the program runs in another thread, and a context made current for the work.
+ *
+ *     ld_own_calls_t oc;
+ *     ld_own_calls_begin(&oc, d);         relax the capture mode
+ *     ld_own_calls_push(&oc, ctx);        optional: make ctx current (0 when it is)
+ *     ...
+ *     ld_own_calls_pop(&oc);              optional: what push made current goes
+ *     ld_own_calls_end(&oc);              pops if still pushed; the program's mode is back
+ *
+ * Header-only, so the probe's tests link it with their stub driver table. */
+typedef struct {
+    const ld_driver_t *d;
+    CUstreamCaptureMode mode;      /* the program's, while relaxed */
+    int relaxed, pushed;
+} ld_own_calls_t;
+
+static inline void ld_own_calls_begin(ld_own_calls_t *oc, const ld_driver_t *d) {
+    oc->d = d;
+    oc->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    oc->relaxed = d->cuThreadExchangeStreamCaptureMode && d->cuThreadExchangeStreamCaptureMode(&oc->mode) == CUDA_SUCCESS;
+    oc->pushed = 0;
+}
+static inline int ld_own_calls_push(ld_own_calls_t *oc, CUcontext ctx) {
+    if (oc->pushed) return -1;
+    oc->pushed = oc->d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    return oc->pushed ? 0 : -1;
+}
+static inline void ld_own_calls_pop(ld_own_calls_t *oc) {
+    if (!oc->pushed) return;
+    CUcontext x;
+    oc->d->cuCtxPopCurrent_v2(&x);
+    oc->pushed = 0;
+}
+static inline void ld_own_calls_end(ld_own_calls_t *oc) {
+    ld_own_calls_pop(oc);
+    if (oc->relaxed) oc->d->cuThreadExchangeStreamCaptureMode(&oc->mode);
+    oc->relaxed = 0;
+}
+
 #endif /* LDSHIM_DRIVER_H */

@@ -4,7 +4,7 @@
  * printed, no CUDA call (a CUDA context must not exist before a fork-based program forks,
  * and a process that never touches CUDA must not notice the shim). The policy is read at the
  * first CUDA call (config.c). The destructor writes the report. Freed ranges the pool keeps
- * are released by an atexit handler that pool.c registers when it first keeps one, so it runs
+ * are released by an atexit handler that vmm.c registers when the pool first keeps one, so it runs
  * while the driver is still alive. */
 #include "shim/alloc.h"
 #include "shim/backend.h"

@@ -30,6 +30,7 @@
 #include "shim/registry.h"
 #include "shim/report.h"
 #include "shim/topology.h"
+#include "shim/vmm.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -280,9 +281,12 @@ static void *real_of(int i) {
 #define REAL(name, type) ((type)real_of(H_##name))
 #define HAVE(name) (real_of(H_##name) != NULL)
 
-/* The driver table for the shim's own calls. NULL when libcuda lacks something the shim
- * needs: then wrappers only forward (REAL) and nothing is localized or published. */
-static inline const ld_driver_t *drv(void) {
+/* The wrappers' way to the driver table for the shim's own calls, with a side effect that
+ * the name says: it notes that the program reached for CUDA (ld_note_cuda_use, which
+ * decides whether the report is written at exit, report.h). NULL when the shim is inactive
+ * or libcuda lacks something the shim needs: then wrappers only forward (REAL) and nothing
+ * is localized or published. */
+static inline const ld_driver_t *note_use_and_driver(void) {
     ld_note_cuda_use();
     return ld_active() ? ld_driver() : NULL;
 }
@@ -293,21 +297,21 @@ typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
 typedef CUresult (*free_t)(CUdeviceptr);
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    if (drv()) return ld_alloc(dptr, bytes, LD_API_DRIVER);
+    if (note_use_and_driver()) return ld_alloc(dptr, bytes, LD_API_DRIVER);
     return HAVE(cuMemAlloc_v2) ? REAL(cuMemAlloc_v2, alloc_t)(dptr, bytes) : CUDA_ERROR_NOT_INITIALIZED;
 }
 static CUresult rt_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    if (drv()) return ld_alloc(dptr, bytes, LD_API_RUNTIME);
+    if (note_use_and_driver()) return ld_alloc(dptr, bytes, LD_API_RUNTIME);
     return HAVE(cuMemAlloc_v2) ? REAL(cuMemAlloc_v2, alloc_t)(dptr, bytes) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-    if (drv()) return ld_free(p);
+    if (note_use_and_driver()) return ld_free(p);
     return HAVE(cuMemFree_v2) ? REAL(cuMemFree_v2, free_t)(p) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr p) {
-    if (drv()) {
+    if (note_use_and_driver()) {
         ld_range_t r;
         if (ld_registry_find(p, &r) == 0) {
             /* The driver would answer only the one slice mapping holding p. */
@@ -323,7 +327,7 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     ld_range_t r;
-    if (drv() && ld_registry_find(p, &r) == 0) {
+    if (note_use_and_driver() && ld_registry_find(p, &r) == 0) {
         ld_rule_note_ipc_refused(r.rule);
         const char *rule = r.rule >= 0 && r.rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[r.rule].name : "?";
         LD_WARN("cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
@@ -353,7 +357,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevic
     if (!HAVE(cuPointerGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult res = REAL(cuPointerGetAttribute, CUresult (*)(void *, CUpointer_attribute, CUdeviceptr))(data, a, p);
     ld_range_t r;
-    if (res == CUDA_SUCCESS && drv() && ld_registry_find(p, &r) == 0) fix_range_attr(a, data, &r);
+    if (res == CUDA_SUCCESS && note_use_and_driver() && ld_registry_find(p, &r) == 0) fix_range_attr(a, data, &r);
     if (res == CUDA_SUCCESS) fix_context_attr(a, data);
     return res;
 }
@@ -363,7 +367,7 @@ EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a, v
     CUresult res = REAL(cuPointerGetAttributes, CUresult (*)(unsigned, CUpointer_attribute *, void **, CUdeviceptr))(
         n, a, data, p);
     ld_range_t r;
-    if (res == CUDA_SUCCESS && a && data && drv() && ld_registry_find(p, &r) == 0)
+    if (res == CUDA_SUCCESS && a && data && note_use_and_driver() && ld_registry_find(p, &r) == 0)
         for (unsigned i = 0; i < n; i++) fix_range_attr(a[i], data[i], &r);
     if (res == CUDA_SUCCESS && a && data)
         for (unsigned i = 0; i < n; i++) fix_context_attr(a[i], data[i]);
@@ -382,7 +386,7 @@ typedef CUresult (*frompool_t)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p,
                             unsigned long long f) {
     if (!HAVE(cuMemCreate)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     create_t real = REAL(cuMemCreate, create_t);
     return d ? ld_place_create(d, real, h, n, p, f) : real(h, n, p, f);
 }
@@ -390,7 +394,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
     EXPORT CUresult name(CUdeviceptr *dp, size_t n, CUstream s) { \
         if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
         s = ld_compute_stream(s, pt); \
-        const ld_driver_t *d = drv(); \
+        const ld_driver_t *d = note_use_and_driver(); \
         async_t real = REAL(name, async_t); \
         return d ? ld_place_async(d, real, dp, n, s, pt) : real(dp, n, s); \
     }
@@ -400,7 +404,7 @@ ASYNC_WRAPPER(cuMemAllocAsync_ptsz, 1)
     EXPORT CUresult name(CUdeviceptr *dp, size_t n, CUmemoryPool pool, CUstream s) { \
         if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
         s = ld_compute_stream(s, pt); \
-        const ld_driver_t *d = drv(); \
+        const ld_driver_t *d = note_use_and_driver(); \
         frompool_t real = REAL(name, frompool_t); \
         return d ? ld_place_from_pool(d, real, dp, n, pool, s) : real(dp, n, pool, s); \
     }
@@ -408,13 +412,13 @@ FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync, 0)
 FROMPOOL_WRAPPER(cuMemAllocFromPoolAsync_ptsz, 1)
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
     if (!HAVE(cuMemAllocManaged)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     managed_t real = REAL(cuMemAllocManaged, managed_t);
     return d ? ld_place_managed(d, real, dp, n, flags) : real(dp, n, flags);
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w, size_t h, unsigned int esz) {
     if (!HAVE(cuMemAllocPitch_v2)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     pitch_t real = REAL(cuMemAllocPitch_v2, pitch_t);
     return d ? ld_place_pitch(d, real, dp, pitch, w, h, esz) : real(dp, pitch, w, h, esz);
 }
@@ -425,14 +429,14 @@ typedef CUresult (*free_async_t)(CUdeviceptr, CUstream);
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     if (!HAVE(cuMemRelease)) return CUDA_ERROR_NOT_INITIALIZED;
     release_t real = REAL(cuMemRelease, release_t);
-    return drv() ? ld_release(h, real) : real(h);
+    return note_use_and_driver() ? ld_release(h, real) : real(h);
 }
 #define FREE_ASYNC_WRAPPER(name, pt) \
     EXPORT CUresult name(CUdeviceptr dp, CUstream s) { \
         if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
         s = ld_compute_stream(s, pt); \
         free_async_t real = REAL(name, free_async_t); \
-        return drv() ? ld_free_async(dp, s, real) : real(dp, s); \
+        return note_use_and_driver() ? ld_free_async(dp, s, real) : real(dp, s); \
     }
 FREE_ASYNC_WRAPPER(cuMemFreeAsync, 0)
 FREE_ASYNC_WRAPPER(cuMemFreeAsync_ptsz, 1)
@@ -444,25 +448,25 @@ typedef CUresult (*pool_attr_t)(CUmemoryPool, CUmemPool_attribute, void *);
 typedef CUresult (*pool_trim_t)(CUmemoryPool, size_t);
 EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
     if (!HAVE(cuMemPoolSetAccess)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     pool_access_t real = REAL(cuMemPoolSetAccess, pool_access_t);
     return d ? ld_place_pool_set_access(d, real, pool, map, count) : real(pool, map, count);
 }
 EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
     if (!HAVE(cuMemPoolSetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     pool_attr_t real = REAL(cuMemPoolSetAttribute, pool_attr_t);
     return d ? ld_place_pool_set_attribute(d, real, pool, attr, value) : real(pool, attr, value);
 }
 EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
     if (!HAVE(cuMemPoolGetAttribute)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     pool_attr_t real = REAL(cuMemPoolGetAttribute, pool_attr_t);
     return d ? ld_place_pool_get_attribute(d, real, pool, attr, value) : real(pool, attr, value);
 }
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
     if (!HAVE(cuMemPoolTrimTo)) return CUDA_ERROR_NOT_INITIALIZED;
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     pool_trim_t real = REAL(cuMemPoolTrimTo, pool_trim_t);
     return d ? ld_place_pool_trim_to(d, real, pool, keep) : real(pool, keep);
 }
@@ -472,7 +476,7 @@ EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     if (!HAVE(cuCtxEnablePeerAccess)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuCtxEnablePeerAccess, CUresult (*)(CUcontext, unsigned))(peer, flags);
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     if (r != CUDA_SUCCESS || !d) return r;
     CUdevice me, owner;
     if (d->cuCtxGetDevice(&me) != CUDA_SUCCESS) return r;
@@ -480,7 +484,7 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     CUresult g = d->cuCtxGetDevice(&owner);
     CUcontext x;
     d->cuCtxPopCurrent_v2(&x);
-    if (g == CUDA_SUCCESS) ld_device_grant_peer(d, owner, me);
+    if (g == CUDA_SUCCESS) ld_vmm_grant_peer(d, owner, me);
     return r;
 }
 
@@ -490,7 +494,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     if (!HAVE(cuDevicePrimaryCtxRetain)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuDevicePrimaryCtxRetain, CUresult (*)(CUcontext *, CUdevice))(pctx, dev);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && pctx && (d = drv())) {
+    if (r == CUDA_SUCCESS && pctx && (d = note_use_and_driver())) {
         ld_compute_note_retain(dev);
         ld_topology_on_context(d, dev, *pctx, 0, 1);
     }
@@ -500,7 +504,8 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 #define CTX_CREATED(r, pctx, dev) \
     do { const ld_driver_t *d_; \
          if ((r) == CUDA_SUCCESS && (pctx)) ld_compute_forget_handle(*(pctx)); \
-         if ((r) == CUDA_SUCCESS && (pctx) && (d_ = drv())) ld_topology_on_context(d_, (dev), *(pctx), 1, 0); } while (0)
+         if ((r) == CUDA_SUCCESS && (pctx) && (d_ = note_use_and_driver())) \
+             ld_topology_on_context(d_, (dev), *(pctx), 1, 0); } while (0)
 
 /* --- compute binding: the context made current, the context reported, the streams --------- */
 
@@ -768,7 +773,7 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsig
  * shim's ranges that belonged to it (and what the pool keeps for its device) while the
  * context still exists, so nothing leaks and no stale range shadows a later address. */
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    const ld_driver_t *d = drv();
+    const ld_driver_t *d = note_use_and_driver();
     if (d && ctx) {
         CUdevice dev = -1;
         if (d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
@@ -776,7 +781,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
             CUcontext x;
             d->cuCtxPopCurrent_v2(&x);
         }
-        ld_alloc_forget_context(d, ctx, dev);
+        ld_alloc_teardown_context(d, ctx, dev);
     }
     if (!HAVE(cuCtxDestroy_v2)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuCtxDestroy_v2, CUresult (*)(CUcontext))(ctx);
@@ -784,9 +789,9 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 
 #define PRIMARY_RESET(name) \
     EXPORT CUresult name(CUdevice dev) { \
-        const ld_driver_t *d = drv(); \
+        const ld_driver_t *d = note_use_and_driver(); \
         if (d) { \
-            ld_alloc_forget_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */ \
+            ld_alloc_teardown_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */ \
             ld_compute_forget_device(d, dev); \
             ld_topology_unbind(dev); \
         } \
@@ -802,7 +807,7 @@ PRIMARY_RESET(cuDevicePrimaryCtxReset)
 #define PRIMARY_RELEASE(name) \
     EXPORT CUresult name(CUdevice dev) { \
         if (!HAVE(name)) return CUDA_ERROR_NOT_INITIALIZED; \
-        const ld_driver_t *d = drv(); \
+        const ld_driver_t *d = note_use_and_driver(); \
         if (d && ld_compute_note_release(dev)) { \
             ld_compute_forget_device(d, dev); \
             ld_topology_unbind(dev); \
@@ -818,7 +823,7 @@ EXPORT CUresult cuModuleLoad(CUmodule *m, const char *fname) {
     if (!HAVE(cuModuleLoad)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoad, CUresult (*)(CUmodule *, const char *))(m, fname);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, NULL, fname);
+    if (r == CUDA_SUCCESS && m && (d = note_use_and_driver())) ld_topology_on_module(d, LD_MOD_MODULE, *m, NULL, fname);
     return r;
 }
 
@@ -826,7 +831,7 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     if (!HAVE(cuModuleLoadData)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoadData, CUresult (*)(CUmodule *, const void *))(m, image);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
+    if (r == CUDA_SUCCESS && m && (d = note_use_and_driver())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
     return r;
 }
 
@@ -835,7 +840,7 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     CUresult r = REAL(cuModuleLoadDataEx, CUresult (*)(CUmodule *, const void *, unsigned, CUjit_option *, void **))(
         m, image, n, opts, vals);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
+    if (r == CUDA_SUCCESS && m && (d = note_use_and_driver())) ld_topology_on_module(d, LD_MOD_MODULE, *m, image, NULL);
     return r;
 }
 
@@ -843,12 +848,13 @@ EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *fatbin) {
     if (!HAVE(cuModuleLoadFatBinary)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuModuleLoadFatBinary, CUresult (*)(CUmodule *, const void *))(m, fatbin);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && m && (d = drv())) ld_topology_on_module(d, LD_MOD_MODULE, *m, fatbin, NULL);
+    if (r == CUDA_SUCCESS && m && (d = note_use_and_driver()))
+        ld_topology_on_module(d, LD_MOD_MODULE, *m, fatbin, NULL);
     return r;
 }
 
 EXPORT CUresult cuModuleUnload(CUmodule m) {
-    if (drv()) ld_topology_forget_module(LD_MOD_MODULE, m);
+    if (note_use_and_driver()) ld_topology_forget_module(LD_MOD_MODULE, m);
     if (!HAVE(cuModuleUnload)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuModuleUnload, CUresult (*)(CUmodule))(m);
 }
@@ -863,7 +869,8 @@ EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
     if (!HAVE(cuLibraryLoadData)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuLibraryLoadData, lib_load_data_t)(lib, code, jo, jv, nj, lo, lv, nl);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && lib && (d = drv())) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, code, NULL);
+    if (r == CUDA_SUCCESS && lib && (d = note_use_and_driver()))
+        ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, code, NULL);
     return r;
 }
 
@@ -872,12 +879,13 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *file, CUjit_op
     if (!HAVE(cuLibraryLoadFromFile)) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = REAL(cuLibraryLoadFromFile, lib_load_file_t)(lib, file, jo, jv, nj, lo, lv, nl);
     const ld_driver_t *d;
-    if (r == CUDA_SUCCESS && lib && (d = drv())) ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, NULL, file);
+    if (r == CUDA_SUCCESS && lib && (d = note_use_and_driver()))
+        ld_topology_on_module(d, LD_MOD_LIBRARY, *lib, NULL, file);
     return r;
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-    if (drv()) ld_topology_forget_module(LD_MOD_LIBRARY, lib);
+    if (note_use_and_driver()) ld_topology_forget_module(LD_MOD_LIBRARY, lib);
     if (!HAVE(cuLibraryUnload)) return CUDA_ERROR_NOT_INITIALIZED;
     return REAL(cuLibraryUnload, CUresult (*)(CUlibrary))(lib);
 }

@@ -5,7 +5,7 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
-#include "shim/pool.h"
+#include "shim/vmm.h"
 #include "shim/track.h"
 
 #include <pthread.h>

@@ -11,7 +11,6 @@
 #include "shim/device.h"
 #include "shim/hash.h"
 #include "shim/log.h"
-#include "shim/vmm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -47,17 +46,9 @@ static size_t nempty;                      /* buckets in the table with no range
 /* Ranges kept, written under mu and read without it (atomically) to skip the lock while
  * the pool is empty. */
 static atomic_size_t nkept;
+static int ever_kept;                      /* under mu: ld_pool_keep's *first */
 static uint64_t cached[LD_MAX_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
-int ld_exiting;
-
-/* Registered at the first kept range, i.e. after the program initialized CUDA, so it runs
- * before the runtime's own exit handlers tear the driver state down. */
-static void pool_at_exit(void) {
-    __atomic_store_n(&ld_exiting, 1, __ATOMIC_RELAXED);
-    if (atomic_load_explicit(&nkept, memory_order_relaxed)) ld_pool_trim(ld_driver(), -1);
-}
-static int exit_registered;
 
 static void shape_of(shape_t *k, int dev, int nslices, size_t slice, const int *domain_of) {
     memset(k, 0, sizeof *k);
@@ -132,7 +123,7 @@ int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_ra
     return 0;
 }
 
-int ld_pool_keep(const ld_range_t *r) {
+int ld_pool_keep(const ld_range_t *r, int *first) {
     uint64_t cap = ld_cfg.policy.pool_cap;
     int dev = r->device;
     if (!cap || dev < 0 || dev >= LD_MAX_DEVICES || r->reserved > cap) return -1;
@@ -165,10 +156,9 @@ int ld_pool_keep(const ld_range_t *r) {
     b->ranges = k;
     cached[dev] += r->reserved;
     set_count(atomic_load_explicit(&nkept, memory_order_relaxed) + 1);
-    int first = !exit_registered;
-    exit_registered = 1;
+    if (first) *first = !ever_kept;
+    ever_kept = 1;
     pthread_mutex_unlock(&mu);
-    if (first) atexit(pool_at_exit);
     return 0;
 
 refuse:
@@ -188,7 +178,9 @@ int ld_pool_contains(CUdeviceptr p) {
     return found;
 }
 
-uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
+int ld_pool_empty(void) { return atomic_load_explicit(&nkept, memory_order_relaxed) == 0; }
+
+uint64_t ld_pool_drain(int dev, void (*each)(const ld_range_t *, void *), void *arg) {
     kept_t *take = NULL;
     bucket_t *b, *tmp;
     pthread_mutex_lock(&mu);
@@ -213,7 +205,7 @@ uint64_t ld_pool_trim(const ld_driver_t *d, int dev) {
     while (take) {
         kept_t *k = take;
         take = k->next;
-        if (d) ld_vmm_teardown(d, &k->r);
+        if (each) each(&k->r, arg);
         freed += k->r.reserved;
         free(k);
     }
@@ -260,7 +252,7 @@ void ld_pool_reset(void) {
     set_count(0);
     nempty = 0;
     memset(cached, 0, sizeof cached);
-    exit_registered = 0;     /* the child's handler list is the parent's: registering again is harmless */
+    ever_kept = 0;           /* the child's exit handlers are the parent's: registering again is harmless */
     atomic_store(&hits, 0);
     atomic_store(&misses, 0);
     atomic_store(&trims, 0);

@@ -9,38 +9,37 @@
  * most `pool` bytes (policy) per device; on out-of-memory the allocation path trims it and
  * retries, so it never costs the program memory it needs.
  *
- * Thread-safety: all functions; the mutex is never held across a driver call. */
+ * The pool is a container: it makes no driver call. What it keeps is vmm.c's (the owner of
+ * a range's life, vmm.h): vmm.c offers and takes ranges, and tears down what it drains.
+ *
+ * Thread-safety: all functions; the mutex is never held across a call out of pool.c. */
 #ifndef LDSHIM_POOL_H
 #define LDSHIM_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "shim/driver.h"
 #include "shim/registry.h"
 
 /* Take a kept range of this shape. 0 and *out filled on a hit (out->size is stale: the
  * caller sets it), -1 on a miss. */
 int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out);
 
-/* Offer a freed range. 0 if the pool kept it (the caller must not tear it down); -1 if the
- * caller must tear it down (cap reached, pool disabled, or no host memory for the entry). */
-int ld_pool_keep(const ld_range_t *r);
+/* Offer a freed range. 0 if the pool kept it (the caller must not tear it down), with
+ * *first (if not NULL) 1 when it is the first range this process kept; -1 if the caller
+ * must tear it down (cap reached, pool disabled, or no host memory for the entry). */
+int ld_pool_keep(const ld_range_t *r, int *first);
 
 /* 1 if `p` lies inside a kept (freed) range: such addresses are freed memory to the
  * program, although the driver still has them mapped. */
 int ld_pool_contains(CUdeviceptr p);
 
-/* Tear down kept ranges of `dev` (-1: every device). Returns bytes released. */
-uint64_t ld_pool_trim(const ld_driver_t *d, int dev);
+/* Take every kept range of `dev` (-1: every device) out of the pool and hand each to
+ * each(range, arg) (NULL: forget them) after the lock is released. Returns their reserved
+ * bytes; a non-zero return counts as a trim. vmm.h's ld_vmm_trim tears them down. */
+uint64_t ld_pool_drain(int dev, void (*each)(const ld_range_t *, void *), void *arg);
 
-/* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
- * what the pool keeps and make it once more, so kept ranges never cost the program memory.
- * Only the call is repeated: whatever decided and counted the request did so once. */
-#define LD_POOL_RETRY_OOM(d, r, call) \
-    do { \
-        (r) = (call); \
-        if ((r) == CUDA_ERROR_OUT_OF_MEMORY && ld_pool_trim((d), -1)) (r) = (call); \
-    } while (0)
+/* 1 while nothing is kept (no lock). */
+int ld_pool_empty(void);
 
 typedef struct { uint64_t hits, misses, trims, cached_bytes, cap; } ld_pool_stats_t;
 void ld_pool_stats(ld_pool_stats_t *out);
@@ -48,10 +47,6 @@ void ld_pool_stats(ld_pool_stats_t *out);
 /* Distinct shapes that have kept ranges; *entries (if not NULL): the table's entries, which
  * include shapes emptied lately and kept for reuse (for tests). */
 size_t ld_pool_shape_count(size_t *entries);
-
-/* Set while the process exits: the driver may already be shutting down, so teardown
- * failures are expected and not worth a warning. */
-extern int ld_exiting;
 
 /* Forked child: forget the parent's ranges without touching the driver. */
 void ld_pool_reset(void);

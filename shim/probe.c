@@ -472,8 +472,8 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
 
     /* The probe's own launches must not be captured into, or break, a capture running in
      * another thread: relax this thread's capture mode for the duration. */
-    CUstreamCaptureMode cap = CU_STREAM_CAPTURE_MODE_RELAXED;
-    int exchanged = drv->cuThreadExchangeStreamCaptureMode && drv->cuThreadExchangeStreamCaptureMode(&cap) == CUDA_SUCCESS;
+    ld_own_calls_t oc;
+    ld_own_calls_begin(&oc, drv);
 
     /* Run in dev's context: the caller's if it is current, else dev's primary context. */
     CUcontext caller = NULL, prim = NULL;
@@ -482,7 +482,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     drv->cuCtxGetCurrent(&caller);
     if (!caller || drv->cuCtxGetDevice(&cur_dev) != CUDA_SUCCESS || cur_dev != dev) {
         if (drv->cuDevicePrimaryCtxRetain(&prim, dev) == CUDA_SUCCESS) {
-            if (drv->cuCtxPushCurrent_v2(prim) == CUDA_SUCCESS) pushed = 1;
+            if (ld_own_calls_push(&oc, prim) == 0) pushed = 1;
             else { drv->cuDevicePrimaryCtxRelease_v2(dev); prim = NULL; }
         }
     }
@@ -495,13 +495,12 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     int ok = (pushed || (caller && cur_dev == dev)) ? measure(&p, mode, o, out)
            : (snprintf(out->verdict, sizeof out->verdict, "no context for device %d", (int)dev), 0);
     if (pushed) {
-        CUcontext popped;
-        drv->cuCtxPopCurrent_v2(&popped);
+        ld_own_calls_pop(&oc);
         drv->cuDevicePrimaryCtxRelease_v2(dev);
     }
     CUcontext now = NULL;
     if (drv->cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != caller) drv->cuCtxSetCurrent(caller);
-    if (exchanged) drv->cuThreadExchangeStreamCaptureMode(&cap);
+    ld_own_calls_end(&oc);
 
     if (ok) {
         out->valid = 1;

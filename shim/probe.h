@@ -3,7 +3,8 @@
  * Called by the shim core (shim/topology.c) once per device, inside the first context
  * creation, with that device's context current; also by the ldshim-probe tool. The probe
  * uses only the real driver table, a private stream, and frees everything it allocated
- * before returning. It must not run during stream capture (the caller checks).
+ * before returning. A capture the program runs meanwhile is safe: the probe relaxes this
+ * thread's capture mode for its own calls (ld_own_calls_t, driver.h) and restores it.
  */
 #ifndef LDSHIM_PROBE_H
 #define LDSHIM_PROBE_H

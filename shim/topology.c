@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_DEV 64
 #define PROBE_WAIT_MS 10000   /* longest a retain waits for another thread's probe */
-static atomic_int probe_state[MAX_DEV];        /* 0 none, 1 running, 2 published */
-static ld_probe_result_t results[MAX_DEV];
-static ldshim_topology_t published[MAX_DEV];
+enum { PROBE_NONE = 0, PROBE_RUNNING = 1, PROBE_PUBLISHED = 2 };
+static atomic_int probe_state[LD_MAX_DEVICES];        /* PROBE_* */
+static ld_probe_result_t results[LD_MAX_DEVICES];
+static ldshim_topology_t published[LD_MAX_DEVICES];
 
 /* Recorded modules and libraries, a uthash table keyed by (kind, handle): every unload the
  * program makes (most are of modules never recorded) is one lookup, not a walk of a list.
@@ -87,17 +87,6 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     return 0;
 }
 
-/* Relaxed capture mode around the shim's own driver calls, so a capture running in
- * another thread is not invalidated by them. */
-static CUstreamCaptureMode relax(const ld_driver_t *d) {
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
-    return m;
-}
-static void unrelax(const ld_driver_t *d, CUstreamCaptureMode m) {
-    if (d->cuThreadExchangeStreamCaptureMode) d->cuThreadExchangeStreamCaptureMode(&m);
-}
-
 /* Publish dev's map into every recorded module that belongs to it (libraries: into the
  * current context). Called with dev's context current. */
 static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
@@ -125,19 +114,16 @@ static void publish_pending(const ld_driver_t *d, int dev, CUcontext cur) {
 
 typedef struct { const ld_driver_t *d; ld_device_t *dv; } loc_ctx_t;
 
+/* The probe's anchored allocations are shim ranges like the program's (rule -1), made and
+ * freed by vmm.c, so the free path, the pool and a context's teardown know them. */
 static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *out) {
     loc_ctx_t *lc = c;
     ld_range_t r;
     char why[160];
-    int dom = domain;
-    CUresult res = ld_vmm_create(lc->d, lc->dv, bytes, 1, &dom, &r, why, sizeof why);
-    if (res != CUDA_SUCCESS) return res;
-    r.rule = -1;
-    lc->d->cuCtxGetCurrent(&r.ctx);
-    if (ld_registry_insert(&r) != 0) {
-        ld_vmm_release(lc->d, &r);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUcontext ctx = NULL;
+    lc->d->cuCtxGetCurrent(&ctx);
+    CUresult res = ld_vmm_alloc(lc->d, lc->dv, ctx, -1, bytes, 1, &domain, &r, why, sizeof why);
+    if (res != CUDA_SUCCESS) return res;   /* the probe reports it and takes another mode */
     *out = r.base;
     return CUDA_SUCCESS;
 }
@@ -145,11 +131,7 @@ static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *
 static void free_localized(void *c, CUdeviceptr p, size_t bytes) {
     loc_ctx_t *lc = c;
     (void)bytes;
-    ld_range_t r;
-    if (ld_registry_remove(p, &r) == 0) {
-        lc->d->cuCtxSynchronize();
-        ld_vmm_release(lc->d, &r);
-    }
+    ld_vmm_free(lc->d, p);
 }
 
 static void apply_state(ldshim_topology_t *t) {
@@ -185,8 +167,8 @@ static void bind_compute(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int 
 
 /* Wait (bounded) while another thread probes `dev`; returns the probe state then. */
 static int wait_probe(int dev) {
-    int st = 1;
-    for (int i = 0; i < PROBE_WAIT_MS && (st = atomic_load(&probe_state[dev])) == 1; i++) {
+    int st = PROBE_RUNNING;
+    for (int i = 0; i < PROBE_WAIT_MS && (st = atomic_load(&probe_state[dev])) == PROBE_RUNNING; i++) {
         struct timespec ts = { 0, 1000000L };
         nanosleep(&ts, NULL);
     }
@@ -194,25 +176,26 @@ static int wait_probe(int dev) {
 }
 
 void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current, int is_primary) {
-    if (!ld_active() || dev < 0 || dev >= MAX_DEV || !ctx) return;
+    if (!ld_active() || dev < 0 || dev >= LD_MAX_DEVICES || !ctx) return;
     int probe_on = ld_cfg.policy.probe != LD_PROBE_OFF, bind = ld_compute_requested();
     /* The binding is claimed before the probe starts, so a thread that makes this primary
      * current while the probe runs waits for the binding instead of running unbound. */
     int claimed = bind && is_primary && ld_compute_claim(dev, ctx);
-    int expect = 0;
-    int mine = probe_on && atomic_compare_exchange_strong(&probe_state[dev], &expect, 1);
-    if (!mine && expect == 1) {
+    int expect = PROBE_NONE;
+    int mine = probe_on && atomic_compare_exchange_strong(&probe_state[dev], &expect, PROBE_RUNNING);
+    if (!mine && expect == PROBE_RUNNING) {
         if (!claimed) return;   /* another thread probes; it publishes (and binds its primary) */
         /* It probes for a context of its own: this primary is bound once its map is there. */
         expect = wait_probe(dev);
-        if (expect == 1) LD_WARN("device %d: the topology probe of another thread is still running; "
+        if (expect == PROBE_RUNNING) LD_WARN("device %d: the topology probe of another thread is still running; "
                                  "binding without its map", dev);
     }
-    if (!mine && !bind && expect != 2) return;
-    CUstreamCaptureMode m = relax(d);
-    int pushed = !is_current && d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    if (!mine && !bind && expect != PROBE_PUBLISHED) return;
+    ld_own_calls_t oc;
+    ld_own_calls_begin(&oc, d);
+    if (!is_current) ld_own_calls_push(&oc, ctx);
 
-    int probed = !mine && expect == 2;
+    int probed = !mine && expect == PROBE_PUBLISHED;
     if (mine) {
         ld_device_t *dv = ld_device_get(d, dev);
         loc_ctx_t lc = {d, dv};
@@ -231,7 +214,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         ld_probe_result_t *res = &results[dev];
         if (ld_probe_device(d, dev, &o, res) != 0) {
             LD_WARN("device %d: topology probe could not query the device; no map published", dev);
-            atomic_store(&probe_state[dev], 0);
+            atomic_store(&probe_state[dev], PROBE_NONE);
         } else {
             ldshim_topology_t t = res->published;
             apply_state(&t);
@@ -244,15 +227,15 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         }
     }
     if (bind) bind_compute(d, dev, ctx, is_primary, claimed, probed ? &results[dev] : NULL);
-    if (mine && probed) atomic_store(&probe_state[dev], 2);
+    if (mine && probed) atomic_store(&probe_state[dev], PROBE_PUBLISHED);
     if (probed) publish_pending(d, dev, ctx);
-    if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
+    ld_own_calls_pop(&oc);
     if (claimed) ld_compute_adopt_current(d, dev);
-    unrelax(d, m);
+    ld_own_calls_end(&oc);
 }
 
 void ld_topology_unbind(int dev) {
-    if (dev < 0 || dev >= MAX_DEV) return;
+    if (dev < 0 || dev >= LD_MAX_DEVICES) return;
     pthread_mutex_lock(&mods_mu);
     if (published[dev].flags & LDSHIM_TOPO_BOUND) {
         ldshim_topology_t *t = &published[dev];
@@ -292,10 +275,11 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
         return;
     }
     LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
-    if (mdev >= 0 && mdev < MAX_DEV && atomic_load(&probe_state[mdev]) == 2) {
-        CUstreamCaptureMode cm = relax(d);
+    if (mdev >= 0 && mdev < LD_MAX_DEVICES && atomic_load(&probe_state[mdev]) == PROBE_PUBLISHED) {
+        ld_own_calls_t oc;
+        ld_own_calls_begin(&oc, d);
         publish_pending(d, mdev, mctx);
-        unrelax(d, cm);
+        ld_own_calls_end(&oc);
     }
 }
 
@@ -313,7 +297,7 @@ void ld_topology_forget_module(int kind, void *handle) {
 }
 
 int ld_topology_get(int dev, ldshim_topology_t *out) {
-    if (dev < 0 || dev >= MAX_DEV || atomic_load(&probe_state[dev]) != 2) {
+    if (dev < 0 || dev >= LD_MAX_DEVICES || atomic_load(&probe_state[dev]) != PROBE_PUBLISHED) {
         if (out) memset(out, 0, sizeof *out);
         return -1;
     }
@@ -326,13 +310,13 @@ int ld_topology_get(int dev, ldshim_topology_t *out) {
 }
 
 int ld_topology_result(int dev, ld_probe_result_t *out) {
-    if (dev < 0 || dev >= MAX_DEV || atomic_load(&probe_state[dev]) != 2) return -1;
+    if (dev < 0 || dev >= LD_MAX_DEVICES || atomic_load(&probe_state[dev]) != PROBE_PUBLISHED) return -1;
     *out = results[dev];
     return 0;
 }
 
 void ld_topology_reset(void) {
-    for (int i = 0; i < MAX_DEV; i++) atomic_store(&probe_state[i], 0);
+    for (int i = 0; i < LD_MAX_DEVICES; i++) atomic_store(&probe_state[i], PROBE_NONE);
     mod_t *m, *tmp;
     HASH_ITER(hh, mods, m, tmp) {       /* frees only: no allocation in a forked child */
         HASH_DEL(mods, m);

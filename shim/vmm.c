@@ -2,9 +2,11 @@
 #include "shim/vmm.h"
 #include "shim/log.h"
 #include "shim/pool.h"
+#include "shim/registry.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* slice = ceil(size / n) rounded up to the granularity, reserved = n x slice; -1 when
@@ -34,7 +36,17 @@ static CUresult address_free(const ld_driver_t *d, CUdeviceptr p, size_t n) {
     CUresult rc = d->cuMemAddressFree(p, n);
     return rc == CUDA_SUCCESS ? rc : d->cuMemAddressFree(p, n);
 }
-static int exiting(void) { return __atomic_load_n(&ld_exiting, __ATOMIC_RELAXED); }
+/* Set while the process exits: the driver may already be shutting down, so teardown
+ * failures are expected and not worth a warning. */
+static int exiting_flag;
+static int exiting(void) { return __atomic_load_n(&exiting_flag, __ATOMIC_RELAXED); }
+
+/* Registered when the pool first keeps a range, i.e. after the program initialized CUDA, so
+ * it runs before the runtime's own exit handlers tear the driver state down. */
+static void at_exit(void) {
+    __atomic_store_n(&exiting_flag, 1, __ATOMIC_RELAXED);
+    if (!ld_pool_empty()) ld_vmm_trim(ld_driver(), -1);
+}
 
 /* Physical handle for one slice (the pool gives back what it keeps on out-of-memory). */
 static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
@@ -137,5 +149,92 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
 }
 
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {
-    if (ld_pool_keep(r) != 0) ld_vmm_teardown(d, r);
+    int first = 0;
+    if (ld_pool_keep(r, &first) != 0) ld_vmm_teardown(d, r);
+    else if (first) atexit(at_exit);
+}
+
+size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
+                          CUcontext first) {
+    ld_range_t *v;
+    size_t n = ld_registry_take_if(pred, arg, &v);
+    CUcontext x;
+    if (n && first && d->cuCtxPushCurrent_v2(first) == CUDA_SUCCESS) {
+        d->cuCtxSynchronize();
+        d->cuCtxPopCurrent_v2(&x);
+    }
+    /* Ranges allocated while a bound (green) context was current: wait for that context too. */
+    for (size_t i = 0; i < n; i++) {
+        int seen = v[i].ctx == first;
+        for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
+        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
+            d->cuCtxSynchronize();
+            d->cuCtxPopCurrent_v2(&x);
+        }
+    }
+    for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
+    free(v);
+    return n;
+}
+
+void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor) {
+    if (ld_device_add_peer(owner, accessor) != 0) return;
+    if (!d->cuMemSetAccess) return;
+    size_t total = ld_registry_snapshot(owner, NULL, 0), got = 0;
+    ld_range_t *buf = total ? malloc((total + 16) * sizeof *buf) : NULL;
+    if (buf) got = ld_registry_snapshot(owner, buf, total + 16);
+    if (got > total + 16) got = total + 16;   /* ranges added meanwhile get the grant at creation */
+    for (size_t i = 0; i < got; i++) {
+        CUmemAccessDesc a;
+        a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a.location.id = accessor;
+        a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = d->cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
+        if (r != CUDA_SUCCESS)
+            LD_WARN("peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
+                    ld_cu_errname(r));
+    }
+    free(buf);
+    LD_INFO("device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
+}
+
+static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
+
+uint64_t ld_vmm_trim(const ld_driver_t *d, int dev) {
+    return ld_pool_drain(dev, d ? teardown_drained : NULL, (void *)d);
+}
+
+CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int rule, size_t size, int nslices,
+                      const int *domain_of, ld_range_t *r, char *why, size_t n) {
+    CUresult rc = ld_vmm_create(d, dv, size, nslices, domain_of, r, why, n);
+    if (rc != CUDA_SUCCESS) return rc;
+    r->ctx = ctx;
+    r->rule = rule;
+    if (ld_registry_insert(r) != 0) {
+        ld_vmm_release(d, r);
+        snprintf(why, n, "registry insert failed (out of host memory)");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* A peer enabled between the range's access grant and its registration missed the
+     * registry snapshot of ld_vmm_grant_peer: grant what the device's mask says now. */
+    ld_vmm_grant(d, r, ld_device_access_mask(dv->ordinal));
+    return CUDA_SUCCESS;
+}
+
+int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base) {
+    ld_range_t r;
+    if (ld_registry_remove(base, &r) != 0) return -1;
+    /* cudaFree/cuMemFree semantics: wait for work that may still use the memory, in the
+     * context the range was allocated in. */
+    CUcontext cur = NULL;
+    d->cuCtxGetCurrent(&cur);
+    int pushed = r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS;
+    CUresult s = d->cuCtxSynchronize();
+    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
+    ld_vmm_release(d, &r);
+    if (pushed) {
+        CUcontext dummy;
+        d->cuCtxPopCurrent_v2(&dummy);
+    }
+    return 0;
 }

@@ -1,8 +1,10 @@
-/* vmm.h — build and tear down one localized range: one reserved VA range, one physical
- * handle per slice (from the device's backend), one access grant. Freed ranges are kept
- * whole by the pool (pool.h) and handed out again without any driver call.
+/* vmm.h — the owner of a localized range's life (doc/shim.md, "The life of a range"): one
+ * reserved VA range, one physical handle per slice (from the device's backend), one access
+ * grant; its registration, free, peer grants, keeping in the pool (pool.h, which hands it
+ * out again without any driver call), trimming, teardown with its context and at exit.
  *
- * Thread-safety: reentrant; touches only the pool (locked internally) and the driver. */
+ * Thread-safety: reentrant; touches only the pool and the registry (each locked
+ * internally) and the driver. */
 #ifndef LDSHIM_VMM_H
 #define LDSHIM_VMM_H
 
@@ -16,8 +18,30 @@
 CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int nslices,
                        const int *domain_of, ld_range_t *r, char *why, size_t n);
 
+/* ld_vmm_create, then register the range (registry.h) as allocated in `ctx` for policy
+ * rule `rule` (-1: the shim's own, the probe's), and grant the peers enabled meanwhile.
+ * Everything the shim hands out as a localized range comes from here. On failure nothing
+ * is left behind and `why` says what failed. */
+CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int rule, size_t size, int nslices,
+                      const int *domain_of, ld_range_t *r, char *why, size_t n);
+
+/* The free of a range ld_vmm_alloc made: unregister the range starting at `base`, wait for
+ * its context's work (pushing it when it is not current), then ld_vmm_release. 0, or -1
+ * when no registered range starts at `base` (nothing done). */
+int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base);
+
+/* A context is going away: unregister every range for which pred(range, arg) holds, wait
+ * for `first` (if not NULL) and for each other context those ranges were made in, and tear
+ * them down (not into the pool: their context dies). Returns how many there were. */
+size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
+                          CUcontext first);
+
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
+
+/* cuCtxEnablePeerAccess: `accessor` may now access `owner`'s ranges. Remembered for new
+ * ranges (device.h), and granted to every live one, one cuMemSetAccess each. */
+void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor);
 
 /* Give the devices of `mask` (bit d: device d) read-write access to the range, one driver
  * call for those it lacks; on success they join r->access_mask. */
@@ -25,5 +49,18 @@ CUresult ld_vmm_grant(const ld_driver_t *d, ld_range_t *r, unsigned long long ma
 
 /* Unmap, release the handles, free the VA. */
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);
+
+/* Tear down what the pool keeps for `dev` (-1: every device); d NULL: forget it without a
+ * driver call (tests). Returns the bytes released. */
+uint64_t ld_vmm_trim(const ld_driver_t *d, int dev);
+
+/* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
+ * what the pool keeps and make it once more, so kept ranges never cost the program memory.
+ * Only the call is repeated: whatever decided and counted the request did so once. */
+#define LD_POOL_RETRY_OOM(d, r, call) \
+    do { \
+        (r) = (call); \
+        if ((r) == CUDA_ERROR_OUT_OF_MEMORY && ld_vmm_trim((d), -1)) (r) = (call); \
+    } while (0)
 
 #endif

@@ -11,6 +11,7 @@
  * for every domain; LDSHIM_MLOPART_TEST_HOOK=word[,word] injects faults.
  */
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
+#include "shim/mlopart_prop.h"
 #include "shim/mlopart_proto.h"
 #include "shim/options.h"
 #include "tools/mlopart_mps.h"
@@ -215,11 +216,7 @@ real:
     if (r != CUDA_SUCCESS)
         return reply(h, q, r, 0, -1, "device %d (domain %d): %s", ord, (int)q->domain, cu_name(h, r));
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ld_mlo_alloc_prop(&prop, dev);
     CUmemGenericAllocationHandle mh;
     r = h->cu.cuMemCreate(&mh, (size_t)q->bytes, &prop, 0);
     if (r != CUDA_SUCCESS)

@@ -10,7 +10,7 @@
 MLO_DIR      := $(BUILD)/mlopart
 MLO_OBJ      := $(MLO_DIR)/obj
 MLO_HELPER   := $(BUILD)/ldshim-mlopart-helper
-MLO_HDRS     := shim/mlopart_proto.h tools/mlopart_mps.h shim/backend.h shim/driver.h \
+MLO_HDRS     := shim/mlopart_proto.h shim/mlopart_prop.h tools/mlopart_mps.h shim/backend.h shim/driver.h \
                 shim/log.h shim/options.h shim/cuda_compat.h policy/policy.h
 # Backend + client + protocol, and the self-contained driver table and logger they call.
 MLO_SHIM_OBJS := $(MLO_OBJ)/backend_mlopart.o $(MLO_OBJ)/mlopart_client.o \

@@ -5,28 +5,9 @@
 # Writes "<passed> <failed>" to RESULT_FILE; exit 1 when a check failed.
 bench=$1; result=$2
 here=$(cd "$(dirname "$0")" && pwd)
-PY=${PYTHON:-python3}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ldshim-bench-selftest.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-p=0; f=0
-pass() { p=$((p + 1)); echo "ok   $1"; }
-flunk() { f=$((f + 1)); echo "FAIL $1: $2"; }
-
-# expect NAME STATUS PATTERN CMD...: CMD exits STATUS and its output matches PATTERN (grep -E).
-expect() {
-  name=$1; want=$2; pat=$3; shift 3
-  "$@" >"$tmp/o" 2>&1
-  got=$?
-  if [ "$got" -ne "$want" ]; then flunk "$name" "exit $got, expected $want: $(head -c 300 "$tmp/o" | tr '\n' '|')"
-  elif [ -n "$pat" ] && ! grep -Eq -- "$pat" "$tmp/o"; then flunk "$name" "output lacks /$pat/: $(head -c 400 "$tmp/o" | tr '\n' '|')"
-  else pass "$name"; fi
-}
-
-mkdir -p "$tmp/lib"
-ln -s "$CUDA_HOME/lib64/stubs/libcuda.so" "$tmp/lib/libcuda.so.1"
-LD_LIBRARY_PATH="$tmp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LD_LIBRARY_PATH
+. "$here/../../tests/selftest_lib.sh"    # expect (grep -E patterns), pass, flunk, ...
+selftest_begin bench
+selftest_stub_libcuda
 expect bench-help 0 "usage: bench_alloc" "$bench" --help
 expect bench-no-mode 2 "--mode is required" "$bench"
 expect bench-bad-mode 2 "--mode is required" "$bench" --mode fast
@@ -88,8 +69,7 @@ expect table-no-file 1 "cannot read" $MT "$tmp/absent.tsv"
 
 # run.sh end to end against a fake bench_alloc (prints fixed rows per mode) and an empty library.
 fk=$tmp/fake; mkdir -p "$fk/out"
-echo 'int ldshim_bench_fake;' >"$fk/empty.c"
-${CC:-cc} -shared -fPIC -o "$fk/libfake.so" "$fk/empty.c"
+selftest_empty_lib "$fk/libfake.so"
 cat >"$fk/bench_alloc" <<'EOF2'
 #!/bin/sh
 mode=$2; sizes="2097152 33554432 67108864 536870912 1073741824"
@@ -113,6 +93,4 @@ expect run-sh-fake-command 0 "cold.*LD_PRELOAD=libldshim.so LDSHIM_POLICY=bench/
 expect run-sh-fake-step-fails 1 "step pool .* exited 1" env OUT="$fk/out" FAKE_FAIL=pool bash "$here/run.sh" --lib "$fk/libfake.so" --bin "$fk/bench_alloc"
 expect run-sh-no-lib 2 "not built" bash "$here/run.sh" --lib "$fk/absent.so" --bin "$fk/bench_alloc"
 
-echo "test-bench-alloc-selftest: $p passed, $f failed"
-echo "$p $f" >"$result"
-[ "$f" -eq 0 ]
+selftest_end test-bench-alloc-selftest "$result"

@@ -14,6 +14,7 @@
  */
 #include "shim/driver.h"
 #include "shim/log.h"
+#include "shim/mlopart_prop.h"
 #include "shim/mlopart_proto.h"
 
 #include <stdint.h>
@@ -63,12 +64,11 @@ static stat_t measure(cycle_fn f, size_t bytes, int reps) {
     return s;
 }
 
+/* What the helper creates (exportable), or the same memory as a plain in-process
+ * allocation would have it. */
 static void prop_for(CUmemAllocationProp *p, int exportable) {
-    memset(p, 0, sizeof *p);
-    p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p->location.id = g_dev;
-    if (exportable) p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ld_mlo_alloc_prop(p, g_dev);
+    if (!exportable) p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 }
 
 static int fail(const char *what, CUresult r) {

@@ -28,7 +28,7 @@ static int run(int nshapes) {
         r.slice = (size_t)(i + 1) << 21;        /* one shape per slice size */
         r.reserved = 2 * r.slice;
         memcpy(r.domain_of, dom, sizeof dom);
-        if (ld_pool_keep(&r) != 0) return -1;
+        if (ld_pool_keep(&r, NULL) != 0) return -1;
     }
     unsigned x = 1;
     double t0 = now_ns();
@@ -36,10 +36,10 @@ static int run(int nshapes) {
         x = x * 1103515245u + 12345u;
         int i = (int)((x >> 8) % (unsigned)nshapes);
         ld_range_t out;
-        if (ld_pool_take(0, 2, (size_t)(i + 1) << 21, dom, &out) != 0 || ld_pool_keep(&out) != 0) return -1;
+        if (ld_pool_take(0, 2, (size_t)(i + 1) << 21, dom, &out) != 0 || ld_pool_keep(&out, NULL) != 0) return -1;
     }
     printf("%5d shapes: %6.0f ns per take + keep\n", nshapes, (now_ns() - t0) / PAIRS);
-    ld_pool_trim(NULL, -1);
+    ld_pool_drain(-1, NULL, NULL);
     return 0;
 }
 

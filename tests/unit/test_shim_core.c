@@ -96,7 +96,7 @@ static void reset_mock(void) {
     live_handles = live_reserve = live_maps = creates = maps = 0;
     fail_create_at = fail_map_at = fail_access = 0;
     fail_unmap_at = unmaps = fail_release_at = releases = fail_afree_at = afrees = reserves = 0;
-    ld_pool_trim(&mock, -1);
+    ld_vmm_trim(&mock, -1);
     live_handles = 0;
 }
 
@@ -358,7 +358,7 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(r2.domain_of[0], 1);
     ld_vmm_release(&mock, &r2);                /* over the cap (64 + 64 > 64): torn down */
     CU_ASSERT_EQUAL(live_reserve, 1);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, -1), 64 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, -1), 64 * MB);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
     /* a range larger than the cap is never kept */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 96 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
@@ -375,7 +375,7 @@ static void test_pool(void) {
     CU_ASSERT_EQUAL(s.cached_bytes, 0);
     CU_ASSERT(s.trims >= 1);
     ld_vmm_release(&mock, &r);
-    ld_pool_trim(&mock, -1);
+    ld_vmm_trim(&mock, -1);
     CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
 }
 
@@ -426,7 +426,7 @@ static int same_shape(const ld_range_t *a, int dev, int nslices, size_t slice, c
 }
 
 static void pool_empty(void) {
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     ld_cfg.policy.pool_cap = 1ull << 40;
 }
 
@@ -471,7 +471,7 @@ static void test_pool_shapes(void) {
         for (int i = 0; i < NSHAPES; i++) {
             tshape_t *s = &sh[order[i]];
             ld_range_t r = shaped(s->dev, s->ns, s->slice, s->dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r, NULL), 0);
             base[order[i]][k] = r.base;
             total += r.reserved;
         }
@@ -511,7 +511,7 @@ static void test_pool_shapes(void) {
     /* A shape that differs from a kept one in one field only is another shape. */
     int d01[2] = {0, 1}, d10[2] = {1, 0};
     ld_range_t r = shaped(1, 2, 4 * MB, d01);
-    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d10, &out), -1);
     CU_ASSERT_EQUAL(ld_pool_take(1, 2, 2 * MB, d01, &out), -1);
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 4 * MB, d01, &out), -1);
@@ -531,44 +531,44 @@ static void test_pool_accounting(void) {
     ld_range_t a = shaped(0, 2, 2 * MB, d01), b = shaped(0, 2, 2 * MB, d10), c = shaped(0, 1, 2 * MB, d0);
     ld_range_t d = shaped(1, 2, 4 * MB, d01), e = shaped(0, 1, 2 * MB, d1), f = shaped(0, 1, 2 * MB, d0);
     ld_pool_stats_t st;
-    CU_ASSERT_EQUAL(ld_pool_keep(&a), 0);          /* dev 0: 4 MiB */
-    CU_ASSERT_EQUAL(ld_pool_keep(&b), 0);          /* dev 0: 8 MiB, the cap */
-    CU_ASSERT_EQUAL(ld_pool_keep(&c), -1);         /* 10 > 8 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&a, NULL), 0);          /* dev 0: 4 MiB */
+    CU_ASSERT_EQUAL(ld_pool_keep(&b, NULL), 0);          /* dev 0: 8 MiB, the cap */
+    CU_ASSERT_EQUAL(ld_pool_keep(&c, NULL), -1);         /* 10 > 8 */
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* the refused shape did not stay */
     CU_ASSERT_EQUAL(ld_pool_contains(c.base), 0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 has its own 8 MiB */
+    CU_ASSERT_EQUAL(ld_pool_keep(&d, NULL), 0);          /* dev 1 has its own 8 MiB */
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
     ld_range_t out;
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d10, &out), 0);   /* b: dev 0 back to 4 MiB */
     CU_ASSERT_EQUAL(out.base, b.base);
-    CU_ASSERT_EQUAL(ld_pool_keep(&c), 0);          /* 6 */
-    CU_ASSERT_EQUAL(ld_pool_keep(&e), 0);          /* 8 */
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* 10 > 8: refused although f's shape has a bucket */
+    CU_ASSERT_EQUAL(ld_pool_keep(&c, NULL), 0);          /* 6 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&e, NULL), 0);          /* 8 */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), -1);         /* 10 > 8: refused although f's shape has a bucket */
     CU_ASSERT_EQUAL(ld_pool_contains(f.base), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 1), 8 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, 1), 8 * MB);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB);
-    CU_ASSERT_EQUAL(ld_pool_keep(&d), 0);          /* dev 1 is empty again */
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), -1);         /* dev 0 still full */
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, 0), 8 * MB);
-    CU_ASSERT_EQUAL(ld_pool_keep(&f), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&d, NULL), 0);          /* dev 1 is empty again */
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), -1);         /* dev 0 still full */
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, 0), 8 * MB);
+    CU_ASSERT_EQUAL(ld_pool_keep(&f, NULL), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 8 * MB + 2 * MB);
     /* cap refusals: a range larger than the cap, a device out of range, the pool off */
     ld_range_t big = shaped(2, 1, 16 * MB, d0), far = shaped(64, 1, 2 * MB, d0), neg = shaped(-1, 1, 2 * MB, d0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&big), -1);
-    CU_ASSERT_EQUAL(ld_pool_keep(&far), -1);
-    CU_ASSERT_EQUAL(ld_pool_keep(&neg), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&big, NULL), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&far, NULL), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&neg, NULL), -1);
     ld_cfg.policy.pool_cap = 0;
     ld_range_t g = shaped(2, 1, 2 * MB, d0);
-    CU_ASSERT_EQUAL(ld_pool_keep(&g), -1);
+    CU_ASSERT_EQUAL(ld_pool_keep(&g, NULL), -1);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 10 * MB);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 2);     /* f on device 0, d on device 1 */
-    CU_ASSERT_EQUAL(ld_pool_trim(NULL, -1), 10 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, -1), 10 * MB);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 0);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
@@ -587,7 +587,7 @@ static void test_pool_trim_device(void) {
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < NSHAPES; i++) {
             r[i][k] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i][k]), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i][k], NULL), 0);
             if (sh[i].dev == 1) {
                 dev1_bytes += r[i][k].reserved;
                 dev1_ranges++;
@@ -598,7 +598,7 @@ static void test_pool_trim_device(void) {
     int af0 = afrees, um0 = unmaps, rel0 = releases;
     ld_pool_stats_t st0, st;
     ld_pool_stats(&st0);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), dev1_bytes);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 1), dev1_bytes);
     CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
     CU_ASSERT_EQUAL(unmaps - um0, dev1_slices);
     CU_ASSERT_EQUAL(releases - rel0, dev1_slices);
@@ -610,8 +610,8 @@ static void test_pool_trim_device(void) {
         for (int k = 0; k < 2; k++)
             CU_ASSERT_EQUAL(ld_pool_contains(r[i][k].base + 1), sh[i].dev != 1);
     /* nothing left on device 1, or on a device that never kept anything */
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 1), 0);
-    CU_ASSERT_EQUAL(ld_pool_trim(&mock, 7), 0);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 1), 0);
+    CU_ASSERT_EQUAL(ld_vmm_trim(&mock, 7), 0);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.trims, st0.trims + 1);
     CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
@@ -621,10 +621,10 @@ static void test_pool_trim_device(void) {
         CU_ASSERT_EQUAL(rc, sh[i].dev == 1 ? -1 : 0);
         if (rc == 0) {
             CU_ASSERT_EQUAL(out.base, r[i][1].base);
-            CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+            CU_ASSERT_EQUAL(ld_pool_keep(&out, NULL), 0);
         }
     }
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
 }
 
@@ -638,7 +638,7 @@ static void test_pool_contains(void) {
     CU_ASSERT_EQUAL(ld_pool_contains(pool_va), 0);
     for (int i = 0; i < NSHAPES; i++) {
         r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i], NULL), 0);
     }
     for (int i = 0; i < NSHAPES; i++) {
         CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
@@ -651,7 +651,7 @@ static void test_pool_contains(void) {
     CU_ASSERT_EQUAL(ld_pool_take(sh[5].dev, sh[5].ns, sh[5].slice, sh[5].dom, &out), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[5].base), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[6].base), 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 0);
 }
 
@@ -666,7 +666,7 @@ static void test_pool_fork(void) {
     ld_range_t r[NSHAPES];
     for (int i = 0; i < NSHAPES; i++) {
         r[i] = shaped(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i]), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i], NULL), 0);
     }
     ld_range_t out;
     CU_ASSERT_EQUAL(ld_pool_take(9, 1, 2 * MB, sh[0].dom, &out), -1);    /* a miss the child forgets */
@@ -689,9 +689,9 @@ static void test_pool_fork(void) {
         if (afrees + unmaps + releases != calls) bad |= 8;           /* no driver call */
         if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != -1) bad |= 16;
         ld_range_t mine = shaped(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom);
-        if (ld_pool_keep(&mine) != 0) bad |= 32;
+        if (ld_pool_keep(&mine, NULL) != 0) bad |= 32;
         if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != 0 || out.base != mine.base) bad |= 64;
-        if (ld_pool_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
+        if (ld_vmm_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
         _exit(bad);
     }
     int status = -1;
@@ -704,7 +704,7 @@ static void test_pool_fork(void) {
     CU_ASSERT_EQUAL(after.misses, before.misses);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), NSHAPES);
     for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_contains(r[i].base), 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
 }
 
 /* No host memory for the table: keep refuses the range (the caller tears it down) at each
@@ -717,7 +717,7 @@ static void test_pool_out_of_memory(void) {
     for (int at = 1; at <= 4; at++) {
         ld_range_t r = shaped(0, 1, 2 * MB, d0);
         arm_malloc_failure(at);
-        int rc = ld_pool_keep(&r);
+        int rc = ld_pool_keep(&r, NULL);
         int calls = malloc_calls;
         disarm_malloc_failure();
         CU_ASSERT_EQUAL(calls, at);
@@ -729,7 +729,7 @@ static void test_pool_out_of_memory(void) {
     }
     /* and the table works afterwards */
     ld_range_t first = shaped(0, 1, 2 * MB, d0), out;
-    CU_ASSERT_EQUAL(ld_pool_keep(&first), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&first, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(0, 1, 2 * MB, d0, &out), 0);
     CU_ASSERT_EQUAL(out.base, first.base);
     /* Growth of the bucket array: new shapes are added with their third allocation (only the
@@ -742,7 +742,7 @@ static void test_pool_out_of_memory(void) {
     for (; n < MAXS && !grew; n++) {
         ld_range_t r = shaped(n % 3, 1, (size_t)(n + 1) * 2 * MB, d0);
         arm_malloc_failure(3);
-        int rc = ld_pool_keep(&r);
+        int rc = ld_pool_keep(&r, NULL);
         int calls = malloc_calls;
         disarm_malloc_failure();
         if (calls >= 3) {
@@ -752,7 +752,7 @@ static void test_pool_out_of_memory(void) {
             CU_ASSERT_EQUAL(ld_pool_contains(r.base), 0);
             ld_pool_stats(&st);
             CU_ASSERT_EQUAL(st.cached_bytes, total);
-            rc = ld_pool_keep(&r);
+            rc = ld_pool_keep(&r, NULL);
         }
         CU_ASSERT_EQUAL_FATAL(rc, 0);
         bases[n] = r.base;
@@ -776,11 +776,11 @@ static void test_pool_cycle_allocates_nothing(void) {
     pool_empty();
     int d01[2] = {0, 1};
     ld_range_t r = shaped(0, 2, 2 * MB, d01), out;
-    CU_ASSERT_EQUAL(ld_pool_keep(&r), 0);
+    CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
     CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
     arm_malloc_failure(1 << 30);               /* count, never fail */
     for (int i = 0; i < 1000; i++) {
-        CU_ASSERT_EQUAL(ld_pool_keep(&out), 0);
+        CU_ASSERT_EQUAL(ld_pool_keep(&out, NULL), 0);
         CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
     }
     int calls = malloc_calls;
@@ -790,7 +790,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     size_t entries = 0;
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 1);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 0);
     /* 200 shapes kept, then taken one by one: emptied shapes are swept once they outnumber
@@ -799,7 +799,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     static CUdeviceptr b200[NS];
     for (int i = 0; i < NS; i++) {
         ld_range_t x = shaped(i % 2, 1, (size_t)(i + 1) * 2 * MB, d01);
-        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&x), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&x, NULL), 0);
         b200[i] = x.base;
     }
     for (int i = 0; i < NS; i++) {
@@ -811,7 +811,7 @@ static void test_pool_cycle_allocates_nothing(void) {
     }
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 34);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
     CU_ASSERT_EQUAL(ld_pool_shape_count(&entries), 0);
     CU_ASSERT_EQUAL(entries, 0);
 }
@@ -841,7 +841,7 @@ static void test_pool_random_model(void) {
         tshape_t *t = &sh[i];
         if (what < 50 && depth[i] < DEPTH) {
             ld_range_t r = shaped(t->dev, t->ns, t->slice, t->dom);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r, NULL), 0);
             stack[i][depth[i]] = r.base;
             reserved[i][depth[i]++] = r.reserved;
             bytes += r.reserved;
@@ -860,7 +860,7 @@ static void test_pool_random_model(void) {
                 if (dev < 0 || sh[j].dev == dev) {
                     while (depth[j]) want += reserved[j][--depth[j]];
                 }
-            CU_ASSERT_EQUAL_FATAL(ld_pool_trim(NULL, dev), want);
+            CU_ASSERT_EQUAL_FATAL(ld_vmm_trim(NULL, dev), want);
             bytes -= want;
         } else {
             int j = rand() % S;
@@ -889,7 +889,7 @@ static void test_pool_random_model(void) {
     ld_pool_stats_t st;
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 0);
-    ld_pool_trim(NULL, -1);
+    ld_vmm_trim(NULL, -1);
 }
 
 /* Threads keep and take ranges of their own and of one shared shape while others ask
@@ -911,7 +911,7 @@ static void *pool_thread(void *arg) {
         s.base += 32 * MB;
         s.device = 63;
         memcpy(s.domain_of, shared, sizeof shared);
-        if (ld_pool_keep(&r) != 0 || ld_pool_keep(&s) != 0) return (void *)1;
+        if (ld_pool_keep(&r, NULL) != 0 || ld_pool_keep(&s, NULL) != 0) return (void *)1;
         if (!ld_pool_contains(r.base + MB)) return (void *)2;
         if (ld_pool_take((int)t, 2, 2 * MB, mine, &out) != 0 || out.base != r.base) return (void *)3;
         if (ld_pool_take(63, 2, 2 * MB, shared, &out) != 0 || out.device != 63 || out.domain_of[0] != 0)
@@ -939,7 +939,7 @@ static void test_pool_threads(void) {
 
 static void test_peer_mask(void) {
     CU_ASSERT_EQUAL(ld_device_access_mask(3), 1ull << 3);
-    ld_device_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
+    ld_vmm_grant_peer(&mock, 3, 5);         /* no live ranges: only remembered */
     CU_ASSERT_EQUAL(ld_device_access_mask(3), (1ull << 3) | (1ull << 5));
     ld_range_t r;
     char why[160];
@@ -976,6 +976,149 @@ static void test_image_scan(void) {
     CU_ASSERT_EQUAL(ld_image_mentions_symbol(&w), 1);
 }
 
+/* --- the range's owner: registered create and free, a dying context; own calls ---------- */
+
+static CUcontext cur_ctx, ctx_stack[8];
+static int depth, pushes, pops, syncs, exchanges, fail_exchange;
+static CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static CUresult m_getcur(CUcontext *c) { *c = cur_ctx; return CUDA_SUCCESS; }
+static CUresult m_push(CUcontext c) {
+    if (depth == 8) return CUDA_ERROR_INVALID_VALUE;
+    pushes++;
+    ctx_stack[depth++] = cur_ctx;
+    cur_ctx = c;
+    return CUDA_SUCCESS;
+}
+static CUresult m_pop(CUcontext *c) {
+    if (!depth) return CUDA_ERROR_INVALID_CONTEXT;
+    pops++;
+    *c = cur_ctx;
+    cur_ctx = ctx_stack[--depth];
+    return CUDA_SUCCESS;
+}
+static CUresult m_sync(void) { syncs++; return CUDA_SUCCESS; }
+static CUresult m_exchange(CUstreamCaptureMode *m) {
+    exchanges++;
+    if (fail_exchange) return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *m;
+    *m = old;
+    return CUDA_SUCCESS;
+}
+static void ctx_mock(int on) {
+    mock.cuCtxGetCurrent = on ? m_getcur : NULL;
+    mock.cuCtxPushCurrent_v2 = on ? m_push : NULL;
+    mock.cuCtxPopCurrent_v2 = on ? m_pop : NULL;
+    mock.cuCtxSynchronize = on ? m_sync : NULL;
+    mock.cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
+    cur_ctx = NULL;
+    depth = pushes = pops = syncs = exchanges = fail_exchange = 0;
+    thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+static int any_range(const ld_range_t *r, void *arg) { (void)r; (void)arg; return 1; }
+
+static void test_vmm_alloc_free(void) {
+    CUcontext A = (CUcontext)0xA0, B = (CUcontext)0xB0, C = (CUcontext)0xC0;
+    ld_range_t r, f;
+    char why[160];
+    int dom[2] = {0, 1};
+    reset_mock();
+    ctx_mock(1);
+    ld_cfg.policy.pool_cap = 0;                 /* every free tears down */
+    cur_ctx = B;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 7, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(ld_registry_find(r.base + 1, &f), 0);
+    CU_ASSERT_EQUAL(f.base, r.base);
+    CU_ASSERT_EQUAL(f.rule, 7);
+    CU_ASSERT_PTR_EQUAL(f.ctx, A);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base + 1), -1);   /* interior: nothing done */
+    CU_ASSERT_EQUAL(ld_registry_count(), 1);
+    CU_ASSERT_EQUAL(syncs, 0);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), 0);
+    CU_ASSERT_EQUAL(pushes, 1);                /* A was not current: pushed for the sync */
+    CU_ASSERT_EQUAL(syncs, 1);
+    CU_ASSERT_EQUAL(pops, 1);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    CU_ASSERT_EQUAL(ld_registry_find(r.base, &f), -1);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), -1);       /* freed already */
+
+    /* Made and freed in the current context: no push. */
+    cur_ctx = A;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, -1, 2 * MB, 1, dom, &r, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL(ld_vmm_free(&mock, r.base), 0);
+    CU_ASSERT_EQUAL(pushes, 1);
+    CU_ASSERT_EQUAL(syncs, 2);
+
+    /* The registry refuses the range (a record already covers its addresses): nothing is
+     * left behind and the reason says why. */
+    ld_range_t block = mk(next_va, 256 * MB);
+    CU_ASSERT_EQUAL_FATAL(ld_registry_insert(&block), 0);
+    CU_ASSERT_EQUAL(ld_vmm_alloc(&mock, &dev0, A, 0, 8 * MB, 2, dom, &r, why, sizeof why), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "registry insert failed"));
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_registry_remove(block.base, NULL), 0);
+
+    /* A dying context: every range goes, each context they were made in is synchronized once. */
+    ld_range_t a1, a2, c1;
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 0, 4 * MB, 2, dom, &a1, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, A, 0, 4 * MB, 2, dom, &a2, why, sizeof why), CUDA_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(ld_vmm_alloc(&mock, &dev0, C, 0, 4 * MB, 2, dom, &c1, why, sizeof why), CUDA_SUCCESS);
+    syncs = pushes = 0;
+    CU_ASSERT_EQUAL(ld_vmm_teardown_if(&mock, any_range, NULL, A), 3);
+    CU_ASSERT_EQUAL(syncs, 2);                 /* A first, then C */
+    CU_ASSERT_EQUAL(pushes, 2);
+    CU_ASSERT_EQUAL(ld_registry_count(), 0);
+    CU_ASSERT_EQUAL(live_handles + live_maps + live_reserve, 0);
+    CU_ASSERT_EQUAL(ld_vmm_teardown_if(&mock, any_range, NULL, A), 0);
+    CU_ASSERT_EQUAL(syncs, 2);                 /* nothing to wait for */
+    ctx_mock(0);
+}
+
+static void test_own_calls(void) {
+    CUcontext A = (CUcontext)0xA0, B = (CUcontext)0xB0;
+    ld_own_calls_t oc;
+    ctx_mock(1);
+    cur_ctx = B;
+    ld_own_calls_begin(&oc, &mock);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, A);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, B), -1);    /* one push per scope */
+    ld_own_calls_pop(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    ld_own_calls_pop(&oc);                              /* nothing left to pop */
+    CU_ASSERT_EQUAL(pops, 1);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CU_ASSERT_EQUAL(exchanges, 2);
+
+    /* end pops what is still pushed */
+    ld_own_calls_begin(&oc, &mock);
+    ld_own_calls_push(&oc, A);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    CU_ASSERT_EQUAL(depth, 0);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    /* an exchange that failed is not undone: the program's mode stays as it was */
+    fail_exchange = 1;
+    exchanges = 0;
+    ld_own_calls_begin(&oc, &mock);
+    fail_exchange = 0;
+    ld_own_calls_end(&oc);
+    CU_ASSERT_EQUAL(exchanges, 1);
+    CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    /* a driver without the entry: nothing to relax, nothing called */
+    mock.cuThreadExchangeStreamCaptureMode = NULL;
+    ld_own_calls_begin(&oc, &mock);
+    CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
+    ld_own_calls_end(&oc);
+    CU_ASSERT_PTR_EQUAL(cur_ctx, B);
+    ctx_mock(0);
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("shim_core", setup, NULL);
     CU_add_test(s, "registry: interior lookup and exact remove", test_registry_interior);
@@ -997,6 +1140,8 @@ static void register_tests(void) {
     CU_add_test(s, "pool: random keep/take/trim against a model, table bounded", test_pool_random_model);
     CU_add_test(s, "pool: 8 threads keep, take, contains", test_pool_threads);
     CU_add_test(s, "device: peer grants reach new ranges", test_peer_mask);
+    CU_add_test(s, "vmm: registered create and free, refusal, a dying context's ranges", test_vmm_alloc_free);
+    CU_add_test(s, "driver: own calls relax the capture mode and push a context, then undo both", test_own_calls);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);
 }
 

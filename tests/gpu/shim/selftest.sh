@@ -9,23 +9,9 @@
 # Writes "<passed> <failed>" to RESULT_FILE; exit 1 when a check failed.
 bin=$1; result=$2
 here=$(cd "$(dirname "$0")" && pwd)
-PY=${PYTHON:-python3}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ldshim-gpu-selftest.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-p=0; f=0
-pass() { p=$((p + 1)); echo "ok   $1"; }
-flunk() { f=$((f + 1)); echo "FAIL $1: $2"; }
-
-# expect NAME STATUS GREP CMD... : CMD exits STATUS and its output contains GREP.
-expect() {
-  name=$1; want=$2; pat=$3; shift 3
-  "$@" >"$tmp/o" 2>&1
-  got=$?
-  if [ "$got" -ne "$want" ]; then flunk "$name" "exit $got, expected $want: $(head -c 300 "$tmp/o" | tr '\n' '|')"
-  elif [ -n "$pat" ] && ! grep -q -- "$pat" "$tmp/o"; then flunk "$name" "output lacks '$pat': $(head -c 300 "$tmp/o" | tr '\n' '|')"
-  else pass "$name"; fi
-}
+SELFTEST_GREP=-G    # the patterns below are basic regular expressions: | and ( ) are literal
+. "$here/../../selftest_lib.sh"    # expect, pass, flunk, ...
+selftest_begin gpu
 
 cat >"$tmp/good.json" <<'EOF'
 {"state": "memory", "backend": "emulated",
@@ -76,9 +62,7 @@ expect torch_check-help 0 "Deterministic PyTorch workload" $PY "$here/torch_chec
 expect run-sh-bad-arg 2 "unknown argument" bash "$here/run.sh" --bogus
 
 # The programs need libcuda.so.1 to start; the toolkit's stub stands in (it fails cuInit).
-mkdir -p "$tmp/lib"
-ln -s "$CUDA_HOME/lib64/stubs/libcuda.so" "$tmp/lib/libcuda.so.1"
-export LD_LIBRARY_PATH="$tmp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+selftest_stub_libcuda
 for v in shared static; do
   a=$bin/alloc_check_$v
   expect "alloc_check_$v-help" 0 "usage: alloc_check" "$a" --help
@@ -95,8 +79,7 @@ expect leak_cycle-no-gpu 2 "no usable CUDA device" "$bin/leak_cycle" --expect no
 # run.sh's own logic against fake programs (shell scripts that print fixed checksums and write
 # the report a correct shim would write), an empty preload library and a fake python.
 fk=$tmp/fake; mkdir -p "$fk/bin"
-echo 'int ldshim_fake_marker;' >"$fk/empty.c"
-${CC:-cc} -shared -fPIC -o "$fk/libfake.so" "$fk/empty.c"
+selftest_empty_lib "$fk/libfake.so"
 cat >"$fk/report.sh" <<'EOF2'
 # report.sh RULE=N...: write the report a correct shim would write for state $LDSHIM_STATE
 [ -n "${LDSHIM_REPORT:-}" ] && [ -e "${LD_PRELOAD:-/absent}" ] || exit 0
@@ -150,6 +133,4 @@ mkdir -p "$fk/out"
 expect run-sh-fake-out 0 "logs in .OUT/gpu-shim-logs.tar.gz" env TMPDIR="$fk" PYTHON="$fk/python" OUT="$fk/out" $RUN --results "$fk/r4" --only leak
 expect run-sh-fake-out-files 0 "leak_pool.json" tar -tzf "$fk/out/gpu-shim-logs.tar.gz"
 
-echo "test-gpu-shim-selftest: $p passed, $f failed"
-echo "$p $f" >"$result"
-[ "$f" -eq 0 ]
+selftest_end test-gpu-shim-selftest "$result"
