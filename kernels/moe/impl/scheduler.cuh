@@ -1,4 +1,4 @@
-// ldmoe_sched.cuh — persistent tile scheduler of the grouped GEMM.
+// impl/scheduler.cuh — persistent tile scheduler of the grouped GEMM (the claimer).
 //
 // One CTA per SM. Thread 0 of each CTA claims tiles; the others learn them through shared
 // memory. Queues (aware mode): one per weight slice d; unaware: one queue over the global order;
