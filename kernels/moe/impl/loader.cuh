@@ -60,8 +60,8 @@ struct Loader {
             for (int d = 0; d < D; ++d)
                 if (ldmoe_may_steal(total, gridDim.x, kp.steal_waves, sh.domcnt[d])) allow |= 1u << d;
         // Static waves pay where neighbouring tiles share a weight block (several m-blocks per
-        // expert: the prefill shapes); with one m-block per expert (decode) they measured 0-2 %
-        // slower than claiming every tile, so they are off there.
+        // expert: the prefill shapes); with one m-block per expert (decode) they only cost the
+        // balance of the dynamic claims, so they are off there (doc/moe.md).
         const bool shared_weights = pre[kp.E] > kp.E;
         const int64_t waves = (kp.tune & kTuneDynamicOnly) || mode == kModeStatic || !shared_weights ? 0 :
             ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
@@ -90,9 +90,9 @@ struct Loader {
             wsrc2 = rb + 1 < p->pnb ? wsrc + (int64_t)p->pkb * LDMOE_PACK_BOX : wsrc;
         }
         rot = first_kstep(t.wrow_idx / C::BM, nk);
-        // Chunks up to a quarter of the tile, then one half or one whole box: four 16-row boxes
-        // measured 0.5-4 % slower than one 64-row box carrying the same bytes, 13-25 % under
-        // skewed routing (more TMA operations per stage).
+        // Chunks up to a quarter of the tile, then one half or one whole box: beyond that, more
+        // small boxes cost more TMA operations per stage than the one larger box carrying the same
+        // bytes (doc/moe.md).
         nbox = 0;
         xcls = 2;
         if constexpr (C::CHUNK < C::BN) {

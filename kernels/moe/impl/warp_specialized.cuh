@@ -240,8 +240,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     // Decode: the producer's first tile claim is made here, at entry, so that the atomic's latency
-    // overlaps the per-launch setup (measured on the H200: setup ~3 us, a contended claim ~0.8 us,
-    // in a launch of ~200 us). Prefill keeps its static ranks first (ClaimerT).
+    // (a contended atomic) overlaps the per-launch setup instead of following it. Prefill keeps its
+    // static ranks first (ClaimerT).
     int32_t early_q = -1;
     unsigned early_v = 0;
     if (tid == 0) {
