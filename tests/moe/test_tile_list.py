@@ -74,7 +74,7 @@ def main():
 
     plib = ctypes.CDLL(product_lib)
     plib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3
-    llib = ldmoe._lib
+    llib = ldmoe_lab._load()
     for name, (v, bm, bn) in sorted(product.items(), key=lambda t: t[1][0]):
         check(tile_geometry(plib, v) == (bm, bn), "product library has %s (%d): %dx%d" % (name, v, bm, bn),
               str(tile_geometry(plib, v)))

@@ -5,11 +5,12 @@
     y = ldmoe.grouped_mm(x, w, offs, tile="ws128x16", tune=0x1, debug_tiles=dbg, trace=tr)
     ldmoe.set_topology([0, 0, 1, 1, ...], 2)          # override the published map (None: restore)
 
-Importing it makes kernels/moe/ldmoe.py use build/lab/libldmoe_lab.so ($LDMOE_LAB_LIB, else
-../../../build/lab/ relative to this file) instead of libldmoe.so, so that everything in the
-process runs one library: the lab exports the whole product API with the same kernels. It fails
-if ldmoe has already loaded another library. TILES: the product's and the lab's, read from
-kernels/moe/ldmoe.h and ldmoe_lab.h (their LDMOE_TILE_LIST / LDMOE_LAB_TILE_LIST).
+Importing it makes kernels/moe/ldmoe.py load build/lab/libldmoe_lab.so ($LDMOE_LAB_LIB, else
+../../../build/lab/ relative to this file) instead of libldmoe.so, on first use, so that
+everything in the process runs one library: the lab exports the whole product API with the same
+kernels. A call fails if ldmoe had already loaded another library. Importing needs neither the
+library nor PyTorch. TILES: the product's and the lab's, read from kernels/moe/ldmoe.h and
+ldmoe_lab.h (their LDMOE_TILE_LIST / LDMOE_LAB_TILE_LIST).
 """
 import ctypes
 import os
@@ -61,6 +62,7 @@ def lab_library_path():
 
 
 def _load():
+    """The lab library, bound for ldmoe's functions and this module's (loaded once)."""
     if ldmoe._lib is not None:
         if not hasattr(ldmoe._lib, "ldmoe_lab_grouped_mm"):
             raise LdmoeError("ldmoe already uses %s, not the lab build" % ldmoe.library_path())
@@ -75,7 +77,7 @@ def _load():
     return lib
 
 
-_load()
+ldmoe._load = _load   # ldmoe's own functions (pack, to_localized, ...) load the lab library too
 
 
 def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, tile="auto", debug_tiles=None,
