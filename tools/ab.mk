@@ -36,6 +36,6 @@ AB_REAL_DEPS := $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/l
 test-ab: $(AB_NULL_SO) $(BUILD)/bin/ldshim-policy $(AB_REAL_DEPS) $(BUILD)/libldmoe.so   # serve.py's packed sizes
 	@mkdir -p $(RESULTS)
 	$(PYTHON) -c 'import sys; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]' $(AB_TOOL) bench/apps/serve.py bench/ab/per_domain.py
-	AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) AB_REAL_SHIM=$(abspath $(BUILD)/libldshim.so) \
+	LDMOE_LIB=$(abspath $(BUILD)/libldmoe.so) AB_TEST_SHIM=$(abspath $(AB_NULL_SO)) AB_REAL_SHIM=$(abspath $(BUILD)/libldshim.so) \
 	  AB_FAKE_DIR=$(abspath $(BUILD)/fake) AB_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' \
 	  LDSHIM_POLICY_CLI=$(abspath $(BUILD)/bin/ldshim-policy) $(PYTHON) tests/ab/run_tests.py $(RESULTS)/test-ab

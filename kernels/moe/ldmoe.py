@@ -41,7 +41,8 @@ TILES = {"auto": 0, "128x128": 3, "128x256": 4, "64x16k4": 7, "64x64k4": 8, "ws2
 MAX_SMS = 256
 MAX_DOMAINS = 8
 TOPOLOGY_MAGIC = 0x4C445348
-TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED = 1, 2, 4, 8
+TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED, TOPO_BOUND = 1, 2, 4, 8, 16
+DOMAIN_NONE = 0xFFFFFFFF
 
 
 class LdmoeError(RuntimeError):
@@ -94,7 +95,18 @@ class Topology(ctypes.Structure):
     _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
                 ("num_sms", ctypes.c_uint32), ("num_domains", ctypes.c_uint32),
                 ("flags", ctypes.c_uint32), ("sms_per_domain", ctypes.c_uint32 * MAX_DOMAINS),
-                ("sm_domain", ctypes.c_uint8 * MAX_SMS)]
+                ("sm_domain", ctypes.c_uint8 * MAX_SMS),
+                # version >= 2 (kernels/ldshim_topology.h): the library copies the whole struct,
+                # so these must be here even when only the version-1 fields are read.
+                ("bound_sms", ctypes.c_uint32), ("bound_domain", ctypes.c_uint32),
+                ("sm_bound", ctypes.c_uint8 * MAX_SMS)]
+
+    def bound_set(self):
+        """The SM ids kernels of this process may run on: the published bound set when the
+        shim bound the process (TOPO_BOUND), else every SM of the map."""
+        if self.magic == TOPOLOGY_MAGIC and self.version >= 2 and self.flags & TOPO_BOUND:
+            return [i for i in range(self.num_sms) if self.sm_bound[i]]
+        return list(range(self.num_sms))
 
 
 _lib = None

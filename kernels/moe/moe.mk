@@ -15,6 +15,7 @@
 #   make test-moe-tiles          the tile lists of ldmoe.h, ldmoe_lab.h, ldmoe.py and both libraries
 #                                agree; the product library exports only the public API
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
+#   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
 #   make test-gpu-moe            GPU suite: the product tiles through libldmoe.so, then every tile
 #                                (exactly-once counters, tune bits, timeline) through the lab
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
@@ -138,7 +139,7 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
 
-.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-gpu-moe test-gpu-moe-bound bench-moe
+.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
@@ -151,6 +152,10 @@ test-moe-tiles: $(LDMOE_LIB) $(LDMOE_LAB_LIB) | $(RESULTS)
 
 test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
 	$(LDMOE_SCHED_TEST) $(RESULTS)/test-moe-sched
+
+# ldmoe.py's and ldmoe_lab.py's ctypes structs against the C headers (no library, no torch needed).
+test-moe-abi: | $(RESULTS)
+	$(PYTHON) tests/moe/test_ldmoe_abi.py --cc $(CC) --result $(RESULTS)/test-moe-abi
 
 test-gpu-moe: $(LDMOE_LIB) $(LDMOE_LAB_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe-product
@@ -171,7 +176,7 @@ bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched
+TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)

@@ -6,7 +6,7 @@
 #
 # --skip-build builds the shim, the probe tool and the MLOPart helper (each suite's make target
 # builds its own programs); --build builds the named targets. Every suite gets SUITE_TIMEOUT
-# seconds (default 300). Benches: compute = bench/compute/run.sh --reps COMPUTE_REPS (3);
+# seconds (default 300); AB_TIMEOUT bounds the ab and ab-study benches (300, 360). Benches: compute = bench/compute/run.sh --reps COMPUTE_REPS (3);
 # serve = bench/apps/serve.py once without and once under the shim (stock), its decode time
 # and busy share; ab-study = ldshim-ab --states study --calibrate over serve.py; per-domain =
 # bench/ab/per_domain.py over serve.py.
@@ -69,12 +69,12 @@ for b in $benches; do
     alloc)   OUT=$W/bench-alloc step bench-alloc 240 make --no-print-directory bench-alloc ;;
     probe)   OUT=$W/bench-probe step bench-probe 180 make --no-print-directory probe-bench ;;
     mlopart) OUT=$W/bench-mlopart step bench-mlopart 120 make --no-print-directory bench-mlopart ;;
-    ab)      OUT=$W/bench-ab step bench-ab 300 sh bench/ab/run_serve_ab.sh ;;
+    ab)      OUT=$W/bench-ab step bench-ab "${AB_TIMEOUT:-300}" sh bench/ab/run_serve_ab.sh ;;
     compute) step bench-compute 300 bash bench/compute/run.sh --reps "${COMPUTE_REPS:-3}" --out "$W/bench-compute" ;;
     serve)   step serve-noshim 150 python3 bench/apps/serve.py
              step serve-shim 150 env LD_PRELOAD="$ROOT/build/libldshim.so" LDSHIM_REPORT="$W/bench-serve/report.json" \
                python3 bench/apps/serve.py ;;
-    ab-study) OUT=$W/bench-ab-study STATES=study CALIBRATE=1 step bench-ab-study 360 sh bench/ab/run_serve_ab.sh ;;
+    ab-study) OUT=$W/bench-ab-study STATES=study CALIBRATE=1 step bench-ab-study "${AB_TIMEOUT:-360}" sh bench/ab/run_serve_ab.sh ;;
     per-domain) step bench-per-domain 300 python3 bench/ab/per_domain.py --out "$W/bench-per-domain" --runs 3 \
                --shim "$ROOT/build/libldshim.so" -- python3 bench/apps/serve.py ;;
     *) echo "run_device.sh: unknown bench $b" | tee -a "$summary" ;;

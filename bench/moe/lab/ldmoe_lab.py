@@ -29,8 +29,10 @@ TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic bui
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS
 TOPOLOGY_MAGIC = ldmoe.TOPOLOGY_MAGIC
-TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED = (ldmoe.TOPO_VALID, ldmoe.TOPO_BALANCED, ldmoe.TOPO_AWARE,
-                                                        ldmoe.TOPO_INVERTED)
+TOPO_VALID, TOPO_BALANCED, TOPO_AWARE, TOPO_INVERTED, TOPO_BOUND = (ldmoe.TOPO_VALID, ldmoe.TOPO_BALANCED,
+                                                                    ldmoe.TOPO_AWARE, ldmoe.TOPO_INVERTED, ldmoe.TOPO_BOUND)
+DOMAIN_NONE = ldmoe.DOMAIN_NONE
+Topology = ldmoe.Topology
 
 
 def read_tile_list(path, macro):
