@@ -24,15 +24,17 @@ peer and every run sees the same counts. Weight bytes count only experts that go
 ldmoe reads its weights in --layout (default packed: ldmoe_pack_weights, built once; localized:
 [D, E, N/D, K]); the headline times both layouts, the tile sweep and the schedules use --layout.
 
-Usage: bench_moe.py [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
+Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
                     [--no-floor] [--sched-best] [--same-process] [--outdir DIR]
        bench_moe.py --variants TILE:TUNE[:MODE[:LAYOUT]],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe). Each shape
 is measured in a fresh process (its buffers' allocation history otherwise slows later shapes);
 --same-process measures them all in this one.
+--lab runs everything over the lab build (bench/moe/lab: every tile, tune bits; the kernels AUTO
+picks are the same machine code as in libldmoe.so); without it, libldmoe.so and its own tiles.
 --variants times only torch and the listed ldmoe variants (tile name or auto, LDMOE_TUNE_* bits
-of ldmoe.h, mode: aware by default, layout: --layout by default), interleaved call by call, and writes moe-variants.md/.json
+of bench/moe/lab/ldmoe_lab.h (needs --lab), mode: aware by default, layout: --layout by default), interleaved call by call, and writes moe-variants.md/.json
 instead.
 """
 import argparse
@@ -52,7 +54,8 @@ torch = ldmoe = None
 
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N
 TOKENS = [8, 64, 512, 2048]
-# Tiles swept per regime (ldmoe.TILES names); AUTO's choice is timed as well.
+# Tiles swept per regime (TILES names; without --lab only those of libldmoe.so); AUTO's choice is
+# timed as well.
 DECODE_TILES = ["64x16k4", "64x64k4", "128x64k2", "ws128x16", "ws128x64", "ws256x64", "ws128x64k1", "ws128x64c16",
                 "ws128x128c16"]
 PREFILL_TILES = ["wg256x128k2", "ws256x128", "ws128x128", "ws256x128ew"]
@@ -275,6 +278,9 @@ def main():
     ap.add_argument("--outdir", default=os.environ.get("OUT") or "build/bench-moe")
     ap.add_argument("--same-process", action="store_true",
                     help="measure every shape in this process (default: one fresh process per shape)")
+    ap.add_argument("--lab", action="store_true",
+                    help="run over the lab build ($LDMOE_LAB_LIB, bench/moe/lab): every tile and the tune bits; "
+                         "without it, libldmoe.so and its tiles only")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
     variants = []
@@ -293,8 +299,17 @@ def main():
                 ap.error("--variants: layout %r is not plain, localized or packed" % variants[-1][3])
     global torch, ldmoe
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-    import ldmoe
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [os.path.join(here, "..", "..", "kernels", "moe"), os.path.join(here, "lab")]
+    if a.lab:
+        import ldmoe_lab as ldmoe
+    else:
+        import ldmoe
+        if a.variants and any(v[1] for v in variants):
+            ap.error("--variants: tune bits need the lab build (--lab)")
+        unknown = [t for t in (a.tiles.split(",") if a.tiles else []) + [v[0] for v in variants] if t not in ldmoe.TILES]
+        if unknown:
+            ap.error("tiles %s are in the lab build only (--lab)" % ",".join(unknown))
     os.makedirs(a.outdir, exist_ok=True)
     torch.manual_seed(1234)
     props = torch.cuda.get_device_properties(0)
@@ -324,7 +339,7 @@ def main():
                        "--reps", str(a.reps), "--warmup", str(a.warmup), "--sets", str(a.sets), "--tokens", a.tokens,
                        "--outdir", td, "--routing", a.routing, "--layout", a.layout] + (["--no-cublas"] if a.no_cublas else []) + \
                     (["--no-floor"] if a.no_floor else []) + (["--tiles", a.tiles] if a.tiles else []) + \
-                    (["--sched-best"] if a.sched_best else [])
+                    (["--sched-best"] if a.sched_best else []) + (["--lab"] if a.lab else [])
                 print("shape %s in a fresh process" % sh, flush=True)
                 rc = subprocess.run(cmd).returncode
                 if rc:
@@ -375,7 +390,8 @@ def main():
                       lambda i: ldmoe.grouped_mm(x, wsets[other][i], offs, layout=other, mode="aware", out=y)))
         for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
             r[name] = med
-        tiles = a.tiles.split(",") if a.tiles else DECODE_TILES if m <= 96 else PREFILL_TILES
+        tiles = a.tiles.split(",") if a.tiles else [t for t in (DECODE_TILES if m <= 96 else PREFILL_TILES)
+                                                     if t in ldmoe.TILES]
         r["tiles"] = tiles
         variants = [("aware", lay, "auto"), ("aware", other, "auto")] + [("aware", lay, t) for t in tiles] + [
             ("unaware", lay, "auto"), ("static", lay, "auto"), ("auto", "plain", "auto")]

@@ -20,8 +20,9 @@ def equal_case(shape, m, sets, layout="localized"):
     """Imports torch and ldmoe; returns (torch, ldmoe, (E, K, N), weight sets in `layout` for two
     domains, x, offs, y) for SHAPES[shape] with m tokens per expert (also used by sustained.py)."""
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-    import ldmoe
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [os.path.join(here, "..", "..", "kernels", "moe"), os.path.join(here, "lab")]
+    import ldmoe_lab as ldmoe   # every tile and the tune bits: the lab build (bench/moe/lab)
     E, K, N = SHAPES[shape]
     T = E * m
     conv = ldmoe.pack if layout == "packed" else ldmoe.to_localized

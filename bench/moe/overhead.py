@@ -40,8 +40,9 @@ def in_layout(w):
 def load():
     global torch, ldmoe
     import torch as _t
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
-    import ldmoe as _l
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [os.path.join(here, "..", "..", "kernels", "moe"), os.path.join(here, "lab")]
+    import ldmoe_lab as _l   # tune bits, the timeline and every tile: the lab build (bench/moe/lab)
     torch, ldmoe = _t, _l
 
 

@@ -77,37 +77,40 @@ enum ldmoe_mode {
     LDMOE_MODE_STATIC = 3     /* tile i -> CTA i mod grid, no atomics (scheduler-cost baseline) */
 };
 
+/* The tiles of this library, one line each: X(value, NAME, weight rows, tokens). This list is the
+ * one source of enum ldmoe_tile below, of the library's tile table (ldmoe_api.cu) and of
+ * ldmoe.py's TILES (name = NAME in lower case without underscores; tests/moe/test_tile_list.py
+ * fails when they disagree). The library ships exactly the tiles that AUTO can pick
+ * (ldmoe_heuristics.h); the others, kept for experiments, are in the lab build
+ * (bench/moe/lab/ldmoe_lab.h), whose values never collide with these. A value is never reused.
+ *   mma.sync, all warps compute (any GPU with TMA):
+ *     64x16_K4       64 weight rows x 16 tokens, 256 k per stage: decode
+ *     64x64_K4       64 x 64, 256 k per stage: decode
+ *     128x128        128 x 128: prefill
+ *     128x256        128 x 256: prefill, large token counts
+ *   warp-specialized wgmma (compute capability 9.0 only):
+ *     WS_128x64_C16  128 weight rows x 64 tokens, loading only the tokens a tile has: up to 16 in
+ *                    one 16-row box, up to 32 in one 32-row box, else the whole 64-row box
+ *     WS_128x128_C16 128 weight rows x 128 tokens, the same way (16-row boxes up to 32 tokens, one
+ *                    64-row box up to 64, else the whole box): one weight pass for up to 128 tokens
+ *     WS_256x128_EW  128 tokens x 256 weight rows, output stored by epilogue warps from shared
+ *                    memory while the consumers go on: prefill */
+#define LDMOE_TILE_LIST(X)              \
+    X(3, 128x128, 128, 128)            \
+    X(4, 128x256, 128, 256)            \
+    X(7, 64x16_K4, 64, 16)             \
+    X(8, 64x64_K4, 64, 64)             \
+    X(19, WS_256x128_EW, 256, 128)     \
+    X(20, WS_128x64_C16, 128, 64)      \
+    X(21, WS_128x128_C16, 128, 128)
+
 enum ldmoe_tile {
-    LDMOE_TILE_AUTO = 0,      /* chosen from T/E. Compute capability 9.0: <= 32 tokens/expert
-                                 WS_128x64_C16, <= 96 WS_128x128_C16, else WS_256x128_EW. Elsewhere: <= 16
-                                 64x16_K4, <= 96 64x64_K4, <= 1024 128x128, else 128x256      */
-    LDMOE_TILE_64x16 = 1,     /* 64 weight rows x 16 tokens: decode, <= 16 tokens per expert     */
-    LDMOE_TILE_64x64 = 2,     /* 64 x 64: decode, <= 96 tokens per expert                        */
-    LDMOE_TILE_128x128 = 3,   /* 128 x 128: prefill (mma.sync)                                   */
-    LDMOE_TILE_128x256 = 4,   /* 128 x 256: prefill (mma.sync), large token counts               */
-    LDMOE_TILE_WG_256x128 = 5,/* 256 x 128: prefill, wgmma; Hopper (compute capability 9.0) only */
-    LDMOE_TILE_WG_128x128 = 6,/* 128 x 128: prefill, wgmma; Hopper only                           */
-    LDMOE_TILE_64x16_K4 = 7,  /* 64 x 16, 256 k per stage (512 contiguous bytes per weight row)   */
-    LDMOE_TILE_64x64_K4 = 8,  /* 64 x 64, 256 k per stage                                          */
-    LDMOE_TILE_WG_256x128_K2 = 9,  /* wgmma 256 x 128, 128 k per stage; Hopper only              */
-    LDMOE_TILE_WG_128x128_K2 = 10, /* wgmma 128 x 128, 128 k per stage; Hopper only              */
-    LDMOE_TILE_WS_256x128 = 11,    /* warp-specialized wgmma, 128 tokens x 256 weight rows; Hopper  */
-    LDMOE_TILE_WS_128x64 = 12,     /* warp-specialized wgmma, 128 weight rows x 64 tokens; Hopper   */
-    LDMOE_TILE_WS_128x16 = 13,     /* warp-specialized wgmma, 128 weight rows x 16 tokens; Hopper   */
-    LDMOE_TILE_128x64_K2 = 14,     /* mma.sync 128 weight rows x 64 tokens, 128 k per stage         */
-    LDMOE_TILE_WS_128x128 = 15,    /* warp-specialized wgmma, 128 tokens x 128 weight rows; Hopper  */
-    LDMOE_TILE_64x8_K4 = 16,       /* mma.sync 64 weight rows x 8 tokens, 256 k per stage           */
-    LDMOE_TILE_WS_256x64 = 17,     /* warp-specialized wgmma, 256 weight rows x 64 tokens; Hopper   */
-    LDMOE_TILE_WS_128x64_K1 = 18,  /* as WS_128x64 with nine 64-k stages; Hopper                    */
-    LDMOE_TILE_WS_256x128_EW = 19, /* as WS_256x128, output stored by epilogue warps from shared
-                                      memory while the consumers go on; 3 stages; Hopper          */
-    LDMOE_TILE_WS_128x64_C16 = 20, /* as WS_128x64, loading only the tokens a tile has: up to 16
-                                      in one 16-row box, up to 32 in one 32-row box, else the
-                                      whole 64-row box (doc/moe.md); Hopper                        */
-    LDMOE_TILE_WS_128x128_C16 = 21,/* 128 weight rows x 128 tokens, decode orientation, six stages;
-                                      up to 32 tokens in 16-row boxes, up to 64 in one 64-row box,
-                                      else the whole box: one weight pass for up to 128 tokens     */
-    LDMOE_TILE_COUNT_ = 22
+    LDMOE_TILE_AUTO = 0,      /* chosen from the tokens per expert (ldmoe_heuristics.h): compute
+                                 capability 9.0 WS_128x64_C16, WS_128x128_C16 or WS_256x128_EW;
+                                 elsewhere 64x16_K4, 64x64_K4, 128x128 or 128x256           */
+#define LDMOE_TILE_ENUM_(value, name, bm, bn) LDMOE_TILE_##name = value,
+    LDMOE_TILE_LIST(LDMOE_TILE_ENUM_)
+#undef LDMOE_TILE_ENUM_
 };
 
 #define LDMOE_DEFAULT_STEAL_WAVES 2.0f
@@ -128,29 +131,7 @@ typedef struct ldmoe_params {
                                   always allow stealing                                        */
     void          *stream;     /* cudaStream_t (NULL: legacy default stream)                   */
     int32_t        tile;       /* enum ldmoe_tile                                              */
-    /* Test/debug only: when non-NULL, a device array of 2*debug_cap uint32: entry g counts how
-     * often global tile g was computed, entry debug_cap+g ORs (1 << domain) of the CTAs that
-     * computed it. Costs two atomics per tile. */
-    uint32_t      *debug_tiles;
-    int64_t        debug_cap;
-    /* Developer knobs for same-process A/B runs of kernel variants (LDMOE_TUNE_* bits); 0 is
-     * the tuned default. Not a stable interface: bits may change meaning between versions. */
-    uint32_t       tune;
-    /* Test/debug only: when non-NULL, a device array of 8 uint64 per CTA (grid = SM count) that
-     * the warp-specialized tiles fill with a timeline of the launch, %globaltimer nanoseconds:
-     * [0] CTA entry, [1] per-launch setup done, [2] first tile claimed, [3] its first stage
-     * landed, [4] the last load issued, [5] the last tile stored; [6] tiles computed, [7] %smid.
-     * Other tiles leave it untouched. See bench/moe/overhead.py --trace. */
-    uint64_t      *trace;
 } ldmoe_params_t;
-
-/* ldmoe_params_t.tune bits (experiments only). */
-#define LDMOE_TUNE_SCALAR_EPILOGUE 0x1u  /* store from registers, not via shared memory (staged tiles)  */
-#define LDMOE_TUNE_TOKENS_NORMAL   0x2u  /* decode tiles: token boxes evict-normal in L2, not evict-last */
-#define LDMOE_TUNE_WEIGHTS_NORMAL  0x4u  /* decode tiles: weight boxes evict-normal in L2               */
-#define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
-#define LDMOE_TUNE_DYNAMIC_ONLY    0x10u /* aware/unaware: claim every tile from the counters (no static
-                                            waves in SM order first; see doc/moe.md)                  */
 
 /* Run Y = X·Wᵀ per expert on `p->stream`. Asynchronous: returns after the launch.
  * Thread-safe (the per-stream workspace table is locked); calls on different streams run
@@ -158,7 +139,7 @@ typedef struct ldmoe_params {
  * stream) counter workspace (freed by ldmoe_release). */
 int ldmoe_grouped_mm_ex(const ldmoe_params_t *p);
 
-/* Convenience form of ldmoe_grouped_mm_ex with tile = AUTO and no debug array.
+/* Convenience form of ldmoe_grouped_mm_ex with tile = AUTO.
  * steal_waves <= 0 selects the default (2 waves). Thread-safe. */
 int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y,
                      int64_t T, int E, int N, int K, int layout, int num_domains,
@@ -190,12 +171,7 @@ int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int E, int N,
 int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
                     int *bm, int *bn, int64_t *bound);
 
-/* Test only: overwrite this library's `ldshim_topology` device symbol on the current device
- * with *topo (as if libldshim had published it); NULL restores what was there before the first
- * override. Synchronous. Not for concurrent use with running kernels of this library. */
 struct ldshim_topology;
-int ldmoe_debug_set_topology(const struct ldshim_topology *topo);
-
 /* Read back the device symbol as the kernels see it (current device). Synchronous. */
 int ldmoe_get_topology(struct ldshim_topology *out);
 

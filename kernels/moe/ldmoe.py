@@ -13,6 +13,9 @@ then the dynamic linker's search path (libldmoe.so.0); library_path() tells whic
 Calls run on torch.cuda.current_stream() of the tensors' device and are asynchronous like any
 CUDA op. Importing needs neither PyTorch nor a GPU: packed_bytes, tile_info, version and
 library_path work without them; the tensor functions need PyTorch.
+
+The lab build's tiles, counters, timeline and tune bits are in bench/moe/lab/ldmoe_lab.py, which
+uses this module over build/lab/libldmoe_lab.so.
 """
 import ctypes
 import os
@@ -27,14 +30,14 @@ except ImportError as _torch_error:   # see _need_torch
 _LIBDIR = None
 
 __all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
-           "set_topology", "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES"]
+           "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
-TILES = {"auto": 0, "64x16": 1, "64x64": 2, "128x128": 3, "128x256": 4, "wg256x128": 5, "wg128x128": 6,
-         "64x16k4": 7, "64x64k4": 8, "wg256x128k2": 9, "wg128x128k2": 10, "ws256x128": 11, "ws128x64": 12,
-         "ws128x16": 13, "128x64k2": 14, "ws128x128": 15, "64x8k4": 16,
-         "ws256x64": 17, "ws128x64k1": 18, "ws256x128ew": 19, "ws128x64c16": 20, "ws128x128c16": 21}
+# ldmoe.h's LDMOE_TILE_LIST, names in lower case without underscores (tests/moe/test_tile_list.py
+# checks that the two agree; the pip package carries no header to read it from).
+TILES = {"auto": 0, "128x128": 3, "128x256": 4, "64x16k4": 7, "64x64k4": 8, "ws256x128ew": 19, "ws128x64c16": 20,
+         "ws128x128c16": 21}
 MAX_SMS = 256
 MAX_DOMAINS = 8
 TOPOLOGY_MAGIC = 0x4C445348
@@ -85,9 +88,7 @@ class _Params(ctypes.Structure):
                 ("N", ctypes.c_int32), ("K", ctypes.c_int32), ("layout", ctypes.c_int32),
                 ("num_domains", ctypes.c_int32), ("mode", ctypes.c_int32),
                 ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p),
-                ("tile", ctypes.c_int32), ("debug_tiles", ctypes.c_void_p),
-                ("debug_cap", ctypes.c_int64), ("tune", ctypes.c_uint32),
-                ("trace", ctypes.c_void_p)]
+                ("tile", ctypes.c_int32)]
 
 
 class Topology(ctypes.Structure):
@@ -140,6 +141,12 @@ def _load():
     else:
         raise LdmoeError("libldmoe.so not found (set LDMOE_LIB; looked for %s); last error: %s" % (
             ", ".join(c for c in cands if c), err))
+    _lib = _bind(lib)
+    return _lib
+
+
+def _bind(lib):
+    """Declare the C signatures on a loaded library (libldmoe.so, or the lab build: ldmoe_lab.py)."""
     lib.ldmoe_grouped_mm_ex.argtypes = [ctypes.POINTER(_Params)]
     lib.ldmoe_convert_layout.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 5 + [ctypes.c_void_p]
     lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
@@ -148,12 +155,10 @@ def _load():
         ctypes.c_void_p]
     lib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [
         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]
-    lib.ldmoe_debug_set_topology.argtypes = [ctypes.c_void_p]
     lib.ldmoe_get_topology.argtypes = [ctypes.c_void_p]
     lib.ldmoe_error_string.restype = ctypes.c_char_p
     lib.ldmoe_last_error.restype = ctypes.c_char_p
     lib.ldmoe_version.restype = ctypes.c_char_p
-    _lib = lib
     return lib
 
 
@@ -201,8 +206,7 @@ def _need(t, name, dtype, dev, ndim=None):
         raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
 
 
-def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, tile="auto",
-               debug_tiles=None, tune=0, trace=None):
+def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, tile="auto"):
     """Y[t] = X[t] @ W[e(t)].T for tokens grouped by expert (offs: int32 cumulative end offsets).
 
     x [T, K] bf16; w [E, N, K] (plain) or [D, E, N/D, K] (localized) bf16, or a PackedWeights
@@ -210,12 +214,17 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
     plain); offs [E] int32;
     out [T, N] bf16 (allocated when None; rows past offs[-1] are left as they were).
     mode: auto | aware | unaware | static. steal_waves <= 0: library default (2 waves).
-    debug_tiles: optional zeroed int32 tensor of 2*cap entries (test only, see ldmoe.h).
-    tune: LDMOE_TUNE_* bits of ldmoe.h (experiments only; 0 = the tuned default).
-    trace: optional int64 tensor of 8 entries per SM, filled with a timeline of the launch by the
-    warp-specialized tiles (debug only, see ldmoe.h)."""
+    tile: "auto" or a name of TILES (or an enum ldmoe_tile value)."""
+    p, out, dev = _params(x, w, offs, layout, mode, out, steal_waves, tile, TILES)
+    with torch.cuda.device(dev):
+        p.stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(_load().ldmoe_grouped_mm_ex(ctypes.byref(p)))
+    return out
+
+
+def _params(x, w, offs, layout, mode, out, steal_waves, tile, tiles):
+    """Checked arguments of a grouped_mm as (_Params without its stream, out, device)."""
     _need_torch("grouped_mm")
-    lib = _load()
     if layout is None:
         layout = "packed" if isinstance(w, PackedWeights) else "plain"
     lay = _enum(LAYOUTS, layout, "layout")
@@ -258,22 +267,8 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
     p.layout, p.num_domains = lay, D
     p.mode = _enum(MODES, mode, "mode")
     p.steal_waves = float(steal_waves)
-    p.tile = _enum(TILES, tile, "tile")
-    p.tune = int(tune)
-    if debug_tiles is not None:
-        _need(debug_tiles, "debug_tiles", torch.int32, dev, 1)
-        p.debug_tiles = debug_tiles.data_ptr()
-        p.debug_cap = debug_tiles.numel() // 2
-    if trace is not None:
-        _need(trace, "trace", torch.int64, dev, 1)
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        if trace.numel() < 8 * sms:
-            raise ValueError("trace needs 8 entries per SM (%d), has %d" % (8 * sms, trace.numel()))
-        p.trace = trace.data_ptr()
-    with torch.cuda.device(dev):
-        p.stream = torch.cuda.current_stream(dev).cuda_stream
-        _check(lib.ldmoe_grouped_mm_ex(ctypes.byref(p)))
-    return out
+    p.tile = _enum(tiles, tile, "tile")
+    return p, out, dev
 
 
 def tile_info(T, E, N, K, layout="plain", num_domains=1, tile="auto"):
@@ -360,20 +355,6 @@ def pack(w, D=None, out=None):
         _check(lib.ldmoe_pack_weights(w.data_ptr(), src, data.data_ptr(), E, N, K, D,
                                       torch.cuda.current_stream(w.device).cuda_stream))
     return PackedWeights(data, E, N, K, D)
-
-
-def set_topology(sm_domain=None, num_domains=2, flags=TOPO_VALID | TOPO_AWARE, magic=TOPOLOGY_MAGIC):
-    """Test only: override the published map on the current device; None restores it."""
-    lib = _load()
-    if sm_domain is None:
-        _check(lib.ldmoe_debug_set_topology(None))
-        return
-    t = Topology()
-    t.magic, t.version, t.num_sms, t.num_domains, t.flags = magic, 1, len(sm_domain), num_domains, flags
-    for i, d in enumerate(sm_domain):
-        t.sm_domain[i] = d
-        t.sms_per_domain[d] += 1
-    _check(lib.ldmoe_debug_set_topology(ctypes.byref(t)))
 
 
 def get_topology():

@@ -1,5 +1,9 @@
-// ldmoe_api.cu — host side of libldmoe: argument validation, tile configuration, per-stream
-// counter workspaces, launches, the layout converter and the test-only topology override.
+// ldmoe_api.cu — host side of libldmoe: argument validation, the tile table, per-stream counter
+// workspaces, launches and the layout converters.
+//
+// The lab build (bench/moe/lab/ldmoe_lab.cu) compiles this same file with more tiles
+// (LDMOE_LAB_TILE_LIST) and adds its own entry points, so every kernel both libraries have is
+// built from the same source and the same flags.
 //
 // Errors are values with a thread-local message; nothing is printed.
 #include <cuda_runtime.h>
@@ -11,8 +15,8 @@
 #include <string.h>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
-#include "kernels/moe/ldmoe_gemm.cuh"
-#include "kernels/moe/ldmoe_ws.cuh"
+#include "kernels/moe/ldmoe_heuristics.h"
+#include "kernels/moe/impl/tile_shapes.cuh"
 
 #define LDMOE_API extern "C" __attribute__((visibility("default")))
 
@@ -20,39 +24,6 @@
 LDSHIM_DEFINE_TOPOLOGY();
 
 namespace ldmoe {
-
-// Tile configurations. Cfg<BM weight rows, BN tokens, warps along M, warps along N, stages,
-// wgmma, k-blocks per stage> (ldmoe_gemm.cuh); WsCfg<BM, BN, stages, k-blocks per stage,
-// weights on the MMA's M side> (ldmoe_ws.cuh). "In flight" = weight bytes of the ring (the
-// all-warps body keeps STAGES - 1 stages loading, the warp-specialized one all of them).
-// Stages of 2 k-blocks: 256 contiguous bytes of each weight row per stage.
-using CfgT1 = Cfg<64, 16, 4, 1, 8, false, 2>;   // decode, <= 16 tokens per expert; 112 KiB of weights in flight
-using CfgT2 = Cfg<64, 64, 2, 2, 6, false, 2>;   // decode, <= 96 tokens per expert; 80 KiB of weights in flight
-using CfgT3 = Cfg<128, 128, 2, 4, 4>;   // prefill, mma.sync
-using CfgT4 = Cfg<128, 256, 2, 4, 3>;   // prefill, mma.sync, long expert segments
-using CfgT5 = Cfg<256, 128, 2, 4, 4, true>;   // prefill, wgmma (sm_90a): 256 weight rows x 128 tokens
-using CfgT6 = Cfg<128, 128, 2, 4, 6, true>;   // prefill, wgmma (sm_90a): 128 x 128
-// Stages of 4 k-blocks: 512 contiguous bytes of each weight row per stage.
-using CfgT7 = Cfg<64, 16, 4, 1, 4, false, 4>;  // decode, 96 KiB of weights in flight
-using CfgT8 = Cfg<64, 64, 2, 2, 3, false, 4>;  // decode, 64 KiB of weights in flight
-// wgmma with 128 k per stage: half the barriers and waits per FLOP, fewer stages.
-using CfgT9 = Cfg<256, 128, 2, 4, 2, true, 2>;
-using CfgT10 = Cfg<128, 128, 2, 4, 3, true, 2>;
-// Warp-specialized wgmma (sm_90a): a producer warpgroup and two consumer warpgroups (ldmoe_ws.cuh).
-using CfgT11 = WsCfg<256, 128, 4, 1, false>;   // prefill: 128 tokens x 256 weight rows, 4 x 48 KiB stages
-using CfgT12 = WsCfg<128, 64, 4, 2, true>;     // decode: 128 weight rows x 64 tokens, 128 KiB of weights in flight
-using CfgT13 = WsCfg<128, 16, 5, 2, true>;     // decode: 128 x 16, 160 KiB of weights in flight; 5 stages leave room for
-                                                //   the staged epilogue (0-1.5 % faster than 6 without it, H200)
-using CfgT15 = WsCfg<128, 128, 6, 1, false>;   // prefill: 128 tokens x 128 weight rows
-// mma.sync decode tiles with more weight rows per token row (less token traffic from L2).
-using CfgT14 = Cfg<128, 64, 4, 2, 4, false, 2>; // 128 x 64, 96 KiB of weights in flight
-using CfgT16 = Cfg<64, 8, 4, 1, 5, false, 4>;   // 64 x 8 (m16n8 MMA with n = 8 tokens), 128 KiB in flight
-using CfgT17 = WsCfg<256, 64, 5, 1, true>;     // decode: 256 weight rows x 64 tokens, 160 KiB of weights in flight
-using CfgT18 = WsCfg<128, 64, 9, 1, true>;     // decode: 128 x 64, nine 64-k stages: 144 KiB of weights in flight
-using CfgT19 = WsCfg<256, 128, 3, 1, false, true>;   // prefill: as T11 with epilogue warps, 3 stages
-// Decode with token boxes of 16 rows, loaded only as far as a tile's tokens go (WsCfg CHUNK):
-using CfgT20 = WsCfg<128, 64, 4, 2, true, false, 16>;    // ws128x64 footprint; an expert's first 64 tokens per weight pass
-using CfgT21 = WsCfg<128, 128, 6, 1, true, false, 16>;   // 128 tokens per weight pass, 96 KiB of weights in flight
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_kernel(const __grid_constant__ KParams p) {
@@ -91,7 +62,7 @@ __global__ void pack_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
         const int64_t rowblk = box / pkb;
         const int32_t rb = (int32_t)(rowblk % pnb), se = (int32_t)(rowblk / pnb);
         const int32_t d = se / E, e = se % E;
-        const int32_t r = rb * LDMOE_PACK_ROWS + rr, k = kb * 64 + c * 8;
+        const int32_t r = rb * LDMOE_PACK_ROWS + rr, k = kb * LDMOE_PACK_K + c * 8;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r < ND && k < K) {
             const int64_t row = src_localized ? (int64_t)se * ND + r : (int64_t)e * N + (int64_t)d * ND + r;
@@ -136,51 +107,47 @@ LDMOE_API const char *ldmoe_error_string(int status) {
 
 LDMOE_API const char *ldmoe_last_error(void) { return g_msg; }
 
+// The lab build says so in its version string.
+#ifndef LDMOE_BUILD_TAG
+#define LDMOE_BUILD_TAG ""
+#endif
+
 LDMOE_API const char *ldmoe_version(void) {
-    return LDMOE_VERSION_STRING " (sm_90a: warp-specialized wgmma, TMA; elsewhere: mma.sync m16n8k16)";
+    return LDMOE_VERSION_STRING " (sm_90a: warp-specialized wgmma, TMA; elsewhere: mma.sync m16n8k16)" LDMOE_BUILD_TAG;
 }
 
 // ---------------------------------------------------------------------------------------------
-// tile configurations
+// the tile table
 
 struct TileCfg {
     int bm, bn, box, threads, smem;   // box: token rows per TMA box (bn, or a chunk of it)
-    const void *fn;
+    const void *fn;                   // NULL: not a tile of this library
     bool wgmma;   // sm_90a-only kernel (wgmma): compute capability 9.0 required
 };
 
-template <class C> static TileCfg all_warps() {
-    return {C::BM, C::BN, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_kernel<C>, C::WG};
-}
-template <class C> static TileCfg warp_specialized() {
-    return {C::BM, C::BN, C::CHUNK, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_kernel<C>, true};
+template <class C, int BM, int BN> static TileCfg describe() {
+    static_assert(C::BM == BM && C::BN == BN, "the tile list's geometry is the kernel's");
+    if constexpr (C::WARP_SPECIALIZED)
+        return {C::BM, C::BN, C::CHUNK, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_kernel<C>, true};
+    else
+        return {C::BM, C::BN, C::BN, C::THREADS, C::SMEM, (const void *)grouped_mm_kernel<C>, C::WG};
 }
 
-// The tile of every enum value (validated before; the default is never taken).
+// Every tile of ldmoe.h's LDMOE_TILE_LIST (and, in the lab build, of LDMOE_LAB_TILE_LIST); other
+// values have no kernel.
 static TileCfg tile_cfg(int tile) {
     switch (tile) {
-    case LDMOE_TILE_64x16: return all_warps<CfgT1>();
-    case LDMOE_TILE_64x64: return all_warps<CfgT2>();
-    case LDMOE_TILE_128x128: return all_warps<CfgT3>();
-    case LDMOE_TILE_128x256: return all_warps<CfgT4>();
-    case LDMOE_TILE_WG_256x128: return all_warps<CfgT5>();
-    case LDMOE_TILE_WG_128x128: return all_warps<CfgT6>();
-    case LDMOE_TILE_64x16_K4: return all_warps<CfgT7>();
-    case LDMOE_TILE_64x64_K4: return all_warps<CfgT8>();
-    case LDMOE_TILE_WG_256x128_K2: return all_warps<CfgT9>();
-    case LDMOE_TILE_WG_128x128_K2: return all_warps<CfgT10>();
-    case LDMOE_TILE_WS_256x128: return warp_specialized<CfgT11>();
-    case LDMOE_TILE_WS_128x64: return warp_specialized<CfgT12>();
-    case LDMOE_TILE_WS_128x16: return warp_specialized<CfgT13>();
-    case LDMOE_TILE_128x64_K2: return all_warps<CfgT14>();
-    case LDMOE_TILE_WS_128x128: return warp_specialized<CfgT15>();
-    case LDMOE_TILE_64x8_K4: return all_warps<CfgT16>();
-    case LDMOE_TILE_WS_256x64: return warp_specialized<CfgT17>();
-    case LDMOE_TILE_WS_128x64_K1: return warp_specialized<CfgT18>();
-    case LDMOE_TILE_WS_256x128_EW: return warp_specialized<CfgT19>();
-    case LDMOE_TILE_WS_128x64_C16: return warp_specialized<CfgT20>();
-    case LDMOE_TILE_WS_128x128_C16: return warp_specialized<CfgT21>();
-    default: return all_warps<CfgT7>();
+#define LDMOE_TILE_CASE_(value, name, bm, bn) \
+    case LDMOE_TILE_##name: return describe<Shape_##name, bm, bn>();
+        LDMOE_TILE_LIST(LDMOE_TILE_CASE_)
+#undef LDMOE_TILE_CASE_
+#ifdef LDMOE_LAB_TILE_LIST
+#define LDMOE_LAB_TILE_CASE_(value, name, bm, bn) \
+    case LDMOE_LAB_TILE_##name: return describe<LabShape_##name, bm, bn>();
+        LDMOE_LAB_TILE_LIST(LDMOE_LAB_TILE_CASE_)
+#undef LDMOE_LAB_TILE_CASE_
+#endif
+    default: return TileCfg{};
     }
 }
 
@@ -197,31 +164,8 @@ static bool device_has_wgmma(void) {
     return major == 9 && minor == 0;
 }
 
-// AUTO: by average tokens per expert. On Hopper (compute capability 9.0) the warp-specialized
-// wgmma tiles: decode with the weights on the MMA's M side (128 weight rows x 16 or 64 tokens),
-// prefill 128 tokens x 256 weight rows with epilogue warps. Elsewhere the mma.sync tiles.
-// Chosen from the sweeps in bench/results/ (H200).
 static int resolve_tile(int tile, int64_t T, int E) {
-    if (tile != LDMOE_TILE_AUTO) return tile;
-    const int64_t avg = E > 0 ? T / E : T;
-    if (device_has_wgmma()) {
-        // Decode tiles sized for the busiest expert, not the average one: an expert with more
-        // tokens than a tile holds streams its weights once per m-block, and real routing is never
-        // even. The chunked tiles load (and multiply) only the tokens a tile has. H200, against
-        // WS_128x16 / WS_128x64 (bench/results/moe-floor-routing):
-        //   <= 32: WS_128x64_C16, up to 64 tokens per weight pass: within 1 % of WS_128x16 with
-        //          8 tokens each, up to 20 % faster with skewed routing;
-        //   <= 96: WS_128x128_C16, up to 128: 1-4 % slower than WS_128x64 with exactly 64 tokens
-        //          each (96 instead of 128 KiB of weights in flight), 6-20 % faster with random or
-        //          skewed routing.
-        if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
-        if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;
-        return LDMOE_TILE_WS_256x128_EW;
-    }
-    if (avg <= 16) return LDMOE_TILE_64x16_K4;
-    if (avg <= 96) return LDMOE_TILE_64x64_K4;
-    if (avg <= 1024) return LDMOE_TILE_128x128;
-    return LDMOE_TILE_128x256;
+    return tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile(T, E, device_has_wgmma()) : tile;
 }
 
 static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int tile) {
@@ -234,7 +178,8 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
     if (layout != LDMOE_LAYOUT_PLAIN && (D < 1 || D > LDMOE_MAX_DOMAINS))
         return fail(LDMOE_ERR_INVALID_ARG, "num_domains = %d must be in 1..%d for the %s layout", D, LDMOE_MAX_DOMAINS,
                     layout == LDMOE_LAYOUT_PACKED ? "packed" : "localized");
-    if (tile < LDMOE_TILE_AUTO || tile >= LDMOE_TILE_COUNT_) return fail(LDMOE_ERR_INVALID_ARG, "tile %d unknown", tile);
+    if (tile != LDMOE_TILE_AUTO && !tile_cfg(tile).fn)
+        return fail(LDMOE_ERR_INVALID_ARG, "tile %d is not a tile of this library (enum ldmoe_tile)", tile);
     if (K % 8) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 8 (16-byte rows)", K);
     if (N % (8 * D)) return fail(LDMOE_ERR_ALIGNMENT, "N = %d must be a multiple of 8*D = %d", N, 8 * D);
     // TMA coordinates and dimensions are 32-bit: token rows and weight rows must fit.
@@ -298,7 +243,7 @@ static int g_nws;
 
 // SM order probe: one CTA per SM (each takes all the shared memory a block may have); block b
 // records that the hardware handed its SM out b-th. The hardware fills a GPC before the next, so
-// this order puts consecutive static ranks of the scheduler on SMs of one GPC (ldmoe_sched.cuh).
+// this order puts consecutive static ranks of the scheduler on SMs of one GPC (impl/scheduler.cuh).
 __global__ void sm_order_kernel() {
     extern __shared__ unsigned char pad[];
     if (threadIdx.x == 0) {
@@ -415,18 +360,17 @@ LDMOE_API int ldmoe_release(void) {
 // ---------------------------------------------------------------------------------------------
 // launches
 
-static const uint32_t kTuneKnown = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
-                                   LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES |
-                                   LDMOE_TUNE_DYNAMIC_ONLY
-#ifdef LDMOE_DIAG
-                                   | kDiagNoMma | kDiagNoStore
-#endif
-    ;
+// What only the lab build's entry point sets (ldmoe_lab_params_t); zero in the product library.
+struct LabArgs {
+    uint32_t *debug_tiles;
+    int64_t debug_cap;
+    uint32_t tune;
+    uint64_t *trace;
+};
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
-    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+static int grouped_mm(const ldmoe_params_t *p, const LabArgs &lab) {
     const int D = p->layout == LDMOE_LAYOUT_PLAIN ? 1 : p->num_domains;
     int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile);
     if (rc) return rc;
@@ -439,8 +383,6 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (!aligned16(p->x) || !aligned16(p->w) || !aligned16(p->y))
         return fail(LDMOE_ERR_ALIGNMENT, "x, w and y must be 16-byte aligned (x=%p w=%p y=%p)", p->x, p->w, p->y);
     if (((uintptr_t)p->offs & 3u) != 0) return fail(LDMOE_ERR_ALIGNMENT, "offs must be 4-byte aligned");
-    if (p->tune & ~kTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
-    if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
     if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
 
     const int tile = resolve_tile(p->tile, p->T, p->E);
@@ -481,15 +423,20 @@ LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     kp.mode = p->mode;
     kp.steal_waves = p->steal_waves > 0.f ? p->steal_waves : LDMOE_DEFAULT_STEAL_WAVES;
     kp.ctr = ctr;
-    kp.dbg = p->debug_tiles;
-    kp.dbg_cap = p->debug_tiles ? p->debug_cap : 0;
-    kp.tune = p->tune;
-    kp.trace = p->trace;
+    kp.dbg = lab.debug_tiles;
+    kp.dbg_cap = lab.debug_tiles ? lab.debug_cap : 0;
+    kp.tune = lab.tune;
+    kp.trace = lab.trace;
     void *args[] = {&kp};
     e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    return grouped_mm(p, LabArgs{});
 }
 
 LDMOE_API int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y, int64_t T, int E,
@@ -554,10 +501,7 @@ LDMOE_API int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int
 }
 
 // ---------------------------------------------------------------------------------------------
-// topology (test override)
-
-static ldshim_topology_t g_saved[LDMOE_MAX_DEVICES];
-static bool g_saved_valid[LDMOE_MAX_DEVICES];
+// topology
 
 LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out) {
     if (!out) return fail(LDMOE_ERR_INVALID_ARG, "out is NULL");
@@ -566,24 +510,3 @@ LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out) {
     return LDMOE_OK;
 }
 
-LDMOE_API int ldmoe_debug_set_topology(const struct ldshim_topology *topo) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
-    if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d", dev);
-    pthread_mutex_lock(&g_lock);
-    int rc = LDMOE_OK;
-    if (!g_saved_valid[dev]) {
-        e = cudaMemcpyFromSymbol(&g_saved[dev], ldshim_topology, sizeof(ldshim_topology_t));
-        if (e != cudaSuccess) rc = cuda_fail(e, "cudaMemcpyFromSymbol(ldshim_topology)");
-        else g_saved_valid[dev] = true;
-    }
-    if (!rc) {
-        const ldshim_topology_t *src = topo ? topo : &g_saved[dev];
-        e = cudaMemcpyToSymbol(ldshim_topology, src, sizeof(ldshim_topology_t));
-        if (e != cudaSuccess) rc = cuda_fail(e, "cudaMemcpyToSymbol(ldshim_topology)");
-        else if (!topo) g_saved_valid[dev] = false;
-    }
-    pthread_mutex_unlock(&g_lock);
-    return rc;
-}

@@ -80,7 +80,7 @@ LDMOE_HD int ldmoe_may_steal(int64_t total_tiles, int32_t grid, float steal_wave
     return sms_in_victim_domain == 0 || (double)total_tiles >= (double)steal_waves * (double)grid;
 }
 
-/* Static waves W of the scheduler (ldmoe_sched.cuh): rank r of queue q runs the queue's tiles
+/* Static waves W of the scheduler (impl/scheduler.cuh): rank r of queue q runs the queue's tiles
  * r + i*ranks[q], i < W, and the rest of every queue is claimed tile by tile. W is one less than
  * the fewest whole waves any queue holds for its ranks, or the launch for its grid, so that at
  * least a wave of every queue stays dynamic for balancing and stealing; 0 below two waves. */
@@ -119,12 +119,14 @@ LDMOE_HD int64_t ldmoe_localized_row(int32_t E, int32_t N, int32_t D, int32_t e,
 /* Packed layout (ldmoe.h, LDMOE_LAYOUT_PACKED): boxes of 128 rows x 64 k (16 KiB, 128-byte
  * swizzle), ordered [D][E][row block][k block]; k blocks per row block padded to a multiple of 4
  * so that a stage of up to four k-blocks never reads past a row block. */
-#define LDMOE_PACK_ROWS 128
-#define LDMOE_PACK_BOX 16384
+#define LDMOE_PACK_ROWS 128   /* weight rows per box: the kernels' 128-row shared-memory block   */
+#define LDMOE_PACK_K 64       /* k per box: 64 bf16, one 128-byte swizzled shared-memory row     */
+#define LDMOE_PACK_BOX (LDMOE_PACK_ROWS * LDMOE_PACK_K * 2)   /* bytes per box (16 KiB)      */
 #define LDMOE_PACK_KALIGN 4   /* k blocks per row block are a multiple of this (the largest stage) */
 LDMOE_HD int32_t ldmoe_packed_rowblocks(int32_t ND) { return (int32_t)(((int64_t)ND + LDMOE_PACK_ROWS - 1) / LDMOE_PACK_ROWS); }
 LDMOE_HD int32_t ldmoe_packed_kblocks(int32_t K) {
-    return (int32_t)(((int64_t)K + 64 * LDMOE_PACK_KALIGN - 1) / (64 * LDMOE_PACK_KALIGN) * LDMOE_PACK_KALIGN);
+    return (int32_t)(((int64_t)K + LDMOE_PACK_K * LDMOE_PACK_KALIGN - 1) / (LDMOE_PACK_K * LDMOE_PACK_KALIGN) *
+                     LDMOE_PACK_KALIGN);
 }
 
 /* Index of the box holding row block rb, k block kb of slice d of expert e. */
@@ -134,9 +136,9 @@ LDMOE_HD int64_t ldmoe_packed_box(int32_t E, int32_t ND, int32_t K, int32_t d, i
 
 /* Byte offset of element (row r of slice d of expert e, column k) in the packed layout. */
 LDMOE_HD int64_t ldmoe_packed_offset(int32_t E, int32_t ND, int32_t K, int32_t d, int32_t e, int32_t r, int32_t k) {
-    int32_t rr = r % LDMOE_PACK_ROWS, c = (k % 64) / 8;
-    return ldmoe_packed_box(E, ND, K, d, e, r / LDMOE_PACK_ROWS, k / 64) * LDMOE_PACK_BOX + (int64_t)rr * 128 +
-           ((c ^ (rr % 8)) * 16) + (k % 8) * 2;
+    int32_t rr = r % LDMOE_PACK_ROWS, c = (k % LDMOE_PACK_K) / 8;
+    return ldmoe_packed_box(E, ND, K, d, e, r / LDMOE_PACK_ROWS, k / LDMOE_PACK_K) * LDMOE_PACK_BOX +
+           (int64_t)rr * (LDMOE_PACK_K * 2) + ((c ^ (rr % 8)) * 16) + (k % 8) * 2;
 }
 
 #endif /* LDMOE_TILES_H */

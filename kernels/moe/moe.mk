@@ -1,24 +1,33 @@
-# kernels/moe/moe.mk — libldmoe.so (persistent domain-aware MoE grouped GEMM), its CPU tests
-# (tests/moe) and GPU tests (tests/gpu/moe).
+# kernels/moe/moe.mk — libldmoe.so (persistent domain-aware MoE grouped GEMM), its lab build
+# (bench/moe/lab), their CPU tests (tests/moe) and GPU tests (tests/gpu/moe).
 #
-#   make build/libldmoe.so       the library; ptxas register/spill report in build/moe-ptxas.log
-#   make test-moe                CPU suite (tile numbering, steal rule, argument validation
-#                                through the library)
+#   make build/libldmoe.so       the library (the tiles AUTO can pick); ptxas register/spill
+#                                report in build/moe-ptxas.log
+#   make lab-moe                 build/lab/libldmoe_lab.so: the same plus every experimental tile,
+#                                per-tile counters, timeline, tune bits, topology override
+#                                (bench/moe/lab/ldmoe_lab.h); not built by `make`, built by `make test`
+#   make lab-moe-diag            build/lab/diag/libldmoe_lab.so: the lab with -DLDMOE_DIAG
+#   make sass-identity           every kernel of both libraries against the SASS digests recorded
+#                                before the product/lab split (bench/moe/sass_identity.py)
+#   make test-moe                CPU suite (tile numbering, steal rule, AUTO's choice, argument
+#                                validation through the library)
+#   make test-moe-lab            CPU suite of the lab library (its tiles and arguments)
+#   make test-moe-tiles          the tile lists of ldmoe.h, ldmoe_lab.h, ldmoe.py and both libraries
+#                                agree; the product library exports only the public API
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
-#   make test-moe-abi            ldmoe.py's ctypes structs have the C headers' layout
-#   make test-gpu-moe            GPU suite (correctness vs fp32 reference, exactly-once tiles)
+#   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
+#   make test-gpu-moe            GPU suite: the product tiles through libldmoe.so, then every tile
+#                                (exactly-once counters, tune bits, timeline) through the lab
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 #   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
 #   make build/moe/pattern_probe       weight streaming by access pattern (bench/moe/pattern_probe.cu)
-#   make build/diag/libldmoe.so        diagnostic library: tune bits that skip the math or the stores
 
 LDMOE_DIR      := kernels/moe
 LDMOE_BUILD    := $(BUILD)/moe
 LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
-LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_gemm.cuh $(LDMOE_DIR)/ldmoe_sched.cuh \
-                  $(LDMOE_DIR)/ldmoe_wgmma_ops.cuh $(LDMOE_DIR)/ldmoe_ws.cuh \
+LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_heuristics.h $(wildcard $(LDMOE_DIR)/impl/*.cuh) \
                   kernels/ldshim_topology.h
 # sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
 # always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels
@@ -32,18 +41,24 @@ LDMOE_NVFLAGS  := --compress-mode=none -std=c++17 -O3 --threads 0 -I. -Xcompiler
 LDMOE_NVFLAGS  += $(if $(VERSION),-DLDMOE_VERSION_STRING='"$(VERSION)"')
 LDMOE_SONAME   := libldmoe.so$(if $(SOVERSION),.$(SOVERSION))
 
-$(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(wildcard VERSION)
-	@mkdir -p $(dir $@)
+# $(call ldmoe_compile,source,object,ptxas log,extra flags): compile with the ptxas report kept,
+# warn on register spills, and check the register budget that the warp-specialized prefill
+# kernels' setmaxnreg split (WsCfg<BM, BN, STAGES, KSUB, WA = false, ...>) assumes: with fewer
+# than 168 registers per thread at launch, setmaxnreg.inc would wait forever.
+define ldmoe_compile
+	@mkdir -p $(dir $(2)) $(dir $(3))
 	@# private temp names: concurrent makes in a shared tree must not trample each other
-	$(NVCC) $(LDMOE_NVFLAGS) -Xptxas -v -c $< -o $@.$$$$.tmp 2> $(LDMOE_PTXAS).$$$$.tmp && mv -f $@.$$$$.tmp $@ && \
-	  mv -f $(LDMOE_PTXAS).$$$$.tmp $(LDMOE_PTXAS) || { cat $(LDMOE_PTXAS).$$$$.tmp >&2; rm -f $@.$$$$.tmp $(LDMOE_PTXAS).$$$$.tmp; exit 1; }
-	@if grep -q "spill stores" $(LDMOE_PTXAS) && grep "spill stores" $(LDMOE_PTXAS) | grep -qv " 0 bytes spill stores"; then \
-	  echo "moe: WARNING: register spills, see $(LDMOE_PTXAS)" >&2; fi
-	@# The setmaxnreg split of the prefill warp-specialized kernels (WsCfg<BM, BN, STAGES, KSUB, WA = false, ...>)
-	@# assumes the launch holds 168 registers per thread; with fewer, setmaxnreg.inc would wait forever.
+	$(NVCC) $(LDMOE_NVFLAGS) $(4) -Xptxas -v -c $(1) -o $(2).$$$$.tmp 2> $(3).$$$$.tmp && mv -f $(2).$$$$.tmp $(2) && \
+	  mv -f $(3).$$$$.tmp $(3) || { cat $(3).$$$$.tmp >&2; rm -f $(2).$$$$.tmp $(3).$$$$.tmp; exit 1; }
+	@if grep -q "spill stores" $(3) && grep "spill stores" $(3) | grep -qv " 0 bytes spill stores"; then \
+	  echo "moe: WARNING: register spills, see $(3)" >&2; fi
 	@awk '/Compiling entry function .*grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E.*sm_90a/ { want = 1; next } \
-	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; ldmoe_ws.cuh assumes 168"; bad = 1 } want = 0 } \
-	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(LDMOE_PTXAS)"; bad = 1 } exit bad }' $(LDMOE_PTXAS) >&2 || { rm -f $@; exit 1; }
+	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; warp_specialized.cuh assumes 168"; bad = 1 } want = 0 } \
+	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(3)"; bad = 1 } exit bad }' $(3) >&2 || { rm -f $(2); exit 1; }
+endef
+
+$(LDMOE_BUILD)/ldmoe_api.o: $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(wildcard VERSION)
+	$(call ldmoe_compile,$<,$@,$(LDMOE_PTXAS))
 
 $(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map $(wildcard VERSION)
 	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< -Xlinker -soname=$(LDMOE_SONAME) \
@@ -56,10 +71,10 @@ $(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BU
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit
 
-# The device scheduler (ldmoe_sched.cuh) compiled for the host, one thread per simulated CTA.
+# The device scheduler (impl/scheduler.cuh) compiled for the host, one thread per simulated CTA.
 LDMOE_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_sched
 CXX ?= g++
-$(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/ldmoe_sched.cuh $(LDMOE_HEADERS) \
+$(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/impl/scheduler.cuh $(LDMOE_HEADERS) \
                      kernels/ldshim_topology.h tests/unit/cunit_main.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -pthread -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
@@ -78,31 +93,75 @@ $(LDMOE_PATTERN_PROBE): bench/moe/pattern_probe.cu
 	$(NVCC) --compress-mode=none -std=c++17 -O3 -arch=sm_90a -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings \
 	  -o $@ $<
 
-# Diagnostic build of the library (not built by `make`, never installed): -DLDMOE_DIAG adds the
-# tune bits 0x40000000 (no wgmma) and 0x20000000 (no output stores) of ldmoe_gemm.cuh, to time a
-# launch without its math or its stores (bench_moe.py --variants auto:0,auto:0x60000000 with
-# LDMOE_LIB pointing here). Its results are wrong by design, and ptxas serializes its wgmmas
-# (C7520), so compare its variants with each other, not with build/libldmoe.so.
-LDMOE_DIAG_LIB := $(BUILD)/diag/libldmoe.so
-$(LDMOE_DIAG_LIB): $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(LDMOE_DIR)/ldmoe.map
-	@mkdir -p $(dir $@)
-	$(NVCC) $(LDMOE_NVFLAGS) -DLDMOE_DIAG -c $< -o $(dir $@)ldmoe_api.o
-	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $(dir $@)ldmoe_api.o \
-	  -Xlinker --version-script=$(LDMOE_DIR)/ldmoe.map -Xlinker --no-undefined -lpthread -ldl -lrt
+# ---- lab build (bench/moe/lab) ----
+# The same host and kernel sources with the lab's tiles and entry points; never installed. Its
+# soname is its own, so it never stands in for libldmoe.so.0 by accident.
+LDMOE_LAB_DIR   := bench/moe/lab
+LDMOE_LAB_LIB   := $(BUILD)/lab/libldmoe_lab.so
+LDMOE_LAB_PTXAS := $(BUILD)/lab/moe-lab-ptxas.log
+LDMOE_LAB_DEPS  := $(LDMOE_DIR)/ldmoe_api.cu $(LDMOE_DEPS) $(LDMOE_LAB_DIR)/ldmoe_lab.h $(wildcard VERSION)
 
-.PHONY: test-moe test-moe-sched test-moe-abi test-gpu-moe test-gpu-moe-bound bench-moe
+$(BUILD)/lab/ldmoe_lab.o: $(LDMOE_LAB_DIR)/ldmoe_lab.cu $(LDMOE_LAB_DEPS)
+	$(call ldmoe_compile,$<,$@,$(LDMOE_LAB_PTXAS))
+
+$(LDMOE_LAB_LIB): $(BUILD)/lab/ldmoe_lab.o $(LDMOE_LAB_DIR)/ldmoe_lab.map
+	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< -Xlinker -soname=libldmoe_lab.so \
+	  -Xlinker --version-script=$(LDMOE_LAB_DIR)/ldmoe_lab.map -Xlinker --no-undefined -lpthread -ldl -lrt
+
+# Diagnostic lab build: -DLDMOE_DIAG adds the tune bits LDMOE_TUNE_DIAG_NO_MMA (0x40000000) and
+# LDMOE_TUNE_DIAG_NO_STORE (0x20000000), to time a launch without its math or its stores
+# (bench_moe.py --lab --variants auto:0,auto:0x60000000 with LDMOE_LIB pointing here). Its results
+# are wrong by design, and ptxas serializes its wgmmas (C7520), so compare its variants with each
+# other, not with the other libraries.
+LDMOE_LAB_DIAG_LIB := $(BUILD)/lab/diag/libldmoe_lab.so
+$(BUILD)/lab/diag/ldmoe_lab.o: $(LDMOE_LAB_DIR)/ldmoe_lab.cu $(LDMOE_LAB_DEPS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(LDMOE_NVFLAGS) -DLDMOE_DIAG -c $< -o $@
+$(LDMOE_LAB_DIAG_LIB): $(BUILD)/lab/diag/ldmoe_lab.o $(LDMOE_LAB_DIR)/ldmoe_lab.map
+	$(NVCC) -shared -cudart static $(LDMOE_GENCODE) -o $@ $< -Xlinker -soname=libldmoe_lab.so \
+	  -Xlinker --version-script=$(LDMOE_LAB_DIR)/ldmoe_lab.map -Xlinker --no-undefined -lpthread -ldl -lrt
+
+.PHONY: lab-moe lab-moe-diag sass-identity
+lab-moe: $(LDMOE_LAB_LIB)
+lab-moe-diag: $(LDMOE_LAB_DIAG_LIB)
+
+# Every kernel of both libraries must be byte-identical in SASS (and equal in resource usage) to
+# its counterpart in the digests recorded before the product/lab split, and each kernel AUTO can
+# launch must be among them. Needs a cuobjdump (bench/moe/sass_identity.py says where it looks).
+sass-identity: $(LDMOE_LIB) $(LDMOE_LAB_LIB)
+	$(PYTHON) bench/moe/sass_identity.py compare bench/moe/sass/baseline.txt $(LDMOE_LIB) $(LDMOE_LAB_LIB) \
+	  --require-file bench/moe/sass/auto-kernels.txt
+
+# ---- lab CPU tests ----
+LDMOE_LAB_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_lab_cpu
+$(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_LAB_DIR)/ldmoe_lab.h $(LDMOE_LAB_LIB) \
+                       tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
+
+.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
+
+test-moe-lab: $(LDMOE_LAB_CPU_TEST) | $(RESULTS)
+	$(LDMOE_LAB_CPU_TEST) $(RESULTS)/test-moe-lab
+
+test-moe-tiles: $(LDMOE_LIB) $(LDMOE_LAB_LIB) | $(RESULTS)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) \
+	  $(PYTHON) tests/moe/test_tile_list.py $(RESULTS)/test-moe-tiles
 
 test-moe-sched: $(LDMOE_SCHED_TEST) | $(RESULTS)
 	$(LDMOE_SCHED_TEST) $(RESULTS)/test-moe-sched
 
-# ldmoe.py's ctypes structs against the C headers (no library, no torch needed).
+# ldmoe.py's and ldmoe_lab.py's ctypes structs against the C headers (no library, no torch needed).
 test-moe-abi: | $(RESULTS)
 	$(PYTHON) tests/moe/test_ldmoe_abi.py --cc $(CC) --result $(RESULTS)/test-moe-abi
 
-test-gpu-moe: $(LDMOE_LIB) | $(RESULTS)
-	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe
+test-gpu-moe: $(LDMOE_LIB) $(LDMOE_LAB_LIB) | $(RESULTS)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --result $(RESULTS)/test-gpu-moe-product
+	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) $(PYTHON) tests/gpu/moe/test_moe.py --lab --result $(RESULTS)/test-gpu-moe-lab
+	@cat $(RESULTS)/test-gpu-moe-product $(RESULTS)/test-gpu-moe-lab | \
+	  awk '{ p += $$1; f += $$2 } END { print p, f }' > $(RESULTS)/test-gpu-moe
 
 # The same tests in a process bound to domain 0's SMs (compute binding): the persistent grid
 # is sized to the bound set and only bound SMs are ranked, and every tile must still be
@@ -111,11 +170,13 @@ test-gpu-moe-bound: $(LDMOE_LIB) $(SHIM_LIB) | $(RESULTS)
 	LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
 	  $(PYTHON) tests/gpu/moe/test_moe.py --quick --result $(RESULTS)/test-gpu-moe-bound
 
-bench-moe: $(LDMOE_LIB) $(LDMOE_FLOOR_LIB)
-	LDMOE_LIB=$(abspath $(LDMOE_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py
+# The tile sweeps need the lab's tiles: the lab library runs them all, AUTO's included (the same
+# kernels as libldmoe.so, make sass-identity).
+bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
+	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-sched test-moe-abi
+TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_ldmoe_abi.py — the ctypes mirrors of libldmoe's C structs in ldmoe.py have the C layout.
+"""test_ldmoe_abi.py — the ctypes mirrors of libldmoe's C structs in ldmoe.py (and of the lab
+build's in bench/moe/lab/ldmoe_lab.py) have the C layout.
 
 ldmoe.py hands ctypes structures to the library (ldmoe_params_t by value-pointer, the
 ldshim_topology_t that ldmoe_get_topology fills with sizeof(ldshim_topology_t) bytes). A
@@ -18,12 +19,14 @@ import sys
 import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "kernels", "moe"))
+sys.path[:0] = [os.path.join(ROOT, "kernels", "moe"), os.path.join(ROOT, "bench", "moe", "lab")]
 import ldmoe  # noqa: E402  (needs no torch and no library to import)
+import ldmoe_lab  # noqa: E402  (neither does the lab's wrapper)
 
 # (Python structure, C type, header)
 STRUCTS = [(ldmoe.Topology, "ldshim_topology_t", "kernels/ldshim_topology.h"),
-           (ldmoe._Params, "ldmoe_params_t", "kernels/moe/ldmoe.h")]
+           (ldmoe._Params, "ldmoe_params_t", "kernels/moe/ldmoe.h"),
+           (ldmoe_lab._LabParams, "ldmoe_lab_params_t", "bench/moe/lab/ldmoe_lab.h")]
 
 
 def c_layout(cc):

@@ -1,10 +1,12 @@
 /* test_ldmoe_cpu.c — CPU tests of libldmoe: tile numbering (the kernel's and the tests' shared
- * contract), the steal rule, the layout row mapping, and argument validation through the real
- * library (no GPU needed: every rejected call returns before touching CUDA). */
+ * contract), the steal rule, the layout row mapping, AUTO's tile choice for both kinds of GPU,
+ * and argument validation through the real library (no GPU needed: every rejected call returns
+ * before touching CUDA). The lab library has its own suite (test_ldmoe_lab_cpu.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/moe/ldmoe.h"
+#include "kernels/moe/ldmoe_heuristics.h"
 #include "kernels/moe/ldmoe_tiles.h"
 #include "tests/unit/cunit_main.h"
 
@@ -141,13 +143,10 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.tile = 99;
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
-    p = good(); p.debug_tiles = (uint32_t *)P(0x50000); p.debug_cap = 0;
+    p = good(); p.tile = 12;   /* a lab tile (bench/moe/lab/ldmoe_lab.h): not in this library */
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
-    p = good(); p.tune = 0x100u;                                                 /* unknown tune bit */
-    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_ERR_INVALID_ARG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "tune"));
-    p = good(); p.tune = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL |
-                         LDMOE_TUNE_WEIGHTS_NORMAL | LDMOE_TUNE_STREAM_STORES;   /* all known bits: T = 0 is a no-op */
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "not a tile of this library"));
+    p = good(); p.tile = LDMOE_TILE_WS_128x64_C16;   /* a product tile: T = 0 is a no-op */
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
     p = good(); p.layout = LDMOE_LAYOUT_PLAIN; p.num_domains = 0; p.N = 1000;   /* plain: D = 1, 1000 % 8 == 0 */
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p), LDMOE_OK);
@@ -228,7 +227,8 @@ static void test_packed_layout(void) {
     CU_ASSERT(strstr(ldmoe_last_error(), "packed") != NULL);
     int bm = 0, bn = 0;
     int64_t bound = 0;
-    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_128x64, &bm, &bn, &bound), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_128x64_C16, &bm, &bn, &bound),
+                    LDMOE_OK);
     CU_ASSERT_EQUAL(bound, ((1000 + 63) / 64 + 8) * 2 * (2048 / 128));
 }
 
@@ -242,31 +242,76 @@ static void test_tile_info(void) {
     CU_ASSERT_EQUAL(ldmoe_tile_info(8 * 512, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, 0, &bm, &bn, NULL), LDMOE_OK);
     CU_ASSERT_EQUAL(bm, 128);
     CU_ASSERT_EQUAL(bn, 128);
-    CU_ASSERT_EQUAL(ldmoe_tile_info(100, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, LDMOE_TILE_64x64, &bm, &bn, &bound), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(100, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, LDMOE_TILE_64x64_K4, &bm, &bn, &bound),
+                    LDMOE_OK);
     CU_ASSERT_EQUAL(bn, 64);
     CU_ASSERT_EQUAL(bound, (2 + 8) * 1 * 64);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 63, 0, 1, 0, NULL, NULL, NULL), LDMOE_ERR_ALIGNMENT);
-    /* every explicit tile reports the geometry its kernel is built with */
-    static const struct { int tile, bm, bn; } geo[] = {
-        {LDMOE_TILE_64x16, 64, 16},          {LDMOE_TILE_64x64, 64, 64},        {LDMOE_TILE_128x128, 128, 128},
-        {LDMOE_TILE_128x256, 128, 256},      {LDMOE_TILE_WG_256x128, 256, 128}, {LDMOE_TILE_WG_128x128, 128, 128},
-        {LDMOE_TILE_64x16_K4, 64, 16},       {LDMOE_TILE_64x64_K4, 64, 64},     {LDMOE_TILE_WG_256x128_K2, 256, 128},
-        {LDMOE_TILE_WG_128x128_K2, 128, 128}, {LDMOE_TILE_WS_256x128, 256, 128}, {LDMOE_TILE_WS_128x64, 128, 64},
-        {LDMOE_TILE_WS_128x16, 128, 16},     {LDMOE_TILE_128x64_K2, 128, 64},   {LDMOE_TILE_WS_128x128, 128, 128},
-        {LDMOE_TILE_64x8_K4, 64, 8},         {LDMOE_TILE_WS_256x64, 256, 64},   {LDMOE_TILE_WS_128x64_K1, 128, 64},
-        {LDMOE_TILE_WS_256x128_EW, 256, 128},
-        {LDMOE_TILE_WS_128x64_C16, 128, 64},
-        {LDMOE_TILE_WS_128x128_C16, 128, 128},
+    /* The shipped tiles keep their values and report the geometry their kernels are built with
+     * (written out here, not taken from LDMOE_TILE_LIST, so a change to either shows). */
+    static const struct { int tile, value, bm, bn; } geo[] = {
+        {LDMOE_TILE_128x128, 3, 128, 128},        {LDMOE_TILE_128x256, 4, 128, 256},
+        {LDMOE_TILE_64x16_K4, 7, 64, 16},         {LDMOE_TILE_64x64_K4, 8, 64, 64},
+        {LDMOE_TILE_WS_256x128_EW, 19, 256, 128}, {LDMOE_TILE_WS_128x64_C16, 20, 128, 64},
+        {LDMOE_TILE_WS_128x128_C16, 21, 128, 128},
     };
-    CU_ASSERT_EQUAL(sizeof geo / sizeof geo[0], LDMOE_TILE_COUNT_ - 1);
+    int listed = 0;
+#define COUNT_(value, name, bm, bn) ++listed;
+    LDMOE_TILE_LIST(COUNT_)
+#undef COUNT_
+    CU_ASSERT_EQUAL(sizeof geo / sizeof geo[0], listed);
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) {
         bm = bn = 0;
+        CU_ASSERT_EQUAL(geo[i].tile, geo[i].value);
         CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_LOCALIZED, 2, geo[i].tile, &bm, &bn, &bound), LDMOE_OK);
         CU_ASSERT_EQUAL(bm, geo[i].bm);
         CU_ASSERT_EQUAL(bn, geo[i].bn);
         CU_ASSERT_EQUAL(bound, ((1000 + bn - 1) / bn + 8) * 2 * ((2048 + bm - 1) / bm));
     }
-    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, LDMOE_TILE_COUNT_, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    /* every other value is refused: the lab's tiles (1, 2, 5, 6, 9-18) among them */
+    for (int t = -1; t < 64; ++t) {
+        int known = t == 0;
+        for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) known |= geo[i].tile == t;
+        if (!known) CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, t, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    }
+}
+
+static int in_tile_list(int tile) {
+#define IS_(value, name, bm, bn) if (tile == value) return 1;
+    LDMOE_TILE_LIST(IS_)
+#undef IS_
+    return 0;
+}
+
+/* AUTO (ldmoe_heuristics.h) on both kinds of GPU: its thresholds, and that the tiles it can
+ * return are exactly the library's tiles (none it cannot reach, none it lacks). */
+static void test_auto_tile(void) {
+    static const struct { int64_t T; int E, wgmma, tile; } want[] = {
+        {0, 8, 1, LDMOE_TILE_WS_128x64_C16},     {32 * 8, 8, 1, LDMOE_TILE_WS_128x64_C16},
+        {33 * 8, 8, 1, LDMOE_TILE_WS_128x128_C16}, {96 * 8, 8, 1, LDMOE_TILE_WS_128x128_C16},
+        {97 * 8, 8, 1, LDMOE_TILE_WS_256x128_EW},  {1 << 30, 1, 1, LDMOE_TILE_WS_256x128_EW},
+        {16 * 8, 8, 0, LDMOE_TILE_64x16_K4},       {17 * 8, 8, 0, LDMOE_TILE_64x64_K4},
+        {96 * 8, 8, 0, LDMOE_TILE_64x64_K4},       {97 * 8, 8, 0, LDMOE_TILE_128x128},
+        {1024 * 8, 8, 0, LDMOE_TILE_128x128},      {1025 * 8, 8, 0, LDMOE_TILE_128x256},
+        {31, 2, 1, LDMOE_TILE_WS_128x64_C16},      {20, 0, 0, LDMOE_TILE_64x64_K4},   /* E <= 0: T itself */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i)
+        CU_ASSERT_EQUAL(ldmoe_auto_tile(want[i].T, want[i].E, want[i].wgmma), want[i].tile);
+    int reached[64] = {0}, outside = 0;
+    for (int wgmma = 0; wgmma <= 1; ++wgmma)
+        for (int64_t avg = 0; avg <= 4096; ++avg) {
+            const int t = ldmoe_auto_tile(avg * 16, 16, wgmma);
+            if (t <= 0 || t >= 64 || !in_tile_list(t)) ++outside;
+            else reached[t] = 1;
+        }
+    CU_ASSERT_EQUAL(outside, 0);
+#define REACHED_(value, name, bm, bn) CU_ASSERT(reached[value]);
+    LDMOE_TILE_LIST(REACHED_)
+#undef REACHED_
+    /* ldmoe_tile_info resolves AUTO the same way (no GPU here: the mma.sync branch) */
+    int bm = 0, bn = 0;
+    CU_ASSERT_EQUAL(ldmoe_tile_info(2000 * 4, 4, 4096, 4096, LDMOE_LAYOUT_PLAIN, 0, LDMOE_TILE_AUTO, &bm, &bn, NULL), LDMOE_OK);
+    CU_ASSERT(bm == 128 && bn == 256);
 }
 
 static void test_strings(void) {
@@ -285,6 +330,7 @@ static void register_tests(void) {
     CU_add_test(s, "argument validation", test_validation);
     CU_add_test(s, "converter validation", test_convert_validation);
     CU_add_test(s, "tile info", test_tile_info);
+    CU_add_test(s, "AUTO's tile choice", test_auto_tile);
     CU_add_test(s, "packed layout and packer validation", test_packed_layout);
     CU_add_test(s, "strings", test_strings);
 }

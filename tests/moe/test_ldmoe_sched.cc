@@ -1,4 +1,4 @@
-// test_ldmoe_sched.cc — the kernel's tile scheduler (kernels/moe/ldmoe_sched.cuh), compiled for the
+// test_ldmoe_sched.cc — the kernel's tile scheduler (kernels/moe/impl/scheduler.cuh), compiled for the
 // host and driven by one thread per simulated CTA with real atomics, random yields between
 // them, and launches where CTAs land where the map does not expect them, share an SM (the same
 // rank twice), do not all fit at once (partial residency), or may not steal. Each launch must
@@ -12,7 +12,7 @@
 #include <sched.h>
 #include <thread>
 #include <vector>
-#include "kernels/moe/ldmoe_sched.cuh"
+#include "kernels/moe/impl/scheduler.cuh"
 
 extern "C" {
 #include "tests/unit/cunit_main.h"

@@ -2,7 +2,10 @@
 """smoke.py — one small grouped GEMM per tile against an fp32 reference; small enough to run
 under compute-sanitizer (memcheck, synccheck) in seconds:
 
-    compute-sanitizer --tool memcheck python3 tests/gpu/moe/smoke.py [--tiles a,b,...]
+    compute-sanitizer --tool memcheck python3 tests/gpu/moe/smoke.py [--lab] [--tiles a,b,...]
+
+Without --lab the tiles of libldmoe.so ($LDMOE_LIB); with it every tile, through the lab build
+(bench/moe/lab, $LDMOE_LAB_LIB).
 
 Prints one PASS/FAIL line per tile; exits 1 on any failure.
 """
@@ -18,11 +21,16 @@ torch = ldmoe = None
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiles", default="", help="comma-separated tile names (default: every tile)")
+    ap.add_argument("--lab", action="store_true", help="the lab build: every tile")
     a = ap.parse_args()
     global torch, ldmoe
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
-    import ldmoe
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+    sys.path[:0] = [os.path.join(root, "kernels", "moe"), os.path.join(root, "bench", "moe", "lab")]
+    if a.lab:
+        import ldmoe_lab as ldmoe
+    else:
+        import ldmoe
     tiles = a.tiles.split(",") if a.tiles else list(ldmoe.TILES)
     g = torch.Generator().manual_seed(7)
     T, E, N, K = 333, 6, 512, 320   # counts not tile multiples, one empty expert, K not a stage multiple

@@ -9,7 +9,12 @@ unaware and static schedules, with unbalanced (74/66), single-domain and absent 
 without the static waves of SM-ordered ranks (launches of two waves or more that share weight
 blocks; the 74/66 map names more SMs than the GPU has, so some ranks are swept by other CTAs).
 
-Usage: test_moe.py [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
+Two builds: without --lab, libldmoe.so ($LDMOE_LIB) with its tiles (the ones AUTO can pick) and
+its public API; with --lab, the lab build (bench/moe/lab, $LDMOE_LAB_LIB) with every tile and the
+parts that need the lab's debug interface (per-tile counters, timeline, tune bits, topology
+override: the scheduler, states, tune and trace tests). `make test-gpu-moe` runs both.
+
+Usage: test_moe.py [--lab] [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
 """
 import argparse
 import itertools
@@ -21,6 +26,7 @@ import traceback
 # torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
 # on a machine without them.
 torch = ldmoe = None
+LAB = False
 
 PASSED, FAILED = 0, 0
 TOL = 1e-2
@@ -170,8 +176,8 @@ def test_packed_domains(gen):
     544, 272, 136) and K not a multiple of 64, through tiles of 64, 128 and 256 weight rows,
     both bodies, against the fp32 reference."""
     T, E, N, K = 300, 4, 544, 200
-    tiles = ["auto", "ws128x64c16", "ws128x128c16", "ws128x16", "ws256x64", "ws256x128ew", "ws128x128",
-             "64x16k4", "64x64k4", "128x64k2", "128x128", "wg256x128k2"]
+    tiles = [t for t in ("auto", "ws128x64c16", "ws128x128c16", "ws128x16", "ws256x64", "ws256x128ew", "ws128x128",
+                         "64x16k4", "64x64k4", "128x64k2", "128x128", "wg256x128k2") if t in ldmoe.TILES]
     modes = ["aware", "unaware", "static"]
     for D in (1, 2, 4):
         for ti, tile in enumerate(tiles):
@@ -195,12 +201,24 @@ def test_errors():
         report(False, "error K%8", "no error raised")
     except ldmoe.LdmoeError as e:
         report("multiple of 8" in str(e), "error K%8", str(e))
-    try:
-        xk = torch.zeros((16, 64), dtype=torch.bfloat16, device="cuda")
-        ldmoe.grouped_mm(xk, w[:, :, :64].contiguous(), offs, tune=0x100)
-        report(False, "error unknown tune bit", "no error raised")
-    except ldmoe.LdmoeError as e:
-        report("unknown bits" in str(e), "error unknown tune bit", str(e))
+    xk = torch.zeros((16, 64), dtype=torch.bfloat16, device="cuda")
+    if LAB:
+        try:
+            ldmoe.grouped_mm(xk, w[:, :, :64].contiguous(), offs, tune=0x100)
+            report(False, "error unknown tune bit", "no error raised")
+        except ldmoe.LdmoeError as e:
+            report("unknown bits" in str(e), "error unknown tune bit", str(e))
+    else:
+        try:   # a lab tile by value (12: ws128x64) is not in the product library
+            ldmoe.grouped_mm(xk, w[:, :, :64].contiguous(), offs, tile=12)
+            report(False, "error lab tile in the product library", "no error raised")
+        except ldmoe.LdmoeError as e:
+            report("not a tile of this library" in str(e), "error lab tile in the product library", str(e))
+        try:
+            ldmoe.grouped_mm(xk, w[:, :, :64].contiguous(), offs, tile="ws128x64")
+            report(False, "error lab tile name in ldmoe.py", "no error raised")
+        except ValueError as e:
+            report(True, "error lab tile name in ldmoe.py", str(e))
     try:
         ldmoe.grouped_mm(x.float(), w, offs)
         report(False, "error dtype", "no error raised")
@@ -229,7 +247,8 @@ def test_bad_offs(gen):
             if rows:
                 ref[rows] = x[rows].float() @ w[e].float().t()
         offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
-        for tile in ("auto", "64x16k4", "ws128x64", "ws256x128"):
+        for tile in [t for t in ("auto", "64x16k4", "ws128x64", "ws256x128", "ws128x64c16", "ws256x128ew")
+                     if t in ldmoe.TILES]:
             y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
             ldmoe.grouped_mm(x, w, offs, tile=tile, out=y)
             torch.cuda.synchronize()
@@ -451,25 +470,37 @@ def main():
     ap.add_argument("--result", help="write '<passed> <failed>' here")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
+    ap.add_argument("--lab", action="store_true", help="test the lab build (all tiles, debug interface)")
     a = ap.parse_args()
-    global torch, ldmoe
+    global torch, ldmoe, LAB
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
-    import ldmoe
-    print("seed %d, %s, %s" % (a.seed, ldmoe.version(), torch.cuda.get_device_name()), flush=True)
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+    sys.path[:0] = [os.path.join(root, "kernels", "moe"), os.path.join(root, "bench", "moe", "lab")]
+    LAB = a.lab
+    if LAB:
+        import ldmoe_lab as ldmoe
+    else:
+        import ldmoe
+    print("seed %d, %s, %s, %s" % (a.seed, ldmoe.version(), ldmoe.library_path(), torch.cuda.get_device_name()),
+          flush=True)
+    report(("[lab build]" in ldmoe.version()) == LAB, "the %s library is loaded" % ("lab" if LAB else "product"),
+           ldmoe.version())
     gen = torch.Generator().manual_seed(a.seed)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     t = ldmoe.get_topology()
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
-    for fn in (lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors, lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick),
-               lambda: test_tune(gen), lambda: test_token_classes(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
-               lambda: test_scheduler(gen, num_sms)):
+    tests = [lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors,
+             lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick), lambda: test_token_classes(gen)]
+    if LAB:   # these need the lab's counters, timeline, tune bits or topology override
+        tests += [lambda: test_tune(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
+                  lambda: test_scheduler(gen, num_sms)]
+    for fn in tests:
         try:
             fn()
         except Exception:
             traceback.print_exc()
             report(False, "exception")
-    print("test-gpu-moe: %d passed, %d failed" % (PASSED, FAILED))
+    print("test-gpu-moe%s: %d passed, %d failed" % (" --lab" if LAB else "", PASSED, FAILED))
     if a.result:
         with open(a.result, "w") as f:
             f.write("%d %d\n" % (PASSED, FAILED))

@@ -1,9 +1,9 @@
-// ldmoe_ws.cuh — warp-specialized wgmma body of the grouped GEMM (sm_90a).
+// impl/warp_specialized.cuh — warp-specialized wgmma body of the grouped GEMM (sm_90a) and its
+// tile shape `WsCfg`.
 //
 // Three warpgroups per CTA (one CTA per SM). Warpgroup 0 is the producer: one thread claims tiles
 // and fills a ring of shared-memory stages with TMA boxes, or bulk copies of packed weights
-// (Loader, ldmoe_gemm.cuh). The rest of
-// warp 0 leaves; warps 1-3 leave too, or, with epilogue warps (EPIW), store each finished tile
+// (Loader, loader.cuh). The rest of warp 0 leaves; warps 1-3 leave too, or, with epilogue warps (EPIW), store each finished tile
 // from shared memory (in the prefill orientation the warpgroup first gives registers to the
 // consumers with setmaxnreg). Warpgroups 1 and 2 are the consumers: each issues wgmma for its
 // half of the tile and keeps one wgmma group in flight while it waits for the next stage.
@@ -11,7 +11,7 @@
 // Epilogues: decode tiles where it fits stage the output in shared memory per consumer
 // warpgroup and write whole lines (store_staged; named barriers 1 and 2); prefill with EPIW hands
 // a copy of the tile to the epilogue warps (named barriers 3 and 4); otherwise registers are
-// stored directly. LDMOE_TUNE_SCALAR_EPILOGUE selects the direct stores at run time.
+// stored directly. kTuneScalarEpilogue selects the direct stores at run time.
 //
 // Two mbarriers per stage. full[s] completes when the producer's arrive (with the stage's byte
 // count) and the TMA bytes have landed; the producer writes the stage's tile ticket to shared
@@ -32,7 +32,10 @@
 //       cores; the larger BM reads each token block from L2 for twice as many weight rows.
 #pragma once
 #include <type_traits>
-#include "kernels/moe/ldmoe_gemm.cuh"
+#include "kernels/moe/impl/ptx.cuh"
+#include "kernels/moe/impl/params.cuh"
+#include "kernels/moe/impl/sched_setup.cuh"
+#include "kernels/moe/impl/loader.cuh"
 
 namespace ldmoe {
 
@@ -54,6 +57,7 @@ struct WsCfg {
     static_assert(CHUNK == BN || (WA && (BN / 4) % CHUNK == 0 && CHUNK % 8 == 0 && (BN / 4) % 8 == 0),
                   "token boxes: decode orientation, whole 1024-byte swizzle atoms, chunks fill BN/4");
     static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
+    static constexpr bool WARP_SPECIALIZED = true;            // grouped_mm_ws_kernel (ldmoe_api.cu)
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -72,12 +76,12 @@ struct WsCfg {
     static constexpr int EPI_WG = EPI_ROWS * EPI_PITCH;
     static constexpr bool EPI_STAGED =
         WA && BN % 16 == 0 &&
-        1024 + STAGES * STAGE_BYTES + 2 * EPI_WG + PREFIX_BYTES + kStaticSmemReserve <= 227 * 1024;
+        kSmemAlignSlack + STAGES * STAGE_BYTES + 2 * EPI_WG + PREFIX_BYTES + kStaticSmemReserve <= kMaxSmemPerBlock;
     // Epilogue warps' copy of a tile: [BN tokens][BM weight rows] bf16, 16-byte chunks XOR-swizzled
     // by token row (chunk c of row r at c ^ (r % 8)), so stmatrix and the row reads hit distinct banks.
     static constexpr int EPIW_ROW = BM * 2;
     static constexpr int EPI_BYTES = EPIW ? BN * EPIW_ROW : EPI_STAGED ? 2 * EPI_WG : 0;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;   // +1 KiB: align
+    static constexpr int SMEM = kSmemAlignSlack + STAGES * STAGE_BYTES + EPI_BYTES + PREFIX_BYTES;
     // Register split (setmaxnreg) for the prefill orientation. The CTA is launched holding
     // 168 registers per thread (__launch_bounds__(384, 1)); setmaxnreg only moves registers
     // between its warpgroups, so 128 x producer + 256 x consumer must not exceed 384 x 168, or
@@ -93,19 +97,8 @@ struct WsCfg {
     static_assert(MMA_N % 8 == 0 && MMA_N >= 8 && MMA_N <= 256, "wgmma n");
     static_assert(STAGE_BYTES % 1024 == 0 && A_SUB % 1024 == 0 && B_SUB % 1024 == 0,
                   "swizzle atoms stay 1024-byte aligned");
-    static_assert(SMEM + kStaticSmemReserve <= 227 * 1024, "shared memory per block");
+    static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block");
 };
-
-template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-#endif
-}
-template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-#endif
-}
 
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
@@ -126,7 +119,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
     constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
     constexpr int ROWS = 2 * NA;               // token rows acc holds
     constexpr int PASS = ROWS < C::EPI_ROWS ? ROWS : C::EPI_ROWS;   // token rows per pass through buf
-    const bool cs = p.tune & LDMOE_TUNE_STREAM_STORES;
+    const bool cs = p.tune & kTuneStreamStores;
     #pragma unroll
     for (int t0 = 0; t0 < ROWS; t0 += PASS) {
         named_bar_sync(kStagedBar + cw, 128);   // the previous copy-out has read buf
@@ -247,8 +240,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     // Decode: the producer's first tile claim is made here, at entry, so that the atomic's latency
-    // overlaps the per-launch setup (measured on the H200: setup ~3 us, a contended claim ~0.8 us,
-    // in a launch of ~200 us). Prefill keeps its static ranks first (ClaimerT).
+    // (a contended atomic) overlaps the per-launch setup instead of following it. Prefill keeps its
+    // static ranks first (ClaimerT).
     int32_t early_q = -1;
     unsigned early_v = 0;
     if (tid == 0) {
@@ -381,11 +374,11 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         }
 #endif
         if constexpr (C::WA) {
-            if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
+            if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
                 store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
             else
                 store_direct_wa<C, NA>(p, t, acc, cw, warp & 3, lane);
-        } else if (C::EPIW && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE)) {
+        } else if (C::EPIW && !(p.tune & kTuneScalarEpilogue)) {
             stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
         } else {
             const int g = lane >> 2, q = lane & 3;

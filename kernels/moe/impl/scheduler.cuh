@@ -1,4 +1,4 @@
-// ldmoe_sched.cuh — persistent tile scheduler of the grouped GEMM.
+// impl/scheduler.cuh — persistent tile scheduler of the grouped GEMM (the claimer).
 //
 // One CTA per SM. Thread 0 of each CTA claims tiles; the others learn them through shared
 // memory. Queues (aware mode): one per weight slice d; unaware: one queue over the global order;
@@ -9,12 +9,10 @@
 //     "Rank" r of queue q owns tiles r, r + n_q, r + 2 n_q, ... (W of them). A CTA computes its
 //     rank from its SM's position in the SM order key (the order in which the hardware hands out
 //     the CTAs of a launch: GPC by GPC, see ldmoe_api.cu) among the SMs of its domain, so that
-//     consecutive tiles (the m-blocks of one weight block) run at the same time on SMs of one GPC.
-//     Measured on the H200 (E=128, 512 tokens/expert): 120 M L2 read sectors against 138 M with
-//     every tile from the counter (the static schedule: 105 M); the GPU is power-capped there,
-//     so L2 traffic costs SM clock (doc/moe.md). The Loader turns the static waves off where each
-//     expert has one m-block (decode): no neighbour shares its weight block, and they measured
-//     0-2 % slower there.
+//     consecutive tiles (the m-blocks of one weight block) run at the same time on SMs of one GPC
+//     and share its L2 traffic; where the GPU is power-capped, L2 traffic costs SM clock (doc/moe.md
+//     has the sector counts). The Loader turns the static waves off where each expert has one
+//     m-block (decode): no neighbour shares its weight block, so there is nothing to gain.
 //   - tail: the rest, claimed one tile at a time from the queue's counter, so that unequal domains,
 //     SMs busy with other work and stealing still balance.
 // A rank is owned by whoever flips its flag first (take()), and every CTA that runs out of its

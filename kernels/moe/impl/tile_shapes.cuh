@@ -1,0 +1,25 @@
+// impl/tile_shapes.cuh — the kernel shape behind every tile of ldmoe.h's LDMOE_TILE_LIST, named
+// Shape_<NAME> after it (ldmoe_api.cu builds its tile table from the list and these names).
+//
+// Cfg<BM weight rows, BN tokens, warps along M, warps along N, stages, wgmma, k-blocks per stage>
+// (all_warps.cuh); WsCfg<BM, BN, stages, k-blocks per stage, weights on the MMA's M side,
+// epilogue warps, token box rows> (warp_specialized.cuh). A k-block is 64 k, 128 contiguous
+// bytes of each weight row. The all-warps body keeps STAGES - 1 stages loading, the
+// warp-specialized one all of them.
+#pragma once
+#include "kernels/moe/impl/all_warps.cuh"
+#include "kernels/moe/impl/warp_specialized.cuh"
+
+namespace ldmoe {
+
+using Shape_64x16_K4 = Cfg<64, 16, 4, 1, 4, false, 4>;   // 4 x 1 warps, 4 stages of 256 k: 96 KiB of weights in flight
+using Shape_64x64_K4 = Cfg<64, 64, 2, 2, 3, false, 4>;   // 2 x 2 warps, 3 stages of 256 k: 64 KiB in flight
+using Shape_128x128 = Cfg<128, 128, 2, 4, 4>;            // 2 x 4 warps, 4 stages of 64 k
+using Shape_128x256 = Cfg<128, 256, 2, 4, 3>;            // 2 x 4 warps, 3 stages of 64 k
+// Producer warpgroup + two consumer warpgroups.
+using Shape_WS_128x64_C16 = WsCfg<128, 64, 4, 2, true, false, 16>;    // 4 stages of 128 k: 128 KiB in flight
+using Shape_WS_128x128_C16 = WsCfg<128, 128, 6, 1, true, false, 16>;  // 6 stages of 64 k: 96 KiB in flight
+using Shape_WS_256x128_EW = WsCfg<256, 128, 3, 1, false, true>;       // 3 stages of 64 k; the copy for the
+                                                                      // epilogue warps takes a fourth's room
+
+}  // namespace ldmoe

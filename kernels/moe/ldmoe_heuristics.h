@@ -1,0 +1,40 @@
+/* ldmoe_heuristics.h — AUTO's tile choice: the tile (ldmoe.h, LDMOE_TILE_LIST) a launch with
+ * tile = LDMOE_TILE_AUTO runs. Pure host C, so the CPU tests check it for both kinds of GPU
+ * (tests/moe/test_ldmoe_cpu.c), and so that every tile it can return is one the library ships.
+ *
+ * By the average tokens per expert, T / E:
+ *   compute capability 9.0 (wgmma): the warp-specialized tiles. The decode tiles are sized for the
+ *     busiest expert rather than the average one: an expert with more tokens than a tile holds
+ *     streams its weights once per m-block, and real routing is never even. The chunked tiles
+ *     (_C16) load and multiply only the tokens a tile has, so sizing up costs the quieter experts
+ *     neither traffic nor tensor work. Up to 32 tokens per expert on average one weight pass
+ *     serves up to 64 tokens (WS_128x64_C16), up to 96 one pass serves up to 128
+ *     (WS_128x128_C16, fewer weight bytes in flight than WS_128x64's ring but no second pass for
+ *     the busy experts); above that, prefill, 128 tokens x 256 weight rows with epilogue warps
+ *     (WS_256x128_EW).
+ *   elsewhere (mma.sync): 64 weight rows x 16 or 64 tokens for decode, 128 x 128, and 128 x 256
+ *     once the expert segments are long enough to fill its m-blocks.
+ * The thresholds come from tile sweeps on the H200 (bench/moe/bench_moe.py over the lab build's
+ * tiles); the figures are in doc/moe.md and bench/results/. */
+#ifndef LDMOE_HEURISTICS_H
+#define LDMOE_HEURISTICS_H
+
+#include <stdint.h>
+#include "kernels/moe/ldmoe.h"
+
+/* T tokens over E experts (E >= 1; E <= 0 counts as one expert); wgmma: the device runs the
+ * sm_90a kernels (compute capability exactly 9.0). */
+static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
+    const int64_t avg = E > 0 ? T / E : T;
+    if (wgmma) {
+        if (avg <= 32) return LDMOE_TILE_WS_128x64_C16;
+        if (avg <= 96) return LDMOE_TILE_WS_128x128_C16;
+        return LDMOE_TILE_WS_256x128_EW;
+    }
+    if (avg <= 16) return LDMOE_TILE_64x16_K4;
+    if (avg <= 96) return LDMOE_TILE_64x64_K4;
+    if (avg <= 1024) return LDMOE_TILE_128x128;
+    return LDMOE_TILE_128x256;
+}
+
+#endif /* LDMOE_HEURISTICS_H */

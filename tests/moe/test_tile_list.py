@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""test_tile_list.py RESULT_FILE — the tile lists and the exports of libldmoe agree (no GPU).
+
+One list is the source of the tiles (kernels/moe/ldmoe.h LDMOE_TILE_LIST, bench/moe/lab/ldmoe_lab.h
+LDMOE_LAB_TILE_LIST); this checks every reader of it: ldmoe.py's TILES (a copy, since the pip
+package has no header), ldmoe_lab.py's TILES, the two libraries' tile tables (through
+ldmoe_tile_info, which answers without a GPU), and the libraries' exports against ldmoe.h's and
+ldmoe_lab.h's declarations (nm). $LDMOE_LIB and $LDMOE_LAB_LIB name the libraries (default:
+build/libldmoe.so, build/lab/libldmoe_lab.so). Writes "<passed> <failed>" to RESULT_FILE; exit 1
+when a check failed."""
+import ctypes
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(ROOT, "kernels", "moe"), os.path.join(ROOT, "bench", "moe", "lab")]
+
+PASSED = FAILED = 0
+
+
+def check(ok, name, detail=""):
+    global PASSED, FAILED
+    if ok:
+        PASSED += 1
+    else:
+        FAILED += 1
+    print("%s %s%s" % ("PASS" if ok else "FAIL", name, (": " + detail) if detail and not ok else ""), flush=True)
+
+
+def declared(header):
+    """Names of the functions a header declares (prototypes at the start of a line)."""
+    with open(header) as f:
+        text = f.read()
+    return set(re.findall(r"^(?:const\s+)?(?:int|size_t|char|void)\s*\*?\s*(ldmoe_\w+)\s*\(", text, re.M))
+
+
+def exported(lib):
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
+    return {l.split()[-1] for l in out.splitlines() if l.split() and l.split()[-2] in "TtWDdBbRrVvi" and
+            not l.split()[-1].startswith("_")}
+
+
+def tile_geometry(lib, value):
+    bm, bn, bound = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+    rc = lib.ldmoe_tile_info(ctypes.c_int64(1000), 8, 4096, 4096, 1, 2, value, ctypes.byref(bm), ctypes.byref(bn),
+                             ctypes.byref(bound))
+    return (bm.value, bn.value) if rc == 0 else None
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if len(sys.argv) == 2 else 2
+    product_lib = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
+    lab_lib = os.environ.get("LDMOE_LAB_LIB") or os.path.join(ROOT, "build", "lab", "libldmoe_lab.so")
+    os.environ["LDMOE_LAB_LIB"] = lab_lib
+    import ldmoe_lab   # reads both headers; binds ldmoe to the lab library
+    import ldmoe
+    product = ldmoe_lab.PRODUCT_TILES
+    lab = ldmoe_lab.LAB_TILES
+
+    check(len(product) == 7 and len(lab) == 14, "lists: 7 product tiles, 14 lab tiles",
+          "%d and %d" % (len(product), len(lab)))
+    check(ldmoe.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in product.items()]),
+          "ldmoe.py TILES is ldmoe.h's LDMOE_TILE_LIST", "%s vs %s" % (ldmoe.TILES, product))
+    values = [v[0] for v in product.values()] + [v[0] for v in lab.values()]
+    check(len(set(values)) == len(values) and not set(product) & set(lab), "values and names unique across both lists")
+    check(all(0 < v < 32 for v in values), "values in 1..31 (ldmoe_api.cu keeps a 32-bit mask per device)")
+    check(ldmoe_lab.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in list(product.items()) + list(lab.items())]),
+          "ldmoe_lab.py TILES is both lists")
+
+    plib = ctypes.CDLL(product_lib)
+    plib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3
+    llib = ldmoe_lab._load()
+    for name, (v, bm, bn) in sorted(product.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) == (bm, bn), "product library has %s (%d): %dx%d" % (name, v, bm, bn),
+              str(tile_geometry(plib, v)))
+        check(ldmoe_lab.tile_info(1000, 8, 4096, 4096, "localized", 2, name)[:2] == (bm, bn),
+              "lab library has %s too" % name)
+    for name, (v, bm, bn) in sorted(lab.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) is None, "product library refuses lab tile %s (%d)" % (name, v))
+        check(ldmoe_lab.tile_info(1000, 8, 4096, 4096, "localized", 2, name)[:2] == (bm, bn),
+              "lab library has %s (%d): %dx%d" % (name, v, bm, bn))
+    others = [t for t in range(-2, 40) if t != 0 and t not in values]
+    check(all(tile_geometry(plib, t) is None and tile_geometry(llib, t) is None for t in others),
+          "neither library takes a value outside the lists")
+    check(ldmoe_lab.tile_info(64 * 8, 8, 4096, 4096, "plain", 1, "auto")[:2] == ldmoe.tile_info(
+        64 * 8, 8, 4096, 4096, "plain", 1, "auto")[:2], "AUTO resolves the same in the lab")
+
+    api = declared(os.path.join(ROOT, "kernels", "moe", "ldmoe.h"))
+    lab_api = declared(os.path.join(ROOT, "bench", "moe", "lab", "ldmoe_lab.h"))
+    check(len(api) == 11 and lab_api == {"ldmoe_lab_grouped_mm", "ldmoe_lab_set_topology"},
+          "declarations found", "%s / %s" % (sorted(api), sorted(lab_api)))
+    got = exported(product_lib)
+    check(got == api, "libldmoe.so exports exactly ldmoe.h's functions",
+          "extra %s, missing %s" % (sorted(got - api), sorted(api - got)))
+    got = exported(lab_lib)
+    check(got == api | lab_api, "libldmoe_lab.so exports ldmoe.h's and ldmoe_lab.h's functions",
+          "extra %s, missing %s" % (sorted(got - api - lab_api), sorted((api | lab_api) - got)))
+    with open(os.path.join(ROOT, "kernels", "moe", "ldmoe.map")) as f:
+        mapped = set(re.findall(r"^\s*(ldmoe_\w+);", f.read(), re.M))
+    check(mapped == api, "ldmoe.map names exactly ldmoe.h's functions")
+
+    print("test-moe-tiles: %d passed, %d failed" % (PASSED, FAILED))
+    with open(sys.argv[1], "w") as f:
+        f.write("%d %d\n" % (PASSED, FAILED))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
