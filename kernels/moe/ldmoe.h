@@ -172,8 +172,11 @@ int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains,
                     int *bm, int *bn, int64_t *bound);
 
 struct ldshim_topology;
-/* Read back the device symbol as the kernels see it (current device). Synchronous. */
-int ldmoe_get_topology(struct ldshim_topology *out);
+/* Read back the device symbol as the kernels see it (current device): the first `size` bytes
+ * of it, at most sizeof(struct ldshim_topology) of this library (pass sizeof *out: a caller
+ * built against an older, shorter struct gets only what it has room for). `size` must hold
+ * at least the version-1 fields (LDSHIM_TOPOLOGY_V1_BYTES). Synchronous. */
+int ldmoe_get_topology(struct ldshim_topology *out, size_t size);
 
 /* Free the per-stream workspaces of the current device (synchronizes the device first).
  * Call only when no ldmoe work is in flight. Thread-safe. */

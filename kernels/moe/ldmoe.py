@@ -155,7 +155,7 @@ def _bind(lib):
         ctypes.c_void_p]
     lib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [
         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]
-    lib.ldmoe_get_topology.argtypes = [ctypes.c_void_p]
+    lib.ldmoe_get_topology.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     lib.ldmoe_error_string.restype = ctypes.c_char_p
     lib.ldmoe_last_error.restype = ctypes.c_char_p
     lib.ldmoe_version.restype = ctypes.c_char_p
@@ -360,7 +360,7 @@ def pack(w, D=None, out=None):
 def get_topology():
     """The map as this library's kernels see it (a Topology ctypes struct)."""
     t = Topology()
-    _check(_load().ldmoe_get_topology(ctypes.byref(t)))
+    _check(_load().ldmoe_get_topology(ctypes.byref(t), ctypes.sizeof(t)))
     return t
 
 

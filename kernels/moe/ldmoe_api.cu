@@ -503,9 +503,13 @@ LDMOE_API int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int
 // ---------------------------------------------------------------------------------------------
 // topology
 
-LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out) {
+LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out, size_t size) {
     if (!out) return fail(LDMOE_ERR_INVALID_ARG, "out is NULL");
-    cudaError_t e = cudaMemcpyFromSymbol(out, ldshim_topology, sizeof *out);
+    if (size < LDSHIM_TOPOLOGY_V1_BYTES)
+        return fail(LDMOE_ERR_INVALID_ARG, "size %zu is smaller than the version-1 topology (%zu bytes)", size,
+                    (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
+    if (size > sizeof *out) size = sizeof *out;
+    cudaError_t e = cudaMemcpyFromSymbol(out, ldshim_topology, size);
     if (e != cudaSuccess) return cuda_fail(e, "cudaMemcpyFromSymbol(ldshim_topology)");
     return LDMOE_OK;
 }

@@ -2,10 +2,11 @@
 """test_ldmoe_abi.py — the ctypes mirrors of libldmoe's C structs in ldmoe.py (and of the lab
 build's in bench/moe/lab/ldmoe_lab.py) have the C layout.
 
-ldmoe.py hands ctypes structures to the library (ldmoe_params_t by value-pointer, the
-ldshim_topology_t that ldmoe_get_topology fills with sizeof(ldshim_topology_t) bytes). A
-field missing on the Python side is not a type error anywhere: the library writes past the
-end of the Python object and the interpreter dies later, far from the cause. This compiles a
+ldmoe.py hands ctypes structures to the library (ldmoe_params_t by pointer, the
+ldshim_topology_t that ldmoe_get_topology fills). A field missing on the Python side is not a
+type error anywhere: the library reads or writes past the end of the Python object and the
+interpreter dies later, far from the cause (get_topology now passes its size, but
+ldmoe_params_t and the lab's struct have no such guard). This compiles a
 C program that prints sizeof and the offset of every field the Python side names, with the
 same headers the library is built from, and compares.
 

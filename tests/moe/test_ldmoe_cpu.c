@@ -8,6 +8,7 @@
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_heuristics.h"
 #include "kernels/moe/ldmoe_tiles.h"
+#include "kernels/ldshim_topology.h"
 #include "tests/unit/cunit_main.h"
 
 /* Build a prefix of m-blocks for `counts`. */
@@ -314,6 +315,17 @@ static void test_auto_tile(void) {
     CU_ASSERT(bm == 128 && bn == 256);
 }
 
+/* The caller says how big its struct is: a NULL or a struct shorter than the version-1 fields
+ * is refused before the library touches the GPU (the copy itself needs one). */
+static void test_get_topology_args(void) {
+    ldshim_topology_t t;
+    CU_ASSERT_EQUAL(ldmoe_get_topology(NULL, sizeof t), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "NULL"));
+    CU_ASSERT_EQUAL(ldmoe_get_topology(&t, 8), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "version-1"));
+    CU_ASSERT_EQUAL(ldmoe_get_topology(&t, LDSHIM_TOPOLOGY_V1_BYTES - 1), LDMOE_ERR_INVALID_ARG);
+}
+
 static void test_strings(void) {
     for (int s = 0; s <= 6; ++s) CU_ASSERT_PTR_NOT_NULL(ldmoe_error_string(s));
     CU_ASSERT_STRING_EQUAL(ldmoe_error_string(LDMOE_OK), "success");
@@ -332,5 +344,6 @@ static void register_tests(void) {
     CU_add_test(s, "tile info", test_tile_info);
     CU_add_test(s, "AUTO's tile choice", test_auto_tile);
     CU_add_test(s, "packed layout and packer validation", test_packed_layout);
+    CU_add_test(s, "ldmoe_get_topology argument checks", test_get_topology_args);
     CU_add_test(s, "strings", test_strings);
 }
