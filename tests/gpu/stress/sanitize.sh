@@ -5,7 +5,9 @@
 #
 #   bash tests/gpu/stress/sanitize.sh --results FILE [--logs DIR] [--tools "memcheck racecheck"] SUITE...
 #
-# One case per (tool, suite): ok when every process log says "ERROR SUMMARY: 0 errors". CUDA
+# One case per (tool, suite): ok when every log the tool wrote ends in a clean summary
+# ("ERROR SUMMARY: 0 errors", racecheck's "RACECHECK SUMMARY: 0 hazards"); a log without a
+# summary (a process the tool did not finish) or a killed or timed-out run fails. CUDA
 # API calls that fail are not errors here (--report-api-errors no): the shim and the probe
 # ask for what this GPU may lack (the locality-domain attribute, a native cuMemCreate) and take
 # the failure as the answer. The suite's own exit status is printed beside the verdict but does
@@ -42,9 +44,17 @@ for t in $tools; do
     sums=$(cat "$d"/*.log 2>/dev/null | grep -hE "(ERROR|RACECHECK) SUMMARY")
     errs=$(printf '%s\n' "$sums" | grep -vE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards|^$" | head -3)
     n=$(printf '%s\n' "$sums" | grep -cE "SUMMARY")
+    # A log without a summary is a process the tool did not finish checking (it crashed or
+    # was killed): that is a failure, not a process to leave out of the count.
+    nosum=0
+    for f in "$d"/*.log; do [ -f "$f" ] && ! grep -qE "(ERROR|RACECHECK) SUMMARY" "$f" && nosum=$((nosum + 1)); done
     suite=$(grep -hE "[0-9]+ passed, [0-9]+ failed" "$d/make.out" | tail -1)
-    if [ -z "$errs" ] && [ "$n" -gt 0 ]; then pass=$((pass + 1)); echo "ok   $t/$s ($n processes checked; suite exit $rc${suite:+: $suite})"
-    else fail=$((fail + 1)); echo "FAIL $t/$s: $n processes checked${errs:+, $errs}; suite exit $rc (see $d)"; fi
+    if [ -z "$errs" ] && [ "$n" -gt 0 ] && [ $nosum -eq 0 ] && [ $rc -lt 124 ]; then
+      pass=$((pass + 1)); echo "ok   $t/$s ($n summaries; suite exit $rc${suite:+: $suite})"
+    else
+      fail=$((fail + 1))
+      echo "FAIL $t/$s: $n summaries${errs:+, $errs}$( [ $nosum -gt 0 ] && echo ", $nosum log(s) without a summary"); suite exit $rc$( [ $rc -ge 124 ] && echo " (killed or timed out)") (see $d)"
+    fi
   done
 done
 echo "$pass $fail" > "$results"

@@ -18,5 +18,39 @@ check "run.sh needs --bin" not bash "$here/run.sh" --lib x --results /dev/null
 check "sanitize.sh --help" bash "$here/sanitize.sh" --help
 check "sanitize.sh refuses a bad tool" not bash "$here/sanitize.sh" --results /dev/null --tools nope test-gpu-shim
 check "sanitize.sh needs a suite" not bash "$here/sanitize.sh" --results /dev/null
+
+# sanitize.sh's verdict against a stand-in compute-sanitizer that writes the logs a scenario
+# names (the "suite" argument) instead of running make: the tools' summaries decide, a log
+# without a summary or a killed run fails, the suite's own exit does not.
+tmp=$(mktemp -d)
+mkdir -p "$tmp/bin"
+cat > "$tmp/bin/compute-sanitizer" <<'FAKE'
+#!/bin/sh
+tool= log=
+while [ $# -gt 0 ]; do
+  case $1 in --tool) tool=$2; shift 2 ;; --log-file) log=$2; shift 2 ;; --*) shift ;; make) shift; break ;; *) shift ;; esac
+done
+suite=$2
+f=$(echo "$log" | sed "s/%p/$$/")
+if [ "$tool" = racecheck ]; then ok="========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; bad="========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)"
+else ok="========= ERROR SUMMARY: 0 errors"; bad="========= ERROR SUMMARY: 3 errors"; fi
+case $suite in
+  clean) echo "$ok" > "$f"; echo "x: 7 passed, 1 failed"; exit 2 ;;
+  errors) echo "$bad" > "$f"; exit 0 ;;
+  nosummary) echo "$ok" > "$f"; echo "========= COMPUTE-SANITIZER" > "$(dirname "$f")/999999.log"; exit 0 ;;
+  killed) echo "$ok" > "$f"; exit 137 ;;
+  nolog) exit 0 ;;
+esac
+FAKE
+chmod +x "$tmp/bin/compute-sanitizer"
+san() { PATH="$tmp/bin:$PATH" bash "$here/sanitize.sh" --results "$tmp/r" --logs "$tmp/logs" --tools "$1" "$2"; }
+for t in memcheck racecheck; do
+  check "sanitize.sh $t: clean summaries pass whatever the suite's exit" san $t clean
+  check "sanitize.sh $t: errors in a summary fail" not san $t errors
+  check "sanitize.sh $t: a log without a summary fails" not san $t nosummary
+  check "sanitize.sh $t: a killed run fails" not san $t killed
+  check "sanitize.sh $t: no log at all fails" not san $t nolog
+done
+rm -rf "$tmp"
 echo "$pass $fail" > "$result"
 [ $fail -eq 0 ]
