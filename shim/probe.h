@@ -3,8 +3,11 @@
  * Called by the shim core (shim/topology.c) once per device, inside the first context
  * creation, with that device's context current; also by the ldshim-probe tool. The probe
  * uses only the real driver table, a private stream, and frees everything it allocated
- * before returning. A capture the program runs meanwhile is safe: the probe relaxes this
- * thread's capture mode for its own calls (ld_own_calls_t, driver.h) and restores it.
+ * before returning. It relaxes this thread's capture mode for its own calls (ld_own_calls_t,
+ * driver.h) and restores it; that does not make it safe beside a capture on another thread:
+ * the anchored mode's frees synchronize the context, which waits on (or breaks) such a
+ * capture. The shim runs it at a device's first context creation, before the program can
+ * have begun one.
  */
 #ifndef LDSHIM_PROBE_H
 #define LDSHIM_PROBE_H

@@ -211,7 +211,7 @@ CUresult ld_vmm_alloc(const ld_driver_t *d, ld_device_t *dv, CUcontext ctx, int 
     r->ctx = ctx;
     r->rule = rule;
     if (ld_registry_insert(r) != 0) {
-        ld_vmm_release(d, r);
+        ld_vmm_teardown(d, r);   /* never handed out: nothing left behind, not even in the pool */
         snprintf(why, n, "registry insert failed (out of host memory)");
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

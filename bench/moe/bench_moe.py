@@ -542,11 +542,14 @@ def run_variants(a, variants, head, bw):
         for v in variants:
             tile, tune, mode, lay = v
             y.fill_(float("nan"))
-            ldmoe.grouped_mm(x, wsets[lay][0], offs, layout=lay, mode=mode, tile=tile, out=y, tune=tune)
+            # The product wrapper has no tune argument (the guard above refused bits without
+            # --lab): pass it to the lab's only.
+            kw = {"tune": tune} if a.lab else {}
+            ldmoe.grouped_mm(x, wsets[lay][0], offs, layout=lay, mode=mode, tile=tile, out=y, **kw)
             torch.cuda.synchronize()
             r["errs"][vkey(v)] = rel_err(y, yt)
-            fns.append(lambda i, tile=tile, tune=tune, mode=mode, lay=lay: ldmoe.grouped_mm(
-                x, wsets[lay][i], offs, layout=lay, mode=mode, tile=tile, out=y, tune=tune))
+            fns.append(lambda i, tile=tile, kw=kw, mode=mode, lay=lay: ldmoe.grouped_mm(
+                x, wsets[lay][i], offs, layout=lay, mode=mode, tile=tile, out=y, **kw))
         meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
         r["torch"] = meds[0]
         r["variants"] = {vkey(v): t for v, t in zip(variants, meds[1:])}

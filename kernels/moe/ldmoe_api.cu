@@ -447,7 +447,9 @@ LDMOE_API int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs
     p.x = x; p.w = w; p.offs = offs; p.y = y; p.T = T; p.E = E; p.N = N; p.K = K;
     p.layout = layout; p.num_domains = num_domains; p.mode = mode; p.steal_waves = steal_waves;
     p.stream = stream;
-    return ldmoe_grouped_mm_ex(&p);
+    // Not through the exported ldmoe_grouped_mm_ex: in a process that loaded both libldmoe.so
+    // and the lab build, the dynamic linker would bind that call to the first one loaded.
+    return grouped_mm(&p, LabArgs{});
 }
 
 LDMOE_API int ldmoe_convert_layout(const void *src, void *dst, int E, int N, int K, int D, int to_localized,
