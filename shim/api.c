@@ -17,7 +17,13 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT int ldshim_get_topology(int device, ldshim_topology_t *out) { return ld_topology_get(device, out); }
+EXPORT int ldshim_get_topology(int device, ldshim_topology_t *out, size_t size) {
+    if (size < LDSHIM_TOPOLOGY_V1_BYTES) return -1;
+    ldshim_topology_t t;
+    int rc = ld_topology_get(device, &t);
+    if (out) memcpy(out, &t, size < sizeof t ? size : sizeof t);
+    return rc;
+}
 
 EXPORT int ldshim_pointer_info(uint64_t ptr, ldshim_ptr_info_t *out) {
     ld_range_t r;

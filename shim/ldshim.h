@@ -23,9 +23,13 @@ extern "C" {
 #define LDSHIM_VERSION_STRING "0.1.0"
 #endif
 
-/* Copy the published topology of CUDA device ordinal `device` into *out.
- * Returns 0 when a map is published for it (probe done), -1 otherwise (*out zeroed). */
-int ldshim_get_topology(int device, ldshim_topology_t *out);
+/* Copy the published topology of CUDA device ordinal `device` into *out: its first `size`
+ * bytes, at most sizeof(ldshim_topology_t) of this library (pass sizeof *out; a caller built
+ * against an older, shorter struct gets what it has room for, never more).
+ * Returns 0 when a map is published for it (probe done), -1 otherwise (the `size` bytes of
+ * *out zeroed), and -1 without touching *out when `size` is smaller than the version-1
+ * fields (LDSHIM_TOPOLOGY_V1_BYTES). */
+int ldshim_get_topology(int device, ldshim_topology_t *out, size_t size);
 
 typedef struct ldshim_ptr_info {
     uint64_t base;           /* start of the shim's range containing the pointer */

@@ -275,10 +275,10 @@ static void sm_order_probe(int dev, int sms, void *stream) {
 // `compute = domain:N | spread:K`) that is the bound set the shim publishes. Asked through the
 // shim's host API, which needs no device copy (a first launch may be inside a graph capture).
 static uint32_t bound_sms(int dev, uint32_t device_sms) {
-    typedef int (*get_topology_fn)(int, ldshim_topology_t *);
+    typedef int (*get_topology_fn)(int, ldshim_topology_t *, size_t);
     get_topology_fn fn = (get_topology_fn)dlsym(RTLD_DEFAULT, "ldshim_get_topology");
     ldshim_topology_t t;
-    if (!fn || fn(dev, &t) != 0) return device_sms;
+    if (!fn || fn(dev, &t, sizeof t) != 0) return device_sms;
     return ldshim_bound_sms(&t, device_sms);
 }
 

@@ -117,7 +117,9 @@ def cases(a):
     bound = {"cur_is_primary": 1, "real_is_green": 1, "pts_rc": 0, "ptsz_rc": 0, "ptds_copy_rc": 0,
              "pts_sync_rc": 0, "event_rc": 0, "wait_rc": 0, "event_pts_rc": 0, "graph_pts_rc": 0,
              "coop_fit_rc": 720, "coop_big_rc": 720, "stream_ctx_primary": 1, "ptr_ctx_primary": 1,
-             "pop_primary": 1, "topo_magic": 1, "topo_version": 2, "topo_bound": 1, "green_live": 1}
+             "pop_primary": 1, "topo_magic": 1, "topo_version": 2, "topo_bound": 1, "green_live": 1,
+             "host_topo_small_rc": -1, "host_topo_small_untouched": 1, "host_topo_v1_rc": 0,
+             "host_topo_v1_tail_untouched": 1, "host_topo_rc": 0, "host_topo_same": 1}
 
     # Without the shim (and in stock, and with compute = all) nothing is bound.
     C.append(Case("n/paths/noshim", "t_compute", ["paths"], shim=False,

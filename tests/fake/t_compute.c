@@ -208,6 +208,23 @@ static int case_paths(void) {
     printf("topo_magic=%d\ntopo_version=%u\ntopo_bound=%d\ntopo_bound_sms=%u\ntopo_sm_bound=%d\ntopo_domain=%d\n",
            t.magic == LDSHIM_TOPOLOGY_MAGIC, t.version, (t.flags & LDSHIM_TOPO_BOUND) != 0, t.bound_sms, nb,
            (int)t.bound_domain);
+    /* The same map through the host API, which copies no more than the caller's size (printed
+     * only where a map is published: stock must look like no shim). */
+    typedef int (*get_topo_fn)(int, ldshim_topology_t *, size_t);
+    get_topo_fn gt = (get_topo_fn)dlsym(RTLD_DEFAULT, "ldshim_get_topology");
+    ldshim_topology_t probe_h;
+    if (gt && gt(0, &probe_h, sizeof probe_h) == 0) {
+        ldshim_topology_t h;
+        memset(&h, 0xAB, sizeof h);
+        int small = gt(0, &h, 8), untouched = 1;
+        for (size_t i = 0; i < sizeof h; i++) untouched &= ((unsigned char *)&h)[i] == 0xAB;
+        int v1 = gt(0, &h, LDSHIM_TOPOLOGY_V1_BYTES), tail = 1;
+        for (size_t i = LDSHIM_TOPOLOGY_V1_BYTES; i < sizeof h; i++) tail &= ((unsigned char *)&h)[i] == 0xAB;
+        int full = gt(0, &h, sizeof h);
+        printf("host_topo_small_rc=%d\nhost_topo_small_untouched=%d\nhost_topo_v1_rc=%d\nhost_topo_v1_tail_untouched=%d\n"
+               "host_topo_rc=%d\nhost_topo_same=%d\n", small, untouched, v1, tail, full,
+               full == 0 && h.magic == t.magic && h.bound_sms == t.bound_sms && !memcmp(h.sm_bound, t.sm_bound, sizeof h.sm_bound));
+    }
     printf("green_live=%d\n", green_count());
 
     CHECK_RC(cuEventDestroy_v2(ev), CUDA_SUCCESS);

@@ -23,11 +23,15 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 sys.path[:0] = [os.path.join(ROOT, "kernels", "moe"), os.path.join(ROOT, "bench", "moe", "lab")]
 import ldmoe  # noqa: E402  (needs no torch and no library to import)
 import ldmoe_lab  # noqa: E402  (neither does the lab's wrapper)
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu", "multi"))
+import common as multi_common  # noqa: E402  (torch only inside digest())
 
 # (Python structure, C type, header)
 STRUCTS = [(ldmoe.Topology, "ldshim_topology_t", "kernels/ldshim_topology.h"),
            (ldmoe._Params, "ldmoe_params_t", "kernels/moe/ldmoe.h"),
-           (ldmoe_lab._LabParams, "ldmoe_lab_params_t", "bench/moe/lab/ldmoe_lab.h")]
+           (ldmoe_lab._LabParams, "ldmoe_lab_params_t", "bench/moe/lab/ldmoe_lab.h"),
+           # the two-GPU check's mirror of libldshim's pointer-info struct
+           (multi_common.PtrInfo, "ldshim_ptr_info_t", "shim/ldshim.h")]
 
 
 def c_layout(cc):
@@ -43,7 +47,7 @@ def c_layout(cc):
         c, exe = os.path.join(d, "abi.c"), os.path.join(d, "abi")
         with open(c, "w") as f:
             f.write("\n".join(src) + "\n")
-        subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", ROOT, c, "-o", exe], check=True)
+        subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", ROOT, "-I", os.path.join(ROOT, "kernels"), c, "-o", exe], check=True)
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     return {tuple(line.split()[:2]): int(line.split()[2]) for line in out.splitlines()}
 

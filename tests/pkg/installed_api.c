@@ -14,7 +14,7 @@ int main(void) {
     printf("ldshim_version=%s\n", ldshim_version());
     printf("ldmoe_version=%s\n", ldmoe_version());
     printf("tagged_allocs=%llu\n", (unsigned long long)st.tagged_allocs);
-    printf("get_topology=%d\n", ldshim_get_topology(0, &topo));
+    printf("get_topology=%d\n", ldshim_get_topology(0, &topo, sizeof topo));
     printf("packed_bytes=%zu\n", ldmoe_packed_bytes(8, 4096, 2048, 2));
     return 0;
 }

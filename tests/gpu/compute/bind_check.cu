@@ -76,11 +76,11 @@ int main(int argc, char **argv) {
     CHECK(cudaDeviceSynchronize());
 
     // What the shim published, if it is there.
-    typedef int (*get_topo_t)(int, ldshim_topology_t *);
+    typedef int (*get_topo_t)(int, ldshim_topology_t *, size_t);
     get_topo_t get_topo = (get_topo_t)dlsym(RTLD_DEFAULT, "ldshim_get_topology");
     ldshim_topology_t t;
     memset(&t, 0, sizeof t);
-    if (get_topo) get_topo(0, &t);
+    if (get_topo) get_topo(0, &t, sizeof t);
     uint64_t tw[4] = {0};
     for (int s = 0; s < kMaxSms; s++)
         if (ldshim_sm_is_bound(&t, (uint32_t)s) && (t.magic != LDSHIM_TOPOLOGY_MAGIC || s < (int)t.num_sms))

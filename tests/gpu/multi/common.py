@@ -2,6 +2,8 @@
 through ctypes (absent when the program runs without the shim)."""
 import ctypes
 import hashlib
+import os
+import sys
 
 
 def digest(t):
@@ -15,10 +17,10 @@ class PtrInfo(ctypes.Structure):
                 ("domain_of", ctypes.c_int * 8), ("rule", ctypes.c_char * 64), ("backend", ctypes.c_char * 16)]
 
 
-class Topology(ctypes.Structure):
-    _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32), ("num_sms", ctypes.c_uint32),
-                ("num_domains", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("sms_per_domain", ctypes.c_uint32 * 8), ("sm_domain", ctypes.c_uint8 * 256)]
+# The struct of kernels/ldshim_topology.h, as ldmoe.py mirrors it (test-moe-abi checks that
+# mirror against the header; a second copy here was one version behind).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
+from ldmoe import Topology  # noqa: E402  (importing ldmoe needs neither torch nor the library)
 
 
 def shim():
@@ -29,7 +31,7 @@ def shim():
     except AttributeError:
         return None
     lib.ldshim_pointer_info.argtypes = [ctypes.c_uint64, ctypes.POINTER(PtrInfo)]
-    lib.ldshim_get_topology.argtypes = [ctypes.c_int, ctypes.POINTER(Topology)]
+    lib.ldshim_get_topology.argtypes = [ctypes.c_int, ctypes.POINTER(Topology), ctypes.c_size_t]
     lib.ldshim_version.restype = ctypes.c_char_p
     return lib
 
@@ -41,4 +43,4 @@ def pointer_info(lib, ptr):
 
 def shim_topology(lib, dev):
     t = Topology()
-    return t if lib.ldshim_get_topology(dev, ctypes.byref(t)) == 0 else None
+    return t if lib.ldshim_get_topology(dev, ctypes.byref(t), ctypes.sizeof(t)) == 0 else None

@@ -18,7 +18,7 @@
 
 #include "tests/gpu/probe/topo_kernel.cuh"
 
-typedef int (*get_topology_fn)(int, ldshim_topology_t *);
+typedef int (*get_topology_fn)(int, ldshim_topology_t *, size_t);
 static int failures = 0;
 
 #define FAIL(...) do { printf("FAIL: " __VA_ARGS__); printf("\n"); failures++; } while (0)
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     get_topology_fn get = (get_topology_fn)dlsym(RTLD_DEFAULT, "ldshim_get_topology");
     if (expect == 1) {
         if (!get) FAIL("ldshim_get_topology not found: is libldshim.so preloaded?");
-        else if (get(device, &host) != 0) FAIL("ldshim_get_topology(%d) reports no published map", device);
+        else if (get(device, &host, sizeof host) != 0) FAIL("ldshim_get_topology(%d) reports no published map", device);
         else
             printf("host: magic 0x%x num_sms %u domains %u flags 0x%x per-domain %u/%u\n", host.magic, host.num_sms,
                    host.num_domains, host.flags, host.sms_per_domain[0], host.sms_per_domain[1]);
