@@ -104,12 +104,23 @@ enum ldmoe_mode {
     X(20, WS_128x64_C16, 128, 64)      \
     X(21, WS_128x128_C16, 128, 128)
 
+/* The FP8 tiles (ldmoe_grouped_mm_fp8 only), X(value, NAME, weight rows, tokens) as above: the
+ * warp-specialized decode tiles with e4m3 x e4m3 -> fp32 wgmma (k = 32 per instruction, a k-block
+ * of 128 bytes is 128 k). Each is built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO
+ * takes WS_128x64_C16_FP8 up to 32 tokens per expert on average, else WS_128x128_C16_FP8 (there
+ * is no FP8 prefill tile yet). Compute capability 9.0 only. Values never collide with the bf16
+ * tiles' (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
+#define LDMOE_FP8_TILE_LIST(X)          \
+    X(22, WS_128x64_C16_FP8, 128, 64)  \
+    X(23, WS_128x128_C16_FP8, 128, 128)
+
 enum ldmoe_tile {
     LDMOE_TILE_AUTO = 0,      /* chosen from the tokens per expert (ldmoe_heuristics.h): compute
                                  capability 9.0 WS_128x64_C16, WS_128x128_C16 or WS_256x128_EW;
                                  elsewhere 64x16_K4, 64x64_K4, 128x128 or 128x256           */
 #define LDMOE_TILE_ENUM_(value, name, bm, bn) LDMOE_TILE_##name = value,
     LDMOE_TILE_LIST(LDMOE_TILE_ENUM_)
+    LDMOE_FP8_TILE_LIST(LDMOE_TILE_ENUM_)
 #undef LDMOE_TILE_ENUM_
 };
 
@@ -163,13 +174,64 @@ size_t ldmoe_packed_bytes(int E, int N, int K, int D);
 int ldmoe_pack_weights(const void *src, int src_layout, void *dst, int E, int N, int K, int D,
                        void *stream);
 
-/* Tile geometry the kernel will use for these sizes (tile = AUTO resolves as the launch would):
+/* Tile geometry the kernel will use for these sizes (tile = AUTO resolves as a bf16 launch would;
+ * an FP8 tile answers its geometry, K counted in elements):
  * *bm weight rows and *bn tokens per tile, and *bound an upper bound on the number of tiles
  * (global tile ids are < *bound). Any out pointer may be NULL. Host computation; for AUTO it
  * asks the current device's compute capability (no GPU: answers as for a non-Hopper one).
  * Thread-safe. */
 int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
                     int *bm, int *bn, int64_t *bound);
+
+/* ---- FP8 e4m3 weights and activations (doc/moe.md, "FP8") ------------------------------------
+ *
+ *   Y[t, n] = bf16( Σ_k  sx · sw · X8[t, k] · W8[e(t)][n, k] )      fp32 accumulation
+ *
+ * X8 [T, K] and W8 are float8 e4m3 (torch.float8_e4m3fn: 1 byte, bias 7, no infinities), in the
+ * same three layouts as the bf16 weights (a row is K bytes instead of 2K). The scales are fp32:
+ *   LDMOE_FP8_ROWWISE  sx = x_scale[t] (one per token), sw = w_scale[row] (one per output channel),
+ *                      as torch._scaled_grouped_mm takes them. w_scale is in the weights' row
+ *                      order: [E, N] for PLAIN, [D, E, N/D] for LOCALIZED and PACKED.
+ *   LDMOE_FP8_BLOCK    the DeepSeek-V3 scheme: sx = x_scale for (token t, K block k/128), sw =
+ *                      w_scale for (128-row block, K block). x_scale is [KB, T] with KB =
+ *                      ceil(K/128) (token-contiguous per K block: the transpose of a [T, KB]
+ *                      tensor, as torch and DeepGEMM keep 1x128 activation scales); w_scale is
+ *                      [D, E, ceil(N/D / 128), KB] (D = 1 for PLAIN: DeepSeek-V3's [E, N/128, K/128]).
+ * The scales are not part of the packed buffer: they are separate, small (1/K or 1/16384 of the
+ * weight bytes), read by the consumers, never by the stream of weight boxes.
+ * The packed FP8 layout is the bf16 packed layout of the same bytes: a box is 128 rows x 128 k
+ * (128 bytes per row, 16 KiB, 128-byte swizzle), KB = 4*ceil(K/512) boxes per row block; byte k
+ * of a row sits where bf16 element k/2 would, plus k % 2 (ldmoe_packed_offset_fp8 in
+ * ldmoe_tiles.h). Requirements on top of the bf16 ones: K % 16 == 0 (16-byte rows), 4-byte
+ * aligned non-NULL x_scale and w_scale when T > 0. Accumulation: the wgmma fp32 accumulators
+ * are added into a separate fp32 sum after every 128-K block (promotion, both schemes), where
+ * the block scheme also applies that block's scales. */
+enum ldmoe_fp8_scaling {
+    LDMOE_FP8_ROWWISE = 1,
+    LDMOE_FP8_BLOCK = 2
+};
+
+typedef struct ldmoe_fp8_params {
+    ldmoe_params_t base;       /* x: [T, K] e4m3; w: e4m3 weights in base.layout (packed: from
+                                  ldmoe_pack_weights_fp8); y: [T, N] bf16; tile: AUTO or one of
+                                  LDMOE_FP8_TILE_LIST; everything else as for bf16             */
+    int32_t        scaling;    /* enum ldmoe_fp8_scaling (0 is refused: the caller must say)   */
+    const float   *x_scale;    /* fp32 activation scales (see above), device memory            */
+    const float   *w_scale;    /* fp32 weight scales (see above), device memory                */
+} ldmoe_fp8_params_t;
+
+/* Run the FP8 grouped GEMM on `p->base.stream`. Asynchronous, thread-safe; errors as for
+ * ldmoe_grouped_mm_ex (all argument errors are found before any CUDA call). Needs compute
+ * capability 9.0 (LDMOE_ERR_UNSUPPORTED elsewhere). */
+int ldmoe_grouped_mm_fp8(const ldmoe_fp8_params_t *p);
+
+/* The converters of the bf16 weights for e4m3 ones (rows of K bytes): same contracts as
+ * ldmoe_convert_layout, ldmoe_packed_bytes and ldmoe_pack_weights, with K % 16 == 0 required
+ * (ldmoe_packed_bytes_fp8 answers 0 otherwise). */
+int ldmoe_convert_layout_fp8(const void *src, void *dst, int E, int N, int K, int D, int to_localized,
+                             void *stream);
+size_t ldmoe_packed_bytes_fp8(int E, int N, int K, int D);
+int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, int N, int K, int D, void *stream);
 
 struct ldshim_topology;
 /* Read back the device symbol as the kernels see it (current device): the first `size` bytes

@@ -33,6 +33,11 @@ template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_ws_kernel(const __grid_constant__ KParams p) {
     grouped_mm_ws_body<C>(p, &ldshim_topology);
 }
+// FP8 tiles: the same body over the larger parameter block (KParamsF8 starts with the KParams).
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1) grouped_mm_ws_fp8_kernel(const __grid_constant__ KParamsF8 p) {
+    grouped_mm_ws_body<C>(p, &ldshim_topology);
+}
 
 // plain [E, N, K] <-> localized [D, E, N/D, K], one 16-byte chunk per thread-iteration.
 __global__ void convert_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int E, int N,
@@ -168,7 +173,32 @@ static int resolve_tile(int tile, int64_t T, int E) {
     return tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile(T, E, device_has_wgmma()) : tile;
 }
 
-static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int tile) {
+// The FP8 tiles (LDMOE_FP8_TILE_LIST): the kernel of `tile` for scaling scheme `scaling`
+// (enum ldmoe_fp8_scaling); every other pair has none.
+template <class C> static TileCfg describe_fp8() {
+    static_assert(C::WARP_SPECIALIZED && fp8_scaling_of<C>::value != 0, "an FP8 shape");
+    return {C::BM, C::BN, C::CHUNK, C::THREADS, C::SMEM, (const void *)grouped_mm_ws_fp8_kernel<C>, true};
+}
+static TileCfg tile_cfg_fp8(int tile, int scaling) {
+    switch (tile) {
+#define LDMOE_FP8_TILE_CASE_(value, name, bm, bn)                                                    \
+    case LDMOE_TILE_##name:                                                                          \
+        static_assert(Shape_##name<LDMOE_FP8_ROWWISE>::BM == bm && Shape_##name<LDMOE_FP8_ROWWISE>::BN == bn, \
+                      "the FP8 tile list's geometry is the kernel's");                               \
+        return scaling == LDMOE_FP8_ROWWISE ? describe_fp8<Shape_##name<LDMOE_FP8_ROWWISE>>()        \
+             : scaling == LDMOE_FP8_BLOCK   ? describe_fp8<Shape_##name<LDMOE_FP8_BLOCK>>()          \
+                                            : TileCfg{};
+        LDMOE_FP8_TILE_LIST(LDMOE_FP8_TILE_CASE_)
+#undef LDMOE_FP8_TILE_CASE_
+    default: return TileCfg{};
+    }
+}
+
+// Which tiles check_sizes accepts: the bf16 entry points' (kTilesBf16), the FP8 one's
+// (kTilesFp8, which also requires K % 16 == 0), or either (ldmoe_tile_info).
+enum { kTilesBf16 = 1, kTilesFp8 = 2, kTilesAny = 3 };
+
+static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int tile, int kinds = kTilesBf16) {
     if (T < 0) return fail(LDMOE_ERR_INVALID_ARG, "T = %lld must be >= 0", (long long)T);
     if (E < 1 || E > LDMOE_MAX_EXPERTS)
         return fail(E < 1 ? LDMOE_ERR_INVALID_ARG : LDMOE_ERR_UNSUPPORTED, "E = %d must be in 1..%d", E, LDMOE_MAX_EXPERTS);
@@ -178,9 +208,17 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
     if (layout != LDMOE_LAYOUT_PLAIN && (D < 1 || D > LDMOE_MAX_DOMAINS))
         return fail(LDMOE_ERR_INVALID_ARG, "num_domains = %d must be in 1..%d for the %s layout", D, LDMOE_MAX_DOMAINS,
                     layout == LDMOE_LAYOUT_PACKED ? "packed" : "localized");
-    if (tile != LDMOE_TILE_AUTO && !tile_cfg(tile).fn)
+    const bool is_bf16 = tile_cfg(tile).fn != NULL, is_fp8 = tile_cfg_fp8(tile, LDMOE_FP8_ROWWISE).fn != NULL;
+    if (tile != LDMOE_TILE_AUTO && !is_bf16 && !is_fp8)
         return fail(LDMOE_ERR_INVALID_ARG, "tile %d is not a tile of this library (enum ldmoe_tile)", tile);
+    if (is_fp8 && !(kinds & kTilesFp8))
+        return fail(LDMOE_ERR_INVALID_ARG, "tile %d is an FP8 tile (LDMOE_FP8_TILE_LIST): use ldmoe_grouped_mm_fp8", tile);
+    if (is_bf16 && !(kinds & kTilesBf16))
+        return fail(LDMOE_ERR_INVALID_ARG, "tile %d is a bf16 tile; ldmoe_grouped_mm_fp8 takes AUTO or LDMOE_FP8_TILE_LIST",
+                    tile);
     if (K % 8) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 8 (16-byte rows)", K);
+    if (kinds == kTilesFp8 && K % 16)
+        return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 16 for e4m3 (16-byte rows)", K);
     if (N % (8 * D)) return fail(LDMOE_ERR_ALIGNMENT, "N = %d must be a multiple of 8*D = %d", N, 8 * D);
     // TMA coordinates and dimensions are 32-bit: token rows and weight rows must fit.
     if (T > INT32_MAX) return fail(LDMOE_ERR_UNSUPPORTED, "T = %lld exceeds 2^31-1 rows", (long long)T);
@@ -191,9 +229,10 @@ static int check_sizes(int64_t T, int E, int N, int K, int layout, int D, int ti
 LDMOE_API int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains, int tile,
                               int *bm, int *bn, int64_t *bound) {
     int D = layout == LDMOE_LAYOUT_PLAIN ? 1 : num_domains;
-    int rc = check_sizes(T, E, N, K, layout, D, tile);
+    int rc = check_sizes(T, E, N, K, layout, D, tile, kTilesAny);
     if (rc) return rc;
     TileCfg c = tile_cfg(resolve_tile(tile, T, E));
+    if (!c.fn) c = tile_cfg_fp8(tile, LDMOE_FP8_ROWWISE);
     int64_t nbs = (N / D + c.bm - 1) / c.bm;
     if (bm) *bm = c.bm;
     if (bn) *bn = c.bn;
@@ -238,6 +277,8 @@ struct Workspace { int device; void *stream; unsigned *ctr; };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_sms[LDMOE_MAX_DEVICES];
 static unsigned g_attr_done[LDMOE_MAX_DEVICES];   // bit t: smem attribute set for tile t
+// FP8 kernels: bit 2 * (tile - first FP8 tile) + scaling - 1.
+static unsigned g_attr_done_fp8[LDMOE_MAX_DEVICES];
 static Workspace g_ws[LDMOE_MAX_WORKSPACES];
 static int g_nws;
 
@@ -282,8 +323,8 @@ static uint32_t bound_sms(int dev, uint32_t device_sms) {
     return ldshim_bound_sms(&t, device_sms);
 }
 
-// Caller holds g_lock.
-static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
+// Caller holds g_lock. attr/bit: where the kernel's shared-memory attribute is recorded as set.
+static int device_setup(int dev, unsigned *attr, int bit, const TileCfg &c, int *sms) {
     if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
     cudaError_t e;
     if (!g_sms[dev]) {
@@ -292,10 +333,10 @@ static int device_setup(int dev, int tile, const TileCfg &c, int *sms) {
             return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
         g_sms[dev] = (int)bound_sms(dev, (uint32_t)v);
     }
-    if (!(g_attr_done[dev] & (1u << tile))) {
+    if (!(attr[dev] & (1u << bit))) {
         if ((e = cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem)) != cudaSuccess)
             return cuda_fail(e, "cudaFuncSetAttribute(max dynamic shared memory)");
-        g_attr_done[dev] |= 1u << tile;
+        attr[dev] |= 1u << bit;
     }
     *sms = g_sms[dev];
     return LDMOE_OK;
@@ -350,6 +391,7 @@ LDMOE_API int ldmoe_release(void) {
     // bind the process to other SMs: set them again.
     if (dev < LDMOE_MAX_DEVICES) {
         g_attr_done[dev] = 0;
+        g_attr_done_fp8[dev] = 0;
         g_order_done[dev] = false;
         g_sms[dev] = 0;
     }
@@ -370,10 +412,8 @@ struct LabArgs {
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-static int grouped_mm(const ldmoe_params_t *p, const LabArgs &lab) {
-    const int D = p->layout == LDMOE_LAYOUT_PLAIN ? 1 : p->num_domains;
-    int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile);
-    if (rc) return rc;
+// The checks every grouped GEMM shares after its sizes: mode, steal_waves, pointers, alignment.
+static int check_call(const ldmoe_params_t *p) {
     if (p->mode < LDMOE_MODE_AUTO || p->mode > LDMOE_MODE_STATIC)
         return fail(LDMOE_ERR_INVALID_ARG, "mode %d unknown (0 auto, 1 aware, 2 unaware, 3 static)", p->mode);
     if (!(p->steal_waves == p->steal_waves)) return fail(LDMOE_ERR_INVALID_ARG, "steal_waves is NaN");
@@ -383,43 +423,42 @@ static int grouped_mm(const ldmoe_params_t *p, const LabArgs &lab) {
     if (!aligned16(p->x) || !aligned16(p->w) || !aligned16(p->y))
         return fail(LDMOE_ERR_ALIGNMENT, "x, w and y must be 16-byte aligned (x=%p w=%p y=%p)", p->x, p->w, p->y);
     if (((uintptr_t)p->offs & 3u) != 0) return fail(LDMOE_ERR_ALIGNMENT, "offs must be 4-byte aligned");
-    if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
+    return LDMOE_OK;
+}
 
-    const int tile = resolve_tile(p->tile, p->T, p->E);
-    if (tile_cfg(tile).wgmma && !device_has_wgmma())
-        return fail(LDMOE_ERR_UNSUPPORTED, "tile %d uses wgmma, which needs a compute capability 9.0 GPU", tile);
-    const TileCfg c = tile_cfg(tile);
-    int dev = 0, sms = 0;
+// Everything of a launch but the launch: device facts, workspace, tensor maps and the KParams.
+// Kr: the row length the load side sees, in bf16-sized elements (K for bf16, K/2 for e4m3).
+static int prepare(const ldmoe_params_t *p, const LabArgs &lab, int D, int Kr, const TileCfg &c, unsigned *attr,
+                   int bit, KParams &kp, int *sms) {
+    int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
     unsigned *ctr = NULL;
     encode_tiled_fn enc = NULL;
     pthread_mutex_lock(&g_lock);
-    rc = device_setup(dev, tile, c, &sms);
+    int rc = device_setup(dev, attr, bit, c, sms);
     if (!rc) rc = get_encoder(&enc);
     if (!rc) rc = workspace_get(dev, p->stream, &ctr);
-    if (!rc) sm_order_probe(dev, sms, p->stream);
+    if (!rc) sm_order_probe(dev, *sms, p->stream);
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
 
-    KParams kp;
-    memset(&kp, 0, sizeof kp);
     const bool packed = p->layout == LDMOE_LAYOUT_PACKED;
-    if (!packed && (rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, p->K, c.bm, "weights"))) return rc;
-    if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, p->K, c.box, "tokens"))) return rc;
-    if (c.box < c.bn && ((rc = make_map(enc, &kp.tm_xh, p->x, p->T, p->K, c.bn / 2, "tokens, half box")) ||
-                         (rc = make_map(enc, &kp.tm_xb, p->x, p->T, p->K, c.bn, "tokens, whole box"))))
+    if (!packed && (rc = make_map(enc, &kp.tm_w, p->w, (int64_t)p->E * p->N, Kr, c.bm, "weights"))) return rc;
+    if ((rc = make_map(enc, &kp.tm_x, p->x, p->T, Kr, c.box, "tokens"))) return rc;
+    if (c.box < c.bn && ((rc = make_map(enc, &kp.tm_xh, p->x, p->T, Kr, c.bn / 2, "tokens, half box")) ||
+                         (rc = make_map(enc, &kp.tm_xb, p->x, p->T, Kr, c.bn, "tokens, whole box"))))
         return rc;
     kp.x = (const __nv_bfloat16 *)p->x;
     kp.w = (const __nv_bfloat16 *)p->w;
     kp.offs = p->offs;
     kp.y = (__nv_bfloat16 *)p->y;
     kp.T = p->T;
-    kp.E = p->E; kp.N = p->N; kp.K = p->K; kp.D = D; kp.ND = p->N / D;
+    kp.E = p->E; kp.N = p->N; kp.K = Kr; kp.D = D; kp.ND = p->N / D;
     kp.nbs = (kp.ND + c.bm - 1) / c.bm;
     kp.packed = packed;
     kp.pnb = ldmoe_packed_rowblocks(kp.ND);
-    kp.pkb = ldmoe_packed_kblocks(p->K);
+    kp.pkb = ldmoe_packed_kblocks(Kr);
     kp.mode = p->mode;
     kp.steal_waves = p->steal_waves > 0.f ? p->steal_waves : LDMOE_DEFAULT_STEAL_WAVES;
     kp.ctr = ctr;
@@ -427,16 +466,77 @@ static int grouped_mm(const ldmoe_params_t *p, const LabArgs &lab) {
     kp.dbg_cap = lab.debug_tiles ? lab.debug_cap : 0;
     kp.tune = lab.tune;
     kp.trace = lab.trace;
-    void *args[] = {&kp};
-    e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)p->stream);
+    return LDMOE_OK;
+}
+
+static int launch(const TileCfg &c, int sms, void *kparams, void *stream) {
+    void *args[] = {kparams};
+    cudaError_t e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)stream);
     if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
 }
 
+static int grouped_mm(const ldmoe_params_t *p, const LabArgs &lab) {
+    const int D = p->layout == LDMOE_LAYOUT_PLAIN ? 1 : p->num_domains;
+    int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile);
+    if (rc) return rc;
+    if ((rc = check_call(p))) return rc;
+    if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
+
+    const int tile = resolve_tile(p->tile, p->T, p->E);
+    if (tile_cfg(tile).wgmma && !device_has_wgmma())
+        return fail(LDMOE_ERR_UNSUPPORTED, "tile %d uses wgmma, which needs a compute capability 9.0 GPU", tile);
+    const TileCfg c = tile_cfg(tile);
+    KParams kp;
+    memset(&kp, 0, sizeof kp);
+    int sms = 0;
+    if ((rc = prepare(p, lab, D, p->K, c, g_attr_done, tile, kp, &sms))) return rc;
+    return launch(c, sms, &kp, p->stream);
+}
+
+// FP8 (ldmoe.h): the bf16 checks, then the scheme and the scales; the kernels see the e4m3 rows
+// as rows of K/2 bf16-sized elements (KParamsF8).
+static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
+    const ldmoe_params_t *p = &f->base;
+    if (f->scaling != LDMOE_FP8_ROWWISE && f->scaling != LDMOE_FP8_BLOCK)
+        return fail(LDMOE_ERR_INVALID_ARG, "scaling %d is neither LDMOE_FP8_ROWWISE (1) nor LDMOE_FP8_BLOCK (2)",
+                    f->scaling);
+    const int D = p->layout == LDMOE_LAYOUT_PLAIN ? 1 : p->num_domains;
+    int rc = check_sizes(p->T, p->E, p->N, p->K, p->layout, D, p->tile, kTilesFp8);
+    if (rc) return rc;
+    if ((rc = check_call(p))) return rc;
+    if (p->T > 0 && (!f->x_scale || !f->w_scale))
+        return fail(LDMOE_ERR_INVALID_ARG, "x_scale and w_scale must be non-NULL (x_scale=%p w_scale=%p)",
+                    (const void *)f->x_scale, (const void *)f->w_scale);
+    if (((uintptr_t)f->x_scale & 3u) || ((uintptr_t)f->w_scale & 3u))
+        return fail(LDMOE_ERR_ALIGNMENT, "x_scale and w_scale must be 4-byte aligned (float)");
+    if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
+
+    if (!device_has_wgmma())
+        return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 tiles use wgmma, which needs a compute capability 9.0 GPU");
+    const int tile = p->tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile_fp8(p->T, p->E) : p->tile;
+    const TileCfg c = tile_cfg_fp8(tile, f->scaling);
+    KParamsF8 kp;
+    memset(&kp, 0, sizeof kp);
+    int sms = 0;
+    const int bit = 2 * (tile - LDMOE_TILE_WS_128x64_C16_FP8) + f->scaling - 1;
+    if ((rc = prepare(p, lab, D, p->K / 2, c, g_attr_done_fp8, bit, kp, &sms))) return rc;
+    kp.xs = f->x_scale;
+    kp.ws = f->w_scale;
+    kp.K8 = p->K;
+    kp.KB = ldmoe_fp8_kblocks(p->K);
+    return launch(c, sms, &kp, p->stream);
+}
+
 LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
     return grouped_mm(p, LabArgs{});
+}
+
+LDMOE_API int ldmoe_grouped_mm_fp8(const ldmoe_fp8_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    return grouped_mm_fp8(p, LabArgs{});
 }
 
 LDMOE_API int ldmoe_grouped_mm(const void *x, const void *w, const int32_t *offs, void *y, int64_t T, int E,
@@ -516,3 +616,37 @@ LDMOE_API int ldmoe_get_topology(struct ldshim_topology *out, size_t size) {
     return LDMOE_OK;
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// FP8 converters: rows of K e4m3 bytes are rows of K/2 bf16-sized elements to the bf16 ones.
+
+// The shared checks of the FP8 converters, with K counted in e4m3 elements.
+static int check_fp8_layout_args(const void *src, const void *dst, int E, int N, int K, int D) {
+    if (!src || !dst) return fail(LDMOE_ERR_INVALID_ARG, "src and dst must be non-NULL");
+    if (E < 1 || N < 1 || K < 1 || D < 1 || D > LDMOE_MAX_DOMAINS)
+        return fail(LDMOE_ERR_INVALID_ARG, "E=%d N=%d K=%d D=%d: all >= 1, D <= %d", E, N, K, D, LDMOE_MAX_DOMAINS);
+    if (N % D) return fail(LDMOE_ERR_INVALID_ARG, "N = %d is not a multiple of D = %d", N, D);
+    if (K % 16 || !aligned16(src) || !aligned16(dst))
+        return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 16 (e4m3 rows of 16-byte chunks) and src/dst "
+                    "16-byte aligned", K);
+    return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_convert_layout_fp8(const void *src, void *dst, int E, int N, int K, int D, int to_localized,
+                                       void *stream) {
+    int rc = check_fp8_layout_args(src, dst, E, N, K, D);
+    return rc ? rc : ldmoe_convert_layout(src, dst, E, N, K / 2, D, to_localized, stream);
+}
+
+LDMOE_API size_t ldmoe_packed_bytes_fp8(int E, int N, int K, int D) {
+    if (K < 16 || K % 16) return 0;
+    return ldmoe_packed_bytes(E, N, K / 2, D);
+}
+
+LDMOE_API int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, int N, int K, int D,
+                                     void *stream) {
+    if (src_layout != LDMOE_LAYOUT_PLAIN && src_layout != LDMOE_LAYOUT_LOCALIZED)
+        return fail(LDMOE_ERR_INVALID_ARG, "src_layout %d is neither PLAIN (0) nor LOCALIZED (1)", src_layout);
+    int rc = check_fp8_layout_args(src, dst, E, N, K, D);
+    return rc ? rc : ldmoe_pack_weights(src, src_layout, dst, E, N, K / 2, D, stream);
+}

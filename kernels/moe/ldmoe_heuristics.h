@@ -37,4 +37,13 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
     return LDMOE_TILE_128x256;
 }
 
+/* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only): the FP8 decode tiles, with the
+ * bf16 decode thresholds (the same bytes per weight block in flight; to be re-tuned on the H200,
+ * doc/moe.md "FP8"). Above 32 tokens per expert on average WS_128x128_C16_FP8 for every size,
+ * prefill included, until an FP8 prefill tile exists. */
+static inline int ldmoe_auto_tile_fp8(int64_t T, int E) {
+    const int64_t avg = E > 0 ? T / E : T;
+    return avg <= 32 ? LDMOE_TILE_WS_128x64_C16_FP8 : LDMOE_TILE_WS_128x128_C16_FP8;
+}
+
 #endif /* LDMOE_HEURISTICS_H */

@@ -141,4 +141,26 @@ LDMOE_HD int64_t ldmoe_packed_offset(int32_t E, int32_t ND, int32_t K, int32_t d
            (int64_t)rr * (LDMOE_PACK_K * 2) + ((c ^ (rr % 8)) * 16) + (k % 8) * 2;
 }
 
+/* The FP8 packed layout (ldmoe.h, ldmoe_pack_weights_fp8) is the bf16 packed layout of the same
+ * bytes: a row of K e4m3 values is K/2 bf16-sized elements (K % 16 == 0), so a box holds 128 rows
+ * x 128 k and byte k of a row lies where bf16 element k/2 does, plus k % 2. Byte offset of element
+ * (row r of slice d of expert e, column k); total size: ldmoe_packed_box(E, ND, K/2, D, 0, 0, 0)
+ * boxes. */
+LDMOE_HD int64_t ldmoe_packed_offset_fp8(int32_t E, int32_t ND, int32_t K, int32_t d, int32_t e, int32_t r,
+                                         int32_t k) {
+    return ldmoe_packed_offset(E, ND, K / 2, d, e, r, k / 2) + (k % 2);
+}
+
+/* FP8 scale tables (ldmoe.h, ldmoe_fp8_params_t): K blocks of 128 for the block scheme, and the
+ * index of the weight scale of (slice-expert se = d*E + e, row r of that slice, K block kb). */
+#define LDMOE_FP8_BLOCK_K 128      /* k per scale block: one 128-byte k-block of the kernels     */
+#define LDMOE_FP8_BLOCK_ROWS 128   /* weight rows per scale block                                */
+LDMOE_HD int32_t ldmoe_fp8_kblocks(int32_t K) { return (int32_t)(((int64_t)K + LDMOE_FP8_BLOCK_K - 1) / LDMOE_FP8_BLOCK_K); }
+LDMOE_HD int32_t ldmoe_fp8_rowblocks(int32_t ND) {
+    return (int32_t)(((int64_t)ND + LDMOE_FP8_BLOCK_ROWS - 1) / LDMOE_FP8_BLOCK_ROWS);
+}
+LDMOE_HD int64_t ldmoe_fp8_block_wscale_index(int32_t ND, int32_t K, int32_t se, int32_t r, int32_t kb) {
+    return ((int64_t)se * ldmoe_fp8_rowblocks(ND) + r / LDMOE_FP8_BLOCK_ROWS) * ldmoe_fp8_kblocks(K) + kb;
+}
+
 #endif /* LDMOE_TILES_H */

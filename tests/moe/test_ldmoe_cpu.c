@@ -281,9 +281,10 @@ static void test_tile_info(void) {
         CU_ASSERT_EQUAL(bn, geo[i].bn);
         CU_ASSERT_EQUAL(bound, ((1000 + bn - 1) / bn + 8) * 2 * ((2048 + bm - 1) / bm));
     }
-    /* every other value is refused: the lab's tiles (1, 2, 5, 6, 9-18) among them */
+    /* every other value is refused: the lab's tiles (1, 2, 5, 6, 9-18) among them; the FP8
+     * tiles (22, 23) answer their geometry (test_fp8_tiles) */
     for (int t = -1; t < 64; ++t) {
-        int known = t == 0;
+        int known = t == 0 || t == LDMOE_TILE_WS_128x64_C16_FP8 || t == LDMOE_TILE_WS_128x128_C16_FP8;
         for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) known |= geo[i].tile == t;
         if (!known) CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, t, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     }
@@ -350,6 +351,184 @@ static void test_strings(void) {
     CU_ASSERT(strncmp(ldmoe_version(), LDMOE_VERSION_STRING, strlen(LDMOE_VERSION_STRING)) == 0);
 }
 
+/* ---- FP8 (ldmoe.h, ldmoe_fp8_params_t) ---------------------------------------------------- */
+
+static ldmoe_fp8_params_t good_fp8(void) {
+    ldmoe_fp8_params_t f;
+    memset(&f, 0, sizeof f);
+    f.base = good();
+    f.scaling = LDMOE_FP8_ROWWISE;
+    f.x_scale = (const float *)P(0x50000);
+    f.w_scale = (const float *)P(0x60000);
+    return f;
+}
+
+/* Every refusal of ldmoe_grouped_mm_fp8 comes before any CUDA call, with a message that names
+ * what was wrong; a valid call with T > 0 reaches the device check (no GPU here: UNSUPPORTED). */
+static void test_fp8_validation(void) {
+    ldmoe_fp8_params_t f = good_fp8();
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_OK);   /* T = 0: nothing to do */
+    f.scaling = LDMOE_FP8_BLOCK;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(NULL), LDMOE_ERR_INVALID_ARG);
+    for (int sc = -1; sc <= 3; sc += 1) {
+        if (sc == LDMOE_FP8_ROWWISE || sc == LDMOE_FP8_BLOCK) continue;
+        f = good_fp8(); f.scaling = sc;
+        CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "scaling"));
+    }
+    f = good_fp8(); f.base.K = 520;   /* a multiple of 8 (enough for bf16), not of 16 */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "multiple of 16"));
+    ldmoe_params_t b = good(); b.K = 520;   /* the bf16 entry point still takes it */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&b), LDMOE_OK);
+    f = good_fp8(); f.base.K = 100;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    f = good_fp8(); f.base.tile = LDMOE_TILE_WS_128x64_C16;   /* a bf16 tile */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "bf16 tile"));
+    f = good_fp8(); f.base.tile = 99;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "not a tile"));
+#define FP8_TILE_OK_(value, name, bm, bn)                                                     \
+    f = good_fp8(); f.base.tile = LDMOE_TILE_##name;                                          \
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_OK);                                      \
+    b = good(); b.tile = LDMOE_TILE_##name;   /* and the bf16 entry point refuses it */        \
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&b), LDMOE_ERR_INVALID_ARG);                          \
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "ldmoe_grouped_mm_fp8"));
+    LDMOE_FP8_TILE_LIST(FP8_TILE_OK_)
+#undef FP8_TILE_OK_
+    /* the bf16 checks apply as they are */
+    f = good_fp8(); f.base.offs = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.mode = 4;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.layout = 3;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.num_domains = 9;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.E = 0;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.N = 1000;   /* not a multiple of 8*D */
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    f = good_fp8(); f.base.x = P(0x10008);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    f = good_fp8(); f.base.steal_waves = __builtin_nanf("");
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    /* the scales */
+    f = good_fp8(); f.base.T = 5; f.x_scale = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "x_scale"));
+    f = good_fp8(); f.base.T = 5; f.w_scale = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.base.T = 5; f.base.w = NULL;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.w_scale = (const float *)P(0x60002);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "4-byte"));
+    f = good_fp8(); f.x_scale = (const float *)P(0x50001);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    /* a valid call that has work: the device check refuses it here (no compute capability 9.0 GPU) */
+    f = good_fp8(); f.base.T = 5;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "9.0"));
+}
+
+/* The FP8 packed layout is the bf16 one of the same bytes: every e4m3 element gets its own byte
+ * inside ldmoe_packed_bytes_fp8, its 16-byte chunk holds 16 consecutive k, and the box rows are
+ * 128 bytes with chunk c at c ^ (row % 8). */
+static void check_packed_fp8(int E, int N, int K, int D) {
+    const int ND = N / D;
+    const size_t bytes = ldmoe_packed_bytes_fp8(E, N, K, D);
+    CU_ASSERT_EQUAL_FATAL(bytes, (size_t)D * E * ((ND + 127) / 128) * ((K + 511) / 512 * 4) * 16384);
+    CU_ASSERT_EQUAL(bytes, ldmoe_packed_bytes(E, N, K / 2, D));
+    unsigned char *seen = calloc(bytes, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+    int ok_range = 1, ok_chunk = 1, ok_swizzle = 1;
+    for (int d = 0; d < D; ++d)
+        for (int e = 0; e < E; ++e)
+            for (int r = 0; r < ND; ++r)
+                for (int k = 0; k < K; ++k) {
+                    int64_t o = ldmoe_packed_offset_fp8(E, ND, K, d, e, r, k);
+                    if (o < 0 || o >= (int64_t)bytes) { ok_range = 0; continue; }
+                    seen[o]++;
+                    if (k % 16 && o != ldmoe_packed_offset_fp8(E, ND, K, d, e, r, k - k % 16) + k % 16) ok_chunk = 0;
+                    int rr = r % 128, c = (k % 128) / 16;
+                    if ((o % 16384) / 128 != rr || (o % 128) / 16 != (c ^ (rr % 8)) ||
+                        o / 16384 != ldmoe_packed_box(E, ND, K / 2, d, e, r / 128, k / 128))
+                        ok_swizzle = 0;
+                }
+    size_t named = 0, twice = 0;
+    for (size_t i = 0; i < bytes; ++i) { named += seen[i] != 0; twice += seen[i] > 1; }
+    CU_ASSERT(ok_range);
+    CU_ASSERT(ok_chunk);
+    CU_ASSERT(ok_swizzle);
+    CU_ASSERT_EQUAL(twice, 0);
+    CU_ASSERT_EQUAL(named, (size_t)D * E * ND * K);
+    free(seen);
+}
+
+static void test_fp8_layouts(void) {
+    check_packed_fp8(3, 64, 144, 2);     /* rows and k padded */
+    check_packed_fp8(2, 256, 512, 1);    /* no padding */
+    check_packed_fp8(2, 520, 1040, 2);   /* 260 rows per slice, k past a whole stage */
+    check_packed_fp8(1, 8, 16, 1);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(2, 64, 72, 1), 0);     /* K % 16 */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(2, 64, 8, 1), 0);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(2, 63, 64, 2), 0);     /* N % D */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(0, 64, 64, 1), 0);
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(128, 1536, 2048, 2), (size_t)128 * 1536 * 2048);   /* no padding */
+    CU_ASSERT_EQUAL(ldmoe_packed_bytes_fp8(32, 4096, 7168, 2), (size_t)32 * 4096 * 7168);
+    /* packer and converter validation: before any CUDA call, K counted in e4m3 elements */
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(NULL, 0, P(0x1000), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 2, P(0x1000000), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "src_layout"));
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 0, P(0x1000000), 2, 64, 72, 2, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "K = 72"));
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 0, P(0x1000000), 2, 63, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 0, P(0x1000008), 2, 64, 64, 2, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 0, P(0x1000), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "overlap"));
+    /* 2 x 64 x 64 e4m3 = 8 KiB: a destination 8 KiB past the source does not overlap it, 4 KiB past does */
+    CU_ASSERT_EQUAL(ldmoe_pack_weights_fp8(P(0x1000), 0, P(0x1000 + 4096), 2, 64, 64, 2, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout_fp8(NULL, P(0x1000), 2, 64, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout_fp8(P(0x1000), P(0x1000000), 2, 64, 72, 2, 1, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout_fp8(P(0x1000), P(0x1000000), 2, 63, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_convert_layout_fp8(P(0x1000), P(0x1000 + 4096), 2, 64, 64, 2, 1, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "overlap"));
+    /* block-scale indexing: [D*E][ceil(N/D / 128)][ceil(K / 128)] */
+    CU_ASSERT_EQUAL(ldmoe_fp8_kblocks(7168), 56);
+    CU_ASSERT_EQUAL(ldmoe_fp8_kblocks(7184), 57);
+    CU_ASSERT_EQUAL(ldmoe_fp8_rowblocks(1000), 8);
+    CU_ASSERT_EQUAL(ldmoe_fp8_block_wscale_index(1024, 7168, 0, 0, 0), 0);
+    CU_ASSERT_EQUAL(ldmoe_fp8_block_wscale_index(1024, 7168, 0, 127, 55), 55);
+    CU_ASSERT_EQUAL(ldmoe_fp8_block_wscale_index(1024, 7168, 0, 128, 0), 56);
+    CU_ASSERT_EQUAL(ldmoe_fp8_block_wscale_index(1024, 7168, 3, 1023, 55), 3 * 8 * 56 + 7 * 56 + 55);
+}
+
+/* The FP8 tiles: geometry through ldmoe_tile_info, AUTO's FP8 choice, values apart from bf16's. */
+static void test_fp8_tiles(void) {
+    int bm = 0, bn = 0;
+    int64_t bound = 0;
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_128x64_C16_FP8, &bm, &bn,
+                                    &bound), LDMOE_OK);
+    CU_ASSERT(bm == 128 && bn == 64);
+    CU_ASSERT_EQUAL(bound, ((1000 + 63) / 64 + 8) * 2 * (2048 / 128));
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PLAIN, 1, LDMOE_TILE_WS_128x128_C16_FP8, &bm, &bn,
+                                    NULL), LDMOE_OK);
+    CU_ASSERT(bm == 128 && bn == 128);
+    CU_ASSERT_EQUAL(LDMOE_TILE_WS_128x64_C16_FP8, 22);
+    CU_ASSERT_EQUAL(LDMOE_TILE_WS_128x128_C16_FP8, 23);
+#define NOT_BF16_(value, name, bm_, bn_) CU_ASSERT(!in_tile_list(value));
+    LDMOE_FP8_TILE_LIST(NOT_BF16_)
+#undef NOT_BF16_
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(32 * 8, 8), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(33 * 8, 8), LDMOE_TILE_WS_128x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1), LDMOE_TILE_WS_128x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0), LDMOE_TILE_WS_128x64_C16_FP8);
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe_cpu", NULL, NULL);
     CU_add_test(s, "tile numbering, fixed counts", test_numbering_fixed);
@@ -364,4 +543,7 @@ static void register_tests(void) {
     CU_add_test(s, "packed layout and packer validation", test_packed_layout);
     CU_add_test(s, "ldmoe_get_topology argument checks", test_get_topology_args);
     CU_add_test(s, "strings", test_strings);
+    CU_add_test(s, "FP8 argument validation", test_fp8_validation);
+    CU_add_test(s, "FP8 packed layout, packer and converter validation", test_fp8_layouts);
+    CU_add_test(s, "FP8 tiles and AUTO's FP8 choice", test_fp8_tiles);
 }

@@ -55,7 +55,12 @@ static void test_tiles(void) {
         CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_OK);
         CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p.base), LDMOE_OK);
     }
-    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 22, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    /* 22 and 23 are the FP8 tiles (ldmoe.h LDMOE_FP8_TILE_LIST): geometry yes, the bf16 entry points no */
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 22, NULL, NULL, NULL), LDMOE_OK);
+    ldmoe_lab_params_t f = good();
+    f.base.tile = LDMOE_TILE_WS_128x64_C16_FP8;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 24, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, -1, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
 }
 

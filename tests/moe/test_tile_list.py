@@ -61,13 +61,17 @@ def main():
     import ldmoe
     product = ldmoe_lab.PRODUCT_TILES
     lab = ldmoe_lab.LAB_TILES
+    fp8 = ldmoe_lab.read_tile_list(os.path.join(ROOT, "kernels", "moe", "ldmoe.h"), "LDMOE_FP8_TILE_LIST")
 
     check(len(product) == 7 and len(lab) == 14, "lists: 7 product tiles, 14 lab tiles",
           "%d and %d" % (len(product), len(lab)))
     check(ldmoe.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in product.items()]),
           "ldmoe.py TILES is ldmoe.h's LDMOE_TILE_LIST", "%s vs %s" % (ldmoe.TILES, product))
-    values = [v[0] for v in product.values()] + [v[0] for v in lab.values()]
-    check(len(set(values)) == len(values) and not set(product) & set(lab), "values and names unique across both lists")
+    check(len(fp8) == 2 and ldmoe.FP8_TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in fp8.items()]),
+          "ldmoe.py FP8_TILES is ldmoe.h's LDMOE_FP8_TILE_LIST", "%s vs %s" % (ldmoe.FP8_TILES, fp8))
+    values = [v[0] for v in product.values()] + [v[0] for v in lab.values()] + [v[0] for v in fp8.values()]
+    check(len(set(values)) == len(values) and not (set(product) & set(lab) or set(fp8) & (set(product) | set(lab))),
+          "values and names unique across the three lists")
     check(all(0 < v < 32 for v in values), "values in 1..31 (ldmoe_api.cu keeps a 32-bit mask per device)")
     check(ldmoe_lab.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in list(product.items()) + list(lab.items())]),
           "ldmoe_lab.py TILES is both lists")
@@ -84,6 +88,9 @@ def main():
         check(tile_geometry(plib, v) is None, "product library refuses lab tile %s (%d)" % (name, v))
         check(ldmoe_lab.tile_info(1000, 8, 4096, 4096, "localized", 2, name)[:2] == (bm, bn),
               "lab library has %s (%d): %dx%d" % (name, v, bm, bn))
+    for name, (v, bm, bn) in sorted(fp8.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) == (bm, bn) and tile_geometry(llib, v) == (bm, bn),
+              "both libraries have FP8 tile %s (%d): %dx%d" % (name, v, bm, bn), str(tile_geometry(plib, v)))
     others = [t for t in range(-2, 40) if t != 0 and t not in values]
     check(all(tile_geometry(plib, t) is None and tile_geometry(llib, t) is None for t in others),
           "neither library takes a value outside the lists")
@@ -92,7 +99,7 @@ def main():
 
     api = declared(os.path.join(ROOT, "kernels", "moe", "ldmoe.h"))
     lab_api = declared(os.path.join(ROOT, "bench", "moe", "lab", "ldmoe_lab.h"))
-    check(len(api) == 11 and lab_api == {"ldmoe_lab_grouped_mm", "ldmoe_lab_set_topology"},
+    check(len(api) == 15 and lab_api == {"ldmoe_lab_grouped_mm", "ldmoe_lab_set_topology"},
           "declarations found", "%s / %s" % (sorted(api), sorted(lab_api)))
     got = exported(product_lib)
     check(got == api, "libldmoe.so exports exactly ldmoe.h's functions",

@@ -79,6 +79,19 @@ struct KParams {
     uint64_t *trace;    // 8 per CTA (lab: ldmoe_lab_params_t.trace; NULL: off)
 };
 
+// The FP8 kernels' parameters (ldmoe_grouped_mm_fp8): KParams as for bf16, with the weights and
+// tokens seen as rows of K/2 bf16-sized elements (KParams::K = K/2, the tensor maps and the
+// packed layout in those units, so the load side is the bf16 one), plus the scales. A separate
+// struct rather than more KParams fields: the bf16 kernels' parameter block, and with it their
+// machine code, stays as it was (make sass-identity).
+struct KParamsF8 : KParams {
+    const float *xs;    // activation scales: [T] (rowwise) or [KB, T] (block)
+    const float *ws;    // weight scales: [E*N] in the weights' row order (rowwise) or
+                        // [D*E, ceil(ND/128), KB] (block), ldmoe.h
+    int32_t K8;         // K in e4m3 elements (KParams::K = K8 / 2)
+    int32_t KB;         // ceil(K8 / 128): K blocks of the block scales
+};
+
 // Launch timeline (lab: ldmoe_lab_params_t.trace): slot i of this CTA = %globaltimer (or v).
 enum { kTrEntry, kTrSetup, kTrClaimed, kTrFirstData, kTrLoadsDone, kTrExit, kTrTiles, kTrSm };
 __device__ __forceinline__ uint64_t globaltimer() {

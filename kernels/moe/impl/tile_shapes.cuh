@@ -21,5 +21,10 @@ using Shape_WS_128x64_C16 = WsCfg<128, 64, 4, 2, true, false, 16>;    // 4 stage
 using Shape_WS_128x128_C16 = WsCfg<128, 128, 6, 1, true, false, 16>;  // 6 stages of 64 k: 96 KiB in flight
 using Shape_WS_256x128_EW = WsCfg<256, 128, 3, 1, false, true>;       // 3 stages of 64 k; the copy for the
                                                                       // epilogue warps takes a fourth's room
+// The FP8 tiles (LDMOE_FP8_TILE_LIST), one kernel per scaling scheme S (enum ldmoe_fp8_scaling):
+// the bf16 decode shapes with e4m3 operands, so the same bytes per stage hold twice the k
+// (WS_128x64_C16_FP8: 4 stages of 256 k, 128 KiB of weights in flight; WS_128x128_C16_FP8: 6 of 128 k).
+template <int S> using Shape_WS_128x64_C16_FP8 = Fp8Cfg<Shape_WS_128x64_C16, S>;
+template <int S> using Shape_WS_128x128_C16_FP8 = Fp8Cfg<Shape_WS_128x128_C16, S>;
 
 }  // namespace ldmoe

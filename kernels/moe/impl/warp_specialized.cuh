@@ -100,6 +100,20 @@ struct WsCfg {
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block");
 };
 
+// FP8 tiles (ldmoe_grouped_mm_fp8): a WsCfg shape with e4m3 operands and scaling scheme SCALING
+// (enum ldmoe_fp8_scaling). The stages hold the same bytes as the bf16 shape's, so a k-block is
+// 128 k instead of 64: the producer and the ring are the bf16 ones over rows of K/2 bf16-sized
+// elements (KParamsF8); only the consumers' math differs (run_tile_fp8 in grouped_mm_ws_body).
+template <class Base, int SCALING>
+struct Fp8Cfg : Base {
+    static constexpr int FP8 = SCALING;
+    static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
+    static_assert(Base::BM == LDMOE_FP8_BLOCK_ROWS, "a tile's weight rows are one block of the block scales");
+    static_assert(kRowBytes == LDMOE_FP8_BLOCK_K, "a k-block of e4m3 is one K block of the block scales");
+};
+// 0 for the bf16 shapes, the scaling scheme for Fp8Cfg ones.
+template <class C, class = void> struct fp8_scaling_of : std::integral_constant<int, 0> {};
+template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
 
@@ -223,6 +237,140 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
     }
 }
 
+// FP8: one tile as run_tile does it, with e4m3 wgmmas (k = 32, four per 128-byte k-block) and
+// promotion: each k-block's wgmmas start from zero (scale_d = 0) and, once they are done, are
+// added into fp32 sums (times the k-block's scales in the block scheme), so the tensor cores
+// never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
+// group exposes the wgmma latency once per 128 k; a stage is handed back when its last
+// k-block is promoted. The rowwise scales are applied once, before the stores.
+// (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
+template <class C, int NN>
+__device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
+                                             unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
+                                             uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk) {
+    constexpr int NA = NN / 2;
+    constexpr int SCH = fp8_scaling_of<C>::value;
+    static_assert(SCH == LDMOE_FP8_ROWWISE || SCH == LDMOE_FP8_BLOCK, "scaling scheme");
+    const KParamsF8 &pf = static_cast<const KParamsF8 &>(p);
+    const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+    const int q = lane & 3;
+    // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
+    // scales must follow the same order.
+    const int rot = first_kstep(t.wrow_idx / C::BM, nk);
+    float acc[C::MI][NA], sum[C::MI][NA];
+    #pragma unroll
+    for (int mi = 0; mi < C::MI; ++mi)
+        #pragma unroll
+        for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
+    auto fence_acc = [&]() {
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
+    };
+    #pragma unroll 1
+    for (int kstep = 0; kstep < nk; ++kstep) {
+        if (kstep) mbar_wait(smem_u32(&s_full[s]), ph);
+        const uint32_t base = smem_u32(ring + s * C::STAGE_BYTES);
+        int kq = kstep + rot;
+        kq = kq >= nk ? kq - nk : kq;
+        #pragma unroll
+        for (int sub = 0; sub < C::KSUB; ++sub) {
+#ifdef LDMOE_DIAG
+            if (p.tune & kDiagNoMma) continue;
+#endif
+            fence_acc();
+            wg_fence();
+            #pragma unroll
+            for (int kk = 0; kk < kRowBytes / 32; ++kk)
+                #pragma unroll
+                for (int mi = 0; mi < C::MI; ++mi)
+                    wgmma_m64k32_e4m3<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
+                                          wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
+            wg_commit();
+            if constexpr (SCH == LDMOE_FP8_BLOCK) {
+                // This k-block's scales: one weight scale for the tile's 128 rows, one
+                // activation scale per token column of this thread (columns 8j + 2q +
+                // {0, 1}). K blocks past K (zero padding) add nothing. Up to 64 columns
+                // the activation scales load while the wgmmas run; the 128-column
+                // variant loads them after the wait, in pairs, since holding all 32 next
+                // to acc and sum spilled.
+                const int kb = kq * C::KSUB + sub;
+                const bool in_k = kb < pf.KB;
+                const float sw = in_k ? __ldg(pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0, kb)) : 0.f;
+                const float *xs = pf.xs + (int64_t)kb * p.T + t.tok0;
+                auto xscale = [&](int tt) { return in_k && tt < t.rows ? sw * __ldg(xs + tt) : 0.f; };
+                if constexpr (NA <= 32) {
+                    float bs[NA / 2];
+                    #pragma unroll
+                    for (int j = 0; j < NA / 4; ++j)
+                        #pragma unroll
+                        for (int v = 0; v < 2; ++v) bs[2 * j + v] = xscale(8 * j + 2 * q + v);
+                    wg_wait<0>();
+                    fence_acc();
+                    #pragma unroll
+                    for (int mi = 0; mi < C::MI; ++mi)
+                        #pragma unroll
+                        for (int i = 0; i < NA; ++i) sum[mi][i] = fmaf(acc[mi][i], bs[2 * (i >> 2) + (i & 1)], sum[mi][i]);
+                } else {
+                    wg_wait<0>();
+                    fence_acc();
+                    #pragma unroll
+                    for (int j = 0; j < NA / 4; ++j) {
+                        const float b0 = xscale(8 * j + 2 * q), b1 = xscale(8 * j + 2 * q + 1);
+                        #pragma unroll
+                        for (int mi = 0; mi < C::MI; ++mi) {
+                            sum[mi][4 * j] = fmaf(acc[mi][4 * j], b0, sum[mi][4 * j]);
+                            sum[mi][4 * j + 1] = fmaf(acc[mi][4 * j + 1], b1, sum[mi][4 * j + 1]);
+                            sum[mi][4 * j + 2] = fmaf(acc[mi][4 * j + 2], b0, sum[mi][4 * j + 2]);
+                            sum[mi][4 * j + 3] = fmaf(acc[mi][4 * j + 3], b1, sum[mi][4 * j + 3]);
+                        }
+                    }
+                }
+            } else {
+                wg_wait<0>();
+                fence_acc();
+                #pragma unroll
+                for (int mi = 0; mi < C::MI; ++mi)
+                    #pragma unroll
+                    for (int i = 0; i < NA; ++i) sum[mi][i] += acc[mi][i];
+            }
+        }
+        if (lane == 0) mbar_arrive(smem_u32(&s_empty[s]));
+        if (++s == C::STAGES) { s = 0; ph ^= 1; }
+    }
+    if constexpr (SCH == LDMOE_FP8_ROWWISE) {
+        // sum[mi][4j + v]: weight row (cw*MI + mi)*64 + 16*(warp%4) + g + 8*(v/2), token 8j + 2q + v%2.
+        const int g = lane >> 2;
+        float sx[NA / 2];
+        #pragma unroll
+        for (int j = 0; j < NA / 4; ++j)
+            #pragma unroll
+            for (int v = 0; v < 2; ++v) {
+                const int tt = 8 * j + 2 * q + v;
+                sx[2 * j + v] = tt < t.rows ? __ldg(pf.xs + t.tok0 + tt) : 0.f;
+            }
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) {
+            const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;
+            const float sw0 = r0 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0) : 0.f;
+            const float sw1 = r0 + 8 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0 + 8) : 0.f;
+            #pragma unroll
+            for (int i = 0; i < NA; ++i) sum[mi][i] *= ((i & 2) ? sw1 : sw0) * sx[2 * (i >> 2) + (i & 1)];
+        }
+    }
+#ifdef LDMOE_DIAG
+    if (p.tune & kDiagNoStore) {
+        if (tid == 128) debug_count(p, t.gid, my_dom);
+        return;
+    }
+#endif
+    if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
+        store_staged<C, NA>(p, t, sum, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
+    else
+        store_direct_wa<C, NA>(p, t, sum, cw, warp & 3, lane);
+    if (tid == 128) debug_count(p, t.gid, my_dom);
+}
+
 template <class C>
 __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -321,84 +469,90 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
-        constexpr int NN = decltype(nn)::value, NA = NN / 2;
-        float acc[C::MI][NA];
-        auto fence_all = [&]() {
-            #pragma unroll
-            for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
-        };
-        // One stage's wgmmas (4 x KSUB x MI of k16); `first` zeroes acc (the tile's first k-step).
-        auto mma_stage = [&](int st, bool first) {
-            const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
+        if constexpr (fp8_scaling_of<C>::value != 0) {
+            run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
+                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk);
+        } else {
+            constexpr int NN = decltype(nn)::value, NA = NN / 2;
+            float acc[C::MI][NA];
+            auto fence_all = [&]() {
+                #pragma unroll
+                for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
+            };
+            // One stage's wgmmas (4 x KSUB x MI of k16); `first` zeroes acc (the tile's first k-step).
+            auto mma_stage = [&](int st, bool first) {
+                const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
 #ifdef LDMOE_DIAG
-            if (p.tune & kDiagNoMma) {
+                if (p.tune & kDiagNoMma) {
+                    wg_commit();
+                    return;
+                }
+#endif
+                fence_all();
+                wg_fence();
+                #pragma unroll
+                for (int sub = 0; sub < C::KSUB; ++sub) {
+                    #pragma unroll
+                    for (int kk = 0; kk < kBK / 16; ++kk)
+                        #pragma unroll
+                        for (int mi = 0; mi < C::MI; ++mi)
+                            wgmma_m64k16<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
+                                             wg_desc(base + b_off + sub * b_step + kk * 32),
+                                             (first && sub == 0 && kk == 0) ? 0 : 1);
+                }
                 wg_commit();
+            };
+            mma_stage(s, true);
+            int prev = s;
+            if (++s == C::STAGES) { s = 0; ph ^= 1; }
+            #pragma unroll 1
+            for (int kstep = 1; kstep < nk; ++kstep) {
+                mbar_wait(smem_u32(&s_full[s]), ph);
+                mma_stage(s, false);
+                wg_wait<1>();   // the previous stage's group is done: hand that stage back
+                fence_all();
+                if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
+                prev = s;
+                if (++s == C::STAGES) { s = 0; ph ^= 1; }
+            }
+            wg_wait<0>();
+            fence_all();
+            if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
+            const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+#ifdef LDMOE_DIAG
+            if (p.tune & kDiagNoStore) {
+                if (tid == 128) debug_count(p, t.gid, my_dom);
                 return;
             }
 #endif
-            fence_all();
-            wg_fence();
-            #pragma unroll
-            for (int sub = 0; sub < C::KSUB; ++sub) {
+            if constexpr (C::WA) {
+                if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
+                    store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
+                else
+                    store_direct_wa<C, NA>(p, t, acc, cw, warp & 3, lane);
+            } else if (C::EPIW && !(p.tune & kTuneScalarEpilogue)) {
+                stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
+            } else {
+                const int g = lane >> 2, q = lane & 3;
+                const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
+                // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
                 #pragma unroll
-                for (int kk = 0; kk < kBK / 16; ++kk)
-                    #pragma unroll
-                    for (int mi = 0; mi < C::MI; ++mi)
-                        wgmma_m64k16<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
-                                         wg_desc(base + b_off + sub * b_step + kk * 32),
-                                         (first && sub == 0 && kk == 0) ? 0 : 1);
-            }
-            wg_commit();
-        };
-        mma_stage(s, true);
-        int prev = s;
-        if (++s == C::STAGES) { s = 0; ph ^= 1; }
-        #pragma unroll 1
-        for (int kstep = 1; kstep < nk; ++kstep) {
-            mbar_wait(smem_u32(&s_full[s]), ph);
-            mma_stage(s, false);
-            wg_wait<1>();   // the previous stage's group is done: hand that stage back
-            fence_all();
-            if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
-            prev = s;
-            if (++s == C::STAGES) { s = 0; ph ^= 1; }
-        }
-        wg_wait<0>();
-        fence_all();
-        if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
-        const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
-#ifdef LDMOE_DIAG
-        if (p.tune & kDiagNoStore) {
-            if (tid == 128) debug_count(p, t.gid, my_dom);
-            return;
-        }
-#endif
-        if constexpr (C::WA) {
-            if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
-                store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
-            else
-                store_direct_wa<C, NA>(p, t, acc, cw, warp & 3, lane);
-        } else if (C::EPIW && !(p.tune & kTuneScalarEpilogue)) {
-            stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
-        } else {
-            const int g = lane >> 2, q = lane & 3;
-            const int r0 = cw * 64 + (warp & 3) * 16 + g;   // M-side row of acc[0][4j], acc[0][4j+1]
-            // M = tokens, N = weight rows: bf16x2 stores of adjacent output columns.
-            #pragma unroll
-            for (int j = 0; j < NA / 4; ++j) {
-                const int n = j * 8 + 2 * q;
-                if (n < t.nrows) {
-                    if (r0 < t.rows)
-                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
-                            __floats2bfloat162_rn(acc[0][4 * j], acc[0][4 * j + 1]);
-                    if (r0 + 8 < t.rows)
-                        *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
-                            __floats2bfloat162_rn(acc[0][4 * j + 2], acc[0][4 * j + 3]);
+                for (int j = 0; j < NA / 4; ++j) {
+                    const int n = j * 8 + 2 * q;
+                    if (n < t.nrows) {
+                        if (r0 < t.rows)
+                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0) * p.N + t.n0 + n) =
+                                __floats2bfloat162_rn(acc[0][4 * j], acc[0][4 * j + 1]);
+                        if (r0 + 8 < t.rows)
+                            *reinterpret_cast<__nv_bfloat162 *>(p.y + (t.tok0 + r0 + 8) * p.N + t.n0 + n) =
+                                __floats2bfloat162_rn(acc[0][4 * j + 2], acc[0][4 * j + 3]);
+                    }
                 }
             }
+            if (tid == 128) debug_count(p, t.gid, my_dom);
         }
-        if (tid == 128) debug_count(p, t.gid, my_dom);
     };
+
 
     int s = 0;
     uint32_t ph = 0;
