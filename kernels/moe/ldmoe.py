@@ -7,6 +7,10 @@
     wp = ldmoe.pack(w, 2)                               # packed layout (PackedWeights), built once
     y = ldmoe.grouped_mm(x, wp, offs, mode="aware")     # same result, faster weight streaming
 
+    w8, ws = ldmoe.quantize_rowwise(w)                  # FP8 e4m3 weights, a scale per output channel
+    x8, xs = ldmoe.quantize_rowwise(x)                  # ... and per token
+    y = ldmoe.grouped_mm_fp8(x8, ldmoe.pack(w8, 2), offs, xs, ldmoe.localize_scales(ws, 2))
+
 The library is found through $LDMOE_LIB, then next to this file (the pip package), then
 ../../build/ relative to it (the source tree), then the directory `make install` put it in,
 then the dynamic linker's search path (libldmoe.so.0); library_path() tells which one loaded.
@@ -30,7 +34,8 @@ except ImportError as _torch_error:   # see _need_torch
 _LIBDIR = None
 
 __all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
-           "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES"]
+           "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES", "grouped_mm_fp8", "FP8_TILES", "SCALINGS",
+           "quantize_rowwise", "quantize_block", "dequantize", "localize_scales"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
@@ -38,6 +43,11 @@ MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
 # checks that the two agree; the pip package carries no header to read it from).
 TILES = {"auto": 0, "128x128": 3, "128x256": 4, "64x16k4": 7, "64x64k4": 8, "ws256x128ew": 19, "ws128x64c16": 20,
          "ws128x128c16": 21}
+# ldmoe.h's LDMOE_FP8_TILE_LIST (ldmoe_grouped_mm_fp8 only), named the same way.
+FP8_TILES = {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23}
+SCALINGS = {"rowwise": 1, "block": 2}   # enum ldmoe_fp8_scaling
+FP8_MAX = 448.0                          # largest finite float8_e4m3fn
+FP8_BLOCK = 128                          # k (and weight rows) per block of the block scales
 MAX_SMS = 256
 MAX_DOMAINS = 8
 TOPOLOGY_MAGIC = 0x4C445348
@@ -52,34 +62,40 @@ class LdmoeError(RuntimeError):
 class PackedWeights:
     """Weights in libldmoe's packed layout (ldmoe.h, LDMOE_LAYOUT_PACKED), made by pack().
 
-    data: a uint8 CUDA tensor of ldmoe_packed_bytes(E, N, K, D) bytes whose slice d (a contiguous
-    1/D of it) holds rows d*N/D .. (d+1)*N/D - 1 of every expert; E, N, K, D: the sizes it was
-    packed for (read-only). Built from a saved buffer, the sizes are checked against it."""
-    __slots__ = ("_data", "_E", "_N", "_K", "_D")
+    data: a uint8 CUDA tensor of ldmoe_packed_bytes(E, N, K, D) bytes (ldmoe_packed_bytes_fp8 for
+    e4m3 weights) whose slice d (a contiguous 1/D of it) holds rows d*N/D .. (d+1)*N/D - 1 of every
+    expert; E, N, K, D: the sizes it was packed for; dtype: the element type of the weights it
+    holds, torch.bfloat16 (the default) or torch.float8_e4m3fn (read-only). Built from a saved
+    buffer, the sizes are checked against it."""
+    __slots__ = ("_data", "_E", "_N", "_K", "_D", "_dtype")
 
-    def __init__(self, data, E, N, K, D):
+    def __init__(self, data, E, N, K, D, dtype=None):
         _need_torch("PackedWeights")
         if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 1:
             raise TypeError("PackedWeights data must be a 1-D uint8 tensor (what pack() returns)")
-        n = packed_bytes(E, N, K, D)
+        dtype = torch.bfloat16 if dtype is None else dtype
+        if dtype not in (torch.bfloat16, _fp8()):
+            raise TypeError("PackedWeights dtype must be torch.bfloat16 or torch.float8_e4m3fn, got %s" % (dtype,))
+        n = packed_bytes(E, N, K, D, dtype)
         if n == 0 or data.numel() != n:
-            raise ValueError("PackedWeights: %d bytes, but E=%d N=%d K=%d D=%d pack into %d" % (
-                data.numel(), E, N, K, D, n))
-        self._data, self._E, self._N, self._K, self._D = data, E, N, K, D
+            raise ValueError("PackedWeights: %d bytes, but E=%d N=%d K=%d D=%d pack into %d (%s)" % (
+                data.numel(), E, N, K, D, n, dtype))
+        self._data, self._E, self._N, self._K, self._D, self._dtype = data, E, N, K, D, dtype
 
     data = property(lambda self: self._data)
     E = property(lambda self: self._E)
     N = property(lambda self: self._N)
     K = property(lambda self: self._K)
     D = property(lambda self: self._D)
+    dtype = property(lambda self: self._dtype)
 
     @property
     def device(self):
         return self._data.device
 
     def __repr__(self):
-        return "PackedWeights(E=%d, N=%d, K=%d, D=%d, %d bytes on %s)" % (
-            self.E, self.N, self.K, self.D, self.data.numel(), self.data.device)
+        return "PackedWeights(E=%d, N=%d, K=%d, D=%d, %s, %d bytes on %s)" % (
+            self.E, self.N, self.K, self.D, str(self.dtype).replace("torch.", ""), self.data.numel(), self.data.device)
 
 
 class _Params(ctypes.Structure):
@@ -89,6 +105,11 @@ class _Params(ctypes.Structure):
                 ("num_domains", ctypes.c_int32), ("mode", ctypes.c_int32),
                 ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p),
                 ("tile", ctypes.c_int32)]
+
+
+class _Fp8Params(ctypes.Structure):
+    _fields_ = [("base", _Params), ("scaling", ctypes.c_int32), ("x_scale", ctypes.c_void_p),
+                ("w_scale", ctypes.c_void_p)]
 
 
 class Topology(ctypes.Structure):
@@ -115,6 +136,14 @@ _lib = None
 def _need_torch(what):
     if torch is None:
         raise LdmoeError("ldmoe.%s needs PyTorch, which is not importable here (%s)" % (what, _TORCH_ERROR))
+
+
+def _fp8():
+    """torch.float8_e4m3fn (PyTorch >= 2.1), or an error that says what is missing."""
+    dt = getattr(torch, "float8_e4m3fn", None)
+    if dt is None:
+        raise LdmoeError("this PyTorch (%s) has no torch.float8_e4m3fn" % torch.__version__)
+    return dt
 
 
 def _candidates():
@@ -156,6 +185,11 @@ def _bind(lib):
     lib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [
         ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64)]
     lib.ldmoe_get_topology.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.ldmoe_grouped_mm_fp8.argtypes = [ctypes.POINTER(_Fp8Params)]
+    lib.ldmoe_convert_layout_fp8.argtypes = lib.ldmoe_convert_layout.argtypes
+    lib.ldmoe_packed_bytes_fp8.argtypes = [ctypes.c_int] * 4
+    lib.ldmoe_packed_bytes_fp8.restype = ctypes.c_size_t
+    lib.ldmoe_pack_weights_fp8.argtypes = lib.ldmoe_pack_weights.argtypes
     lib.ldmoe_error_string.restype = ctypes.c_char_p
     lib.ldmoe_last_error.restype = ctypes.c_char_p
     lib.ldmoe_version.restype = ctypes.c_char_p
@@ -225,6 +259,9 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
 def _params(x, w, offs, layout, mode, out, steal_waves, tile, tiles):
     """Checked arguments of a grouped_mm as (_Params without its stream, out, device)."""
     _need_torch("grouped_mm")
+    if (isinstance(w, PackedWeights) and w.dtype != torch.bfloat16) or (
+            isinstance(w, torch.Tensor) and w.dtype == getattr(torch, "float8_e4m3fn", None)):
+        raise TypeError("w holds float8_e4m3fn weights: use grouped_mm_fp8 (with their scales)")
     if layout is None:
         layout = "packed" if isinstance(w, PackedWeights) else "plain"
     lay = _enum(LAYOUTS, layout, "layout")
@@ -276,7 +313,7 @@ def tile_info(T, E, N, K, layout="plain", num_domains=1, tile="auto"):
     lib = _load()
     bm, bn, bound = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
     _check(lib.ldmoe_tile_info(T, E, N, K, _enum(LAYOUTS, layout, "layout"), num_domains,
-                               _enum(TILES, tile, "tile"), ctypes.byref(bm), ctypes.byref(bn),
+                               _enum(dict(TILES, **FP8_TILES), tile, "tile"), ctypes.byref(bm), ctypes.byref(bn),
                                ctypes.byref(bound)))
     return bm.value, bn.value, bound.value
 
@@ -284,25 +321,29 @@ def tile_info(T, E, N, K, layout="plain", num_domains=1, tile="auto"):
 def _convert(w, D, to_loc):
     _need_torch("to_localized" if to_loc else "to_plain")
     lib = _load()
+    fp8 = isinstance(w, torch.Tensor) and w.dtype == getattr(torch, "float8_e4m3fn", None)
+    dt = w.dtype if fp8 else torch.bfloat16
     if to_loc:
-        _need(w, "w", torch.bfloat16, w.device, 3)
+        _need(w, "w", dt, w.device, 3)
         E, N, K = w.shape
         if N % D:
             raise ValueError("N = %d is not a multiple of D = %d" % (N, D))
         out = torch.empty((D, E, N // D, K), dtype=w.dtype, device=w.device)
     else:
-        _need(w, "w", torch.bfloat16, w.device, 4)
+        _need(w, "w", dt, w.device, 4)
         D, E, ND, K = w.shape
         N = ND * D
         out = torch.empty((E, N, K), dtype=w.dtype, device=w.device)
+    if not w.is_cuda:
+        raise ValueError("w must be a CUDA tensor")
+    fn = lib.ldmoe_convert_layout_fp8 if fp8 else lib.ldmoe_convert_layout
     with torch.cuda.device(w.device):
-        _check(lib.ldmoe_convert_layout(w.data_ptr(), out.data_ptr(), E, N, K, D, int(to_loc),
-                                        torch.cuda.current_stream(w.device).cuda_stream))
+        _check(fn(w.data_ptr(), out.data_ptr(), E, N, K, D, int(to_loc), torch.cuda.current_stream(w.device).cuda_stream))
     return out
 
 
 def to_localized(w, D):
-    """[E, N, K] -> [D, E, N/D, K] (new tensor, device kernel)."""
+    """[E, N, K] -> [D, E, N/D, K] (new tensor, device kernel); bf16 or float8_e4m3fn."""
     return _convert(w, D, True)
 
 
@@ -311,21 +352,26 @@ def to_plain(w):
     return _convert(w, w.shape[0], False)
 
 
-def packed_bytes(E, N, K, D):
-    """Bytes of the packed layout for these sizes (0 if they are invalid)."""
-    return _load().ldmoe_packed_bytes(E, N, K, D)
+def packed_bytes(E, N, K, D, dtype=None):
+    """Bytes of the packed layout for these sizes (0 if they are invalid); dtype None or
+    torch.bfloat16: bf16 weights, torch.float8_e4m3fn (or the string "fp8"): e4m3 weights."""
+    fp8 = dtype == "fp8" or (dtype is not None and torch is not None and dtype == getattr(torch, "float8_e4m3fn", 0))
+    return (_load().ldmoe_packed_bytes_fp8 if fp8 else _load().ldmoe_packed_bytes)(E, N, K, D)
 
 
 def pack(w, D=None, out=None):
-    """[E, N, K] (plain, give D) or [D, E, N/D, K] (localized) bf16 -> PackedWeights (device
-    kernel on the current stream). Build it once, where the weights are loaded. The bytes go to
-    new memory, or to `out`: a contiguous 1-D uint8 tensor of exactly packed_bytes(E, N, K, D)
-    on w's device (e.g. one allocated up front, where an allocation policy expects it)."""
+    """[E, N, K] (plain, give D) or [D, E, N/D, K] (localized) bf16 or float8_e4m3fn ->
+    PackedWeights (device kernel on the current stream). Build it once, where the weights are
+    loaded. The bytes go to new memory, or to `out`: a contiguous 1-D uint8 tensor of exactly
+    packed_bytes(E, N, K, D, w.dtype) on w's device (e.g. one allocated up front, where an
+    allocation policy expects it). e4m3 weights need K % 16 == 0; their scales are not part of
+    the packed buffer (localize_scales gives them the packed row order)."""
     _need_torch("pack")
     lib = _load()
     if not isinstance(w, torch.Tensor) or not w.is_cuda:
         raise ValueError("w must be a CUDA tensor")
-    _need(w, "w", torch.bfloat16, w.device)
+    fp8 = w.dtype == getattr(torch, "float8_e4m3fn", None)
+    _need(w, "w", w.dtype if fp8 else torch.bfloat16, w.device)
     if w.dim() == 3:
         E, N, K = w.shape
         D = 1 if D is None else D
@@ -339,9 +385,10 @@ def pack(w, D=None, out=None):
         raise ValueError("w must be [E, N, K] or [D, E, N/D, K], got shape %s" % (tuple(w.shape),))
     if not 1 <= D <= MAX_DOMAINS:
         raise ValueError("D = %d must be in 1..%d" % (D, MAX_DOMAINS))
-    n = lib.ldmoe_packed_bytes(E, N, K, D)
+    n = (lib.ldmoe_packed_bytes_fp8 if fp8 else lib.ldmoe_packed_bytes)(E, N, K, D)
     if n == 0:
-        raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0, E*N < 2^31)" % (E, N, K, D))
+        raise ValueError("no packed layout for E=%d N=%d K=%d D=%d (N %% D must be 0, E*N < 2^31%s)" % (
+            E, N, K, D, ", K % 16 == 0 for float8_e4m3fn" if fp8 else ""))
     if out is None:
         data = torch.empty(n, dtype=torch.uint8, device=w.device)
     else:
@@ -351,10 +398,10 @@ def pack(w, D=None, out=None):
         if out.numel() != n:
             raise ValueError("out has %d bytes; E=%d N=%d K=%d D=%d pack into %d" % (out.numel(), E, N, K, D, n))
         data = out
+    fn = lib.ldmoe_pack_weights_fp8 if fp8 else lib.ldmoe_pack_weights
     with torch.cuda.device(w.device):
-        _check(lib.ldmoe_pack_weights(w.data_ptr(), src, data.data_ptr(), E, N, K, D,
-                                      torch.cuda.current_stream(w.device).cuda_stream))
-    return PackedWeights(data, E, N, K, D)
+        _check(fn(w.data_ptr(), src, data.data_ptr(), E, N, K, D, torch.cuda.current_stream(w.device).cuda_stream))
+    return PackedWeights(data, E, N, K, D, w.dtype)
 
 
 def get_topology():
@@ -366,3 +413,203 @@ def get_topology():
 
 def version():
     return _load().ldmoe_version().decode()
+
+
+# ---- FP8 e4m3 (ldmoe.h, ldmoe_fp8_params_t; doc/moe.md "FP8") -----------------------------------
+
+def _is_fp8(t):
+    return isinstance(t, torch.Tensor) and t.dtype == getattr(torch, "float8_e4m3fn", None)
+
+
+def _amax_scale(amax):
+    # A zero block gets scale 1 (its values quantize to 0 either way, and 0/0 never appears).
+    return torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+
+
+def quantize_rowwise(t):
+    """(q, scale): t [..., K] (any float dtype, any device) as float8_e4m3fn with one fp32 scale
+    per row of the last dimension, t ≈ q.float() * scale[..., None]: scale [...] (weights
+    [E, N, K] -> [E, N]; tokens [T, K] -> [T]), the row's amax mapped to 448."""
+    _need_torch("quantize_rowwise")
+    tf = t.float()
+    scale = _amax_scale(tf.abs().amax(dim=-1))
+    q = (tf / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(_fp8())
+    return q, scale
+
+
+def quantize_block(t, rows=FP8_BLOCK, cols=FP8_BLOCK):
+    """(q, scale): t [..., R, K] as float8_e4m3fn with one fp32 scale per rows x cols block of the
+    last two dimensions: scale [..., ceil(R/rows), ceil(K/cols)]. Weights: rows = cols = 128
+    (DeepSeek-V3's [E, N/128, K/128]); tokens: quantize_block(x, 1) gives [T, ceil(K/128)] 1x128
+    scales, returned as the [T, KB] view of token-contiguous [KB, T] memory, which is the order
+    grouped_mm_fp8 reads (so it takes them without a copy)."""
+    _need_torch("quantize_block")
+    tf = t.float()
+    R, K = tf.shape[-2], tf.shape[-1]
+    RB, KB = -(-R // rows), -(-K // cols)
+    pad = torch.nn.functional.pad(tf, (0, KB * cols - K, 0, RB * rows - R))
+    blocks = pad.reshape(*tf.shape[:-2], RB, rows, KB, cols)
+    scale = _amax_scale(blocks.abs().amax(dim=(-3, -1)))                         # [..., RB, KB]
+    q = (blocks / scale[..., :, None, :, None]).clamp(-FP8_MAX, FP8_MAX)
+    q = q.reshape(*tf.shape[:-2], RB * rows, KB * cols)[..., :R, :K].contiguous().to(_fp8())
+    if rows == 1 and tf.dim() == 2:
+        scale = scale.t().contiguous().t()
+    return q, scale
+
+
+def dequantize(q, scale, scaling):
+    """fp32 values of e4m3 `q` with its scales: scaling "rowwise" (scale [...] per row of the last
+    dimension) or "block" (scale [..., ceil(R/rb), ceil(K/128)], rb = 1 or 128 from its shape).
+    The reference the FP8 results are checked against is computed from these."""
+    _need_torch("dequantize")
+    qf = q.float()
+    if scaling == "rowwise":
+        return qf * scale.float().unsqueeze(-1)
+    if scaling != "block":
+        raise ValueError("scaling must be 'rowwise' or 'block', got %r" % (scaling,))
+    R, K = qf.shape[-2], qf.shape[-1]
+    rb = 1 if scale.shape[-2] == R else FP8_BLOCK   # 1 x 128 (tokens) or 128 x 128 (weights); R = 1: the same
+    s = scale.float().repeat_interleave(rb, dim=-2)[..., :R, :].repeat_interleave(FP8_BLOCK, dim=-1)[..., :K]
+    return qf * s
+
+
+def localize_scales(w_scale, D, scaling="rowwise"):
+    """Weight scales of plain [E, N, K] weights in the row order of the localized and packed
+    layouts over D domains: rowwise [E, N] -> [D, E, N/D]; block [E, N/128, KB] ->
+    [D, E, N/D/128, KB] (needs N/D to be a multiple of 128, so that no scale block straddles two
+    slices). Any device; a new contiguous tensor."""
+    _need_torch("localize_scales")
+    if scaling == "rowwise":
+        if w_scale.dim() != 2:
+            raise ValueError("rowwise weight scales must be [E, N], got shape %s" % (tuple(w_scale.shape),))
+        E, N = w_scale.shape
+        if N % D:
+            raise ValueError("N = %d is not a multiple of D = %d" % (N, D))
+        return w_scale.reshape(E, D, N // D).permute(1, 0, 2).contiguous()
+    if scaling == "block":
+        if w_scale.dim() != 3:
+            raise ValueError("block weight scales must be [E, N/128, KB], got shape %s" % (tuple(w_scale.shape),))
+        E, NB, KB = w_scale.shape
+        if NB % D:
+            raise ValueError("block scales localize only when N/D is a multiple of 128 (%d row blocks, D = %d)" % (NB, D))
+        return w_scale.reshape(E, D, NB // D, KB).permute(1, 0, 2, 3).contiguous()
+    raise ValueError("scaling must be 'rowwise' or 'block', got %r" % (scaling,))
+
+
+def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile):
+    """Checked arguments of grouped_mm_fp8 as (_Fp8Params without its stream, out, device, keep):
+    keep holds the tensors made here (a reordered x_scale) that must live until the launch.
+    Types, dtypes and shapes are checked first, devices and memory order last, so every
+    refusal but the device ones can be seen without a GPU (tests/moe/test_ldmoe_py.py)."""
+    _need_torch("grouped_mm_fp8")
+    f8 = _fp8()
+    sch = _enum(SCALINGS, scaling, "scaling")
+    mode_v, tile_v = _enum(MODES, mode, "mode"), _enum(FP8_TILES, tile, "tile")
+    if layout is None:
+        layout = "packed" if isinstance(w, PackedWeights) else "plain"
+    lay = _enum(LAYOUTS, layout, "layout")
+    if isinstance(w, PackedWeights) and lay != LAYOUTS["packed"]:
+        raise TypeError("w is a PackedWeights but layout is %r" % (layout,))
+
+    def typed(t, name, dtype, ndim):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("%s must be a torch.Tensor" % name)
+        if t.dtype != dtype:
+            raise TypeError("%s must be %s, got %s" % (name, dtype, t.dtype))
+        if t.dim() != ndim:
+            raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
+
+    typed(x, "x", f8, 2)
+    if lay == LAYOUTS["packed"]:
+        if not isinstance(w, PackedWeights):
+            raise TypeError("layout 'packed' takes the PackedWeights that pack() returns")
+        if w.dtype != f8:
+            raise TypeError("w is a PackedWeights of %s weights; grouped_mm_fp8 takes float8_e4m3fn ones" % (w.dtype,))
+        E, N, Kw, D = w.E, w.N, w.K, w.D
+        wt = w.data
+    else:
+        typed(w, "w", f8, 3 if lay == 0 else 4)
+        if lay == 0:
+            (E, N, Kw), D = w.shape, 1
+        else:
+            D, E, ND, Kw = w.shape
+            N = ND * D
+        wt = w
+    typed(offs, "offs", torch.int32, 1)
+    T, K = x.shape
+    if Kw != K:
+        raise ValueError("K mismatch: x has %d, w has %d" % (K, Kw))
+    if offs.shape[0] != E:
+        raise ValueError("offs has %d entries, w has %d experts" % (offs.shape[0], E))
+    KB = -(-K // FP8_BLOCK)
+    if not isinstance(x_scale, torch.Tensor) or x_scale.dtype != torch.float32:
+        raise TypeError("x_scale must be a float32 torch.Tensor")
+    if not isinstance(w_scale, torch.Tensor) or w_scale.dtype != torch.float32:
+        raise TypeError("w_scale must be a float32 torch.Tensor")
+    if sch == SCALINGS["rowwise"]:
+        want_x = [(T,), (T, 1)]
+        want_w = (E, N) if lay == 0 else (D, E, N // D)
+    else:
+        want_x = [(T, KB)]
+        want_w = (E, -(-N // FP8_BLOCK), KB) if lay == 0 else (D, E, -(-(N // D) // FP8_BLOCK), KB)
+    if tuple(x_scale.shape) not in want_x:
+        raise ValueError("x_scale for %s scaling must be %s, got %s" % (
+            "rowwise" if sch == 1 else "block", " or ".join(str(list(s)) for s in want_x), list(x_scale.shape)))
+    if tuple(w_scale.shape) != want_w:
+        raise ValueError("w_scale for %s scaling of %s weights must be %s, got %s%s" % (
+            "rowwise" if sch == 1 else "block", [k for k, v in LAYOUTS.items() if v == lay][0], list(want_w),
+            list(w_scale.shape), "" if lay == 0 else " (localize_scales gives the localized order)"))
+    if out is not None:
+        typed(out, "out", torch.bfloat16, 2)
+        if tuple(out.shape) != (T, N):
+            raise ValueError("out must be [%d, %d], got %s" % (T, N, tuple(out.shape)))
+    # memory order, then devices
+    for t, name in ((x, "x"), (wt, "w"), (offs, "offs"), (w_scale, "w_scale")) + (
+            ((out, "out"),) if out is not None else ()):
+        if not t.is_contiguous():
+            raise ValueError("%s must be contiguous" % name)
+    if sch == SCALINGS["rowwise"] and not x_scale.is_contiguous():
+        raise ValueError("x_scale must be contiguous")
+    if not x.is_cuda:
+        raise ValueError("x must be a CUDA tensor")
+    dev = x.device
+    for t, name in ((wt, "w.data" if lay == LAYOUTS["packed"] else "w"), (offs, "offs"), (x_scale, "x_scale"),
+                    (w_scale, "w_scale")) + (((out, "out"),) if out is not None else ()):
+        if t.device != dev:
+            raise ValueError("%s is on %s, expected %s" % (name, t.device, dev))
+    keep = []
+    if sch == SCALINGS["block"] and not x_scale.t().is_contiguous():   # the library reads [KB, T] memory
+        x_scale = x_scale.t().contiguous().t()
+        keep.append(x_scale)
+    if out is None:
+        out = torch.empty((T, N), dtype=torch.bfloat16, device=dev)
+    p = _Fp8Params()
+    b = p.base
+    b.x, b.w, b.offs, b.y = x.data_ptr(), wt.data_ptr(), offs.data_ptr(), out.data_ptr()
+    b.T, b.E, b.N, b.K = T, E, N, K
+    b.layout, b.num_domains = lay, D
+    b.mode = mode_v
+    b.steal_waves = float(steal_waves)
+    b.tile = tile_v
+    p.scaling, p.x_scale, p.w_scale = sch, x_scale.data_ptr(), w_scale.data_ptr()
+    return p, out, dev, keep
+
+
+def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None, mode="auto", out=None,
+                   steal_waves=0.0, tile="auto"):
+    """Y[t] = bf16(sx * sw * (X8[t] @ W8[e(t)].T)) for float8_e4m3fn tokens and weights (ldmoe.h).
+
+    x [T, K] float8_e4m3fn; w [E, N, K] (plain), [D, E, N/D, K] (localized) float8_e4m3fn, or a
+    PackedWeights of them (pack()); offs [E] int32 as for grouped_mm.
+    scaling "rowwise": x_scale [T] (or [T, 1]), w_scale [E, N] plain, [D, E, N/D] otherwise
+    (localize_scales); "block": x_scale [T, ceil(K/128)] (1x128; token-contiguous memory, as
+    quantize_block returns it, is used as is, other strides are copied into that order),
+    w_scale [E, ceil(N/128), ceil(K/128)] plain, [D, E, ceil(N/D/128), ceil(K/128)] otherwise.
+    All float32, on x's device. out [T, N] bf16 (allocated when None). mode, steal_waves as for
+    grouped_mm; tile: "auto" or a name of FP8_TILES. Needs compute capability 9.0."""
+    p, out, dev, keep = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
+    with torch.cuda.device(dev):
+        p.base.stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(_load().ldmoe_grouped_mm_fp8(ctypes.byref(p)))
+    del keep   # freed once queued: the caching allocator reuses it only in this stream's order
+    return out

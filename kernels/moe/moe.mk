@@ -16,6 +16,8 @@
 #                                agree; the product library exports only the public API
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
 #   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
+#   make test-moe-py             ldmoe.py's FP8 side and tests/moe/ldmoe_ref.py on the CPU (needs a python
+#                                with torch: this one, or $LDMOE_TEST_PYTHON / $SERVE_TEST_PYTHON)
 #   make test-gpu-moe            GPU suite: the product tiles through libldmoe.so, then every tile
 #                                (exactly-once counters, tune bits, timeline) through the lab
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
@@ -139,7 +141,7 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
 
-.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-gpu-moe test-gpu-moe-bound bench-moe
+.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
@@ -168,6 +170,11 @@ define ldmoe_gpu_runs
 	exit $$rc
 endef
 
+# ldmoe.py's FP8 argument checks, quantization and scale layouts, and the CPU references the GPU
+# tests use (tests/moe/ldmoe_ref.py); libldmoe.so only for its packed sizes.
+test-moe-py: $(LDMOE_LIB) | $(RESULTS)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/moe/test_ldmoe_py.py --result $(RESULTS)/test-moe-py
+
 test-gpu-moe: $(LDMOE_LIB) $(LDMOE_LAB_LIB) | $(RESULTS)
 	@rm -f $(RESULTS)/test-gpu-moe-product $(RESULTS)/test-gpu-moe-lab
 	$(call ldmoe_gpu_runs,$(RESULTS)/test-gpu-moe,,)
@@ -185,7 +192,7 @@ bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi
+TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
