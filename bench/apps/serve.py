@@ -39,6 +39,12 @@ kernels/moe/ldmoe.py over libldmoe.so), loop (one matmul per expert; reference, 
 Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own, ldmoe.pack;
 --backend ldmoe only). split and packed keep slice d in the d-th 1/D of each weight tensor,
 which is what a split placement homes in domain d.
+
+--dtype fp8: the expert weights in float8 e4m3 with a scale per output channel (rowwise),
+quantized once at load; before every expert GEMM the tokens are quantized the same way, one
+scale per token; everything else stays bf16 (fp32 on the CPU). The torch backend runs
+torch._scaled_grouped_mm, ldmoe ldmoe.grouped_mm_fp8 (libldmoe's FP8 tiles, compute capability
+9.0), loop the dequantized reference (x8*sx) @ (w8*sw)^T per expert, which is also the CPU path.
 """
 
 import argparse
@@ -133,8 +139,10 @@ def parse_args(argv=None):
                    "what the shim publishes for the state)")
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu "
                    "(tiny functional runs; float32 unless --dtype)")
-    p.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
-                   help="weights/activations (default bf16 on CUDA, fp32 on CPU)")
+    p.add_argument("--dtype", choices=("bf16", "fp32", "fp8"), default=None,
+                   help="weights/activations (default bf16 on CUDA, fp32 on CPU); fp8: expert "
+                        "weights float8 e4m3 with rowwise scales, quantized once at load, tokens "
+                        "quantized per token before each expert GEMM, the rest bf16 (fp32 on CPU)")
     p.add_argument("--seed", type=int, default=0, help="weight and prompt seed (default 0)")
     p.add_argument("--check", action="store_true",
                    help="before timing, compare the backend against the loop reference on "
@@ -190,11 +198,17 @@ def parse_args(argv=None):
     elif a.graphs is None:
         a.graphs = not on_cpu and a.backend != "loop" and (a.no_attention or
                                                            a.attention == "static")
+    if a.dtype == "fp8":
+        if on_cpu and a.backend != "loop":
+            p.error("--dtype fp8 on the CPU runs the dequantized reference: use --backend loop "
+                    "(torch._scaled_grouped_mm and libldmoe's FP8 tiles need a CUDA GPU)")
+        if a.hidden % 16 or a.ffn % 16:
+            p.error("--dtype fp8 needs --hidden and --ffn divisible by 16 (e4m3 rows of 16-byte chunks)")
     if a.layout == "packed":
         if a.backend != "ldmoe":
             p.error("--layout packed is libldmoe's layout: it needs --backend ldmoe")
         if a.dtype == "fp32" or a.device == "cpu":
-            p.error("--layout packed needs bf16 weights on a CUDA device")
+            p.error("--layout packed needs bf16 or fp8 weights on a CUDA device")
         if a.domains > 8:
             p.error("--layout packed takes at most 8 --domains")
     return a
@@ -216,32 +230,46 @@ def torch_segment_bytes(nbytes):
     return (rounded + 2 * MiB - 1) // (2 * MiB) * (2 * MiB), False
 
 
-def packed_bytes(E, N, K, D):
+def packed_bytes(E, N, K, D, fp8=False):
     """Bytes of libldmoe's packed layout (ldmoe_packed_bytes, ldmoe_tiles.h): boxes of 128 rows
     x 64 k of bf16, ceil(N/D/128) row blocks per slice and expert, k blocks padded to a multiple
-    of 4. Here so that --print-sizes needs no GPU; Model checks it against the library."""
+    of 4; e4m3 weights (ldmoe_packed_bytes_fp8) pack as the bf16 layout of the same bytes (K/2).
+    Here so that --print-sizes needs no GPU; Model checks it against the library."""
+    if fp8:
+        K //= 2
     return D * E * -(-(N // D) // 128) * (-(-K // 256) * 4) * 16384
+
+
+def model_elem(a):
+    """Bytes per element of the non-expert tensors (and of the expert weights but with fp8)."""
+    return 4 if (a.dtype == "fp32" or (a.dtype in (None, "fp8") and a.device.split(":")[0] == "cpu")) else 2
 
 
 def expert_weight_shape(a, n, k):
     """(shape, bytes) of one expert weight tensor [E, n, k] in --layout (packed: uint8 bytes)."""
     E, D = a.experts, a.domains
-    elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
+    fp8 = a.dtype == "fp8"
+    elem = 1 if fp8 else model_elem(a)
     if a.layout == "packed":
-        nbytes = packed_bytes(E, n, k, D)
+        nbytes = packed_bytes(E, n, k, D, fp8)
         return [nbytes], nbytes
     return ([E, n, k] if a.layout == "plain" else [D, E, n // D, k]), E * n * k * elem
 
 
 def allocation_plan(a):
     """[(name, shape, bytes)] of the persistent tensors in allocation order."""
-    elem = 4 if (a.dtype == "fp32" or (a.dtype is None and a.device == "cpu")) else 2
+    elem = model_elem(a)
     E, H, F = a.experts, a.hidden, a.ffn
     plan = []
     for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):   # as Model allocates them
         for layer in range(a.layers):
             shape, nbytes = expert_weight_shape(a, n, k)
             plan.append(("layer%d.%s" % (layer, w), shape, nbytes))
+    if a.dtype == "fp8":   # fp32 scales per output channel, in the weights' row order
+        for w, n in (("w1", F), ("w3", F), ("w2", H)):
+            for layer in range(a.layers):
+                shape = [E, n] if a.layout == "plain" else [a.domains, E, n // a.domains]
+                plan.append(("layer%d.%s_scale" % (layer, w), shape, E * n * 4))
     plan.append(("embed", [a.vocab, H], a.vocab * H * elem))
     plan.append(("lm_head", [a.vocab, H], a.vocab * H * elem))
     if not a.no_attention:
@@ -328,6 +356,8 @@ class Gemm:
 
     def __call__(self, x, w, offs):
         t = self.torch
+        if isinstance(w, tuple):   # --dtype fp8: (e4m3 weights, their rowwise scales)
+            return self.fp8(x, w[0], w[1], offs)
         if self.backend == "ldmoe":
             # mode auto: the kernel follows the map the shim published (aware in state full).
             layout = {"plain": "plain", "split": "localized", "packed": "packed"}[self.layout]
@@ -341,6 +371,37 @@ class Gemm:
         if self.backend == "torch":
             return self.torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
         return loop_grouped_mm(self.torch, x, w, offs)
+
+    def fp8(self, x, w8, ws, offs):
+        """Expert GEMM with e4m3 weights w8 (in --layout) and rowwise scales ws (same row
+        order): the tokens are quantized per token here, the output is x's dtype."""
+        t = self.torch
+        x8, xs = quantize_rowwise(t, x)
+        if self.backend == "ldmoe":
+            layout = {"plain": "plain", "split": "localized", "packed": "packed"}[self.layout]
+            y = self.ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, scaling="rowwise", mode=self.ldmoe_mode, layout=layout)
+        elif self.layout == "split":
+            y = t.cat([self._plain_fp8(x8, xs, w8[d], ws[d], offs) for d in range(w8.shape[0])], dim=1)
+        else:
+            y = self._plain_fp8(x8, xs, w8, ws, offs)
+        return y.to(x.dtype)
+
+    def _plain_fp8(self, x8, xs, w8, ws, offs):
+        if self.backend == "torch":
+            return self.torch._scaled_grouped_mm(x8, w8.transpose(-2, -1), xs, ws, offs=offs,
+                                                 out_dtype=self.torch.bfloat16)
+        # The dequantized reference: exact e4m3 values times their scales, in fp32.
+        xd = x8.float() * xs.unsqueeze(1)
+        return loop_grouped_mm(self.torch, xd, w8.float() * ws.unsqueeze(-1), offs)
+
+
+def quantize_rowwise(torch, t):
+    """(float8_e4m3fn q, fp32 scale) of t [..., K]: one scale per row, the row's amax -> 448
+    (an all-zero row gets scale 1). As ldmoe.quantize_rowwise, without needing ldmoe."""
+    tf = t.float()
+    amax = tf.abs().amax(dim=-1)
+    scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    return (tf / scale.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale
 
 
 def loop_grouped_mm(torch, x, w, offs):
@@ -364,15 +425,19 @@ class Model:
         # Expert weights first, all allocated before any is initialized: each is then a
         # fresh cudaMalloc of its exact size (no temporary can be cached and split for it).
         packed = a.layout == "packed"
+        fp8 = a.dtype == "fp8"
+        wdtype = torch.uint8 if packed else torch.float8_e4m3fn if fp8 else dtype
 
         def alloc(n, k):
             shape, _ = expert_weight_shape(a, n, k)
-            return torch.empty(shape, device=dev, dtype=torch.uint8 if packed else dtype)
+            return torch.empty(shape, device=dev, dtype=wdtype)
         self.w1 = [alloc(F, H) for _ in range(a.layers)]
         self.w3 = [alloc(F, H) for _ in range(a.layers)]
         self.w2 = [alloc(H, F) for _ in range(a.layers)]
         self.ref_w1 = self.ref_w2 = None   # packed: layer 0's weights as plain [E, N, K] (--check)
-        if packed:
+        if fp8:
+            self.init_fp8(torch, a, dev, dtype, g)
+        elif packed:
             # Drawn as plain [E, n, k] in a temporary, then packed into the buffer allocated
             # above (the temporary is a cudaMalloc of its own; the caching allocator reuses it).
             ldmoe = load_ldmoe()
@@ -415,6 +480,39 @@ class Model:
                     v=torch.zeros(kv, device=dev, dtype=dtype)))
         self.positions = torch.arange(self.maxlen, device=dev)
         self.gen = g
+
+    def init_fp8(self, torch, a, dev, dtype, g):
+        """--dtype fp8: the scales after the weight buffers (allocation_plan's order), then each
+        weight drawn in a temporary of the model dtype, quantized rowwise and stored in its buffer
+        in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order)."""
+        E, H, F, D = a.experts, a.hidden, a.ffn, a.domains
+        sshape = (lambda n: (E, n)) if a.layout == "plain" else (lambda n: (D, E, n // D))
+        scales = {name: [torch.empty(sshape(n), device=dev, dtype=torch.float32) for _ in range(a.layers)]
+                  for name, n in (("w1", F), ("w3", F), ("w2", H))}
+        ldmoe = load_ldmoe() if a.layout == "packed" else None
+        for name, ws, n, k, ref in (("w1", self.w1, F, H, "ref_w1"), ("w3", self.w3, F, H, None),
+                                    ("w2", self.w2, H, F, "ref_w2")):
+            if ldmoe is not None and ldmoe.packed_bytes(E, n, k, D, torch.float8_e4m3fn) != ws[0].numel():
+                fail("packed size mismatch with libldmoe for e4m3 E=%d N=%d K=%d D=%d" % (E, n, k, D), 1)
+            for layer in range(a.layers):
+                tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
+                tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+                q, sc = quantize_rowwise(torch, tmp)
+                del tmp
+                s = scales[name][layer]
+                if a.layout == "plain":
+                    ws[layer].copy_(q)
+                    s.copy_(sc)
+                else:
+                    s.copy_(sc.view(E, D, n // D).permute(1, 0, 2))
+                    if a.layout == "split":
+                        ws[layer].copy_(q.view(E, D, n // D, k).permute(1, 0, 2, 3))
+                    else:
+                        ws[layer] = ldmoe.pack(q, D, out=ws[layer])
+                if layer == 0 and ref and a.check and a.layout == "packed":
+                    setattr(self, ref, (q, sc))
+                ws[layer] = (ws[layer], s)
+                del q, sc
 
     @staticmethod
     def rms(t, x):
@@ -782,6 +880,8 @@ def run_check(torch, model, gemm, dev, dtype):
         err = ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
         worst = max(worst, err)
     tol = 2e-2 if dtype != torch.float32 else 1e-4
+    if a.dtype == "fp8":   # both sides read the same e4m3 values; bf16 output rounding, fp32 sums
+        tol = 3e-2 if a.backend != "loop" else 1e-4
     print("check: backend %s vs loop reference: max relative error %.2e (tolerance %.0e)"
           % (a.backend, worst, tol))
     if not worst <= tol:
@@ -821,8 +921,13 @@ def main(argv=None):
         torch.cuda.set_device(dev)
     elif dev.type != "cpu":
         fail("unsupported --device '%s' (cuda, cuda:N or cpu)" % a.device)
+    # --dtype fp8 keeps everything but the expert GEMMs' operands in bf16 (fp32 on the CPU).
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[
-        a.dtype or ("bf16" if dev.type == "cuda" else "fp32")]
+        (a.dtype if a.dtype != "fp8" else None) or ("bf16" if dev.type == "cuda" else "fp32")]
+    if a.dtype == "fp8" and not hasattr(torch, "float8_e4m3fn"):
+        fail("this PyTorch (%s) has no torch.float8_e4m3fn for --dtype fp8" % torch.__version__)
+    if a.dtype == "fp8" and a.backend == "torch" and not hasattr(torch, "_scaled_grouped_mm"):
+        fail("this PyTorch (%s) has no torch._scaled_grouped_mm; use --backend ldmoe or loop" % torch.__version__)
     if a.backend == "torch" and not hasattr(torch, "_grouped_mm"):
         fail("this PyTorch (%s) has no torch._grouped_mm; use --backend loop or ldmoe"
              % torch.__version__)

@@ -24,6 +24,13 @@ peer and every run sees the same counts. Weight bytes count only experts that go
 ldmoe reads its weights in --layout (default packed: ldmoe_pack_weights, built once; localized:
 [D, E, N/D, K]); the headline times both layouts, the tile sweep and the schedules use --layout.
 
+--fp8 (issue 20; written before any GPU run, numbers from it are the first): FP8 e4m3 instead,
+in this one process over the chosen shapes: torch._scaled_grouped_mm (rowwise scales, plain
+weights), ldmoe.grouped_mm_fp8 rowwise and block (--layout, D = 2), libldmoe's bf16 AUTO on
+the same shapes, and the floor for the FP8 weight bytes, interleaved call by call on random
+e4m3 data and scales; each case's ldmoe outputs are checked against the bound of doc/moe.md
+(tests/moe/ldmoe_ref.py) at m <= 64 and compared with torch's; writes moe-fp8.md/.json.
+
 Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
                     [--no-floor] [--sched-best] [--same-process] [--outdir DIR]
@@ -281,6 +288,8 @@ def main():
     ap.add_argument("--lab", action="store_true",
                     help="run over the lab build ($LDMOE_LAB_LIB, bench/moe/lab): every tile and the tune bits; "
                          "without it, libldmoe.so and its tiles only")
+    ap.add_argument("--fp8", action="store_true", help="FP8 e4m3: vs torch._scaled_grouped_mm (rowwise), both "
+                    "scaling schemes, libldmoe's bf16 AUTO, the FP8 floor; writes moe-fp8.md/.json")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
     variants = []
@@ -326,6 +335,8 @@ def main():
     print("device-to-device copy: %.2f TB/s (read + write)" % bw, flush=True)
     if variants:
         return run_variants(a, variants, head, bw)
+    if a.fp8:
+        return run_fp8(a, head, bw)
     shapes = a.shapes.split(",")
     if len(shapes) > 1 and not a.same_process:
         # One fresh process per shape: in one process the 128-expert rows measured 2-8 % slower
@@ -523,6 +534,103 @@ def write_report(a, rows, head, bw):
     with open(os.path.join(a.outdir, "moe-bench.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def rand_e4m3(shape):
+    """Random e4m3 weights or tokens with the spread of real ones (no NaN), on the GPU."""
+    return (torch.randn(shape, device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
+def run_fp8(a, head, bw):
+    """--fp8: every --shapes x --tokens case in this process (see the module doc)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "moe"))
+    import ldmoe_ref
+    floor = load_floor(a)
+    D = 2
+    rows = []
+    for si in map(int, a.shapes.split(",")):
+        E, K, N = SHAPES[si]
+        KB = -(-K // 128)
+        w8 = [rand_e4m3((E, N, K)) for _ in range(a.sets)]
+        wsr = [torch.rand((E, N), device="cuda") + 0.5 for _ in range(a.sets)]
+        wsb = [torch.rand((E, N // 128, KB), device="cuda") + 0.5 for _ in range(a.sets)]
+        if a.layout == "packed":
+            wl = [ldmoe.pack(w, D) for w in w8]
+            wb16 = [ldmoe.pack((torch.randn((E, N, K), device="cuda") * 0.02).to(torch.bfloat16), D) for _ in range(a.sets)]
+        else:
+            wl = [ldmoe.to_localized(w, D) for w in w8]
+            wb16 = [ldmoe.to_localized((torch.randn((E, N, K), device="cuda") * 0.02).to(torch.bfloat16), D)
+                    for _ in range(a.sets)]
+        wsr_l = [ldmoe.localize_scales(s, D) for s in wsr]
+        wsb_l = [ldmoe.localize_scales(s, D, "block") for s in wsb]
+        for m in map(int, a.tokens.split(",")):
+            counts = routing_counts(a.routing, E, m, 1000 * si + m)
+            T = E * m
+            offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device="cuda", dtype=torch.int32)
+            x8 = rand_e4m3((T, K))
+            xsr = torch.rand(T, device="cuda") + 0.5
+            xsb = (torch.rand((KB, T), device="cuda") + 0.5).t()
+            xb16 = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
+            outs = {k: torch.empty((T, N), device="cuda", dtype=torch.bfloat16) for k in ("torch", "row", "block", "bf16")}
+            peers = {
+                "torch": lambda i: torch._scaled_grouped_mm(x8, w8[i].transpose(-2, -1), xsr, wsr[i], offs=offs,
+                                                            out_dtype=torch.bfloat16),
+                "row": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsr, wsr_l[i], layout=a.layout, mode="aware",
+                                                      out=outs["row"]),
+                "block": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsb, wsb_l[i], scaling="block", layout=a.layout,
+                                                        mode="aware", out=outs["block"]),
+                "bf16": lambda i: ldmoe.grouped_mm(xb16, wb16[i], offs, layout=a.layout, mode="aware", out=outs["bf16"]),
+            }
+            busy = sum(1 for c in counts if c)
+            wbytes = busy * N * K   # e4m3: one byte per weight, only experts that got tokens
+            if floor is not None:
+                fname, ffn, _ = floor.fastest(w8, wbytes, x8, outs["bf16"], a.sets, a.warmup, a.reps)
+                peers["floor"] = ffn
+            names = list(peers)
+            times = dict(zip(names, median_times_interleaved([peers[n] for n in names], a.sets, a.warmup, a.reps)))
+            # correctness on set 0
+            yt = peers["torch"](0)
+            peers["row"](0)
+            peers["block"](0)
+            torch.cuda.synchronize()
+            row = dict(E=E, K=K, N=N, m=m, routing=a.routing, layout=a.layout, us=times, weight_bytes=wbytes,
+                       err_row_vs_torch=rel_err(outs["row"], yt))
+            if m <= 64:
+                ref, absum = ldmoe_ref.reference_fp8(x8, xsr, w8[0], wsr[0], offs, "rowwise")
+                row["bound_row"] = ldmoe_ref.check_fp8(outs["row"], ref, absum)
+                row["bound_torch"] = ldmoe_ref.check_fp8(yt, ref, absum)
+                ref, absum = ldmoe_ref.reference_fp8(x8, xsb, w8[0], wsb[0], offs, "block")
+                row["bound_block"] = ldmoe_ref.check_fp8(outs["block"], ref, absum)
+                del ref, absum
+            row["tbps_row"] = wbytes / (times["row"] * 1e-6) / 1e12
+            row["tflops_row"] = 2.0 * T * N * K / (times["row"] * 1e-6) / 1e12
+            row["tflops_torch"] = 2.0 * T * N * K / (times["torch"] * 1e-6) / 1e12
+            rows.append(row)
+            print("E=%d m=%d: %s | ldmoe fp8 rowwise %.2f TB/s of weights (%.0f %% of copy), %.2fx torch; block/rowwise "
+                  "%.3f; err vs torch %.1e%s" % (
+                      E, m, " ".join("%s %.1f" % (k, v) for k, v in times.items()), row["tbps_row"],
+                      100 * row["tbps_row"] / bw, times["torch"] / times["row"], times["block"] / times["row"],
+                      row["err_row_vs_torch"], "; bounds row %s block %s" % (row["bound_row"][0], row["bound_block"][0])
+                      if m <= 64 else ""), flush=True)
+            del x8, xsr, xsb, xb16, outs, peers
+        del w8, wsr, wsb, wl, wb16, wsr_l, wsb_l
+        torch.cuda.empty_cache()
+    with open(os.path.join(a.outdir, "moe-fp8.json"), "w") as f:
+        json.dump(dict(head=head, copy_tbps=bw, rows=rows), f, indent=1)
+    with open(os.path.join(a.outdir, "moe-fp8.md"), "w") as f:
+        f.write("# FP8 e4m3 grouped GEMM (bench_moe.py --fp8)\n\n%s\n\ncopy bandwidth %.2f TB/s (read + write); "
+                "µs are medians of interleaved single calls; TB/s = FP8 weight bytes / time\n\n" % (head, bw))
+        f.write("| E | m | torch µs | ldmoe rowwise µs | block µs | bf16 AUTO µs | floor µs | TB/s | % copy | vs torch | "
+                "block/row | TFLOP/s ldmoe / torch | bound row / block | err vs torch |\n|" + "---|" * 14 + "\n")
+        for r in rows:
+            t = r["us"]
+            f.write("| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %.2f | %.0f | %.2fx | %.3f | %.0f / %.0f | %s | %.1e |\n" % (
+                r["E"], r["m"], t["torch"], t["row"], t["block"], t["bf16"],
+                "%.1f" % t["floor"] if "floor" in t else "-", r["tbps_row"], 100 * r["tbps_row"] / bw,
+                t["torch"] / t["row"], t["block"] / t["row"], r["tflops_row"], r["tflops_torch"],
+                "%s / %s" % (r["bound_row"][0], r["bound_block"][0]) if "bound_row" in r else "-", r["err_row_vs_torch"]))
+    print("wrote %s/moe-fp8.md" % a.outdir, flush=True)
+    return 0
 
 
 def vkey(v):

@@ -285,13 +285,40 @@ class TestServeNoGpu(unittest.TestCase):
     def test_packed_layout_errors(self):
         for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
                           (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
-                           "needs bf16 weights on a CUDA device"),
+                           "needs bf16 or fp8 weights on a CUDA device"),
                           (["--layout", "packed", "--backend", "ldmoe", "--device", "cpu"],
-                           "needs bf16 weights on a CUDA device"),
+                           "needs bf16 or fp8 weights on a CUDA device"),
                           (["--layout", "packed", "--backend", "ldmoe", "--domains", "3"],
                            "divisible by --domains")]:
             r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
                                capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
+
+    def test_fp8_sizes_and_errors(self):
+        """--dtype fp8: e4m3 expert weights (half the bf16 bytes), their scales listed after
+        them, packed sizes as libldmoe's ldmoe_packed_bytes_fp8; the refusals that need no GPU."""
+        sizes, text = expert_sizes("--dtype", "fp8")
+        self.assertEqual(sizes, [469762048])   # 8 x 14336 x 4096 bytes
+        self.assertEqual(len(re.findall(r"^  layer\d\.w[123]_scale +8x(14336|4096) ", text, re.M)), 6)
+        self.assertLess(text.index("layer1.w2 "), text.index("layer0.w1_scale"))   # weights first
+        sizes, _ = expert_sizes("--dtype", "fp8", "--layout", "packed", "--backend", "ldmoe")
+        self.assertEqual(sizes, [469762048])
+        s = load_serve()
+        lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
+        import ctypes
+        lib = ctypes.CDLL(lib_path)
+        lib.ldmoe_packed_bytes_fp8.restype = ctypes.c_size_t
+        lib.ldmoe_packed_bytes_fp8.argtypes = [ctypes.c_int] * 4
+        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1008, 528, 2), (3, 64, 80, 1), (1, 8, 16, 8)]:
+            self.assertEqual(s.packed_bytes(E, N, K, D, fp8=True), lib.ldmoe_packed_bytes_fp8(E, N, K, D), (E, N, K, D))
+        for args, msg in [(["--dtype", "fp8", "--device", "cpu", "--backend", "torch"], "use --backend loop"),
+                          (["--dtype", "fp8", "--device", "cpu", "--backend", "ldmoe"], "use --backend loop"),
+                          (["--dtype", "fp8", "--hidden", "72", "--heads", "8", "--kv-heads", "8"], "divisible by 16"),
+                          (["--dtype", "fp8", "--layout", "packed", "--backend", "ldmoe", "--device", "cpu"],
+                           "use --backend loop")]:
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args, capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(msg, r.stderr, args)
 
@@ -366,6 +393,20 @@ class TestServeRun(unittest.TestCase):
                           "--batch", "4", "--seed", "1")
         self.assertNotEqual([ln for ln in r.stdout.splitlines() if ln.startswith("generated:")],
                             outs["static"][1:])
+
+    def test_fp8_cpu(self):
+        """--dtype fp8 on the CPU: weights quantized once at load, the dequantized reference
+        as the expert GEMM (--backend loop); the split layout (scales localized with the
+        weights) chooses the same tokens as the plain one."""
+        outs = {}
+        for layout in ("plain", "split"):
+            r = self.run_tiny("--dtype", "fp8", "--layout", layout, "--check", "--no-graphs", "--no-busy")
+            if r is None:
+                return
+            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error")
+            outs[layout] = [ln for ln in r.stdout.splitlines() if ln.startswith("generated:")]
+            self.assertEqual(len(outs[layout]), 1, r.stdout)
+        self.assertEqual(outs["plain"], outs["split"])
 
     def test_graph_path_with_stand_in_cuda(self):
         """The CUDA-graph decode path of serve.py run on the CPU with torch.cuda's stream and

@@ -14,7 +14,14 @@ its public API; with --lab, the lab build (bench/moe/lab, $LDMOE_LAB_LIB) with e
 parts that need the lab's debug interface (per-tile counters, timeline, tune bits, topology
 override: the scheduler, states, tune and trace tests). `make test-gpu-moe` runs both.
 
-Usage: test_moe.py [--lab] [--result FILE] [--quick] [--seed N]   (FILE gets "<passed> <failed>")
+FP8 (ldmoe.grouped_mm_fp8; doc/moe.md "FP8"; not yet run on a GPU when written): the e4m3 packer
+and converters byte for byte against tests/moe/ldmoe_ref.py, and the GEMM for both scaling
+schemes, every layout, mode and FP8 tile, on random e4m3 data with random scales per case
+(2^-4..2^4) and random routing, outputs poisoned and checked fully written, against the fp64
+product of the dequantized operands with doc/moe.md's bound (ldmoe_ref.check_fp8). --fp8-only
+runs just those.
+
+Usage: test_moe.py [--lab] [--result FILE] [--quick] [--seed N] [--fp8-only]   (FILE gets "<passed> <failed>")
 """
 import argparse
 import itertools
@@ -190,6 +197,130 @@ def test_packed_domains(gen):
             torch.cuda.synchronize()
             check_out("packed D=%d N/D=%d tile=%s mode=%s" % (D, N // D, tile, mode), y, reference(x, w, counts),
                       sum(counts))
+
+
+# ---- FP8 ---------------------------------------------------------------------------------------
+
+def rand_e4m3(gen, shape):
+    """Random float8_e4m3fn values spread over the format's range (no NaN), on the GPU."""
+    v = torch.randn(shape, generator=gen) * 2.0 ** torch.randint(-6, 7, shape, generator=gen).float()
+    return v.clamp(-448, 448).to(torch.float8_e4m3fn).cuda()
+
+
+def rand_scales(gen, shape):
+    """fp32 scales drawn per element from 2^-4 .. 2^4 (log-uniform), on the GPU."""
+    return (2.0 ** (torch.rand(shape, generator=gen) * 8 - 4)).cuda()
+
+
+def fp8_operands(gen, T, E, N, K, scaling):
+    """(x8, xs, w8, ws): random e4m3 operands and scales in the plain layout's scale shapes."""
+    x8, w8 = rand_e4m3(gen, (T, K)), rand_e4m3(gen, (E, N, K))
+    KB = -(-K // 128)
+    if scaling == "rowwise":
+        return x8, rand_scales(gen, (T,)), w8, rand_scales(gen, (E, N))
+    xs = rand_scales(gen, (KB, T)).t()   # [T, KB] view of token-contiguous memory, as the library reads it
+    return x8, xs, w8, rand_scales(gen, (E, -(-N // 128), KB))
+
+
+def test_fp8_layouts(gen):
+    import ldmoe_ref
+    for (E, N, K, D) in [(3, 64, 144, 2), (8, 1536, 512, 2), (2, 96, 16, 4), (5, 384, 640, 1), (4, 520, 1040, 2)]:
+        w8 = rand_e4m3(gen, (E, N, K))
+        ref = ldmoe_ref.pack_reference(w8.cpu(), D).cuda()
+        for src in ("plain", "localized"):
+            wp = ldmoe.pack(w8 if src == "plain" else ldmoe.to_localized(w8, D), D if src == "plain" else None)
+            torch.cuda.synchronize()
+            ok = wp.dtype == torch.float8_e4m3fn and wp.data.numel() == ldmoe.packed_bytes(E, N, K, D, "fp8") and \
+                torch.equal(wp.data, ref)
+            report(ok, "fp8 pack from %s E=%d N=%d K=%d D=%d" % (src, E, N, K, D))
+        buf = torch.full((ref.numel(),), 0xA5, dtype=torch.uint8, device="cuda")
+        ldmoe.pack(w8, D, out=buf)
+        torch.cuda.synchronize()
+        report(torch.equal(buf, ref), "fp8 pack into a poisoned out= E=%d N=%d K=%d D=%d" % (E, N, K, D))
+        wl = ldmoe.to_localized(w8, D)
+        back = ldmoe.to_plain(wl)
+        torch.cuda.synchronize()
+        want = w8.view(torch.uint8).view(E, D, N // D, K).permute(1, 0, 2, 3)
+        report(torch.equal(wl.view(torch.uint8), want) and torch.equal(back.view(torch.uint8), w8.view(torch.uint8)),
+               "fp8 convert E=%d N=%d K=%d D=%d" % (E, N, K, D))
+
+
+def run_fp8(x8, xs, w8, ws, offs, scaling, layout, D, mode, tile, out):
+    """One grouped_mm_fp8 with plain-layout operands (w8 [E, N, K], ws plain) in `layout`."""
+    if layout == "plain":
+        return ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, scaling=scaling, mode=mode, tile=tile, out=out)
+    wsl = ldmoe.localize_scales(ws, D, scaling)
+    wl = ldmoe.to_localized(w8, D) if layout == "localized" else ldmoe.pack(w8, D)
+    return ldmoe.grouped_mm_fp8(x8, wl, offs, xs, wsl, scaling=scaling, layout=layout, mode=mode, tile=tile, out=out)
+
+
+def test_fp8_correctness(gen, quick):
+    import ldmoe_ref
+    # (T, E, N, K): decode with counts off tile multiples; K not a multiple of 128 or of a stage;
+    # above 32 tokens per expert (the 128-token tile); N/D not a multiple of 128 (plain and D = 1 only
+    # for block scales, which cannot be localized there).
+    shapes = [(77, 8, 512, 256), (300, 6, 1024, 1040), (1000, 4, 768, 512), (45, 3, 272, 336)]
+    if quick:
+        shapes = shapes[:2]
+    tiles = [t for t in ldmoe.FP8_TILES if t != "auto"]
+    for (T, E, N, K) in shapes:
+        for scaling in ("rowwise", "block"):
+            x8, xs, w8, ws = fp8_operands(gen, T, E, N, K, scaling)
+            offs, counts = routing(gen, T - 5, E)   # 5 rows past offs[-1] must stay untouched
+            ref, absum = ldmoe_ref.reference_fp8(x8, xs, w8, ws, offs, scaling)
+            used = sum(counts)
+            layouts = [("plain", 1), ("localized", 2), ("packed", 1), ("packed", 2)]
+            if scaling == "block" and (N // 2) % 128:
+                layouts = [("plain", 1), ("packed", 1), ("localized", 1)]
+            runs = [(lay, D, mode, "auto") for lay, D in layouts for mode in ("auto", "aware", "unaware", "static")]
+            runs += [(lay, D, "aware", t) for lay, D in layouts for t in tiles]
+            for lay, D, mode, tile in runs:
+                y = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                run_fp8(x8, xs, w8, ws, offs, scaling, lay, D, mode, tile, y)
+                torch.cuda.synchronize()
+                ok, why = ldmoe_ref.check_fp8(y[:used], ref[:used], absum[:used])
+                tail = bool(torch.isnan(y[used:].float()).all())
+                report(ok and tail, "fp8 %s T=%d E=%d N=%d K=%d %s D=%d mode=%s tile=%s" % (
+                    scaling, T, E, N, K, lay, D, mode, tile), "%s; rows past offs[-1] untouched: %s" % (why, tail))
+
+
+def test_fp8_vs_torch(gen):
+    """Rowwise against torch._scaled_grouped_mm on the same e4m3 operands, where torch has it (a
+    cross-check of the reference's conventions; the bound is still checked against the reference)."""
+    import ldmoe_ref
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        report(True, "fp8 vs torch._scaled_grouped_mm", "this torch has none: not compared")
+        return
+    T, E, N, K = 512, 8, 1024, 512
+    counts = [64] * E   # torch wants 16-aligned groups
+    offs = torch.tensor(torch.tensor(counts).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    x8, xs, w8, ws = fp8_operands(gen, T, E, N, K, "rowwise")
+    yt = torch._scaled_grouped_mm(x8, w8.transpose(-2, -1), xs, ws, offs=offs, out_dtype=torch.bfloat16)
+    y = ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws)
+    ref, absum = ldmoe_ref.reference_fp8(x8, xs, w8, ws, offs, "rowwise")
+    torch.cuda.synchronize()
+    ok_t, why_t = ldmoe_ref.check_fp8(yt, ref, absum)
+    ok, why = ldmoe_ref.check_fp8(y, ref, absum)
+    report(ok, "fp8 rowwise E=8 m=64 within the bound", why)
+    report(True, "fp8 torch._scaled_grouped_mm on the same operands (information)", "torch: %s (%s)" % (why_t, ok_t))
+
+
+def test_fp8_errors():
+    x8 = torch.zeros((16, 128), dtype=torch.float8_e4m3fn, device="cuda")
+    w8 = torch.zeros((2, 64, 128), dtype=torch.float8_e4m3fn, device="cuda")
+    offs = torch.tensor([8, 16], dtype=torch.int32, device="cuda")
+    xs, ws = torch.ones(16, device="cuda"), torch.ones((2, 64), device="cuda")
+    for what, fn, exc, text in [
+            ("w on the CPU", lambda: ldmoe.grouped_mm_fp8(x8, w8.cpu(), offs, xs, ws), ValueError, "is on cpu"),
+            ("scales on the CPU", lambda: ldmoe.grouped_mm_fp8(x8, w8, offs, xs.cpu(), ws), ValueError, "x_scale is on"),
+            ("K % 16 (library)", lambda: ldmoe.grouped_mm_fp8(x8[:, :120].contiguous(), w8[:, :, :120].contiguous(), offs, xs,
+                                                              ws), ldmoe.LdmoeError, "multiple of 16"),
+            ("bf16 tile by value", lambda: ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, tile=20), ldmoe.LdmoeError, "bf16 tile")]:
+        try:
+            fn()
+            report(False, "fp8 error " + what, "no error raised")
+        except exc as e:
+            report(text in str(e), "fp8 error " + what, str(e))
 
 
 def test_errors():
@@ -471,11 +602,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
     ap.add_argument("--lab", action="store_true", help="test the lab build (all tiles, debug interface)")
+    ap.add_argument("--fp8-only", action="store_true", help="only the FP8 tests")
     a = ap.parse_args()
     global torch, ldmoe, LAB
     import torch
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
-    sys.path[:0] = [os.path.join(root, "kernels", "moe"), os.path.join(root, "bench", "moe", "lab")]
+    sys.path[:0] = [os.path.join(root, "kernels", "moe"), os.path.join(root, "bench", "moe", "lab"),
+                    os.path.join(root, "tests", "moe")]
     LAB = a.lab
     if LAB:
         import ldmoe_lab as ldmoe
@@ -491,7 +624,13 @@ def main():
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
     tests = [lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors,
              lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick), lambda: test_token_classes(gen)]
-    if LAB:   # these need the lab's counters, timeline, tune bits or topology override
+    fp8 = [lambda: test_fp8_layouts(gen), lambda: test_fp8_correctness(gen, a.quick), lambda: test_fp8_vs_torch(gen),
+           test_fp8_errors]
+    if torch.cuda.get_device_capability() != (9, 0):
+        print("FP8 tests need compute capability 9.0; this GPU is %s: FP8 NOT TESTED" % (torch.cuda.get_device_capability(),))
+        fp8 = [lambda: test_fp8_layouts(gen)]
+    tests = fp8 if a.fp8_only else tests + fp8
+    if LAB and not a.fp8_only:   # these need the lab's counters, timeline, tune bits or topology override
         tests += [lambda: test_tune(gen), lambda: test_trace(gen, num_sms), lambda: test_states(gen, num_sms),
                   lambda: test_scheduler(gen, num_sms)]
     for fn in tests:
