@@ -107,6 +107,13 @@ struct WsCfg {
 template <class Base, int SCALING>
 struct Fp8Cfg : Base {
     static constexpr int FP8 = SCALING;
+    // The promotion sums double the accumulators, and the block scales add the per-column
+    // scales: at 168 registers the block-scaled tiles spilled (64 bytes with 128 token columns,
+    // 8 with 64), so they take the prefill tiles' setmaxnreg split (producer 56, consumers 224)
+    // and keep the producer's scheduler state in shared memory. moe.mk checks their launch
+    // registers as for prefill.
+    static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK;
+    static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
     static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
     static_assert(Base::BM == LDMOE_FP8_BLOCK_ROWS, "a tile's weight rows are one block of the block scales");
     static_assert(kRowBytes == LDMOE_FP8_BLOCK_K, "a k-block of e4m3 is one K block of the block scales");
