@@ -34,7 +34,7 @@ except ImportError as _torch_error:   # see _need_torch
 _LIBDIR = None
 
 __all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
-           "get_topology", "LdmoeError", "LAYOUTS", "MODES", "TILES", "grouped_mm_fp8", "FP8_TILES", "SCALINGS",
+           "get_topology", "Topology", "version", "LdmoeError", "LAYOUTS", "MODES", "TILES", "grouped_mm_fp8", "FP8_TILES", "SCALINGS",
            "quantize_rowwise", "quantize_block", "dequantize", "localize_scales"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}

@@ -110,6 +110,14 @@ def main():
     with open(os.path.join(ROOT, "kernels", "moe", "ldmoe.map")) as f:
         mapped = set(re.findall(r"^\s*(ldmoe_\w+);", f.read(), re.M))
     check(mapped == api, "ldmoe.map names exactly ldmoe.h's functions")
+    # ldmoe_lab re-exports ldmoe through `from ldmoe import *`: a public name missing from
+    # ldmoe.__all__ is missing from the lab module (the GPU tests call ldmoe_lab.version()).
+    public = {n for n in dir(ldmoe) if not n.startswith("_") and callable(getattr(ldmoe, n)) and
+              getattr(getattr(ldmoe, n), "__module__", None) == "ldmoe"}
+    check(public <= set(ldmoe.__all__), "ldmoe.__all__ names every public function and class of ldmoe.py",
+          "missing %s" % sorted(public - set(ldmoe.__all__)))
+    check(all(hasattr(ldmoe_lab, n) for n in ldmoe.__all__), "ldmoe_lab has every name of ldmoe.__all__",
+          "missing %s" % [n for n in ldmoe.__all__ if not hasattr(ldmoe_lab, n)])
 
     print("test-moe-tiles: %d passed, %d failed" % (PASSED, FAILED))
     with open(sys.argv[1], "w") as f:
