@@ -8,12 +8,14 @@ encodings; the address column dropped) plus its resource usage (registers, share
 stack, ...), and compares two such reductions.
 
     sass_identity.py digest LIB [-o FILE]        one line per kernel: arch name sha256 instrs resources
-    sass_identity.py compare OLD NEW [NEW2 ...] [--map FILE] [--require NAME ...]
+    sass_identity.py compare OLD NEW [NEW2 ...] [--map FILE] [--require NAME ...] [--new-ok REGEX]
         OLD, NEW: digest files or libraries. Every kernel of each NEW must have a counterpart in
         OLD (after renaming with --map: lines "old-mangled-name new-mangled-name") whose digest
         is identical; kernels of OLD that no NEW has are listed (moved out or dropped). Exit 0
         when every kernel of every NEW matches, 1 otherwise. --require NAME: a (mangled, as in
-        OLD) kernel that some NEW must have, e.g. every kernel AUTO can pick.
+        OLD) kernel that some NEW must have, e.g. every kernel AUTO can pick. --new-ok REGEX:
+        kernels of NEW without a counterpart whose name matches are listed but not counted
+        (kernels added after OLD was recorded, e.g. the FP8 ones).
 
 cuobjdump is looked for in $CUOBJDUMP, then PATH, then CUDA's bin directory, then the copy that
 a Triton wheel on sys.path (or in /work/venv*) ships (any recent one reads sm_90a and sm_100 cubins).
@@ -131,6 +133,7 @@ def main():
     c.add_argument("--map", help='file of "old-name new-name" lines (kernels renamed on purpose)')
     c.add_argument("--require", action="append", default=[], help="a kernel of OLD some NEW must have")
     c.add_argument("--require-file", help="file of such names, one a line (# comments)")
+    c.add_argument("--new-ok", help="regex: kernels of NEW absent from OLD that may be (not counted)")
     a = ap.parse_args()
 
     if a.cmd == "digest":
@@ -163,7 +166,9 @@ def main():
         for (arch, name), (h, n, r) in sorted(new.items()):
             oname = rename.get(name, name)
             ref = old.get((arch, oname))
-            if ref is None:
+            if ref is None and a.new_ok and re.search(a.new_ok, name):
+                print("new ok  %s %s %s (added after %s; not compared)" % (os.path.basename(path), arch, name, a.old))
+            elif ref is None:
                 print("NEW     %s %s %s (no counterpart in %s)" % (os.path.basename(path), arch, name, a.old))
                 bad += 1
             elif ref != (h, n, r):
