@@ -114,6 +114,16 @@ struct Fp8Cfg : Base {
     // registers as for prefill.
     static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK;
     static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
+    // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
+    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
+    // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
+    // after every read of k-block c - 2, which used the same row.
+    static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
+    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
+    static constexpr int SMEM = Base::SMEM + XS_BYTES;
+    static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
+    static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
+                  "scale rows: 8-byte aligned (float2 reads), one column per thread of a consumer warpgroup");
     static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
     static_assert(Base::BM == LDMOE_FP8_BLOCK_ROWS, "a tile's weight rows are one block of the block scales");
     static_assert(kRowBytes == LDMOE_FP8_BLOCK_K, "a k-block of e4m3 is one K block of the block scales");
@@ -249,19 +259,24 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // added into fp32 sums (times the k-block's scales in the block scheme), so the tensor cores
 // never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
 // group exposes the wgmma latency once per 128 k; a stage is handed back when its last
-// k-block is promoted. The rowwise scales are applied once, before the stores.
+// k-block is promoted. The rowwise scales are applied once, before the stores. The block
+// scales of the next k-block are copied into shared memory (cp.async, one token column per
+// thread) while this one's wgmmas run, so a global load's latency is never waited for inside
+// the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
                                              unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
                                              uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
-                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk) {
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk,
+                                             uint32_t &xc) {
     constexpr int NA = NN / 2;
     constexpr int SCH = fp8_scaling_of<C>::value;
     static_assert(SCH == LDMOE_FP8_ROWWISE || SCH == LDMOE_FP8_BLOCK, "scaling scheme");
     const KParamsF8 &pf = static_cast<const KParamsF8 &>(p);
     const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
     const int q = lane & 3;
+    const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
     // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
     // scales must follow the same order.
     const int rot = first_kstep(t.wrow_idx / C::BM, nk);
@@ -270,6 +285,33 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     for (int mi = 0; mi < C::MI; ++mi)
         #pragma unroll
         for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
+    // Block scheme: this warpgroup's scale rows, and the copy of k-block kb's scales into row
+    // `row`: column wt's token scale, and (thread 0) the tile's weight scale. Outside K or past
+    // the tile's tokens a zero is stored instead (zero padding adds nothing).
+    float *xs_rows = nullptr;
+    auto stage_scales = [&](int kb, uint32_t row) {
+        float *r = xs_rows + row * C::XS_PITCH;
+        const bool in_k = kb < pf.KB;
+        if (wt < C::BN) {
+            if (in_k && wt < t.rows) cp_async_4(smem_u32(r + wt), pf.xs + (int64_t)kb * p.T + t.tok0 + wt);
+            else r[wt] = 0.f;
+        }
+        if (wt == 0) {
+            if (in_k) cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0, kb));
+            else r[C::BN] = 0.f;
+        }
+        cp_async_commit();   // every thread, so that wait_group counts the same groups everywhere
+    };
+    auto kblock = [&](int kstep, int sub) {
+        int kq = kstep + rot;
+        kq = kq >= nk ? kq - nk : kq;
+        return kq * C::KSUB + sub;
+    };
+    if constexpr (SCH == LDMOE_FP8_BLOCK) {
+        xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
+                                            C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
+        stage_scales(kblock(0, 0), xc % C::XS_BUFS);
+    }
     auto fence_acc = [&]() {
         #pragma unroll
         for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
@@ -278,8 +320,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     for (int kstep = 0; kstep < nk; ++kstep) {
         if (kstep) mbar_wait(smem_u32(&s_full[s]), ph);
         const uint32_t base = smem_u32(ring + s * C::STAGE_BYTES);
-        int kq = kstep + rot;
-        kq = kq >= nk ? kq - nk : kq;
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
 #ifdef LDMOE_DIAG
@@ -295,44 +335,31 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                                           wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
             wg_commit();
             if constexpr (SCH == LDMOE_FP8_BLOCK) {
-                // This k-block's scales: one weight scale for the tile's 128 rows, one
-                // activation scale per token column of this thread (columns 8j + 2q +
-                // {0, 1}). K blocks past K (zero padding) add nothing. Up to 64 columns
-                // the activation scales load while the wgmmas run; the 128-column
-                // variant loads them after the wait, in pairs, since holding all 32 next
-                // to acc and sum spilled.
-                const int kb = kq * C::KSUB + sub;
-                const bool in_k = kb < pf.KB;
-                const float sw = in_k ? __ldg(pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0, kb)) : 0.f;
-                const float *xs = pf.xs + (int64_t)kb * p.T + t.tok0;
-                auto xscale = [&](int tt) { return in_k && tt < t.rows ? sw * __ldg(xs + tt) : 0.f; };
-                if constexpr (NA <= 32) {
-                    float bs[NA / 2];
+                // The next k-block's scales go into the next row while these wgmmas run (an
+                // empty commit group after the tile's last one).
+                const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
+                if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0), (xc + 1) % C::XS_BUFS);
+                else cp_async_commit();
+                wg_wait<0>();
+                fence_acc();
+                cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
+                named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
+                const float *r = xs_rows + (xc % C::XS_BUFS) * C::XS_PITCH;
+                const float sw = r[C::BN];
+                // acc[mi][4j + v] and [4j + 2 + v] belong to token column 8j + 2q + v.
+                #pragma unroll
+                for (int j = 0; j < NA / 4; ++j) {
+                    const float2 x = *reinterpret_cast<const float2 *>(r + 8 * j + 2 * q);
+                    const float b0 = sw * x.x, b1 = sw * x.y;
                     #pragma unroll
-                    for (int j = 0; j < NA / 4; ++j)
-                        #pragma unroll
-                        for (int v = 0; v < 2; ++v) bs[2 * j + v] = xscale(8 * j + 2 * q + v);
-                    wg_wait<0>();
-                    fence_acc();
-                    #pragma unroll
-                    for (int mi = 0; mi < C::MI; ++mi)
-                        #pragma unroll
-                        for (int i = 0; i < NA; ++i) sum[mi][i] = fmaf(acc[mi][i], bs[2 * (i >> 2) + (i & 1)], sum[mi][i]);
-                } else {
-                    wg_wait<0>();
-                    fence_acc();
-                    #pragma unroll
-                    for (int j = 0; j < NA / 4; ++j) {
-                        const float b0 = xscale(8 * j + 2 * q), b1 = xscale(8 * j + 2 * q + 1);
-                        #pragma unroll
-                        for (int mi = 0; mi < C::MI; ++mi) {
-                            sum[mi][4 * j] = fmaf(acc[mi][4 * j], b0, sum[mi][4 * j]);
-                            sum[mi][4 * j + 1] = fmaf(acc[mi][4 * j + 1], b1, sum[mi][4 * j + 1]);
-                            sum[mi][4 * j + 2] = fmaf(acc[mi][4 * j + 2], b0, sum[mi][4 * j + 2]);
-                            sum[mi][4 * j + 3] = fmaf(acc[mi][4 * j + 3], b1, sum[mi][4 * j + 3]);
-                        }
+                    for (int mi = 0; mi < C::MI; ++mi) {
+                        sum[mi][4 * j] = fmaf(acc[mi][4 * j], b0, sum[mi][4 * j]);
+                        sum[mi][4 * j + 1] = fmaf(acc[mi][4 * j + 1], b1, sum[mi][4 * j + 1]);
+                        sum[mi][4 * j + 2] = fmaf(acc[mi][4 * j + 2], b0, sum[mi][4 * j + 2]);
+                        sum[mi][4 * j + 3] = fmaf(acc[mi][4 * j + 3], b1, sum[mi][4 * j + 3]);
                     }
                 }
+                ++xc;
             } else {
                 wg_wait<0>();
                 fence_acc();
@@ -372,7 +399,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     }
 #endif
     if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
-        store_staged<C, NA>(p, t, sum, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
+        store_staged<C, NA>(p, t, sum, smem_u32(epi + cw * C::EPI_WG), cw, wt);
     else
         store_direct_wa<C, NA>(p, t, sum, cw, warp & 3, lane);
     if (tid == 128) debug_count(p, t.gid, my_dom);
@@ -475,10 +502,11 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
+    [[maybe_unused]] uint32_t xc = 0;   // FP8 block scales: this warpgroup's k-blocks so far (run_tile_fp8)
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk);
+                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk, xc);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];
