@@ -98,8 +98,11 @@ class TestServeNoGpu(unittest.TestCase):
         self.assertEqual(sizes[0] % (2 * MiB), 0)
         self.assertEqual(len(re.findall(r"^  layer\d\.w[123] ", text, re.M)), 6)
         self.assertNotIn("warning", text)   # no other tensor has the expert size
-        for pol in POLICIES:
-            self.assertEqual(policy_sizes(pol), sizes, pol)
+        fp8, text8 = expert_sizes("--dtype", "fp8")   # one byte per weight: half the size
+        self.assertEqual(fp8, [sizes[0] // 2])
+        self.assertNotIn("warning", text8)
+        for pol in POLICIES:   # rule experts, then rule experts-fp8
+            self.assertEqual(policy_sizes(pol), sizes + fp8, pol)
             with open(pol) as f:
                 self.assertRegex(f.read(), r"(?m)^placement\s*=\s*split")
         with open(POLICIES[1]) as f:
@@ -111,14 +114,17 @@ class TestServeNoGpu(unittest.TestCase):
                                                                   "ldshim-policy")
         self.assertTrue(os.access(cli, os.X_OK), "%s missing: run make test-ab" % cli)
         sizes, text = expert_sizes()
-        others = [int(m) for m in re.findall(r"^  (?!layer\d\.w[123] )\S+ +\S+ +\d+ +\S+ MiB"
-                                             r"  (\d+) ", text, re.M)]
+        fp8, text8 = expert_sizes("--dtype", "fp8")
+        others = [int(m) for t in (text, text8)
+                  for m in re.findall(r"^  (?!layer\d\.w[123] )\S+ +\S+ +\d+ +\S+ MiB"
+                                      r"  (\d+) ", t, re.M)]
         self.assertGreater(len(others), 5)
         for pol in POLICIES:
             r = subprocess.run([cli, "check", pol], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             for size, want in [(sizes[0], "rule experts"), (sizes[0] - 2 * MiB, "untagged"),
-                               (sizes[0] + 2 * MiB, "untagged")] + \
+                               (sizes[0] + 2 * MiB, "untagged"), (fp8[0], "rule experts-fp8"),
+                               (fp8[0] - 2 * MiB, "untagged"), (fp8[0] + 2 * MiB, "untagged")] + \
                     [(o, "untagged") for o in others]:
                 r = subprocess.run([cli, "match", pol, str(size)], capture_output=True,
                                    text=True)
