@@ -30,6 +30,11 @@ weights), ldmoe.grouped_mm_fp8 rowwise and block (--layout, D = 2), libldmoe's b
 the same shapes, and the floor for the FP8 weight bytes, interleaved call by call on random
 e4m3 data and scales; each case's ldmoe outputs are checked against the bound of doc/moe.md
 (tests/moe/ldmoe_ref.py) at m <= 64 and compared with torch's; writes moe-fp8.md/.json.
+At m <= 64 also bf16 activations: ldmoe.grouped_mm_fp8 on bf16 x (the library's one-kernel
+quantization, then the GEMM), torch's eager quantize_rowwise then ldmoe's GEMM, and the
+quantization kernel alone (does quantizing inside the call pay at decode?).
+--fp8 --lab --fp8-variants SCHEME:TILE:TUNE,... adds lab variants (e.g. rowwise:ws128x64c16fp8:0x20,
+TUNE_FP8_LOCKSTEP = 0x20) as more interleaved peers, reported in a table of their own.
 
 Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
@@ -290,6 +295,8 @@ def main():
                          "without it, libldmoe.so and its tiles only")
     ap.add_argument("--fp8", action="store_true", help="FP8 e4m3: vs torch._scaled_grouped_mm (rowwise), both "
                     "scaling schemes, libldmoe's bf16 AUTO, the FP8 floor; writes moe-fp8.md/.json")
+    ap.add_argument("--fp8-variants", help="with --fp8 --lab: SCHEME:TILE:TUNE,... lab variants as more peers "
+                    "(SCHEME rowwise|block, TILE an FP8 tile name or auto, TUNE an integer)")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
     variants = []
@@ -306,6 +313,17 @@ def main():
                 ap.error("--variants: mode %r is not auto, aware, unaware or static" % variants[-1][2])
             if variants[-1][3] not in ("plain", "localized", "packed"):
                 ap.error("--variants: layout %r is not plain, localized or packed" % variants[-1][3])
+    fp8_variants = []
+    for v in (a.fp8_variants.split(",") if a.fp8_variants else []):
+        parts = v.split(":")
+        try:
+            assert len(parts) == 3 and parts[0] in ("rowwise", "block")
+            fp8_variants.append((parts[0], parts[1], int(parts[2], 0)))
+        except (AssertionError, ValueError):
+            ap.error("--fp8-variants: %r is not SCHEME:TILE:TUNE (rowwise|block, a tile, an integer)" % v)
+    if fp8_variants and not (a.fp8 and a.lab):
+        ap.error("--fp8-variants needs --fp8 --lab")
+    a.fp8_variant_list = fp8_variants
     global torch, ldmoe
     import torch
     here = os.path.dirname(os.path.abspath(__file__))
@@ -581,6 +599,21 @@ def run_fp8(a, head, bw):
                                                         mode="aware", out=outs["block"]),
                 "bf16": lambda i: ldmoe.grouped_mm(xb16, wb16[i], offs, layout=a.layout, mode="aware", out=outs["bf16"]),
             }
+            if m <= 64:   # bf16 activations, quantized inside the call / by torch's eager ops / alone
+                peers["row_bf16x"] = lambda i: ldmoe.grouped_mm_fp8(xb16, wl[i], offs, None, wsr_l[i], layout=a.layout,
+                                                                    mode="aware", out=outs["row"])
+
+                def torch_quant_then_ldmoe(i):
+                    xq, sq = ldmoe.quantize_rowwise(xb16)
+                    return ldmoe.grouped_mm_fp8(xq, wl[i], offs, sq, wsr_l[i], layout=a.layout, mode="aware", out=outs["row"])
+                peers["row_torchq"] = torch_quant_then_ldmoe
+                peers["quant"] = lambda i: ldmoe.quantize_fp8(xb16)
+            for sch, vt, tune in a.fp8_variant_list:
+                peers["v:%s:%s:%#x" % (sch, vt, tune)] = (
+                    lambda i, sch=sch, vt=vt, tune=tune: ldmoe.grouped_mm_fp8(
+                        x8, wl[i], offs, xsr if sch == "rowwise" else xsb, wsr_l[i] if sch == "rowwise" else wsb_l[i],
+                        scaling=sch, layout=a.layout, mode="aware", tile=vt, tune=tune, out=outs["v"]))
+            outs["v"] = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
             busy = sum(1 for c in counts if c)
             wbytes = busy * N * K   # e4m3: one byte per weight, only experts that got tokens
             if floor is not None:
@@ -595,6 +628,18 @@ def run_fp8(a, head, bw):
             torch.cuda.synchronize()
             row = dict(E=E, K=K, N=N, m=m, routing=a.routing, layout=a.layout, us=times, weight_bytes=wbytes,
                        err_row_vs_torch=rel_err(outs["row"], yt))
+            for name in [n for n in peers if n.startswith("v:")]:   # every variant's output within the bound
+                sch = name.split(":")[1]
+                peers[name](0)
+                torch.cuda.synchronize()
+                if m <= 64:
+                    ref, absum = ldmoe_ref.reference_fp8(x8, xsr if sch == "rowwise" else xsb, w8[0],
+                                                         wsr[0] if sch == "rowwise" else wsb[0], offs, sch)
+                    row.setdefault("bound_variants", {})[name] = ldmoe_ref.check_fp8(outs["v"], ref, absum)[0]
+                    del ref, absum
+                else:
+                    ref_out = outs["row"] if sch == "rowwise" else outs["block"]
+                    row.setdefault("err_variants", {})[name] = rel_err(outs["v"], ref_out)
             if m <= 64:
                 ref, absum = ldmoe_ref.reference_fp8(x8, xsr, w8[0], wsr[0], offs, "rowwise")
                 row["bound_row"] = ldmoe_ref.check_fp8(outs["row"], ref, absum)
@@ -629,6 +674,29 @@ def run_fp8(a, head, bw):
                 "%.1f" % t["floor"] if "floor" in t else "-", r["tbps_row"], 100 * r["tbps_row"] / bw,
                 t["torch"] / t["row"], t["block"] / t["row"], r["tflops_row"], r["tflops_torch"],
                 "%s / %s" % (r["bound_row"][0], r["bound_block"][0]) if "bound_row" in r else "-", r["err_row_vs_torch"]))
+        qrows = [r for r in rows if "row_bf16x" in r["us"]]
+        if qrows:
+            f.write("\n## bf16 activations at decode (rowwise)\n\nrow_bf16x: grouped_mm_fp8 on bf16 x (the library "
+                    "quantizes, one kernel, then the GEMM); row_torchq: ldmoe.quantize_rowwise (torch eager ops) then "
+                    "the GEMM; quant: the quantization kernel alone; bf16: libldmoe's bf16 GEMM on the same tokens\n\n"
+                    "| E | m | e4m3 x µs | bf16 x, quantized in the call µs | torch quantize + GEMM µs | quant kernel µs | "
+                    "bf16 GEMM µs | in-call / bf16 GEMM | in-call / torch quantize |\n|" + "---|" * 9 + "\n")
+            for r in qrows:
+                t = r["us"]
+                f.write("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n" % (
+                    r["E"], r["m"], t["row"], t["row_bf16x"], t["row_torchq"], t["quant"], t["bf16"],
+                    t["row_bf16x"] / t["bf16"], t["row_bf16x"] / t["row_torchq"]))
+        vnames = sorted({n for r in rows for n in r["us"] if n.startswith("v:")})
+        if vnames:
+            f.write("\n## lab variants (µs; in brackets: / the product's AUTO of the same scheme)\n\n| E | m | " +
+                    " | ".join(vnames) + " | outputs |\n|" + "---|" * (len(vnames) + 3) + "\n")
+            for r in rows:
+                t = r["us"]
+                cells = ["%.1f (%.3f)" % (t[n], t[n] / t["row" if n.split(":")[1] == "rowwise" else "block"])
+                         for n in vnames]
+                chk = r.get("bound_variants") or {k: "%.1e" % v for k, v in r.get("err_variants", {}).items()}
+                f.write("| %d | %d | %s | %s |\n" % (r["E"], r["m"], " | ".join(cells),
+                                                     " ".join(str(chk[n]) for n in vnames)))
     print("wrote %s/moe-fp8.md" % a.outdir, flush=True)
     return 0
 

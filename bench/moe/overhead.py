@@ -15,6 +15,8 @@ equal tokens per expert):
                layers of a model), one event pair around all of them, torch and ldmoe (AUTO),
                back to back and with a small torch kernel between the layers (it rewrites the
                tokens the next layer reads): per-call time without per-call events.
+  --fp8        --trace and --scaling on FP8 e4m3 rowwise weights and tokens (ldmoe.grouped_mm_fp8,
+               torch._scaled_grouped_mm; --tiles then names FP8 tiles, default auto,auto:0x20).
   --scaling    Times ldmoe and torch on K=2048 N=1536 (the 128-expert shape) with a growing
                number of experts and fits time = a + bytes / bandwidth: `a` is the fixed cost
                of a launch (setup, pipeline fill, tail), the slope the streaming rate.
@@ -31,6 +33,7 @@ import sys
 
 torch = ldmoe = None
 LAYOUT = "localized"   # --layout
+DEFAULT_TILES = "ws128x16,ws128x64"
 
 
 def in_layout(w):
@@ -117,24 +120,38 @@ def contexts(a, out):
 def trace(a, out):
     E, K, N = 128, 2048, 1536
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    out.append("## Timeline (E=%d K=%d N=%d): us from the first CTA's entry, medians over %d calls"
-               % (E, K, N, a.reps))
+    out.append("## Timeline (E=%d K=%d N=%d%s): us from the first CTA's entry, medians over %d calls"
+               % (E, K, N, ", FP8 e4m3 rowwise" if a.fp8 else "", a.reps))
     out.append("")
     out.append("| m | variant | event us | span us | entry spread | setup | claim | first data | last load "
                "(med / max) | exit (min / med / max) | idle at end | tiles/CTA |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     dumps = []
     for m in map(int, a.tokens.split(",")):
-        ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
-        for v in a.tiles.split(","):
+        if a.fp8:
+            w8 = [(torch.randn((E, N, K), device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+                  for _ in range(a.sets)]
+            wl8 = [in_layout(w) for w in w8]
+            wsl = [ldmoe.localize_scales(torch.rand((E, N), device="cuda") + 0.5, 2) for _ in range(a.sets)]
+            x8 = (torch.randn((E * m, K), device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+            xs = torch.rand(E * m, device="cuda") + 0.5
+            offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+            y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
+        else:
+            ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
+        for v in (a.tiles if a.tiles != DEFAULT_TILES or not a.fp8 else "auto,auto:0x20").split(","):
             tile, tune, mode = variant(v)
             rows = []
             for i in range(a.warmup + a.reps):
                 tr = torch.zeros(8 * sms, device="cuda", dtype=torch.int64)
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 s.record()
-                ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=LAYOUT, mode=mode, tile=tile, tune=tune,
-                                 out=y, trace=tr)
+                if a.fp8:
+                    ldmoe.grouped_mm_fp8(x8, wl8[i % a.sets], offs, xs, wsl[i % a.sets], layout=LAYOUT, mode=mode,
+                                         tile=tile, tune=tune, out=y, trace=tr)
+                else:
+                    ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=LAYOUT, mode=mode, tile=tile, tune=tune,
+                                     out=y, trace=tr)
                 e.record()
                 torch.cuda.synchronize()
                 if i >= a.warmup:
@@ -229,11 +246,30 @@ def fit(xs, ys):
     return my - slope * mx, slope
 
 
+def fp8_case_fns(E, K, N, m, sets, tiles):
+    """--fp8: torch._scaled_grouped_mm and ldmoe's rowwise FP8 GEMM (one fn per TILE[:TUNE[:MODE]])
+    on random e4m3 weights and tokens with rowwise scales."""
+    w8 = [(torch.randn((E, N, K), device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn) for _ in range(sets)]
+    wsc = [torch.rand((E, N), device="cuda") + 0.5 for _ in range(sets)]
+    wl = [in_layout(w) for w in w8]
+    wsl = [ldmoe.localize_scales(w, 2) for w in wsc]
+    x8 = (torch.randn((E * m, K), device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+    xs = torch.rand(E * m, device="cuda") + 0.5
+    offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
+    y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
+    return [lambda i: torch._scaled_grouped_mm(x8, w8[i % sets].transpose(-2, -1), xs, wsc[i % sets], offs=offs,
+                                               out_dtype=torch.bfloat16)] + [
+        (lambda i, tt=variant(t): ldmoe.grouped_mm_fp8(x8, wl[i % sets], offs, xs, wsl[i % sets], layout=LAYOUT,
+                                                       mode=tt[2], tile=tt[0], tune=tt[1], out=y)) for t in tiles]
+
+
 def scaling(a, out):
     K, N = 2048, 1536
-    out.append("## Scaling (K=%d N=%d): time against weight bytes, ldmoe and torch interleaved call by call" % (K, N))
+    fp8 = a.fp8
+    out.append("## Scaling (K=%d N=%d%s): time against weight bytes, ldmoe and torch interleaved call by call" % (
+        K, N, ", FP8 e4m3 rowwise: torch._scaled_grouped_mm and ldmoe.grouped_mm_fp8" if fp8 else ""))
     out.append("")
-    tiles = a.tiles.split(",")
+    tiles = (a.tiles if a.tiles != DEFAULT_TILES or not fp8 else "auto,auto:0x20").split(",")
     for m in map(int, a.tokens.split(",")):
         out.append("### m = %d tokens per expert" % m)
         out.append("")
@@ -241,11 +277,14 @@ def scaling(a, out):
         out.append("|---|---|---|" + "---|" * len(tiles))
         pts = {name: [] for name in ["torch"] + tiles}
         for E in map(int, a.experts.split(",")):
-            ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
             n = a.sets
-            fns = [lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)] + [
-                (lambda i, tt=variant(t): ldmoe.grouped_mm(x, wls[i % n], offs, layout=LAYOUT, mode=tt[2],
-                                                           tile=tt[0], tune=tt[1], out=y)) for t in tiles]
+            if fp8:
+                fns = fp8_case_fns(E, K, N, m, n, tiles)
+            else:
+                ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
+                fns = [lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)] + [
+                    (lambda i, tt=variant(t): ldmoe.grouped_mm(x, wls[i % n], offs, layout=LAYOUT, mode=tt[2],
+                                                               tile=tt[0], tune=tt[1], out=y)) for t in tiles]
             # interleaved: call k of repetition i uses set (i + k) % n
             for i in range(a.warmup):
                 for k, f in enumerate(fns):
@@ -261,7 +300,7 @@ def scaling(a, out):
             torch.cuda.synchronize()
             meds = [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(a.reps))
                     for k in range(len(fns))]
-            mb = E * N * K * 2 / 1e6
+            mb = E * N * K * (1 if fp8 else 2) / 1e6
             for name, t in zip(["torch"] + tiles, meds):
                 pts[name].append((mb, t))
             out.append("| %d | %.0f | %s |" % (E, mb, " | ".join("%.1f" % t for t in meds)))
@@ -284,9 +323,11 @@ def main():
     ap.add_argument("--layer-shapes", default="0,2", help="bench_moe.py shape indexes for --layers")
     ap.add_argument("--scaling", action="store_true", help="run the expert-count scaling experiment")
     ap.add_argument("--tokens", default="8,64", help="tokens per expert, comma-separated")
-    ap.add_argument("--tiles", default="ws128x16,ws128x64",
+    ap.add_argument("--tiles", default=DEFAULT_TILES,
                     help="ldmoe variants TILE[:TUNE[:MODE]] (LDMOE_TUNE_* bits; mode aware by default), "
-                         "comma-separated")
+                         "comma-separated (with --fp8: FP8 tiles, default auto,auto:0x20)")
+    ap.add_argument("--fp8", action="store_true", help="--trace and --scaling on FP8 e4m3 rowwise (grouped_mm_fp8 "
+                    "against torch._scaled_grouped_mm)")
     ap.add_argument("--experts", default="16,32,64,128,256", help="expert counts for --scaling")
     ap.add_argument("--layout", choices=("localized", "packed"), default="localized", help="ldmoe's weight layout")
     ap.add_argument("--sets", type=int, default=2)

@@ -233,6 +233,16 @@ int ldmoe_convert_layout_fp8(const void *src, void *dst, int E, int N, int K, in
 size_t ldmoe_packed_bytes_fp8(int E, int N, int K, int D);
 int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, int N, int K, int D, void *stream);
 
+/* Quantize bf16 activations for ldmoe_grouped_mm_fp8, in one kernel on `stream` (asynchronous):
+ * x [T, K] row-major bf16 -> x8 [T, K] e4m3 and x_scale, per row of K (LDMOE_FP8_ROWWISE:
+ * x_scale [T]) or per 1x128 group along K (LDMOE_FP8_BLOCK: x_scale as [KB, T] memory, KB =
+ * ceil(K/128), the order ldmoe_grouped_mm_fp8 reads). scale = amax / 448 (1 where amax is 0),
+ * x8 = e4m3(x / scale), rounded to nearest and saturated: the numerics of ldmoe.py's
+ * quantize_rowwise and quantize_block(x, 1), bit for bit. NaN inputs give unspecified results.
+ * K % 16 == 0, x and x8 16-byte aligned, x_scale 4-byte aligned; T = 0 does nothing. Runs on
+ * every GPU the library runs on; argument errors are found before any CUDA call. */
+int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, float *x_scale, void *stream);
+
 struct ldshim_topology;
 /* Read back the device symbol as the kernels see it (current device): the first `size` bytes
  * of it, at most sizeof(struct ldshim_topology) of this library (pass sizeof *out: a caller

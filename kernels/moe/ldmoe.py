@@ -10,6 +10,8 @@
     w8, ws = ldmoe.quantize_rowwise(w)                  # FP8 e4m3 weights, a scale per output channel
     x8, xs = ldmoe.quantize_rowwise(x)                  # ... and per token
     y = ldmoe.grouped_mm_fp8(x8, ldmoe.pack(w8, 2), offs, xs, ldmoe.localize_scales(ws, 2))
+    y = ldmoe.grouped_mm_fp8(x, ldmoe.pack(w8, 2), offs, None, ldmoe.localize_scales(ws, 2))  # bf16 x: quantized
+                                                        # per token by the library first (quantize_fp8)
 
 The library is found through $LDMOE_LIB, then next to this file (the pip package), then
 ../../build/ relative to it (the source tree), then the directory `make install` put it in,
@@ -35,7 +37,7 @@ _LIBDIR = None
 
 __all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
            "get_topology", "Topology", "version", "LdmoeError", "LAYOUTS", "MODES", "TILES", "grouped_mm_fp8", "FP8_TILES", "SCALINGS",
-           "quantize_rowwise", "quantize_block", "dequantize", "localize_scales"]
+           "quantize_rowwise", "quantize_block", "dequantize", "localize_scales", "quantize_fp8"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
@@ -190,6 +192,8 @@ def _bind(lib):
     lib.ldmoe_packed_bytes_fp8.argtypes = [ctypes.c_int] * 4
     lib.ldmoe_packed_bytes_fp8.restype = ctypes.c_size_t
     lib.ldmoe_pack_weights_fp8.argtypes = lib.ldmoe_pack_weights.argtypes
+    lib.ldmoe_quantize_fp8.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                       ctypes.c_void_p, ctypes.c_void_p]
     lib.ldmoe_error_string.restype = ctypes.c_char_p
     lib.ldmoe_last_error.restype = ctypes.c_char_p
     lib.ldmoe_version.restype = ctypes.c_char_p
@@ -496,9 +500,48 @@ def localize_scales(w_scale, D, scaling="rowwise"):
     raise ValueError("scaling must be 'rowwise' or 'block', got %r" % (scaling,))
 
 
+def _quantize_checked(x, sch):
+    """quantize_fp8's checks and outputs (x8, scale, launch): launch() queues the kernel on the
+    current stream of x's device."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.bfloat16:
+        raise TypeError("x must be a bfloat16 torch.Tensor, got %s" % (getattr(x, "dtype", type(x).__name__),))
+    if x.dim() != 2:
+        raise ValueError("x must be [T, K], got shape %s" % (tuple(x.shape),))
+    T, K = x.shape
+    if K % 16:
+        raise ValueError("K = %d must be a multiple of 16" % K)
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous")
+    if not x.is_cuda:
+        raise ValueError("x must be a CUDA tensor")
+    x8 = torch.empty((T, K), dtype=_fp8(), device=x.device)
+    if sch == SCALINGS["rowwise"]:
+        scale = torch.empty((T,), dtype=torch.float32, device=x.device)
+    else:
+        scale = torch.empty((-(-K // FP8_BLOCK), T), dtype=torch.float32, device=x.device).t()   # [KB, T] memory
+
+    def launch():
+        with torch.cuda.device(x.device):
+            _check(_load().ldmoe_quantize_fp8(x.data_ptr(), T, K, sch, x8.data_ptr(), scale.data_ptr(),
+                                              torch.cuda.current_stream(x.device).cuda_stream))
+    return x8, scale, launch
+
+
+def quantize_fp8(x, scaling="rowwise"):
+    """(x8, scale): bf16 activations x [T, K] (contiguous, on the GPU, K % 16 == 0) quantized by
+    the library in one kernel (ldmoe_quantize_fp8): rowwise gives scale [T], block [T, KB] 1x128
+    scales (token-contiguous memory, the order grouped_mm_fp8 reads). The same values as
+    quantize_rowwise(x) / quantize_block(x, 1), bit for bit; asynchronous on the current stream."""
+    _need_torch("quantize_fp8")
+    x8, scale, launch = _quantize_checked(x, _enum(SCALINGS, scaling, "scaling"))
+    launch()
+    return x8, scale
+
+
 def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile):
     """Checked arguments of grouped_mm_fp8 as (_Fp8Params without its stream, out, device, keep):
-    keep holds the tensors made here (a reordered x_scale) that must live until the launch.
+    keep holds the tensors made here (a reordered x_scale; bf16 x's quantized copy and scales,
+    whose quantization kernel this queues last, after every check) that must live until the launch.
     Types, dtypes and shapes are checked first, devices and memory order last, so every
     refusal but the device ones can be seen without a GPU (tests/moe/test_ldmoe_py.py)."""
     _need_torch("grouped_mm_fp8")
@@ -519,7 +562,13 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
         if t.dim() != ndim:
             raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
 
-    typed(x, "x", f8, 2)
+    quant = isinstance(x, torch.Tensor) and x.dtype == torch.bfloat16
+    if quant and x_scale is not None:
+        raise ValueError("x is bfloat16, so grouped_mm_fp8 quantizes it itself: pass x_scale=None")
+    if not quant:
+        typed(x, "x", f8, 2)
+    elif x.dim() != 2:
+        raise ValueError("x must have 2 dims, got shape %s" % (tuple(x.shape),))
     if lay == LAYOUTS["packed"]:
         if not isinstance(w, PackedWeights):
             raise TypeError("layout 'packed' takes the PackedWeights that pack() returns")
@@ -542,8 +591,10 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
     if offs.shape[0] != E:
         raise ValueError("offs has %d entries, w has %d experts" % (offs.shape[0], E))
     KB = -(-K // FP8_BLOCK)
-    if not isinstance(x_scale, torch.Tensor) or x_scale.dtype != torch.float32:
-        raise TypeError("x_scale must be a float32 torch.Tensor")
+    if quant:
+        x_scale = torch.empty((T,) if sch == SCALINGS["rowwise"] else (T, KB), dtype=torch.float32)   # shape stand-in
+    elif not isinstance(x_scale, torch.Tensor) or x_scale.dtype != torch.float32:
+        raise TypeError("x_scale must be a float32 torch.Tensor (or x bfloat16 and x_scale None)")
     if not isinstance(w_scale, torch.Tensor) or w_scale.dtype != torch.float32:
         raise TypeError("w_scale must be a float32 torch.Tensor")
     if sch == SCALINGS["rowwise"]:
@@ -573,11 +624,15 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
     if not x.is_cuda:
         raise ValueError("x must be a CUDA tensor")
     dev = x.device
-    for t, name in ((wt, "w.data" if lay == LAYOUTS["packed"] else "w"), (offs, "offs"), (x_scale, "x_scale"),
-                    (w_scale, "w_scale")) + (((out, "out"),) if out is not None else ()):
+    for t, name in ((wt, "w.data" if lay == LAYOUTS["packed"] else "w"), (offs, "offs")) + (
+            () if quant else ((x_scale, "x_scale"),)) + ((w_scale, "w_scale"),) + (
+            ((out, "out"),) if out is not None else ()):
         if t.device != dev:
             raise ValueError("%s is on %s, expected %s" % (name, t.device, dev))
     keep = []
+    if quant:
+        x, x_scale, launch = _quantize_checked(x, sch)
+        keep += [x, x_scale]
     if sch == SCALINGS["block"] and not x_scale.t().is_contiguous():   # the library reads [KB, T] memory
         x_scale = x_scale.t().contiguous().t()
         keep.append(x_scale)
@@ -592,6 +647,8 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
     b.steal_waves = float(steal_waves)
     b.tile = tile_v
     p.scaling, p.x_scale, p.w_scale = sch, x_scale.data_ptr(), w_scale.data_ptr()
+    if quant:
+        launch()
     return p, out, dev, keep
 
 
@@ -599,8 +656,10 @@ def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None,
                    steal_waves=0.0, tile="auto"):
     """Y[t] = bf16(sx * sw * (X8[t] @ W8[e(t)].T)) for float8_e4m3fn tokens and weights (ldmoe.h).
 
-    x [T, K] float8_e4m3fn; w [E, N, K] (plain), [D, E, N/D, K] (localized) float8_e4m3fn, or a
-    PackedWeights of them (pack()); offs [E] int32 as for grouped_mm.
+    x [T, K] float8_e4m3fn, or bfloat16 with x_scale None: then the library quantizes it first,
+    with `scaling`'s activation scales (quantize_fp8: one more kernel on the stream);
+    w [E, N, K] (plain), [D, E, N/D, K] (localized) float8_e4m3fn, or a PackedWeights of them
+    (pack()); offs [E] int32 as for grouped_mm.
     scaling "rowwise": x_scale [T] (or [T, 1]), w_scale [E, N] plain, [D, E, N/D] otherwise
     (localize_scales); "block": x_scale [T, ceil(K/128)] (1x128; token-contiguous memory, as
     quantize_block returns it, is used as is, other strides are copied into that order),

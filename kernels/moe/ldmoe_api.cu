@@ -16,6 +16,7 @@
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_heuristics.h"
+#include "kernels/moe/impl/quantize.cuh"
 #include "kernels/moe/impl/tile_shapes.cuh"
 
 #define LDMOE_API extern "C" __attribute__((visibility("default")))
@@ -649,4 +650,32 @@ LDMOE_API int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst,
         return fail(LDMOE_ERR_INVALID_ARG, "src_layout %d is neither PLAIN (0) nor LOCALIZED (1)", src_layout);
     int rc = check_fp8_layout_args(src, dst, E, N, K, D);
     return rc ? rc : ldmoe_pack_weights(src, src_layout, dst, E, N, K / 2, D, stream);
+}
+
+LDMOE_API int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, float *x_scale,
+                                 void *stream) {
+    if (scaling != LDMOE_FP8_ROWWISE && scaling != LDMOE_FP8_BLOCK)
+        return fail(LDMOE_ERR_INVALID_ARG, "scaling %d is neither LDMOE_FP8_ROWWISE (1) nor LDMOE_FP8_BLOCK (2)",
+                    scaling);
+    if (T < 0 || K < 1) return fail(LDMOE_ERR_INVALID_ARG, "T = %lld must be >= 0 and K = %d >= 1", (long long)T, K);
+    if (T > INT32_MAX) return fail(LDMOE_ERR_UNSUPPORTED, "T = %lld exceeds 2^31-1 rows", (long long)T);
+    if (K % 16) return fail(LDMOE_ERR_ALIGNMENT, "K = %d must be a multiple of 16 (16-byte e4m3 rows)", K);
+    if (T > 0 && (!x || !x8 || !x_scale))
+        return fail(LDMOE_ERR_INVALID_ARG, "x, x8 and x_scale must be non-NULL (x=%p x8=%p x_scale=%p)", x, x8,
+                    (void *)x_scale);
+    if (!aligned16(x) || !aligned16(x8) || ((uintptr_t)x_scale & 3u))
+        return fail(LDMOE_ERR_ALIGNMENT, "x and x8 must be 16-byte aligned, x_scale 4-byte (x=%p x8=%p x_scale=%p)",
+                    x, x8, (void *)x_scale);
+    if (T == 0) { g_msg[0] = 0; return LDMOE_OK; }
+    const unsigned blocks = (unsigned)((T + kQuantWarps - 1) / kQuantWarps);
+    const uint4 *src = (const uint4 *)x;
+    uint2 *dst = (uint2 *)x8;
+    if (scaling == LDMOE_FP8_ROWWISE)
+        quantize_fp8_kernel<LDMOE_FP8_ROWWISE><<<blocks, 32 * kQuantWarps, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale);
+    else
+        quantize_fp8_kernel<LDMOE_FP8_BLOCK><<<blocks, 32 * kQuantWarps, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(e, "launch of the FP8 quantization kernel");
+    g_msg[0] = 0;
+    return LDMOE_OK;
 }

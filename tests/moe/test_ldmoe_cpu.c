@@ -529,6 +529,31 @@ static void test_fp8_tiles(void) {
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0), LDMOE_TILE_WS_128x64_C16_FP8);
 }
 
+/* ldmoe_quantize_fp8: every refusal before a CUDA call; T = 0 is a no-op. */
+static void test_quantize_validation(void) {
+    void *x = (void *)(uintptr_t)0x10000, *x8 = (void *)(uintptr_t)0x20000;
+    float *xs = (float *)(uintptr_t)0x30000;
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 0, 4096, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(NULL, 0, 4096, LDMOE_FP8_BLOCK, NULL, NULL, NULL), LDMOE_OK);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, 0, x8, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "scaling"));
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, 3, x8, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, -1, 4096, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 0, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4104, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "multiple of 16"));
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, (int64_t)1 << 31, 4096, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(NULL, 8, 4096, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, LDMOE_FP8_BLOCK, NULL, xs, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, LDMOE_FP8_BLOCK, x8, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "non-NULL"));
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8((char *)x + 8, 8, 4096, LDMOE_FP8_ROWWISE, x8, xs, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, LDMOE_FP8_ROWWISE, (char *)x8 + 4, xs, NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(ldmoe_quantize_fp8(x, 8, 4096, LDMOE_FP8_ROWWISE, x8, (float *)((char *)xs + 2), NULL),
+                    LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "aligned"));
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe_cpu", NULL, NULL);
     CU_add_test(s, "tile numbering, fixed counts", test_numbering_fixed);
@@ -546,4 +571,5 @@ static void register_tests(void) {
     CU_add_test(s, "FP8 argument validation", test_fp8_validation);
     CU_add_test(s, "FP8 packed layout, packer and converter validation", test_fp8_layouts);
     CU_add_test(s, "FP8 tiles and AUTO's FP8 choice", test_fp8_tiles);
+    CU_add_test(s, "FP8 activation quantization validation", test_quantize_validation);
 }

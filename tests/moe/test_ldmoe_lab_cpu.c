@@ -79,7 +79,8 @@ static void test_validation(void) {
     p = good(); p.tune = LDMOE_TUNE_DIAG_NO_MMA;   /* only the diagnostic build knows it */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.tune = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL | LDMOE_TUNE_WEIGHTS_NORMAL |
-                         LDMOE_TUNE_STREAM_STORES | LDMOE_TUNE_DYNAMIC_ONLY;   /* all known bits: T = 0 is a no-op */
+                         LDMOE_TUNE_STREAM_STORES | LDMOE_TUNE_DYNAMIC_ONLY |
+                         LDMOE_TUNE_FP8_LOCKSTEP;   /* all known bits: T = 0 is a no-op */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_OK);
     p = good(); p.base.K = 100;   /* the product checks still apply */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_ALIGNMENT);
@@ -87,6 +88,42 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_INVALID_ARG);
     /* the lab struct starts with the product's, so old callers' offsets still hold */
     CU_ASSERT_EQUAL(offsetof(ldmoe_lab_params_t, debug_tiles), sizeof(ldmoe_params_t));
+}
+
+static ldmoe_lab_fp8_params_t good_fp8(void) {
+    ldmoe_lab_fp8_params_t f;
+    memset(&f, 0, sizeof f);
+    f.fp8.base = good().base;
+    f.fp8.scaling = LDMOE_FP8_ROWWISE;
+    f.fp8.x_scale = (const float *)P(0x60000);
+    f.fp8.w_scale = (const float *)P(0x70000);
+    return f;
+}
+
+/* The lab's FP8 entry: the product's FP8 checks, then the lab's own, before any CUDA call. */
+static void test_validation_fp8(void) {
+    ldmoe_lab_fp8_params_t f = good_fp8();
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);   /* T = 0: nothing launched */
+    f.fp8.base.tile = LDMOE_TILE_WS_128x128_C16_FP8;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);
+    f = good_fp8(); f.fp8.base.tile = LDMOE_TILE_WS_128x64_C16;   /* a bf16 tile */
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "bf16 tile"));
+    f = good_fp8(); f.fp8.scaling = 0;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "scaling"));
+    f = good_fp8(); f.tune = 0x100u;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "tune"));
+    f = good_fp8(); f.tune = LDMOE_TUNE_FP8_LOCKSTEP | LDMOE_TUNE_DYNAMIC_ONLY;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);
+    f = good_fp8(); f.debug_tiles = (uint32_t *)P(0x50000); f.debug_cap = -1;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "debug_cap"));
+    f = good_fp8(); f.fp8.base.K = 24;   /* e4m3 rows of 16-byte chunks */
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_EQUAL(offsetof(ldmoe_lab_fp8_params_t, debug_tiles), sizeof(ldmoe_fp8_params_t));
 }
 
 static void test_version(void) {
@@ -98,5 +135,6 @@ static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe_lab_cpu", NULL, NULL);
     CU_add_test(s, "all 21 tiles: values and geometry", test_tiles);
     CU_add_test(s, "lab argument validation", test_validation);
+    CU_add_test(s, "lab FP8 argument validation", test_validation_fp8);
     CU_add_test(s, "version", test_version);
 }

@@ -182,6 +182,24 @@ def main_torch():
     raises(lambda: ldmoe.grouped_mm(x8, pw, offs), TypeError, "grouped_mm_fp8", "grouped_mm refuses e4m3 PackedWeights")
     raises(lambda: ldmoe.pack(w8, 2), ValueError, "CUDA", "pack: e4m3 on the CPU stops at the device check")
     check(ldmoe.FP8_TILES == {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23}, "FP8_TILES")
+    # bf16 activations: the library quantizes them (quantize_fp8); every check still precedes the launch
+    xbf = torch.randn(T, K, generator=g).to(torch.bfloat16)
+    raises(lambda: call(xbf, w8, offs, None, ws), ValueError, "CUDA", "bf16 x with x_scale None: stops at the device check")
+    raises(lambda: call(xbf, wb8, offs, None, wbs, scaling="block"), ValueError, "CUDA", "bf16 x, block scaling: the same")
+    raises(lambda: call(xbf, w8, offs, xs, ws), ValueError, "pass x_scale=None", "bf16 x with an x_scale")
+    raises(lambda: call(x8, w8, offs, None, ws), TypeError, "x_scale must be a float32", "e4m3 x without x_scale")
+    raises(lambda: call(xbf, w8, offs, None, ws[:, :5]), ValueError, "w_scale for rowwise", "bf16 x: w_scale shape still checked")
+    raises(lambda: call(xbf[0], w8, offs, None, ws), ValueError, "x must have 2 dims", "bf16 x rank")
+    raises(lambda: call(xbf.half(), w8, offs, None, ws), TypeError, "x must be torch.float8_e4m3fn", "fp16 x refused")
+    raises(lambda: call(xbf.t().contiguous().t(), w8, offs, None, ws), ValueError, "x must be contiguous", "bf16 x contiguity")
+    qz = ldmoe.quantize_fp8
+    raises(lambda: qz(xbf), ValueError, "CUDA", "quantize_fp8: valid CPU arguments stop at the device check")
+    raises(lambda: qz(xbf, "block"), ValueError, "CUDA", "quantize_fp8 block: the same")
+    raises(lambda: qz(xbf.float()), TypeError, "bfloat16", "quantize_fp8 dtype")
+    raises(lambda: qz(xbf[0]), ValueError, "[T, K]", "quantize_fp8 rank")
+    raises(lambda: qz(xbf[:, :24]), ValueError, "multiple of 16", "quantize_fp8 K % 16")
+    raises(lambda: qz(xbf, "tensor"), ValueError, "scaling must be one of", "quantize_fp8 scaling")
+    check("quantize_fp8" in ldmoe.__all__, "quantize_fp8 is public")
 
     # ---- the reference and its bound ----
     xd = ldmoe.dequantize(x8, xs, "rowwise").double()

@@ -30,7 +30,7 @@ using LabShape_WS_128x64_K1 = WsCfg<128, 64, 9, 1, true>;      // decode, nine 6
 
 static_assert(LDMOE_TUNE_SCALAR_EPILOGUE == kTuneScalarEpilogue && LDMOE_TUNE_TOKENS_NORMAL == kTuneTokensNormal &&
                   LDMOE_TUNE_WEIGHTS_NORMAL == kTuneWeightsNormal && LDMOE_TUNE_STREAM_STORES == kTuneStreamStores &&
-                  LDMOE_TUNE_DYNAMIC_ONLY == kTuneDynamicOnly,
+                  LDMOE_TUNE_DYNAMIC_ONLY == kTuneDynamicOnly && LDMOE_TUNE_FP8_LOCKSTEP == kTuneFp8Lockstep,
               "ldmoe_lab.h's tune bits are the kernels'");
 #ifdef LDMOE_DIAG
 static_assert(LDMOE_TUNE_DIAG_NO_MMA == kDiagNoMma && LDMOE_TUNE_DIAG_NO_STORE == kDiagNoStore,
@@ -45,6 +45,13 @@ LDMOE_API int ldmoe_lab_grouped_mm(const ldmoe_lab_params_t *p) {
     if (p->tune & ~kLabTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
     if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
     return grouped_mm(&p->base, LabArgs{p->debug_tiles, p->debug_cap, p->tune, p->trace});
+}
+
+LDMOE_API int ldmoe_lab_grouped_mm_fp8(const ldmoe_lab_fp8_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    if (p->tune & ~kLabTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
+    if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
+    return grouped_mm_fp8(&p->fp8, LabArgs{p->debug_tiles, p->debug_cap, p->tune, p->trace});
 }
 
 static ldshim_topology_t g_saved[LDMOE_MAX_DEVICES];

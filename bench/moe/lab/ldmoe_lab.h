@@ -76,6 +76,8 @@ typedef struct ldmoe_lab_params {
 #define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
 #define LDMOE_TUNE_DYNAMIC_ONLY    0x10u /* aware/unaware: claim every tile from the counters (no static
                                             waves in SM order first; see doc/moe.md)                  */
+#define LDMOE_TUNE_FP8_LOCKSTEP    0x20u /* FP8 tiles: the two consumer warpgroups issue their k-blocks
+                                            in no set order (no ping-pong; doc/moe.md "FP8")          */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u
@@ -83,6 +85,18 @@ typedef struct ldmoe_lab_params {
 /* ldmoe_grouped_mm_ex with the lab's arguments. Errors as there, and LDMOE_ERR_INVALID_ARG for
  * unknown tune bits or debug_tiles with debug_cap <= 0. */
 int ldmoe_lab_grouped_mm(const ldmoe_lab_params_t *p);
+
+/* ldmoe_grouped_mm_fp8's arguments and the lab's (as in ldmoe_lab_params_t). */
+typedef struct ldmoe_lab_fp8_params {
+    ldmoe_fp8_params_t fp8;    /* fp8.base.tile: AUTO or LDMOE_FP8_TILE_LIST */
+    uint32_t      *debug_tiles;
+    int64_t        debug_cap;
+    uint32_t       tune;
+    uint64_t      *trace;
+} ldmoe_lab_fp8_params_t;
+
+/* ldmoe_grouped_mm_fp8 with the lab's arguments; errors as ldmoe_lab_grouped_mm's. */
+int ldmoe_lab_grouped_mm_fp8(const ldmoe_lab_fp8_params_t *p);
 
 /* Overwrite this library's `ldshim_topology` device symbol on the current device with *topo (as
  * if libldshim had published it); NULL restores what was there before the first override.

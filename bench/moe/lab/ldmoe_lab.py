@@ -18,13 +18,14 @@ import re
 
 import ldmoe
 from ldmoe import *  # noqa: F401,F403  (the product API, over the lab library)
-from ldmoe import LdmoeError, PackedWeights, _check, _need, _params, torch  # noqa: F401
+from ldmoe import LdmoeError, PackedWeights, _check, _fp8_params, _need, _params, torch  # noqa: F401
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.join(_HERE, "..", "..", "..")
 
 TUNE_SCALAR_EPILOGUE, TUNE_TOKENS_NORMAL, TUNE_WEIGHTS_NORMAL, TUNE_STREAM_STORES, TUNE_DYNAMIC_ONLY = \
     0x1, 0x2, 0x4, 0x8, 0x10
+TUNE_FP8_LOCKSTEP = 0x20   # FP8: no ping-pong between the two consumer warpgroups
 TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS
@@ -59,6 +60,11 @@ class _LabParams(ctypes.Structure):
                 ("tune", ctypes.c_uint32), ("trace", ctypes.c_void_p)]
 
 
+class _LabFp8Params(ctypes.Structure):
+    _fields_ = [("fp8", ldmoe._Fp8Params), ("debug_tiles", ctypes.c_void_p), ("debug_cap", ctypes.c_int64),
+                ("tune", ctypes.c_uint32), ("trace", ctypes.c_void_p)]
+
+
 def lab_library_path():
     return os.environ.get("LDMOE_LAB_LIB") or os.path.join(_ROOT, "build", "lab", "libldmoe_lab.so")
 
@@ -74,6 +80,7 @@ def _load():
         raise LdmoeError("lab library %s not found (make lab-moe, or set LDMOE_LAB_LIB)" % path)
     lib = ldmoe._bind(ctypes.CDLL(path))
     lib.ldmoe_lab_grouped_mm.argtypes = [ctypes.POINTER(_LabParams)]
+    lib.ldmoe_lab_grouped_mm_fp8.argtypes = [ctypes.POINTER(_LabFp8Params)]
     lib.ldmoe_lab_set_topology.argtypes = [ctypes.c_void_p]
     ldmoe._lib = lib
     return lib
@@ -93,6 +100,14 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
     base, out, dev = _params(x, w, offs, layout, mode, out, steal_waves, tile, TILES)
     p = _LabParams()
     p.base = base
+    _lab_args(p, dev, debug_tiles, tune, trace)
+    with torch.cuda.device(dev):
+        p.base.stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(lib.ldmoe_lab_grouped_mm(ctypes.byref(p)))
+    return out
+
+
+def _lab_args(p, dev, debug_tiles, tune, trace):
     p.tune = int(tune)
     if debug_tiles is not None:
         _need(debug_tiles, "debug_tiles", torch.int32, dev, 1)
@@ -104,9 +119,22 @@ def grouped_mm(x, w, offs, layout=None, mode="auto", out=None, steal_waves=0.0, 
         if trace.numel() < 8 * sms:
             raise ValueError("trace needs 8 entries per SM (%d), has %d" % (8 * sms, trace.numel()))
         p.trace = trace.data_ptr()
+
+
+def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None, mode="auto", out=None,
+                   steal_waves=0.0, tile="auto", debug_tiles=None, tune=0, trace=None):
+    """ldmoe.grouped_mm_fp8 with the lab's arguments (as grouped_mm here); x may be bf16 with
+    x_scale None, as there."""
+    lib = _load()
+    f, out, dev, keep = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
+    p = _LabFp8Params()
+    p.fp8 = f
+    _lab_args(p, dev, debug_tiles, tune, trace)
     with torch.cuda.device(dev):
-        p.base.stream = torch.cuda.current_stream(dev).cuda_stream
-        _check(lib.ldmoe_lab_grouped_mm(ctypes.byref(p)))
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        p.fp8.base.stream = stream
+        _check(lib.ldmoe_lab_grouped_mm_fp8(ctypes.byref(p)))
+    del keep
     return out
 
 

@@ -133,6 +133,8 @@ template <class C, class = void> struct fp8_scaling_of : std::integral_constant<
 template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
+// FP8, hardware barriers 5 and 6: "consumer warpgroup cw may issue its next k-block" (run_tile_fp8).
+constexpr int kTurnBar = 5;
 
 // Staged epilogue of one consumer warpgroup (decode orientation, C::EPI_STAGED): acc holds
 // weight rows (cw*MI + mi)*64 + 16*(warp%4) + {g, g+8} x tokens 8j + {2q, 2q+1} of the tile
@@ -263,6 +265,11 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // scales of the next k-block are copied into shared memory (cp.async, one token column per
 // thread) while this one's wgmmas run, so a global load's latency is never waited for inside
 // the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
+// Ping-pong: the two consumer warpgroups take turns to issue their k-blocks (warpgroup 0, then 1,
+// then 0 ...; barriers kTurnBar + cw), so that the tensor cores run one warpgroup's wgmmas while
+// the other waits for and promotes its own, instead of both issuing together and then both
+// promoting while the tensor cores idle. kTuneFp8Lockstep turns it off (lab A/B). Warpgroup 0's
+// last turn is taken after the consumer loop (grouped_mm_ws_body), so every arrive is waited for.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
@@ -277,6 +284,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
     const int q = lane & 3;
     const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
+    const bool pingpong = !(p.tune & kTuneFp8Lockstep);
     // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
     // scales must follow the same order.
     const int rot = first_kstep(t.wrow_idx / C::BM, nk);
@@ -325,6 +333,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
 #ifdef LDMOE_DIAG
             if (p.tune & kDiagNoMma) continue;
 #endif
+            if (pingpong && (cw || xc)) named_bar_sync(kTurnBar + cw, 256);   // the other one has issued
             fence_acc();
             wg_fence();
             #pragma unroll
@@ -334,6 +343,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                     wgmma_m64k32_e4m3<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
                                           wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
             wg_commit();
+            if (pingpong) named_bar_arrive(kTurnBar + (cw ^ 1), 256);        // its turn
             if constexpr (SCH == LDMOE_FP8_BLOCK) {
                 // The next k-block's scales go into the next row while these wgmmas run (an
                 // empty commit group after the tile's last one).
@@ -359,7 +369,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                         sum[mi][4 * j + 3] = fmaf(acc[mi][4 * j + 3], b1, sum[mi][4 * j + 3]);
                     }
                 }
-                ++xc;
             } else {
                 wg_wait<0>();
                 fence_acc();
@@ -368,6 +377,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                     #pragma unroll
                     for (int i = 0; i < NA; ++i) sum[mi][i] += acc[mi][i];
             }
+            ++xc;
         }
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[s]));
         if (++s == C::STAGES) { s = 0; ph ^= 1; }
@@ -502,7 +512,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
-    [[maybe_unused]] uint32_t xc = 0;   // FP8 block scales: this warpgroup's k-blocks so far (run_tile_fp8)
+    [[maybe_unused]] uint32_t xc = 0;   // FP8: this warpgroup's k-blocks so far (run_tile_fp8)
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
@@ -606,6 +616,9 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         } else {
             run_tile(std::integral_constant<int, C::MMA_N>{}, s, ph, tk);
         }
+    }
+    if constexpr (fp8_scaling_of<C>::value != 0) {   // warpgroup 0's last turn (run_tile_fp8's ping-pong)
+        if (cw == 0 && xc && !(p.tune & kTuneFp8Lockstep)) named_bar_sync(kTurnBar, 256);
     }
     if constexpr (C::EPIW) {   // end mark for the epilogue warps, once they have the last copy
         named_bar_sync(kEpiFree, kEpiThreads);

@@ -83,6 +83,14 @@ def smoke_fp8(tiles):
             ok = ok and bool(torch.isnan(y[328:].float()).all())
             bad += not ok
             print("%s smoke fp8 %s tile=%s %s" % ("PASS" if ok else "FAIL", scaling, tile, why), flush=True)
+    xb = (torch.randn((T, K), generator=g) * 4).to(torch.bfloat16).cuda()   # the library's quantization too
+    for scaling in ("rowwise", "block"):
+        q8, qs = ldmoe.quantize_fp8(xb, scaling)
+        w8_, ws_ = ldmoe.quantize_rowwise(xb) if scaling == "rowwise" else ldmoe.quantize_block(xb, 1)
+        torch.cuda.synchronize()
+        ok = torch.equal(q8.view(torch.uint8), w8_.view(torch.uint8)) and torch.equal(qs, ws_)
+        bad += not ok
+        print("%s smoke fp8 quantize_fp8 %s" % ("PASS" if ok else "FAIL", scaling), flush=True)
     return 1 if bad else 0
 
 

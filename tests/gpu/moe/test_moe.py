@@ -19,7 +19,9 @@ and converters byte for byte against tests/moe/ldmoe_ref.py, and the GEMM for bo
 schemes, every layout, mode and FP8 tile, on random e4m3 data with random scales per case
 (2^-4..2^4) and random routing, outputs poisoned and checked fully written, against the fp64
 product of the dequantized operands with doc/moe.md's bound (ldmoe_ref.check_fp8). --fp8-only
-runs just those.
+runs just those. Also: ldmoe.quantize_fp8 bit for bit against ldmoe.quantize_rowwise/_block, bf16
+activations through grouped_mm_fp8, and (--lab) the FP8 tiles' exactly-once counters under every
+mode and map, with and without the consumer warpgroups' ping-pong.
 
 Usage: test_moe.py [--lab] [--result FILE] [--quick] [--seed N] [--fp8-only]   (FILE gets "<passed> <failed>")
 """
@@ -315,12 +317,55 @@ def test_fp8_errors():
             ("scales on the CPU", lambda: ldmoe.grouped_mm_fp8(x8, w8, offs, xs.cpu(), ws), ValueError, "x_scale is on"),
             ("K % 16 (library)", lambda: ldmoe.grouped_mm_fp8(x8[:, :120].contiguous(), w8[:, :, :120].contiguous(), offs, xs,
                                                               ws), ldmoe.LdmoeError, "multiple of 16"),
-            ("bf16 tile by value", lambda: ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, tile=20), ldmoe.LdmoeError, "bf16 tile")]:
+            ("bf16 tile by value", lambda: ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, tile=20), ldmoe.LdmoeError, "bf16 tile"),
+            ("quantize_fp8 of a CPU tensor", lambda: ldmoe.quantize_fp8(torch.zeros(4, 32, dtype=torch.bfloat16)), ValueError,
+             "CUDA"),
+            ("bf16 x with x_scale", lambda: ldmoe.grouped_mm_fp8(x8.to(torch.bfloat16), w8, offs, xs, ws), ValueError,
+             "x_scale=None")]:
         try:
             fn()
             report(False, "fp8 error " + what, "no error raised")
         except exc as e:
             report(text in str(e), "fp8 error " + what, str(e))
+
+
+def test_fp8_quantize(gen):
+    """ldmoe.quantize_fp8 (the library's one-kernel quantization of bf16 activations) against
+    ldmoe.quantize_rowwise / quantize_block(x, 1) bit for bit, with zero rows, outliers, K not a
+    multiple of 128 and poisoned outputs; then grouped_mm_fp8 on bf16 x (quantized inside the
+    call) against the same call on the quantized operands: identical outputs."""
+    for T, K in [(1, 16), (7, 144), (300, 4096), (64, 7168), (513, 1040), (33, 2048)]:
+        x = (torch.randn((T, K), generator=gen) * 2.0 ** torch.randint(-8, 9, (T, 1), generator=gen).float())
+        x[T // 2] = 0                       # an all-zero row: scale 1
+        x[0, K // 3] = 3.0e4                # an outlier
+        if K > 128:
+            x[-1, :128] = 0                 # an all-zero block (block scheme: scale 1 there)
+        xb = x.to(torch.bfloat16).cuda()
+        for scaling in ("rowwise", "block"):
+            want8, wants = ldmoe.quantize_rowwise(xb) if scaling == "rowwise" else ldmoe.quantize_block(xb, 1)
+            q8, qs = ldmoe.quantize_fp8(xb, scaling)
+            torch.cuda.synchronize()
+            same8 = torch.equal(q8.view(torch.uint8), want8.view(torch.uint8))
+            sames = torch.equal(qs, wants)
+            layout_ok = qs.shape == wants.shape and (scaling == "rowwise" or qs.t().is_contiguous())
+            bad = int((q8.view(torch.uint8) != want8.view(torch.uint8)).sum())
+            report(same8 and sames and layout_ok, "fp8 quantize_fp8 %s T=%d K=%d = ldmoe.quantize_%s" % (
+                scaling, T, K, scaling), "bytes differing %d, scales equal %s, shape %s" % (bad, sames, tuple(qs.shape)))
+    # bf16 activations through grouped_mm_fp8: the same result as quantizing first
+    T, E, N, K = 300, 6, 1024, 1040
+    offs, counts = routing(gen, T - 5, E)
+    xb = torch.randn((T, K), generator=gen).to(torch.bfloat16).cuda()
+    for scaling in ("rowwise", "block"):
+        _, _, w8, ws = fp8_operands(gen, T, E, N, K, scaling)
+        x8, xs = ldmoe.quantize_rowwise(xb) if scaling == "rowwise" else ldmoe.quantize_block(xb, 1)
+        for lay, D in (("plain", 1), ("packed", 2)) if scaling == "rowwise" else (("plain", 1), ("packed", 1)):
+            y1 = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            y2 = y1.clone()
+            run_fp8(x8, xs, w8, ws, offs, scaling, lay, D, "aware", "auto", y1)
+            run_fp8(xb, None, w8, ws, offs, scaling, lay, D, "aware", "auto", y2)
+            torch.cuda.synchronize()
+            report(torch.equal(y1.view(torch.int16), y2.view(torch.int16)),
+                   "fp8 grouped_mm_fp8 on bf16 x = on quantize_%s(x) (%s D=%d)" % (scaling, lay, D))
 
 
 def test_errors():
@@ -596,6 +641,51 @@ def test_scheduler(gen, num_sms):
     ldmoe.set_topology(None)
 
 
+def test_fp8_lab(gen, num_sms):
+    """Lab build: every FP8 tile computed exactly once (debug counters, three launches) for both
+    schemes, every mode, with and without the ping-pong of the consumer warpgroups
+    (TUNE_FP8_LOCKSTEP), under the 74/66, balanced and absent maps; outputs within the bound."""
+    import ldmoe_ref
+    maps = {"74/66": (fake_map(140, [74, 66], 7), 2), "66/66": (fake_map(num_sms, [num_sms // 2, num_sms // 2], 3), 2),
+            "none": None}
+    E, N, K = 8, 1024, 1040
+    for mname, mp in maps.items():
+        if mp is None:
+            ldmoe.set_topology(None)
+        else:
+            ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
+        for tile, tt in (("ws128x64c16fp8", 250), ("ws128x128c16fp8", 1500)):
+            for scaling in ("rowwise", "block"):
+                x8, xs, w8, ws = fp8_operands(gen, tt, E, N, K, scaling)
+                offs, counts = routing(gen, tt, E)
+                ref, absum = ldmoe_ref.reference_fp8(x8, xs, w8, ws, offs, scaling)
+                wp, wsl = ldmoe.pack(w8, 2), ldmoe.localize_scales(ws, 2, scaling)
+                bm, bn, bound = ldmoe.tile_info(tt, E, N, K, "packed", 2, ldmoe.FP8_TILES[tile])
+                exp = expected_tiles(counts, N, 2, bm, bn)
+                for mode, waves, tune in (("aware", 0.0, 0), ("aware", 1e9, 0), ("unaware", 0.0, 0), ("static", 0.0, 0),
+                                          ("aware", 0.0, ldmoe.TUNE_FP8_LOCKSTEP),
+                                          ("aware", 0.0, ldmoe.TUNE_FP8_LOCKSTEP | ldmoe.TUNE_DYNAMIC_ONLY)):
+                    dbg = torch.zeros(2 * bound, dtype=torch.int32, device="cuda")
+                    reps = 3
+                    for _ in range(reps):
+                        y = torch.full((tt, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                        ldmoe.grouped_mm_fp8(x8, wp, offs, xs, wsl, scaling=scaling, mode=mode, steal_waves=waves,
+                                             tile=tile, out=y, debug_tiles=dbg, tune=tune)
+                    torch.cuda.synchronize()
+                    cnt, dom = dbg[:bound].cpu().tolist(), dbg[bound:].cpu().tolist()
+                    bad = [g for g in range(bound) if cnt[g] != (reps if g in exp else 0)]
+                    local = sum(1 for g, d in exp.items() if dom[g] == (1 << d))
+                    ok = not bad
+                    detail = "tiles=%d wrong=%d local=%d" % (len(exp), len(bad), local)
+                    if ok and mode == "aware" and waves >= 1e9 and mp is not None:
+                        ok = local == len(exp)
+                        detail += " (all local expected)"
+                    good, why = ldmoe_ref.check_fp8(y, ref, absum)
+                    report(ok and good, "fp8 lab sched map=%s tile=%s %s mode=%s waves=%g tune=%#x" % (
+                        mname, tile, scaling, mode, waves, tune), "%s; %s" % (detail, why))
+    ldmoe.set_topology(None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--result", help="write '<passed> <failed>' here")
@@ -625,7 +715,9 @@ def main():
     tests = [lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors,
              lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick), lambda: test_token_classes(gen)]
     fp8 = [lambda: test_fp8_layouts(gen), lambda: test_fp8_correctness(gen, a.quick), lambda: test_fp8_vs_torch(gen),
-           test_fp8_errors]
+           test_fp8_errors, lambda: test_fp8_quantize(gen)]
+    if LAB:
+        fp8.append(lambda: test_fp8_lab(gen, num_sms))
     if torch.cuda.get_device_capability() != (9, 0):
         print("FP8 tests need compute capability 9.0; this GPU is %s: FP8 NOT TESTED" % (torch.cuda.get_device_capability(),))
         fp8 = [lambda: test_fp8_layouts(gen)]
