@@ -33,8 +33,8 @@ e4m3 data and scales; each case's ldmoe outputs are checked against the bound of
 At m <= 64 also bf16 activations: ldmoe.grouped_mm_fp8 on bf16 x (the library's one-kernel
 quantization, then the GEMM), torch's eager quantize_rowwise then ldmoe's GEMM, and the
 quantization kernel alone (does quantizing inside the call pay at decode?).
---fp8 --lab --fp8-variants SCHEME:TILE:TUNE,... adds lab variants (e.g. rowwise:ws128x64c16fp8:0x20,
-TUNE_FP8_LOCKSTEP = 0x20) as more interleaved peers, reported in a table of their own.
+--fp8 --lab --fp8-variants SCHEME:TILE:TUNE,... adds lab variants (e.g. rowwise:ws128x64c16fp8:0x8,
+LDMOE_TUNE_* bits) as more interleaved peers, reported in a table of their own.
 
 Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]

@@ -16,7 +16,7 @@ equal tokens per expert):
                back to back and with a small torch kernel between the layers (it rewrites the
                tokens the next layer reads): per-call time without per-call events.
   --fp8        --trace and --scaling on FP8 e4m3 rowwise weights and tokens (ldmoe.grouped_mm_fp8,
-               torch._scaled_grouped_mm; --tiles then names FP8 tiles, default auto,auto:0x20).
+               torch._scaled_grouped_mm; --tiles then names FP8 tiles, default auto).
   --scaling    Times ldmoe and torch on K=2048 N=1536 (the 128-expert shape) with a growing
                number of experts and fits time = a + bytes / bandwidth: `a` is the fixed cost
                of a launch (setup, pipeline fill, tail), the slope the streaming rate.
@@ -139,7 +139,7 @@ def trace(a, out):
             y = torch.empty((E * m, N), device="cuda", dtype=torch.bfloat16)
         else:
             ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
-        for v in (a.tiles if a.tiles != DEFAULT_TILES or not a.fp8 else "auto,auto:0x20").split(","):
+        for v in (a.tiles if a.tiles != DEFAULT_TILES or not a.fp8 else "auto").split(","):
             tile, tune, mode = variant(v)
             rows = []
             for i in range(a.warmup + a.reps):
@@ -269,7 +269,7 @@ def scaling(a, out):
     out.append("## Scaling (K=%d N=%d%s): time against weight bytes, ldmoe and torch interleaved call by call" % (
         K, N, ", FP8 e4m3 rowwise: torch._scaled_grouped_mm and ldmoe.grouped_mm_fp8" if fp8 else ""))
     out.append("")
-    tiles = (a.tiles if a.tiles != DEFAULT_TILES or not fp8 else "auto,auto:0x20").split(",")
+    tiles = (a.tiles if a.tiles != DEFAULT_TILES or not fp8 else "auto").split(",")
     for m in map(int, a.tokens.split(",")):
         out.append("### m = %d tokens per expert" % m)
         out.append("")
@@ -325,7 +325,7 @@ def main():
     ap.add_argument("--tokens", default="8,64", help="tokens per expert, comma-separated")
     ap.add_argument("--tiles", default=DEFAULT_TILES,
                     help="ldmoe variants TILE[:TUNE[:MODE]] (LDMOE_TUNE_* bits; mode aware by default), "
-                         "comma-separated (with --fp8: FP8 tiles, default auto,auto:0x20)")
+                         "comma-separated (with --fp8: FP8 tiles, default auto)")
     ap.add_argument("--fp8", action="store_true", help="--trace and --scaling on FP8 e4m3 rowwise (grouped_mm_fp8 "
                     "against torch._scaled_grouped_mm)")
     ap.add_argument("--experts", default="16,32,64,128,256", help="expert counts for --scaling")

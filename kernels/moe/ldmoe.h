@@ -112,7 +112,8 @@ enum ldmoe_mode {
  * tiles' (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
 #define LDMOE_FP8_TILE_LIST(X)          \
     X(22, WS_128x64_C16_FP8, 128, 64)  \
-    X(23, WS_128x128_C16_FP8, 128, 128)
+    X(23, WS_128x128_C16_FP8, 128, 128) \
+    X(24, WS_256x128_FP8, 256, 128)
 
 enum ldmoe_tile {
     LDMOE_TILE_AUTO = 0,      /* chosen from the tokens per expert (ldmoe_heuristics.h): compute
@@ -236,7 +237,7 @@ int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, in
 /* Quantize bf16 activations for ldmoe_grouped_mm_fp8, in one kernel on `stream` (asynchronous):
  * x [T, K] row-major bf16 -> x8 [T, K] e4m3 and x_scale, per row of K (LDMOE_FP8_ROWWISE:
  * x_scale [T]) or per 1x128 group along K (LDMOE_FP8_BLOCK: x_scale as [KB, T] memory, KB =
- * ceil(K/128), the order ldmoe_grouped_mm_fp8 reads). scale = amax / 448 (1 where amax is 0),
+ * ceil(K/128), the order ldmoe_grouped_mm_fp8 reads). scale = amax * fp32(1/448) (1 where amax is 0),
  * x8 = e4m3(x / scale), rounded to nearest and saturated: the numerics of ldmoe.py's
  * quantize_rowwise and quantize_block(x, 1), bit for bit. NaN inputs give unspecified results.
  * K % 16 == 0, x and x8 16-byte aligned, x_scale 4-byte aligned; T = 0 does nothing. Runs on

@@ -46,7 +46,7 @@ MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
 TILES = {"auto": 0, "128x128": 3, "128x256": 4, "64x16k4": 7, "64x64k4": 8, "ws256x128ew": 19, "ws128x64c16": 20,
          "ws128x128c16": 21}
 # ldmoe.h's LDMOE_FP8_TILE_LIST (ldmoe_grouped_mm_fp8 only), named the same way.
-FP8_TILES = {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23}
+FP8_TILES = {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23, "ws256x128fp8": 24}
 SCALINGS = {"rowwise": 1, "block": 2}   # enum ldmoe_fp8_scaling
 FP8_MAX = 448.0                          # largest finite float8_e4m3fn
 FP8_BLOCK = 128                          # k (and weight rows) per block of the block scales
@@ -426,8 +426,10 @@ def _is_fp8(t):
 
 
 def _amax_scale(amax):
+    # amax times fp32(1/448), spelled out: torch computes `tensor / scalar` that way on the GPU
+    # but not always on the CPU, and the library's quantize_fp8 must agree bit for bit.
     # A zero block gets scale 1 (its values quantize to 0 either way, and 0/0 never appears).
-    return torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    return torch.where(amax > 0, amax * (1.0 / FP8_MAX), torch.ones_like(amax))
 
 
 def quantize_rowwise(t):

@@ -37,13 +37,14 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
     return LDMOE_TILE_128x256;
 }
 
-/* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only): the FP8 decode tiles, with the
- * bf16 decode thresholds (the same bytes per weight block in flight; to be re-tuned on the H200,
- * doc/moe.md "FP8"). Above 32 tokens per expert on average WS_128x128_C16_FP8 for every size,
- * prefill included, until an FP8 prefill tile exists. */
+/* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only), by average tokens per expert:
+ * up to 64 WS_128x64_C16_FP8, up to LDMOE_FP8_PREFILL_MIN - 1 WS_128x128_C16_FP8, from there the
+ * prefill tile WS_256x128_FP8 (thresholds measured on the H200: doc/moe.md "FP8"). */
+#define LDMOE_FP8_PREFILL_MIN 256
 static inline int ldmoe_auto_tile_fp8(int64_t T, int E) {
     const int64_t avg = E > 0 ? T / E : T;
-    return avg <= 32 ? LDMOE_TILE_WS_128x64_C16_FP8 : LDMOE_TILE_WS_128x128_C16_FP8;
+    if (avg <= 64) return LDMOE_TILE_WS_128x64_C16_FP8;
+    return avg < LDMOE_FP8_PREFILL_MIN ? LDMOE_TILE_WS_128x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
 }
 
 #endif /* LDMOE_HEURISTICS_H */

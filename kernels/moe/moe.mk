@@ -59,7 +59,7 @@ define ldmoe_compile
 	  grep "instructions are serialized" $(3) >&2; \
 	  echo "moe: ptxas serialized the wgmmas of a kernel (above): every tile's speed rests on their overlap" >&2; \
 	  rm -f $(2); exit 1; fi
-	@awk '/Compiling entry function .*(grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E|grouped_mm_ws_fp8_kernel.*ELi2EEEE).*sm_90a/ { want = 1; next } \
+	@awk '/Compiling entry function .*(grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E|grouped_mm_ws_fp8_kernel.*(ELi2EEEE|WsCfgILi256E)).*sm_90a/ { want = 1; next } \
 	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; warp_specialized.cuh assumes 168"; bad = 1 } want = 0 } \
 	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(3)"; bad = 1 } exit bad }' $(3) >&2 || { rm -f $(2); exit 1; }
 endef

@@ -55,12 +55,13 @@ static void test_tiles(void) {
         CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_OK);
         CU_ASSERT_EQUAL(ldmoe_grouped_mm_ex(&p.base), LDMOE_OK);
     }
-    /* 22 and 23 are the FP8 tiles (ldmoe.h LDMOE_FP8_TILE_LIST): geometry yes, the bf16 entry points no */
+    /* 22..24 are the FP8 tiles (ldmoe.h LDMOE_FP8_TILE_LIST): geometry yes, the bf16 entry points no */
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 22, NULL, NULL, NULL), LDMOE_OK);
     ldmoe_lab_params_t f = good();
     f.base.tile = LDMOE_TILE_WS_128x64_C16_FP8;
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&f), LDMOE_ERR_INVALID_ARG);
-    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 24, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 24, NULL, NULL, NULL), LDMOE_OK);   /* WS_256x128_FP8 */
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 25, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, -1, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
 }
 
@@ -79,8 +80,7 @@ static void test_validation(void) {
     p = good(); p.tune = LDMOE_TUNE_DIAG_NO_MMA;   /* only the diagnostic build knows it */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.tune = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL | LDMOE_TUNE_WEIGHTS_NORMAL |
-                         LDMOE_TUNE_STREAM_STORES | LDMOE_TUNE_DYNAMIC_ONLY |
-                         LDMOE_TUNE_FP8_LOCKSTEP;   /* all known bits: T = 0 is a no-op */
+                         LDMOE_TUNE_STREAM_STORES | LDMOE_TUNE_DYNAMIC_ONLY;   /* all known bits: T = 0 is a no-op */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_OK);
     p = good(); p.base.K = 100;   /* the product checks still apply */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_ALIGNMENT);
@@ -116,7 +116,7 @@ static void test_validation_fp8(void) {
     f = good_fp8(); f.tune = 0x100u;
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "tune"));
-    f = good_fp8(); f.tune = LDMOE_TUNE_FP8_LOCKSTEP | LDMOE_TUNE_DYNAMIC_ONLY;
+    f = good_fp8(); f.tune = LDMOE_TUNE_DYNAMIC_ONLY | LDMOE_TUNE_STREAM_STORES;
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);
     f = good_fp8(); f.debug_tiles = (uint32_t *)P(0x50000); f.debug_cap = -1;
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);

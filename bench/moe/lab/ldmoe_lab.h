@@ -76,8 +76,6 @@ typedef struct ldmoe_lab_params {
 #define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
 #define LDMOE_TUNE_DYNAMIC_ONLY    0x10u /* aware/unaware: claim every tile from the counters (no static
                                             waves in SM order first; see doc/moe.md)                  */
-#define LDMOE_TUNE_FP8_LOCKSTEP    0x20u /* FP8 tiles: the two consumer warpgroups issue their k-blocks
-                                            in no set order (no ping-pong; doc/moe.md "FP8")          */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

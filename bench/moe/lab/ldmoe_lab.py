@@ -25,7 +25,6 @@ _ROOT = os.path.join(_HERE, "..", "..", "..")
 
 TUNE_SCALAR_EPILOGUE, TUNE_TOKENS_NORMAL, TUNE_WEIGHTS_NORMAL, TUNE_STREAM_STORES, TUNE_DYNAMIC_ONLY = \
     0x1, 0x2, 0x4, 0x8, 0x10
-TUNE_FP8_LOCKSTEP = 0x20   # FP8: no ping-pong between the two consumer warpgroups
 TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS

@@ -164,11 +164,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
     __barrier_sync_count((unsigned)id, (unsigned)threads);
 }
-// Arrive on hardware barrier `id` without waiting (its other threads wait with named_bar_sync).
-// Every thread of the arriving warps, at a point their whole warpgroup reaches.
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

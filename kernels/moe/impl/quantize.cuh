@@ -1,11 +1,14 @@
 // impl/quantize.cuh — bf16 activations to e4m3 and their scales (ldmoe_quantize_fp8, ldmoe.h).
 //
-// One warp per token row and one pass over the row that produces both outputs: rowwise reads
-// the row twice (the amax, then the conversion; the second read hits L1/L2, the row is at most
-// a few KiB), the block scheme once (a half-warp holds a whole 1x128 group in registers).
+// One CTA per token row, one read of the row: each thread keeps its chunks of the row in
+// registers while the CTA finds the row's amax (rowwise; rows longer than the registers hold
+// are read twice), or while its half-warp finds the amax of its 1x128 group (block). A row per
+// CTA rather than per warp because decode has few rows (64 at 8 tokens x 8 experts): the work
+// must spread over the SMs to finish in a few microseconds.
 // The arithmetic is ldmoe.py's quantize_rowwise / quantize_block(x, 1) in fp32: scale =
-// amax / 448 (1 for amax 0), then x / scale (IEEE division, as torch's), saturated and rounded
-// to nearest even by the e4m3 conversion, so the two agree bit for bit (tests/gpu/moe).
+// amax * fp32(1/448) (1 for amax 0), then x / scale (IEEE division, as torch's tensor
+// division), saturated and rounded to nearest even by the e4m3 conversion, so the two agree
+// bit for bit (tests/gpu/moe).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -14,7 +17,8 @@
 
 namespace ldmoe {
 
-constexpr int kQuantWarps = 8;   // token rows per CTA
+constexpr int kQuantThreads = 256;   // per CTA, one token row
+constexpr int kQuantRegChunks = 8;   // 16-byte chunks a thread keeps (rows up to 16384 k in one read)
 
 __device__ __forceinline__ float absmax8(const uint4 &v) {
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
@@ -41,40 +45,63 @@ __device__ __forceinline__ uint2 to_e4m3x8(const uint4 &v, float scale) {
     return make_uint2(out[0], out[1]);
 }
 
-__device__ __forceinline__ float scale_of(float amax) { return amax > 0.f ? amax / 448.f : 1.f; }
+__device__ __forceinline__ float scale_of(float amax) { return amax > 0.f ? amax * (1.f / 448.f) : 1.f; }
 
 template <int SCALING>
-__global__ void __launch_bounds__(32 * kQuantWarps) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
-                                                                         uint2 *__restrict__ x8, float *__restrict__ xs) {
-    const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * kQuantWarps + (threadIdx.x >> 5);
-    if (row >= T) return;   // whole warps: every shuffle below has its 32 lanes
+__global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
+                                                                      uint2 *__restrict__ x8, float *__restrict__ xs) {
+    const int64_t row = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31;
     const int chunks = K / 8;   // 16-byte chunks of bf16 (K % 16 == 0)
     const uint4 *src = x + row * chunks;
     uint2 *dst = x8 + row * chunks;
     if constexpr (SCALING == LDMOE_FP8_ROWWISE) {
+        __shared__ float red[kQuantThreads / 32];
+        const bool in_regs = chunks <= kQuantThreads * kQuantRegChunks;
+        uint4 v[kQuantRegChunks];
         float amax = 0.f;
-        for (int c = lane; c < chunks; c += 32) amax = fmaxf(amax, absmax8(__ldg(src + c)));
+        if (in_regs) {
+            #pragma unroll
+            for (int i = 0; i < kQuantRegChunks; ++i) {
+                const int c = tid + i * kQuantThreads;
+                v[i] = c < chunks ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+                amax = fmaxf(amax, absmax8(v[i]));
+            }
+        } else {
+            for (int c = tid; c < chunks; c += kQuantThreads) amax = fmaxf(amax, absmax8(__ldg(src + c)));
+        }
         #pragma unroll
         for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (lane == 0) red[tid >> 5] = amax;
+        __syncthreads();
+        #pragma unroll
+        for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, red[w]);
         const float scale = scale_of(amax);
-        for (int c = lane; c < chunks; c += 32) dst[c] = to_e4m3x8(__ldg(src + c), scale);
-        if (lane == 0) xs[row] = scale;
+        if (in_regs) {
+            #pragma unroll
+            for (int i = 0; i < kQuantRegChunks; ++i) {
+                const int c = tid + i * kQuantThreads;
+                if (c < chunks) dst[c] = to_e4m3x8(v[i], scale);
+            }
+        } else {
+            for (int c = tid; c < chunks; c += kQuantThreads) dst[c] = to_e4m3x8(__ldg(src + c), scale);
+        }
+        if (tid == 0) xs[row] = scale;
     } else {
-        // A group is 128 k = 16 chunks: lanes 0-15 take the even groups, 16-31 the odd ones, and
-        // both halves run the same number of iterations (the shuffles need the whole warp).
-        const int half = lane >> 4, hl = lane & 15;
-        const int KB = (K + 127) / 128, KB2 = (KB + 1) & ~1;
-        for (int g = half; g < KB2; g += 2) {
-            const int c = g * 16 + hl;
-            const bool in = g < KB && c < chunks;
+        // A group is 128 k = 16 chunks = 16 consecutive threads (kQuantThreads is a multiple of 16);
+        // every thread runs every iteration, so the shuffles always have their whole warp.
+        const int KB = (K + 127) / 128, iters = (chunks + kQuantThreads - 1) / kQuantThreads;
+        #pragma unroll 4
+        for (int i = 0; i < iters; ++i) {
+            const int c = tid + i * kQuantThreads;
+            const bool in = c < chunks;
             const uint4 v = in ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
             float amax = absmax8(v);
             #pragma unroll
             for (int o = 8; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             const float scale = scale_of(amax);
             if (in) dst[c] = to_e4m3x8(v, scale);
-            if (g < KB && hl == 0) xs[(int64_t)g * T + row] = scale;
+            if ((c & 15) == 0 && c / 16 < KB) xs[(int64_t)(c / 16) * T + row] = scale;
         }
     }
 }

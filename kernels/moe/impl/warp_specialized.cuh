@@ -110,10 +110,15 @@ struct Fp8Cfg : Base {
     // The promotion sums double the accumulators, and the block scales add the per-column
     // scales: at 168 registers the block-scaled tiles spilled (64 bytes with 128 token columns,
     // 8 with 64), so they take the prefill tiles' setmaxnreg split (producer 56, consumers 224)
-    // and keep the producer's scheduler state in shared memory. moe.mk checks their launch
-    // registers as for prefill.
-    static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK;
+    // and keep the producer's scheduler state in shared memory; so does the 256-row tile (two
+    // m64 blocks of sums per thread). moe.mk checks their launch registers as for prefill.
+    static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK || Base::MI > 1;
     static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
+    // The 256-row tile's consumers hold two blocks of sums and a set of accumulators (192
+    // registers) besides their addresses: at 224 they spilled, so its producer gives up more.
+    static constexpr int PRODUCER_REGS = Base::MI > 1 ? 40 : Base::PRODUCER_REGS;
+    static constexpr int CONSUMER_REGS = Base::MI > 1 ? 232 : Base::CONSUMER_REGS;
+    static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
     // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
     // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
     // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
@@ -125,7 +130,8 @@ struct Fp8Cfg : Base {
     static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
                   "scale rows: 8-byte aligned (float2 reads), one column per thread of a consumer warpgroup");
     static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
-    static_assert(Base::BM == LDMOE_FP8_BLOCK_ROWS, "a tile's weight rows are one block of the block scales");
+    static_assert(Base::BM % LDMOE_FP8_BLOCK_ROWS == 0 && Base::MI * 64 <= LDMOE_FP8_BLOCK_ROWS,
+                  "a consumer warpgroup's weight rows lie in one block of the block scales");
     static_assert(kRowBytes == LDMOE_FP8_BLOCK_K, "a k-block of e4m3 is one K block of the block scales");
 };
 // 0 for the bf16 shapes, the scaling scheme for Fp8Cfg ones.
@@ -133,8 +139,6 @@ template <class C, class = void> struct fp8_scaling_of : std::integral_constant<
 template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
-// FP8, hardware barriers 5 and 6: "consumer warpgroup cw may issue its next k-block" (run_tile_fp8).
-constexpr int kTurnBar = 5;
 
 // Staged epilogue of one consumer warpgroup (decode orientation, C::EPI_STAGED): acc holds
 // weight rows (cw*MI + mi)*64 + 16*(warp%4) + {g, g+8} x tokens 8j + {2q, 2q+1} of the tile
@@ -265,11 +269,6 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // scales of the next k-block are copied into shared memory (cp.async, one token column per
 // thread) while this one's wgmmas run, so a global load's latency is never waited for inside
 // the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
-// Ping-pong: the two consumer warpgroups take turns to issue their k-blocks (warpgroup 0, then 1,
-// then 0 ...; barriers kTurnBar + cw), so that the tensor cores run one warpgroup's wgmmas while
-// the other waits for and promotes its own, instead of both issuing together and then both
-// promoting while the tensor cores idle. kTuneFp8Lockstep turns it off (lab A/B). Warpgroup 0's
-// last turn is taken after the consumer loop (grouped_mm_ws_body), so every arrive is waited for.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
@@ -284,15 +283,19 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
     const int q = lane & 3;
     const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
-    const bool pingpong = !(p.tune & kTuneFp8Lockstep);
     // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
     // scales must follow the same order.
     const int rot = first_kstep(t.wrow_idx / C::BM, nk);
-    float acc[C::MI][NA], sum[C::MI][NA];
+    // AM accumulator sets: with two m64 blocks per warpgroup (C::MI = 2, the prefill tile) their
+    // wgmmas go one block after the other into one set, so that the sums of both blocks and one
+    // set of accumulators fit the registers (two sets and two sums spill).
+    constexpr int AM = C::MI > 1 ? 1 : C::MI;
+    float acc[AM][NA], sum[C::MI][NA];
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi)
         #pragma unroll
         for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
+    const int wg_row = cw * C::MI * 64;   // this warpgroup's first weight row in the tile: one 128-row scale block
     // Block scheme: this warpgroup's scale rows, and the copy of k-block kb's scales into row
     // `row`: column wt's token scale, and (thread 0) the tile's weight scale. Outside K or past
     // the tile's tokens a zero is stored instead (zero padding adds nothing).
@@ -305,7 +308,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
             else r[wt] = 0.f;
         }
         if (wt == 0) {
-            if (in_k) cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0, kb));
+            if (in_k && wg_row < t.nrows)
+                cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + wg_row, kb));
             else r[C::BN] = 0.f;
         }
         cp_async_commit();   // every thread, so that wait_group counts the same groups everywhere
@@ -322,7 +326,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     }
     auto fence_acc = [&]() {
         #pragma unroll
-        for (int mi = 0; mi < C::MI; ++mi) wg_fence_acc(acc[mi]);
+        for (int a = 0; a < AM; ++a) wg_fence_acc(acc[a]);
     };
     #pragma unroll 1
     for (int kstep = 0; kstep < nk; ++kstep) {
@@ -333,56 +337,89 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
 #ifdef LDMOE_DIAG
             if (p.tune & kDiagNoMma) continue;
 #endif
-            if (pingpong && (cw || xc)) named_bar_sync(kTurnBar + cw, 256);   // the other one has issued
-            fence_acc();
-            wg_fence();
             #pragma unroll
-            for (int kk = 0; kk < kRowBytes / 32; ++kk)
-                #pragma unroll
-                for (int mi = 0; mi < C::MI; ++mi)
-                    wgmma_m64k32_e4m3<NN>(acc[mi], wg_desc(base + a_off + mi * 64 * kRowBytes + sub * a_step + kk * 32),
-                                          wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
-            wg_commit();
-            if (pingpong) named_bar_arrive(kTurnBar + (cw ^ 1), 256);        // its turn
-            if constexpr (SCH == LDMOE_FP8_BLOCK) {
-                // The next k-block's scales go into the next row while these wgmmas run (an
-                // empty commit group after the tile's last one).
-                const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
-                if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0), (xc + 1) % C::XS_BUFS);
-                else cp_async_commit();
-                wg_wait<0>();
+            for (int mg = 0; mg < C::MI; mg += AM) {   // m64 blocks mg .. mg + AM - 1
                 fence_acc();
-                cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
-                named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
-                const float *r = xs_rows + (xc % C::XS_BUFS) * C::XS_PITCH;
-                const float sw = r[C::BN];
-                // acc[mi][4j + v] and [4j + 2 + v] belong to token column 8j + 2q + v.
+                wg_fence();
                 #pragma unroll
-                for (int j = 0; j < NA / 4; ++j) {
-                    const float2 x = *reinterpret_cast<const float2 *>(r + 8 * j + 2 * q);
-                    const float b0 = sw * x.x, b1 = sw * x.y;
+                for (int kk = 0; kk < kRowBytes / 32; ++kk)
                     #pragma unroll
-                    for (int mi = 0; mi < C::MI; ++mi) {
-                        sum[mi][4 * j] = fmaf(acc[mi][4 * j], b0, sum[mi][4 * j]);
-                        sum[mi][4 * j + 1] = fmaf(acc[mi][4 * j + 1], b1, sum[mi][4 * j + 1]);
-                        sum[mi][4 * j + 2] = fmaf(acc[mi][4 * j + 2], b0, sum[mi][4 * j + 2]);
-                        sum[mi][4 * j + 3] = fmaf(acc[mi][4 * j + 3], b1, sum[mi][4 * j + 3]);
+                    for (int a = 0; a < AM; ++a)
+                        wgmma_m64k32_e4m3<NN>(acc[a],
+                                              wg_desc(base + a_off + (mg + a) * 64 * kRowBytes + sub * a_step + kk * 32),
+                                              wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
+                wg_commit();
+                const bool last = mg + AM == C::MI;   // this k-block's last group
+                if constexpr (SCH == LDMOE_FP8_BLOCK) {
+                    // The next k-block's scales go into the next row while these wgmmas run (an
+                    // empty commit group after the tile's last one).
+                    if (mg == 0) {
+                        const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
+                        if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0),
+                                               (xc + 1) % C::XS_BUFS);
+                        else cp_async_commit();
                     }
-                }
-            } else {
-                wg_wait<0>();
-                fence_acc();
-                #pragma unroll
-                for (int mi = 0; mi < C::MI; ++mi)
+                    wg_wait<0>();
+                    fence_acc();
+                    if (mg == 0) {
+                        cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
+                        named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
+                    }
+                    const float *r = xs_rows + (xc % C::XS_BUFS) * C::XS_PITCH;
+                    const float sw = r[C::BN];
+                    // acc[a][4j + v] and [4j + 2 + v] belong to token column 8j + 2q + v.
                     #pragma unroll
-                    for (int i = 0; i < NA; ++i) sum[mi][i] += acc[mi][i];
+                    for (int j = 0; j < NA / 4; ++j) {
+                        const float2 x = *reinterpret_cast<const float2 *>(r + 8 * j + 2 * q);
+                        const float b0 = sw * x.x, b1 = sw * x.y;
+                        #pragma unroll
+                        for (int a = 0; a < AM; ++a) {
+                            float *sm = sum[mg + a];
+                            sm[4 * j] = fmaf(acc[a][4 * j], b0, sm[4 * j]);
+                            sm[4 * j + 1] = fmaf(acc[a][4 * j + 1], b1, sm[4 * j + 1]);
+                            sm[4 * j + 2] = fmaf(acc[a][4 * j + 2], b0, sm[4 * j + 2]);
+                            sm[4 * j + 3] = fmaf(acc[a][4 * j + 3], b1, sm[4 * j + 3]);
+                        }
+                    }
+                    if (last) ++xc;
+                } else {
+                    wg_wait<0>();
+                    fence_acc();
+                    #pragma unroll
+                    for (int a = 0; a < AM; ++a)
+                        #pragma unroll
+                        for (int i = 0; i < NA; ++i) sum[mg + a][i] += acc[a][i];
+                }
             }
-            ++xc;
         }
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[s]));
         if (++s == C::STAGES) { s = 0; ph ^= 1; }
     }
-    if constexpr (SCH == LDMOE_FP8_ROWWISE) {
+    if constexpr (SCH == LDMOE_FP8_ROWWISE && C::MI > 1) {
+        // As below, with the weight scales loaded first and the token scales two at a time: the
+        // sums of two m64 blocks leave no room for all NA/2 token scales at once.
+        const int g = lane >> 2;
+        float sw[C::MI][2];
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) {
+            const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;
+            sw[mi][0] = r0 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0) : 0.f;
+            sw[mi][1] = r0 + 8 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0 + 8) : 0.f;
+        }
+        #pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            const int tt = 8 * j + 2 * q;
+            const float x0 = tt < t.rows ? __ldg(pf.xs + t.tok0 + tt) : 0.f;
+            const float x1 = tt + 1 < t.rows ? __ldg(pf.xs + t.tok0 + tt + 1) : 0.f;
+            #pragma unroll
+            for (int mi = 0; mi < C::MI; ++mi) {
+                sum[mi][4 * j] *= sw[mi][0] * x0;
+                sum[mi][4 * j + 1] *= sw[mi][0] * x1;
+                sum[mi][4 * j + 2] *= sw[mi][1] * x0;
+                sum[mi][4 * j + 3] *= sw[mi][1] * x1;
+            }
+        }
+    } else if constexpr (SCH == LDMOE_FP8_ROWWISE) {
         // sum[mi][4j + v]: weight row (cw*MI + mi)*64 + 16*(warp%4) + g + 8*(v/2), token 8j + 2q + v%2.
         const int g = lane >> 2;
         float sx[NA / 2];
@@ -512,7 +549,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
-    [[maybe_unused]] uint32_t xc = 0;   // FP8: this warpgroup's k-blocks so far (run_tile_fp8)
+    [[maybe_unused]] uint32_t xc = 0;   // FP8 block scales: this warpgroup's k-blocks so far (run_tile_fp8)
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
@@ -616,9 +653,6 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         } else {
             run_tile(std::integral_constant<int, C::MMA_N>{}, s, ph, tk);
         }
-    }
-    if constexpr (fp8_scaling_of<C>::value != 0) {   // warpgroup 0's last turn (run_tile_fp8's ping-pong)
-        if (cw == 0 && xc && !(p.tune & kTuneFp8Lockstep)) named_bar_sync(kTurnBar, 256);
     }
     if constexpr (C::EPIW) {   // end mark for the epilogue warps, once they have the last copy
         named_bar_sync(kEpiFree, kEpiThreads);

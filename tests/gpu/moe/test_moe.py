@@ -21,7 +21,7 @@ schemes, every layout, mode and FP8 tile, on random e4m3 data with random scales
 product of the dequantized operands with doc/moe.md's bound (ldmoe_ref.check_fp8). --fp8-only
 runs just those. Also: ldmoe.quantize_fp8 bit for bit against ldmoe.quantize_rowwise/_block, bf16
 activations through grouped_mm_fp8, and (--lab) the FP8 tiles' exactly-once counters under every
-mode and map, with and without the consumer warpgroups' ping-pong.
+mode and map.
 
 Usage: test_moe.py [--lab] [--result FILE] [--quick] [--seed N] [--fp8-only]   (FILE gets "<passed> <failed>")
 """
@@ -643,8 +643,8 @@ def test_scheduler(gen, num_sms):
 
 def test_fp8_lab(gen, num_sms):
     """Lab build: every FP8 tile computed exactly once (debug counters, three launches) for both
-    schemes, every mode, with and without the ping-pong of the consumer warpgroups
-    (TUNE_FP8_LOCKSTEP), under the 74/66, balanced and absent maps; outputs within the bound."""
+    schemes, every mode, with the tune bits that apply to them (dynamic claims only, streaming
+    stores, scalar epilogue), under the 74/66, balanced and absent maps; outputs within the bound."""
     import ldmoe_ref
     maps = {"74/66": (fake_map(140, [74, 66], 7), 2), "66/66": (fake_map(num_sms, [num_sms // 2, num_sms // 2], 3), 2),
             "none": None}
@@ -654,7 +654,7 @@ def test_fp8_lab(gen, num_sms):
             ldmoe.set_topology(None)
         else:
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
-        for tile, tt in (("ws128x64c16fp8", 250), ("ws128x128c16fp8", 1500)):
+        for tile, tt in (("ws128x64c16fp8", 250), ("ws128x128c16fp8", 1500), ("ws256x128fp8", 3000)):
             for scaling in ("rowwise", "block"):
                 x8, xs, w8, ws = fp8_operands(gen, tt, E, N, K, scaling)
                 offs, counts = routing(gen, tt, E)
@@ -663,8 +663,8 @@ def test_fp8_lab(gen, num_sms):
                 bm, bn, bound = ldmoe.tile_info(tt, E, N, K, "packed", 2, ldmoe.FP8_TILES[tile])
                 exp = expected_tiles(counts, N, 2, bm, bn)
                 for mode, waves, tune in (("aware", 0.0, 0), ("aware", 1e9, 0), ("unaware", 0.0, 0), ("static", 0.0, 0),
-                                          ("aware", 0.0, ldmoe.TUNE_FP8_LOCKSTEP),
-                                          ("aware", 0.0, ldmoe.TUNE_FP8_LOCKSTEP | ldmoe.TUNE_DYNAMIC_ONLY)):
+                                          ("aware", 0.0, ldmoe.TUNE_DYNAMIC_ONLY),
+                                          ("aware", 0.0, ldmoe.TUNE_STREAM_STORES | ldmoe.TUNE_SCALAR_EPILOGUE)):
                     dbg = torch.zeros(2 * bound, dtype=torch.int32, device="cuda")
                     reps = 3
                     for _ in range(reps):
