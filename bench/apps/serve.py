@@ -43,8 +43,10 @@ which is what a split placement homes in domain d.
 --dtype fp8: the expert weights in float8 e4m3 with a scale per output channel (rowwise),
 quantized once at load; before every expert GEMM the tokens are quantized the same way, one
 scale per token; everything else stays bf16 (fp32 on the CPU). The torch backend runs
-torch._scaled_grouped_mm, ldmoe ldmoe.grouped_mm_fp8 (libldmoe's FP8 tiles, compute capability
-9.0), loop the dequantized reference (x8*sx) @ (w8*sw)^T per expert, which is also the CPU path.
+torch._scaled_grouped_mm on tokens quantized by torch's eager ops; ldmoe hands the bf16 tokens
+to ldmoe.grouped_mm_fp8, which quantizes them in one kernel and runs libldmoe's FP8 tiles
+(compute capability 9.0); loop the dequantized reference (x8*sx) @ (w8*sw)^T per expert, which
+is also the CPU path.
 """
 
 import argparse
@@ -374,13 +376,16 @@ class Gemm:
 
     def fp8(self, x, w8, ws, offs):
         """Expert GEMM with e4m3 weights w8 (in --layout) and rowwise scales ws (same row
-        order): the tokens are quantized per token here, the output is x's dtype."""
+        order): the tokens are quantized per token (by libldmoe inside the call on the ldmoe
+        backend, ldmoe.quantize_fp8; by torch's eager ops otherwise), the output is x's dtype."""
         t = self.torch
-        x8, xs = quantize_rowwise(t, x)
         if self.backend == "ldmoe":
             layout = {"plain": "plain", "split": "localized", "packed": "packed"}[self.layout]
-            y = self.ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, scaling="rowwise", mode=self.ldmoe_mode, layout=layout)
-        elif self.layout == "split":
+            y = self.ldmoe.grouped_mm_fp8(x.to(t.bfloat16).contiguous(), w8, offs, None, ws, scaling="rowwise",
+                                          mode=self.ldmoe_mode, layout=layout)
+            return y.to(x.dtype)
+        x8, xs = quantize_rowwise(t, x)
+        if self.layout == "split":
             y = t.cat([self._plain_fp8(x8, xs, w8[d], ws[d], offs) for d in range(w8.shape[0])], dim=1)
         else:
             y = self._plain_fp8(x8, xs, w8, ws, offs)
@@ -400,7 +405,7 @@ def quantize_rowwise(torch, t):
     (an all-zero row gets scale 1). As ldmoe.quantize_rowwise, without needing ldmoe."""
     tf = t.float()
     amax = tf.abs().amax(dim=-1)
-    scale = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    scale = torch.where(amax > 0, amax * (1.0 / 448.0), torch.ones_like(amax))
     return (tf / scale.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale
 
 

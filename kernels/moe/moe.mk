@@ -138,7 +138,7 @@ lab-moe-diag: $(LDMOE_LAB_DIAG_LIB)
 # The FP8 kernels came after the baseline: listed, not compared (the GPU tests check them).
 sass-identity: $(LDMOE_LIB) $(LDMOE_LAB_LIB)
 	$(PYTHON) bench/moe/sass_identity.py compare bench/moe/sass/baseline.txt $(LDMOE_LIB) $(LDMOE_LAB_LIB) \
-	  --require-file bench/moe/sass/auto-kernels.txt --new-ok '^_ZN5ldmoe24grouped_mm_ws_fp8_kernel'
+	  --require-file bench/moe/sass/auto-kernels.txt --new-ok '^_ZN5ldmoe(24grouped_mm_ws_fp8_kernel|19quantize_fp8_kernel)'
 
 # ---- lab CPU tests ----
 LDMOE_LAB_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_lab_cpu
