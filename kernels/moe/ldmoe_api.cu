@@ -667,13 +667,14 @@ LDMOE_API int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, v
         return fail(LDMOE_ERR_ALIGNMENT, "x and x8 must be 16-byte aligned, x_scale 4-byte (x=%p x8=%p x_scale=%p)",
                     x, x8, (void *)x_scale);
     if (T == 0) { g_msg[0] = 0; return LDMOE_OK; }
-    const unsigned blocks = (unsigned)T;   // one CTA per row
+    const int sh = quant_tpr_shift(K / 8), rows_per_cta = kQuantThreads >> sh;
+    const unsigned blocks = (unsigned)((T + rows_per_cta - 1) / rows_per_cta);
     const uint4 *src = (const uint4 *)x;
     uint2 *dst = (uint2 *)x8;
     if (scaling == LDMOE_FP8_ROWWISE)
-        quantize_fp8_kernel<LDMOE_FP8_ROWWISE><<<blocks, kQuantThreads, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale);
+        quantize_fp8_kernel<LDMOE_FP8_ROWWISE><<<blocks, kQuantThreads, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale, sh);
     else
-        quantize_fp8_kernel<LDMOE_FP8_BLOCK><<<blocks, kQuantThreads, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale);
+        quantize_fp8_kernel<LDMOE_FP8_BLOCK><<<blocks, kQuantThreads, 0, (cudaStream_t)stream>>>(src, T, K, dst, x_scale, sh);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e, "launch of the FP8 quantization kernel");
     g_msg[0] = 0;

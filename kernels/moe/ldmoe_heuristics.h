@@ -40,7 +40,7 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
 /* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only), by average tokens per expert:
  * up to 64 WS_128x64_C16_FP8, up to LDMOE_FP8_PREFILL_MIN - 1 WS_128x128_C16_FP8, from there the
  * prefill tile WS_256x128_FP8 (thresholds measured on the H200: doc/moe.md "FP8"). */
-#define LDMOE_FP8_PREFILL_MIN 256
+#define LDMOE_FP8_PREFILL_MIN 128
 static inline int ldmoe_auto_tile_fp8(int64_t T, int E) {
     const int64_t avg = E > 0 ? T / E : T;
     if (avg <= 64) return LDMOE_TILE_WS_128x64_C16_FP8;

@@ -1,10 +1,12 @@
 // impl/quantize.cuh — bf16 activations to e4m3 and their scales (ldmoe_quantize_fp8, ldmoe.h).
 //
-// One CTA per token row, one read of the row: each thread keeps its chunks of the row in
-// registers while the CTA finds the row's amax (rowwise; rows longer than the registers hold
-// are read twice), or while its half-warp finds the amax of its 1x128 group (block). A row per
-// CTA rather than per warp because decode has few rows (64 at 8 tokens x 8 experts): the work
-// must spread over the SMs to finish in a few microseconds.
+// Each token row gets 2^tpr_shift threads (whole warps, 32..256, sized on the host so that a
+// thread has about four 16-byte chunks of the row), a CTA 256 / that many rows; one read of the
+// row: each thread keeps its chunks in registers while the row's warps find its amax (rowwise;
+// rows longer than the registers hold are read twice), or while its half-warp finds the amax of
+// its 1x128 group (block). Few chunks per thread because decode has few rows (64 at 8 tokens x 8
+// experts): the work must spread over the SMs; whole rows per CTA at small K, or the CTA count
+// (one per row) would dominate the time.
 // The arithmetic is ldmoe.py's quantize_rowwise / quantize_block(x, 1) in fp32: scale =
 // amax * fp32(1/448) (1 for amax 0), then x / scale (IEEE division, as torch's tensor
 // division), saturated and rounded to nearest even by the e4m3 conversion, so the two agree
@@ -17,7 +19,7 @@
 
 namespace ldmoe {
 
-constexpr int kQuantThreads = 256;   // per CTA, one token row
+constexpr int kQuantThreads = 256;   // per CTA
 constexpr int kQuantRegChunks = 8;   // 16-byte chunks a thread keeps (rows up to 16384 k in one read)
 
 __device__ __forceinline__ float absmax8(const uint4 &v) {
@@ -47,61 +49,72 @@ __device__ __forceinline__ uint2 to_e4m3x8(const uint4 &v, float scale) {
 
 __device__ __forceinline__ float scale_of(float amax) { return amax > 0.f ? amax * (1.f / 448.f) : 1.f; }
 
+// Threads per row for rows of `chunks` 16-byte chunks, as a shift (5..8).
+inline int quant_tpr_shift(int chunks) {
+    int sh = 5;
+    while (sh < 8 && chunks > 4 << sh) ++sh;
+    return sh;
+}
+
 template <int SCALING>
 __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
-                                                                      uint2 *__restrict__ x8, float *__restrict__ xs) {
-    const int64_t row = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int chunks = K / 8;   // 16-byte chunks of bf16 (K % 16 == 0)
-    const uint4 *src = x + row * chunks;
-    uint2 *dst = x8 + row * chunks;
+                                                                      uint2 *__restrict__ x8, float *__restrict__ xs,
+                                                                      int tpr_shift) {
+    const int tpr = 1 << tpr_shift, tid = threadIdx.x, lane = tid & 31;
+    const int lt = tid & (tpr - 1);   // thread within its row
+    const int64_t row = (int64_t)blockIdx.x * (kQuantThreads >> tpr_shift) + (tid >> tpr_shift);
+    const bool live = row < T;        // the last CTA's spare rows still take part in its barrier
+    const int chunks = K / 8;         // 16-byte chunks of bf16 (K % 16 == 0)
+    const uint4 *src = x + (live ? row : 0) * chunks;
+    uint2 *dst = x8 + (live ? row : 0) * chunks;
     if constexpr (SCALING == LDMOE_FP8_ROWWISE) {
         __shared__ float red[kQuantThreads / 32];
-        const bool in_regs = chunks <= kQuantThreads * kQuantRegChunks;
+        const bool in_regs = chunks <= tpr * kQuantRegChunks;
         uint4 v[kQuantRegChunks];
         float amax = 0.f;
         if (in_regs) {
             #pragma unroll
             for (int i = 0; i < kQuantRegChunks; ++i) {
-                const int c = tid + i * kQuantThreads;
-                v[i] = c < chunks ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+                const int c = lt + i * tpr;
+                v[i] = live && c < chunks ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
                 amax = fmaxf(amax, absmax8(v[i]));
             }
-        } else {
-            for (int c = tid; c < chunks; c += kQuantThreads) amax = fmaxf(amax, absmax8(__ldg(src + c)));
+        } else if (live) {
+            for (int c = lt; c < chunks; c += tpr) amax = fmaxf(amax, absmax8(__ldg(src + c)));
         }
         #pragma unroll
         for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
         if (lane == 0) red[tid >> 5] = amax;
         __syncthreads();
-        #pragma unroll
-        for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, red[w]);
+        const int w0 = (tid >> tpr_shift) << (tpr_shift - 5);   // the row's first warp
+        for (int w = 0; w < tpr >> 5; ++w) amax = fmaxf(amax, red[w0 + w]);
         const float scale = scale_of(amax);
+        if (!live) return;
         if (in_regs) {
             #pragma unroll
             for (int i = 0; i < kQuantRegChunks; ++i) {
-                const int c = tid + i * kQuantThreads;
+                const int c = lt + i * tpr;
                 if (c < chunks) dst[c] = to_e4m3x8(v[i], scale);
             }
         } else {
-            for (int c = tid; c < chunks; c += kQuantThreads) dst[c] = to_e4m3x8(__ldg(src + c), scale);
+            for (int c = lt; c < chunks; c += tpr) dst[c] = to_e4m3x8(__ldg(src + c), scale);
         }
-        if (tid == 0) xs[row] = scale;
+        if (lt == 0) xs[row] = scale;
     } else {
-        // A group is 128 k = 16 chunks = 16 consecutive threads (kQuantThreads is a multiple of 16);
-        // every thread runs every iteration, so the shuffles always have their whole warp.
-        const int KB = (K + 127) / 128, iters = (chunks + kQuantThreads - 1) / kQuantThreads;
+        // A group is 128 k = 16 chunks = 16 consecutive threads of the row (tpr is a multiple of
+        // 16); every thread runs every iteration, so the shuffles always have their whole warp.
+        const int KB = (K + 127) / 128, iters = (chunks + tpr - 1) / tpr;
         #pragma unroll 4
         for (int i = 0; i < iters; ++i) {
-            const int c = tid + i * kQuantThreads;
-            const bool in = c < chunks;
+            const int c = lt + i * tpr;
+            const bool in = live && c < chunks;
             const uint4 v = in ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
             float amax = absmax8(v);
             #pragma unroll
             for (int o = 8; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             const float scale = scale_of(amax);
             if (in) dst[c] = to_e4m3x8(v, scale);
-            if ((c & 15) == 0 && c / 16 < KB) xs[(int64_t)(c / 16) * T + row] = scale;
+            if (live && (c & 15) == 0 && c / 16 < KB) xs[(int64_t)(c / 16) * T + row] = scale;
         }
     }
 }

@@ -642,11 +642,24 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     #pragma unroll 1
     for (;;) {
         mbar_wait(smem_u32(&s_full[s]), ph);
-        const int64_t tk = s_ring_tk[s];
+        int64_t tk;
+        if constexpr (fp8_scaling_of<C>::value != 0) {
+            // Lane 0, which releases the stage (s_empty) later, reads the ticket for its warp:
+            // the producer may rewrite it once every warp's lane 0 has arrived, so no other
+            // lane's read may be left unordered behind that arrive (racecheck flagged the
+            // 256-row tile's form, where each lane read it).
+            int64_t v = 0;
+            if (lane == 0) v = s_ring_tk[s];
+            tk = __shfl_sync(0xffffffffu, v, 0);
+        } else {
+            tk = s_ring_tk[s];
+        }
         if (tid == 128 && p.trace && ntiles++ == 0) trace_at(p, kTrFirstData, globaltimer());
         if (tk < 0) break;
         if constexpr (C::CHUNK < C::BN) {   // n to match the tile's tokens (Loader::xcls)
-            const int xcls = s_ring_x[s];
+            int xcls;
+            if constexpr (fp8_scaling_of<C>::value != 0) xcls = __shfl_sync(0xffffffffu, lane == 0 ? s_ring_x[s] : 0, 0);
+            else xcls = s_ring_x[s];
             if (xcls == 0) run_tile(std::integral_constant<int, C::MMA_N / 4>{}, s, ph, tk);
             else if (xcls == 1) run_tile(std::integral_constant<int, C::MMA_N / 2>{}, s, ph, tk);
             else run_tile(std::integral_constant<int, C::MMA_N>{}, s, ph, tk);
