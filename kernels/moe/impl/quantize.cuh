@@ -3,7 +3,7 @@
 // Each token row gets 2^tpr_shift threads (whole warps, 32..256, sized on the host so that a
 // thread has about four 16-byte chunks of the row), a CTA 256 / that many rows; one read of the
 // row: each thread keeps its chunks in registers while the row's warps find its amax (rowwise;
-// rows longer than the registers hold are read twice), or while its half-warp finds the amax of
+// rows of more than 8192 k are read twice), or while its half-warp finds the amax of
 // its 1x128 group (block). Few chunks per thread because decode has few rows (64 at 8 tokens x 8
 // experts): the work must spread over the SMs; whole rows per CTA at small K, or the CTA count
 // (one per row) would dominate the time.
@@ -20,7 +20,8 @@
 namespace ldmoe {
 
 constexpr int kQuantThreads = 256;   // per CTA
-constexpr int kQuantRegChunks = 8;   // 16-byte chunks a thread keeps (rows up to 16384 k in one read)
+constexpr int kQuantRegChunks = 4;   // 16-byte chunks a thread keeps (rows up to 8192 k in one read):
+                                     // few registers, so that four CTAs fit an SM (launch bounds)
 
 __device__ __forceinline__ float absmax8(const uint4 &v) {
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
@@ -57,7 +58,7 @@ inline int quant_tpr_shift(int chunks) {
 }
 
 template <int SCALING>
-__global__ void __launch_bounds__(kQuantThreads) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
+__global__ void __launch_bounds__(kQuantThreads, 4) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
                                                                       uint2 *__restrict__ x8, float *__restrict__ xs,
                                                                       int tpr_shift) {
     const int tpr = 1 << tpr_shift, tid = threadIdx.x, lane = tid & 31;
