@@ -124,12 +124,10 @@ struct Fp8Cfg : Base {
     // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
     // after every read of k-block c - 2, which used the same row.
     static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
-    // The 64-token tile (the decode tile AUTO picks up to 64 tokens per expert) keeps them in
-    // registers instead: each thread loads the NN/4 token scales of its own columns and its
-    // warpgroup's weight scale one k-block ahead (at most 17 floats), so no barrier and no
-    // shared-memory round trip sit in its k loop. Wider tiles would need twice as many registers.
-    static constexpr bool REG_SCALES = SCALING == LDMOE_FP8_BLOCK && Base::BN <= 64;
-    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK && !REG_SCALES ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
+    // Tiles of at most REG_SCALES_N token columns (a tile's wgmma n: the token chunks of the
+    // decode tiles) keep them in registers instead (run_tile_fp8).
+    static constexpr int REG_SCALES_N = 16;
+    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
     static constexpr int SMEM = Base::SMEM + XS_BYTES;
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
     static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
@@ -142,9 +140,10 @@ struct Fp8Cfg : Base {
 // 0 for the bf16 shapes, the scaling scheme for Fp8Cfg ones.
 template <class C, class = void> struct fp8_scaling_of : std::integral_constant<int, 0> {};
 template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
-// Fp8Cfg::REG_SCALES, false for the bf16 shapes.
-template <class C, class = void> struct fp8_reg_scales : std::false_type {};
-template <class C> struct fp8_reg_scales<C, std::void_t<decltype(C::REG_SCALES)>> : std::bool_constant<C::REG_SCALES> {};
+// Fp8Cfg::REG_SCALES_N, 0 for the bf16 shapes.
+template <class C, class = void> struct fp8_reg_scales_n : std::integral_constant<int, 0> {};
+template <class C> struct fp8_reg_scales_n<C, std::void_t<decltype(C::REG_SCALES_N)>>
+    : std::integral_constant<int, C::REG_SCALES_N> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
 
@@ -327,9 +326,15 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         kq = kq >= nk ? kq - nk : kq;
         return kq * C::KSUB + sub;
     };
-    // C::REG_SCALES: k-block kb's scales for this thread's token columns 8j + 2q + v (nx) and
-    // its warpgroup's weight block (nw), zero outside K or past the tile's tokens.
-    constexpr bool REG = fp8_reg_scales<C>::value;
+    // Block scheme with at most C::REG_SCALES_N columns (a few tokens per expert): each thread
+    // loads k-block kb's scales for its own token columns 8j + 2q + v (nx, NN/4 of them) and its
+    // warpgroup's weight block (nw) into registers one k-block ahead, so no barrier and no
+    // shared-memory round trip sit in the k loop (zero outside K or past the tile's tokens).
+    // With more columns the loads per thread and k-block (sixteen at n = 64) cost more than the
+    // staging they replace, so wider tiles keep the shared-memory staging (doc/moe.md "FP8").
+    // Tiles of both kinds may follow each other: the register tiles neither read nor write the
+    // scale rows, nor count k-blocks in xc.
+    constexpr bool REG = SCH == LDMOE_FP8_BLOCK && NN <= fp8_reg_scales_n<C>::value;
     [[maybe_unused]] float nx[REG ? NA / 2 : 1], nw = 0.f;
     auto load_scales = [&](int kb) {
         const bool in_k = kb < pf.KB;
