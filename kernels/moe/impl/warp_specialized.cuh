@@ -124,9 +124,6 @@ struct Fp8Cfg : Base {
     // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
     // after every read of k-block c - 2, which used the same row.
     static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
-    // Tiles of at most REG_SCALES_N token columns (a tile's wgmma n: the token chunks of the
-    // decode tiles) keep them in registers instead (run_tile_fp8).
-    static constexpr int REG_SCALES_N = 16;
     static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
     static constexpr int SMEM = Base::SMEM + XS_BYTES;
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
@@ -140,10 +137,6 @@ struct Fp8Cfg : Base {
 // 0 for the bf16 shapes, the scaling scheme for Fp8Cfg ones.
 template <class C, class = void> struct fp8_scaling_of : std::integral_constant<int, 0> {};
 template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
-// Fp8Cfg::REG_SCALES_N, 0 for the bf16 shapes.
-template <class C, class = void> struct fp8_reg_scales_n : std::integral_constant<int, 0> {};
-template <class C> struct fp8_reg_scales_n<C, std::void_t<decltype(C::REG_SCALES_N)>>
-    : std::integral_constant<int, C::REG_SCALES_N> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
 
@@ -326,32 +319,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         kq = kq >= nk ? kq - nk : kq;
         return kq * C::KSUB + sub;
     };
-    // Block scheme with at most C::REG_SCALES_N columns (a few tokens per expert): each thread
-    // loads k-block kb's scales for its own token columns 8j + 2q + v (nx, NN/4 of them) and its
-    // warpgroup's weight block (nw) into registers one k-block ahead, so no barrier and no
-    // shared-memory round trip sit in the k loop (zero outside K or past the tile's tokens).
-    // With more columns the loads per thread and k-block (sixteen at n = 64) cost more than the
-    // staging they replace, so wider tiles keep the shared-memory staging (doc/moe.md "FP8").
-    // Tiles of both kinds may follow each other: the register tiles neither read nor write the
-    // scale rows, nor count k-blocks in xc.
-    constexpr bool REG = SCH == LDMOE_FP8_BLOCK && NN <= fp8_reg_scales_n<C>::value;
-    [[maybe_unused]] float nx[REG ? NA / 2 : 1], nw = 0.f;
-    auto load_scales = [&](int kb) {
-        const bool in_k = kb < pf.KB;
-        nw = in_k && wg_row < t.nrows ? __ldg(pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + wg_row, kb))
-                                      : 0.f;
-        const float *xr = pf.xs + (int64_t)kb * p.T + t.tok0;
-        #pragma unroll
-        for (int j = 0; j < NA / 4; ++j)
-            #pragma unroll
-            for (int v = 0; v < 2; ++v) {
-                const int tt = 8 * j + 2 * q + v;
-                nx[REG ? 2 * j + v : 0] = in_k && tt < t.rows ? __ldg(xr + tt) : 0.f;
-            }
-    };
-    if constexpr (SCH == LDMOE_FP8_BLOCK && REG) {
-        load_scales(kblock(0, 0));
-    } else if constexpr (SCH == LDMOE_FP8_BLOCK) {
+    if constexpr (SCH == LDMOE_FP8_BLOCK) {
         xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
                                             C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
         stage_scales(kblock(0, 0), xc % C::XS_BUFS);
@@ -382,29 +350,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                                               wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
                 wg_commit();
                 const bool last = mg + AM == C::MI;   // this k-block's last group
-                if constexpr (SCH == LDMOE_FP8_BLOCK && REG) {
-                    // This k-block's scales, then the next one's loads, in flight while the wgmmas run.
-                    float cx[NA / 2];
-                    #pragma unroll
-                    for (int i = 0; i < NA / 2; ++i) cx[i] = nx[i];
-                    const float sw = nw;
-                    const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
-                    if (more) load_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0));
-                    wg_wait<0>();
-                    fence_acc();
-                    #pragma unroll
-                    for (int j = 0; j < NA / 4; ++j) {
-                        const float b0 = sw * cx[2 * j], b1 = sw * cx[2 * j + 1];
-                        #pragma unroll
-                        for (int a = 0; a < AM; ++a) {
-                            float *sm = sum[mg + a];
-                            sm[4 * j] = fmaf(acc[a][4 * j], b0, sm[4 * j]);
-                            sm[4 * j + 1] = fmaf(acc[a][4 * j + 1], b1, sm[4 * j + 1]);
-                            sm[4 * j + 2] = fmaf(acc[a][4 * j + 2], b0, sm[4 * j + 2]);
-                            sm[4 * j + 3] = fmaf(acc[a][4 * j + 3], b1, sm[4 * j + 3]);
-                        }
-                    }
-                } else if constexpr (SCH == LDMOE_FP8_BLOCK) {
+                if constexpr (SCH == LDMOE_FP8_BLOCK) {
                     // The next k-block's scales go into the next row while these wgmmas run (an
                     // empty commit group after the tile's last one).
                     if (mg == 0) {
