@@ -104,12 +104,13 @@ enum ldmoe_mode {
     X(20, WS_128x64_C16, 128, 64)      \
     X(21, WS_128x128_C16, 128, 128)
 
-/* The FP8 tiles (ldmoe_grouped_mm_fp8 only), X(value, NAME, weight rows, tokens) as above: the
- * warp-specialized decode tiles with e4m3 x e4m3 -> fp32 wgmma (k = 32 per instruction, a k-block
- * of 128 bytes is 128 k). Each is built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO
- * takes WS_128x64_C16_FP8 up to 32 tokens per expert on average, else WS_128x128_C16_FP8 (there
- * is no FP8 prefill tile yet). Compute capability 9.0 only. Values never collide with the bf16
- * tiles' (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
+/* The FP8 tiles (ldmoe_grouped_mm_fp8 only), X(value, NAME, weight rows, tokens) as above:
+ * warp-specialized tiles with e4m3 x e4m3 -> fp32 wgmma (k = 32 per instruction, a k-block of
+ * 128 bytes is 128 k), weights on the MMA's M side: two decode tiles and a prefill tile. Each is
+ * built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO takes WS_128x64_C16_FP8 up to 64
+ * tokens per expert on average, WS_128x128_C16_FP8 up to LDMOE_FP8_PREFILL_MIN - 1, then
+ * WS_256x128_FP8 (ldmoe_heuristics.h). Compute capability 9.0 only. Values never collide with
+ * the bf16 tiles' (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
 #define LDMOE_FP8_TILE_LIST(X)          \
     X(22, WS_128x64_C16_FP8, 128, 64)  \
     X(23, WS_128x128_C16_FP8, 128, 128) \

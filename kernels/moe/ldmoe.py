@@ -541,9 +541,10 @@ def quantize_fp8(x, scaling="rowwise"):
 
 
 def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile):
-    """Checked arguments of grouped_mm_fp8 as (_Fp8Params without its stream, out, device, keep):
-    keep holds the tensors made here (a reordered x_scale; bf16 x's quantized copy and scales,
-    whose quantization kernel this queues last, after every check) that must live until the launch.
+    """Checked arguments of grouped_mm_fp8 as (_Fp8Params without its stream, out, device, keep,
+    pre): keep holds the tensors made here (a reordered x_scale; bf16 x's quantized copy and
+    scales) that must live until the launch; pre is None, or (bf16 x) the call that queues the
+    quantization kernel, to be made after every other check, right before the GEMM.
     Types, dtypes and shapes are checked first, devices and memory order last, so every
     refusal but the device ones can be seen without a GPU (tests/moe/test_ldmoe_py.py)."""
     _need_torch("grouped_mm_fp8")
@@ -560,7 +561,8 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
         if not isinstance(t, torch.Tensor):
             raise TypeError("%s must be a torch.Tensor" % name)
         if t.dtype != dtype:
-            raise TypeError("%s must be %s, got %s" % (name, dtype, t.dtype))
+            raise TypeError("%s must be %s, got %s%s" % (name, dtype, t.dtype, " (or bfloat16 with x_scale None)"
+                                                         if name == "x" else ""))
         if t.dim() != ndim:
             raise ValueError("%s must have %d dims, got shape %s" % (name, ndim, tuple(t.shape)))
 
@@ -571,6 +573,8 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
         typed(x, "x", f8, 2)
     elif x.dim() != 2:
         raise ValueError("x must have 2 dims, got shape %s" % (tuple(x.shape),))
+    elif x.shape[1] % 16:
+        raise ValueError("K = %d must be a multiple of 16" % x.shape[1])
     if lay == LAYOUTS["packed"]:
         if not isinstance(w, PackedWeights):
             raise TypeError("layout 'packed' takes the PackedWeights that pack() returns")
@@ -631,7 +635,7 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
             ((out, "out"),) if out is not None else ()):
         if t.device != dev:
             raise ValueError("%s is on %s, expected %s" % (name, t.device, dev))
-    keep = []
+    keep, launch = [], None
     if quant:
         x, x_scale, launch = _quantize_checked(x, sch)
         keep += [x, x_scale]
@@ -649,9 +653,7 @@ def _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_
     b.steal_waves = float(steal_waves)
     b.tile = tile_v
     p.scaling, p.x_scale, p.w_scale = sch, x_scale.data_ptr(), w_scale.data_ptr()
-    if quant:
-        launch()
-    return p, out, dev, keep
+    return p, out, dev, keep, launch
 
 
 def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None, mode="auto", out=None,
@@ -667,10 +669,14 @@ def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None,
     quantize_block returns it, is used as is, other strides are copied into that order),
     w_scale [E, ceil(N/128), ceil(K/128)] plain, [D, E, ceil(N/D/128), ceil(K/128)] otherwise.
     All float32, on x's device. out [T, N] bf16 (allocated when None). mode, steal_waves as for
-    grouped_mm; tile: "auto" or a name of FP8_TILES. Needs compute capability 9.0."""
-    p, out, dev, keep = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
+    grouped_mm; tile: "auto" or a name of FP8_TILES. Needs compute capability 9.0. With bf16 x,
+    every check made here precedes the quantization kernel; the library's own (compute
+    capability, a tile given by value) come after it, and then nothing is written to out."""
+    p, out, dev, keep, pre = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
     with torch.cuda.device(dev):
         p.base.stream = torch.cuda.current_stream(dev).cuda_stream
+        if pre:
+            pre()
         _check(_load().ldmoe_grouped_mm_fp8(ctypes.byref(p)))
     del keep   # freed once queued: the caching allocator reuses it only in this stream's order
     return out

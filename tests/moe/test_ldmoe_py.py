@@ -190,6 +190,7 @@ def main_torch():
     raises(lambda: call(x8, w8, offs, None, ws), TypeError, "x_scale must be a float32", "e4m3 x without x_scale")
     raises(lambda: call(xbf, w8, offs, None, ws[:, :5]), ValueError, "w_scale for rowwise", "bf16 x: w_scale shape still checked")
     raises(lambda: call(xbf[0], w8, offs, None, ws), ValueError, "x must have 2 dims", "bf16 x rank")
+    raises(lambda: call(xbf[:, :24], w8, offs, None, ws), ValueError, "multiple of 16", "bf16 x: K % 16 before any device check")
     raises(lambda: call(xbf.half(), w8, offs, None, ws), TypeError, "x must be torch.float8_e4m3fn", "fp16 x refused")
     raises(lambda: call(xbf.t().contiguous().t(), w8, offs, None, ws), ValueError, "x must be contiguous", "bf16 x contiguity")
     qz = ldmoe.quantize_fp8

@@ -125,13 +125,14 @@ def grouped_mm_fp8(x, w, offs, x_scale, w_scale, scaling="rowwise", layout=None,
     """ldmoe.grouped_mm_fp8 with the lab's arguments (as grouped_mm here); x may be bf16 with
     x_scale None, as there."""
     lib = _load()
-    f, out, dev, keep = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
+    f, out, dev, keep, pre = _fp8_params(x, w, offs, x_scale, w_scale, scaling, layout, mode, out, steal_waves, tile)
     p = _LabFp8Params()
     p.fp8 = f
     _lab_args(p, dev, debug_tiles, tune, trace)
     with torch.cuda.device(dev):
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        p.fp8.base.stream = stream
+        p.fp8.base.stream = torch.cuda.current_stream(dev).cuda_stream
+        if pre:
+            pre()
         _check(lib.ldmoe_lab_grouped_mm_fp8(ctypes.byref(p)))
     del keep
     return out

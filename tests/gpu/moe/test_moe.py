@@ -334,7 +334,18 @@ def test_fp8_quantize(gen):
     ldmoe.quantize_rowwise / quantize_block(x, 1) bit for bit, with zero rows, outliers, K not a
     multiple of 128 and poisoned outputs; then grouped_mm_fp8 on bf16 x (quantized inside the
     call) against the same call on the quantized operands: identical outputs."""
-    for T, K in [(1, 16), (7, 144), (300, 4096), (64, 7168), (513, 1040), (33, 2048)]:
+    def quantize_poisoned(xb, scaling):
+        # ldmoe_quantize_fp8 into outputs filled with NaN (0x7f is an e4m3 NaN), so that an
+        # element or a scale it fails to write shows.
+        T, K = xb.shape
+        q8 = torch.full((T, K), 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+        qs = torch.full((T,) if scaling == "rowwise" else (-(-K // 128), T), float("nan"), device="cuda")
+        ldmoe._check(ldmoe._load().ldmoe_quantize_fp8(xb.data_ptr(), T, K, ldmoe.SCALINGS[scaling], q8.data_ptr(),
+                                                      qs.data_ptr(), torch.cuda.current_stream().cuda_stream))
+        return q8, qs if scaling == "rowwise" else qs.t()
+
+    # K > 8192: rowwise reads the row twice, block runs more than four passes; 16400 is no multiple of 128
+    for T, K in [(1, 16), (7, 144), (300, 4096), (64, 7168), (513, 1040), (33, 2048), (5, 9216), (3, 16400)]:
         x = (torch.randn((T, K), generator=gen) * 2.0 ** torch.randint(-8, 9, (T, 1), generator=gen).float())
         x[T // 2] = 0                       # an all-zero row: scale 1
         x[0, K // 3] = 3.0e4                # an outlier
@@ -343,13 +354,17 @@ def test_fp8_quantize(gen):
         xb = x.to(torch.bfloat16).cuda()
         for scaling in ("rowwise", "block"):
             want8, wants = ldmoe.quantize_rowwise(xb) if scaling == "rowwise" else ldmoe.quantize_block(xb, 1)
-            q8, qs = ldmoe.quantize_fp8(xb, scaling)
+            q8, qs = quantize_poisoned(xb, scaling)
+            p8, ps = ldmoe.quantize_fp8(xb, scaling)   # the Python entry: the same bytes
             torch.cuda.synchronize()
+            same8 = torch.equal(p8.view(torch.uint8), want8.view(torch.uint8)) and torch.equal(ps, wants)
+            report(same8 and (ps.is_contiguous() if scaling == "rowwise" else ps.t().is_contiguous()),
+                   "fp8 ldmoe.quantize_fp8 %s T=%d K=%d = ldmoe.quantize_%s" % (scaling, T, K, scaling))
             same8 = torch.equal(q8.view(torch.uint8), want8.view(torch.uint8))
             sames = torch.equal(qs, wants)
             layout_ok = qs.shape == wants.shape and (scaling == "rowwise" or qs.t().is_contiguous())
             bad = int((q8.view(torch.uint8) != want8.view(torch.uint8)).sum())
-            report(same8 and sames and layout_ok, "fp8 quantize_fp8 %s T=%d K=%d = ldmoe.quantize_%s" % (
+            report(same8 and sames and layout_ok, "fp8 ldmoe_quantize_fp8 %s T=%d K=%d into NaN = ldmoe.quantize_%s" % (
                 scaling, T, K, scaling), "bytes differing %d, scales equal %s, shape %s" % (bad, sames, tuple(qs.shape)))
     # bf16 activations through grouped_mm_fp8: the same result as quantizing first
     T, E, N, K = 300, 6, 1024, 1040
