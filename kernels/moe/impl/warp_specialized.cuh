@@ -115,7 +115,8 @@ struct Fp8Cfg : Base {
     static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK || Base::MI > 1;
     static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
     // The 256-row tile's consumers hold two blocks of sums and a set of accumulators (192
-    // registers) besides their addresses: at 224 they spilled, so its producer gives up more.
+    // registers) besides their addresses: at 224 they spilled more than at 232, where a few
+    // bytes remain (build/moe-ptxas.log), so its producer gives up more.
     static constexpr int PRODUCER_REGS = Base::MI > 1 ? 40 : Base::PRODUCER_REGS;
     static constexpr int CONSUMER_REGS = Base::MI > 1 ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
