@@ -516,7 +516,7 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
 
     if (!device_has_wgmma())
         return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 tiles use wgmma, which needs a compute capability 9.0 GPU");
-    const int tile = p->tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile_fp8(p->T, p->E) : p->tile;
+    const int tile = p->tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile_fp8(p->T, p->E, f->scaling) : p->tile;
     const TileCfg c = tile_cfg_fp8(tile, f->scaling);
     KParamsF8 kp;
     memset(&kp, 0, sizeof kp);
@@ -668,7 +668,16 @@ LDMOE_API int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, v
                     x, x8, (void *)x_scale);
     if (T == 0) { g_msg[0] = 0; return LDMOE_OK; }
     const int sh = quant_tpr_shift(K / 8), rows_per_cta = kQuantThreads >> sh;
-    const unsigned blocks = (unsigned)((T + rows_per_cta - 1) / rows_per_cta);
+    unsigned blocks = (unsigned)((T + rows_per_cta - 1) / rows_per_cta);
+    if (scaling == LDMOE_FP8_ROWWISE) {
+        // Rowwise CTAs loop over rows (quantize.cuh): no more of them than are resident at once
+        // (the launch bounds promise four per SM).
+        int dev = 0, sms = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
+        if (sms > 0 && blocks > 4u * (unsigned)sms) blocks = 4u * (unsigned)sms;
+    }
     const uint4 *src = (const uint4 *)x;
     uint2 *dst = (uint2 *)x8;
     if (scaling == LDMOE_FP8_ROWWISE)

@@ -29,7 +29,7 @@ LDMOE_BUILD    := $(BUILD)/moe
 LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
-LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_heuristics.h $(wildcard $(LDMOE_DIR)/impl/*.cuh) \
+LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_heuristics.h $(wildcard $(LDMOE_DIR)/impl/*.cuh) $(LDMOE_DIR)/impl/div_rn.h \
                   kernels/ldshim_topology.h
 # sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
 # always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels
@@ -74,9 +74,9 @@ $(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map $(wildcard VERSI
 # ---- CPU tests ----
 LDMOE_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_cpu
 # Linked against build/libldmoe.so, it loads $(LDMOE_SONAME): the link beside the library.
-$(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h
+$(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h $(LDMOE_DIR)/impl/div_rn.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
 
 # The device scheduler (impl/scheduler.cuh) compiled for the host, one thread per simulated CTA.
 LDMOE_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_sched

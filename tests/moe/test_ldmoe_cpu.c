@@ -1,13 +1,15 @@
 /* test_ldmoe_cpu.c — CPU tests of libldmoe: tile numbering (the kernel's and the tests' shared
  * contract), the steal rule, the layout row mapping, AUTO's tile choice for both kinds of GPU,
  * and argument validation through the real library (no GPU needed: every rejected call returns
- * before touching CUDA). The lab library has its own suite (test_ldmoe_lab_cpu.c). */
+ * before touching CUDA), and the quantizer's division against IEEE division. The lab library has its own suite (test_ldmoe_lab_cpu.c). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_heuristics.h"
 #include "kernels/moe/ldmoe_tiles.h"
+#include "kernels/moe/impl/div_rn.h"
 #include "kernels/ldshim_topology.h"
 #include "tests/unit/cunit_main.h"
 
@@ -282,10 +284,10 @@ static void test_tile_info(void) {
         CU_ASSERT_EQUAL(bound, ((1000 + bn - 1) / bn + 8) * 2 * ((2048 + bm - 1) / bm));
     }
     /* every other value is refused: the lab's tiles (1, 2, 5, 6, 9-18) among them; the FP8
-     * tiles (22..24) answer their geometry (test_fp8_tiles) */
+     * tiles (22..25) answer their geometry (test_fp8_tiles) */
     for (int t = -1; t < 64; ++t) {
         int known = t == 0 || t == LDMOE_TILE_WS_128x64_C16_FP8 || t == LDMOE_TILE_WS_128x128_C16_FP8 ||
-                    t == LDMOE_TILE_WS_256x128_FP8;
+                    t == LDMOE_TILE_WS_256x128_FP8 || t == LDMOE_TILE_WS_256x64_C16_FP8;
         for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) known |= geo[i].tile == t;
         if (!known) CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, t, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     }
@@ -525,16 +527,68 @@ static void test_fp8_tiles(void) {
                                     &bound), LDMOE_OK);
     CU_ASSERT(bm == 256 && bn == 128);
     CU_ASSERT_EQUAL(bound, ((1000 + 127) / 128 + 8) * 2 * (2048 / 256));
+    CU_ASSERT_EQUAL(LDMOE_TILE_WS_256x64_C16_FP8, 25);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_256x64_C16_FP8, &bm, &bn,
+                                    &bound), LDMOE_OK);
+    CU_ASSERT(bm == 256 && bn == 64);
+    CU_ASSERT_EQUAL(bound, ((1000 + 63) / 64 + 8) * 2 * (2048 / 256));
 #define NOT_BF16_(value, name, bm_, bn_) CU_ASSERT(!in_tile_list(value));
     LDMOE_FP8_TILE_LIST(NOT_BF16_)
 #undef NOT_BF16_
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8), LDMOE_TILE_WS_128x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((LDMOE_FP8_PREFILL_MIN - 1) * 8, 8), LDMOE_TILE_WS_128x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(LDMOE_FP8_PREFILL_MIN * 8, 8), LDMOE_TILE_WS_256x128_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1), LDMOE_TILE_WS_256x128_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((LDMOE_FP8_PREFILL_MIN - 1) * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(LDMOE_FP8_PREFILL_MIN * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(LDMOE_FP8_PREFILL_MIN * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_FP8);
+}
+
+static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* The quantizer's division (impl/div_rn.h) against IEEE division: every finite bf16 x with
+ * |x| <= 512 s (the kernel divides by s = amax / 448 only elements with |x| <= amax), for scales
+ * made as the kernel makes them from random bf16 amax values, from amax values at the edges of
+ * the range where it is used, and from significands of all ones. Quotients of 2^-12 and more
+ * must be the same float; smaller ones (which become e4m3 zero either way) must both stay below
+ * 2^-10, with x's sign. */
+static void test_quantize_division(void) {
+    float scales[160];
+    int ns = 0;
+    uint32_t seed = 12345;
+    for (int i = 0; i < 120; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        const float amax = bits_f(((0x0080u + (seed >> 16) % 0x7e80u) & 0x7fffu) << 16);   /* a finite bf16 > 0 */
+        scales[ns++] = amax * (1.f / 448.f);
+    }
+    const float edges[] = {1.f, 448.f, 0x1.fep127f, 0x1.000002p-71f, 0x1.fep-71f, 0x1p-60f, 1e30f, 3e-20f};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; ++i) scales[ns++] = edges[i] * (1.f / 448.f);
+    for (int e = -70; e <= 120; e += 10) scales[ns++] = ldexpf(0x1.fffffep0f, e);   /* significand all ones */
+    long checked = 0, wrong = 0;
+    for (int i = 0; i < ns; ++i) {
+        const float s = scales[i];
+        if (!(s >= LDMOE_DIV_MIN_SCALE && s <= LDMOE_DIV_MAX_SCALE)) continue;   /* the kernel divides there */
+        const float r = 1.f / s;
+        for (uint32_t b = 0; b < 0x10000u; ++b) {
+            const float x = bits_f(b << 16);
+            if (!isfinite(x) || fabsf(x) > 512.f * s) continue;
+            const float want = x / s, got = ldmoe_div_by(x, s, r);
+            ++checked;
+            if (fabsf(want) >= 0x1p-12f ? f_bits(got) != f_bits(want)
+                                        : !(fabsf(got) < 0x1p-10f && signbit(got) == signbit(x)))
+                ++wrong;
+        }
+    }
+    CU_ASSERT(ns > 130);
+    CU_ASSERT(checked > 1000000);
+    CU_ASSERT_EQUAL(wrong, 0);
+    /* -0 keeps its sign */
+    CU_ASSERT(signbit(ldmoe_div_by(-0.f, 3.f, 1.f / 3.f)));
 }
 
 /* ldmoe_quantize_fp8: every refusal before a CUDA call; T = 0 is a no-op. */
@@ -580,4 +634,5 @@ static void register_tests(void) {
     CU_add_test(s, "FP8 packed layout, packer and converter validation", test_fp8_layouts);
     CU_add_test(s, "FP8 tiles and AUTO's FP8 choice", test_fp8_tiles);
     CU_add_test(s, "FP8 activation quantization validation", test_quantize_validation);
+    CU_add_test(s, "FP8 quantizer's division is IEEE division", test_quantize_division);
 }

@@ -16,6 +16,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 #include "kernels/moe/ldmoe.h"
+#include "kernels/moe/impl/div_rn.h"
 
 namespace ldmoe {
 
@@ -34,15 +35,29 @@ __device__ __forceinline__ float absmax8(const uint4 &v) {
     return m;
 }
 
-// Eight bf16 divided by `scale`, as eight e4m3 bytes.
-__device__ __forceinline__ uint2 to_e4m3x8(const uint4 &v, float scale) {
+// A row's (or group's) divisor: the scale and, where the three-operation division applies
+// (impl/div_rn.h), its reciprocal; elsewhere (an all-but-zero or infinite amax) rcp = 0 and
+// the IEEE division is used.
+struct Divisor {
+    float scale, rcp;
+};
+__device__ __forceinline__ Divisor divisor_of(float scale) {
+    const bool fast = scale >= LDMOE_DIV_MIN_SCALE && scale <= LDMOE_DIV_MAX_SCALE;
+    return {scale, fast ? 1.f / scale : 0.f};
+}
+__device__ __forceinline__ float divide(float x, const Divisor &d) {
+    return d.rcp != 0.f ? ldmoe_div_by(x, d.scale, d.rcp) : x / d.scale;
+}
+
+// Eight bf16 divided by the scale (as `x / scale` rounds), as eight e4m3 bytes.
+__device__ __forceinline__ uint2 to_e4m3x8(const uint4 &v, const Divisor &d) {
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
     uint32_t out[2];
     #pragma unroll
     for (int i = 0; i < 2; ++i) {
         const float2 a = __bfloat1622float2(h[2 * i]), b = __bfloat1622float2(h[2 * i + 1]);
-        const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a.x / scale, a.y / scale), __NV_SATFINITE, __NV_E4M3);
-        const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(b.x / scale, b.y / scale), __NV_SATFINITE, __NV_E4M3);
+        const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(divide(a.x, d), divide(a.y, d)), __NV_SATFINITE, __NV_E4M3);
+        const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(divide(b.x, d), divide(b.y, d)), __NV_SATFINITE, __NV_E4M3);
         out[i] = lo | (hi << 16);
     }
     return make_uint2(out[0], out[1]);
@@ -57,53 +72,79 @@ inline int quant_tpr_shift(int chunks) {
     return sh;
 }
 
+// Rowwise rows are visited grid-stride (the host caps the grid at what is resident): while a
+// row's amax is reduced and its bytes converted, each thread's loads of its next row are
+// already in flight, so the stream does not stop at every row's barrier; at decode the grid
+// covers the rows and the loop runs once.
 template <int SCALING>
 __global__ void __launch_bounds__(kQuantThreads, 4) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
                                                                       uint2 *__restrict__ x8, float *__restrict__ xs,
                                                                       int tpr_shift) {
     const int tpr = 1 << tpr_shift, tid = threadIdx.x, lane = tid & 31;
     const int lt = tid & (tpr - 1);   // thread within its row
-    const int64_t row = (int64_t)blockIdx.x * (kQuantThreads >> tpr_shift) + (tid >> tpr_shift);
-    const bool live = row < T;        // the last CTA's spare rows still take part in its barrier
+    const int rows_per_cta = kQuantThreads >> tpr_shift;
     const int chunks = K / 8;         // 16-byte chunks of bf16 (K % 16 == 0)
-    const uint4 *src = x + (live ? row : 0) * chunks;
-    uint2 *dst = x8 + (live ? row : 0) * chunks;
     if constexpr (SCALING == LDMOE_FP8_ROWWISE) {
-        __shared__ float red[kQuantThreads / 32];
+        __shared__ float red[2][kQuantThreads / 32];   // by iteration parity: one barrier per row
         const bool in_regs = chunks <= tpr * kQuantRegChunks;
-        uint4 v[kQuantRegChunks];
-        float amax = 0.f;
-        if (in_regs) {
-            #pragma unroll
-            for (int i = 0; i < kQuantRegChunks; ++i) {
-                const int c = lt + i * tpr;
-                v[i] = live && c < chunks ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
-                amax = fmaxf(amax, absmax8(v[i]));
-            }
-        } else if (live) {
-            for (int c = lt; c < chunks; c += tpr) amax = fmaxf(amax, absmax8(__ldg(src + c)));
-        }
-        #pragma unroll
-        for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        if (lane == 0) red[tid >> 5] = amax;
-        __syncthreads();
+        const int64_t stride = (int64_t)gridDim.x * rows_per_cta;
         const int w0 = (tid >> tpr_shift) << (tpr_shift - 5);   // the row's first warp
-        for (int w = 0; w < tpr >> 5; ++w) amax = fmaxf(amax, red[w0 + w]);
-        const float scale = scale_of(amax);
-        if (!live) return;
-        if (in_regs) {
+        uint4 v[kQuantRegChunks];
+        auto load = [&](int64_t row) {   // this thread's chunks of `row` (zeros past T)
+            const uint4 *src = x + (row < T ? row : 0) * chunks;
             #pragma unroll
             for (int i = 0; i < kQuantRegChunks; ++i) {
                 const int c = lt + i * tpr;
-                if (c < chunks) dst[c] = to_e4m3x8(v[i], scale);
+                v[i] = row < T && c < chunks ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
             }
-        } else {
-            for (int c = lt; c < chunks; c += tpr) dst[c] = to_e4m3x8(__ldg(src + c), scale);
+        };
+        int64_t row = (int64_t)blockIdx.x * rows_per_cta + (tid >> tpr_shift);
+        if (in_regs) load(row);
+        // Every thread runs every iteration (the barrier): the CTA goes on while its first row
+        // is below T; rows past T take part in the barrier without loading or storing.
+        for (int it = 0; row - (tid >> tpr_shift) < T; ++it, row += stride) {
+            const bool live = row < T;
+            const uint4 *src = x + (live ? row : 0) * chunks;
+            uint2 *dst = x8 + (live ? row : 0) * chunks;
+            float amax = 0.f;
+            uint4 cur[kQuantRegChunks];
+            if (in_regs) {
+                #pragma unroll
+                for (int i = 0; i < kQuantRegChunks; ++i) {
+                    cur[i] = v[i];
+                    amax = fmaxf(amax, absmax8(cur[i]));
+                }
+                load(row + stride);   // the next row's loads overlap this row's reduction and stores
+            } else if (live) {
+                for (int c = lt; c < chunks; c += tpr) amax = fmaxf(amax, absmax8(__ldg(src + c)));
+            }
+            #pragma unroll
+            for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            if (lane == 0) red[it & 1][tid >> 5] = amax;
+            __syncthreads();
+            for (int w = 0; w < tpr >> 5; ++w) amax = fmaxf(amax, red[it & 1][w0 + w]);
+            const float scale = scale_of(amax);
+            const Divisor d = divisor_of(scale);
+            if (!live) continue;
+            if (in_regs) {
+                #pragma unroll
+                for (int i = 0; i < kQuantRegChunks; ++i) {
+                    const int c = lt + i * tpr;
+                    if (c < chunks) dst[c] = to_e4m3x8(cur[i], d);
+                }
+            } else {
+                for (int c = lt; c < chunks; c += tpr) dst[c] = to_e4m3x8(__ldg(src + c), d);
+            }
+            if (lt == 0) xs[row] = scale;
         }
-        if (lt == 0) xs[row] = scale;
     } else {
         // A group is 128 k = 16 chunks = 16 consecutive threads of the row (tpr is a multiple of
         // 16); every thread runs every iteration, so the shuffles always have their whole warp.
+        // One row per thread group and CTA (the host launches one CTA per rows_per_cta rows).
+        const int64_t row = (int64_t)blockIdx.x * rows_per_cta + (tid >> tpr_shift);
+        const bool live = row < T;
+        const uint4 *src = x + (live ? row : 0) * chunks;
+        uint2 *dst = x8 + (live ? row : 0) * chunks;
         const int KB = (K + 127) / 128, iters = (chunks + tpr - 1) / tpr;
         #pragma unroll 4
         for (int i = 0; i < iters; ++i) {
@@ -114,7 +155,7 @@ __global__ void __launch_bounds__(kQuantThreads, 4) quantize_fp8_kernel(const ui
             #pragma unroll
             for (int o = 8; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             const float scale = scale_of(amax);
-            if (in) dst[c] = to_e4m3x8(v, scale);
+            if (in) dst[c] = to_e4m3x8(v, divisor_of(scale));
             if (live && (c & 15) == 0 && c / 16 < KB) xs[(int64_t)(c / 16) * T + row] = scale;
         }
     }

@@ -26,6 +26,11 @@ using Shape_WS_256x128_EW = WsCfg<256, 128, 3, 1, false, true>;       // 3 stage
 // (WS_128x64_C16_FP8: 4 stages of 256 k, 128 KiB of weights in flight; WS_128x128_C16_FP8: 6 of 128 k).
 template <int S> using Shape_WS_128x64_C16_FP8 = Fp8Cfg<Shape_WS_128x64_C16, S>;
 template <int S> using Shape_WS_128x128_C16_FP8 = Fp8Cfg<Shape_WS_128x128_C16, S>;
+// Decode, 256 weight rows x 64 tokens (token boxes of 16 rows, as WS_128x64_C16_FP8), four
+// stages of 128 k (40 KiB each: 128 KiB of weights in flight): each token box feeds twice the
+// weight rows, so at 64 tokens the bytes read from L2 drop from 1.5x to 1.25x the weights', and
+// each consumer warpgroup issues eight wgmmas per promotion instead of four.
+template <int S> using Shape_WS_256x64_C16_FP8 = Fp8Cfg<WsCfg<256, 64, 4, 1, true, false, 16>, S>;
 // Prefill: 256 weight rows (two m64 blocks per consumer warpgroup, promoted one after the other)
 // x 128 tokens, 3 stages of 128 k (48 KiB each) and the staged epilogue. Twice the weight rows
 // per token box of WS_128x128_C16_FP8 halve the bytes each FLOP reads from L2.

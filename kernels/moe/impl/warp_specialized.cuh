@@ -114,11 +114,13 @@ struct Fp8Cfg : Base {
     // m64 blocks of sums per thread). moe.mk checks their launch registers as for prefill.
     static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK || Base::MI > 1;
     static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
-    // The 256-row tile's consumers hold two blocks of sums and a set of accumulators (192
+    // The 256x128 tile's consumers hold two blocks of sums and a set of accumulators (192
     // registers) besides their addresses: at 224 they spilled more than at 232, where a few
-    // bytes remain (build/moe-ptxas.log), so its producer gives up more.
-    static constexpr int PRODUCER_REGS = Base::MI > 1 ? 40 : Base::PRODUCER_REGS;
-    static constexpr int CONSUMER_REGS = Base::MI > 1 ? 232 : Base::CONSUMER_REGS;
+    // bytes remain (build/moe-ptxas.log), so its producer gives up more. With 64 token columns
+    // (two sets of sums and of accumulators, 128 registers) the usual split leaves both sides room.
+    static constexpr bool WIDE_SUMS = Base::MI > 1 && Base::MMA_N > 64;
+    static constexpr int PRODUCER_REGS = WIDE_SUMS ? 40 : Base::PRODUCER_REGS;
+    static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
     // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
     // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
@@ -287,10 +289,11 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
     // scales must follow the same order.
     const int rot = first_kstep(t.wrow_idx / C::BM, nk);
-    // AM accumulator sets: with two m64 blocks per warpgroup (C::MI = 2, the prefill tile) their
-    // wgmmas go one block after the other into one set, so that the sums of both blocks and one
-    // set of accumulators fit the registers (two sets and two sums spill).
-    constexpr int AM = C::MI > 1 ? 1 : C::MI;
+    // AM accumulator sets. With two m64 blocks per warpgroup (C::MI = 2) and 128 token columns
+    // (the prefill tile) the two blocks' wgmmas go one after the other into one set, so that the
+    // sums of both blocks and one set of accumulators fit the registers (two sets and two sums
+    // spill); with 64 columns both sets fit, and one wait covers both blocks' wgmmas.
+    constexpr int AM = C::MI > 1 && C::MMA_N > 64 ? 1 : C::MI;
     float acc[AM][NA], sum[C::MI][NA];
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi)
@@ -329,6 +332,32 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         #pragma unroll
         for (int a = 0; a < AM; ++a) wg_fence_acc(acc[a]);
     };
+    // Rowwise: the scales of the thread's weight rows and token columns, applied once to the
+    // sums after the k loop. Up to 64 token columns they are loaded here, so that their latency
+    // passes under the loop instead of being waited for at every tile's end; wider tiles have no
+    // registers to hold their token scales that long and load them after the loop.
+    // sum[mi][4j + v]: weight row (cw*MI + mi)*64 + 16*(warp%4) + g + 8*(v/2), token 8j + 2q + v%2.
+    constexpr bool RW_EARLY = SCH == LDMOE_FP8_ROWWISE && C::MMA_N <= 64;
+    const int g = lane >> 2;
+    [[maybe_unused]] float sw[C::MI][2];
+    [[maybe_unused]] float sx[RW_EARLY ? NA / 2 : 1];
+    [[maybe_unused]] auto load_sw = [&]() {
+        #pragma unroll
+        for (int mi = 0; mi < C::MI; ++mi) {
+            const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;
+            sw[mi][0] = r0 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0) : 0.f;
+            sw[mi][1] = r0 + 8 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0 + 8) : 0.f;
+        }
+    };
+    [[maybe_unused]] auto token_scale = [&](int tt) { return tt < t.rows ? __ldg(pf.xs + t.tok0 + tt) : 0.f; };
+    if constexpr (RW_EARLY) {
+        load_sw();
+        #pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            sx[2 * j] = token_scale(8 * j + 2 * q);
+            sx[2 * j + 1] = token_scale(8 * j + 2 * q + 1);
+        }
+    }
     #pragma unroll 1
     for (int kstep = 0; kstep < nk; ++kstep) {
         if (kstep) mbar_wait(smem_u32(&s_full[s]), ph);
@@ -396,22 +425,14 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[s]));
         if (++s == C::STAGES) { s = 0; ph ^= 1; }
     }
-    if constexpr (SCH == LDMOE_FP8_ROWWISE && C::MI > 1) {
-        // As below, with the weight scales loaded first and the token scales two at a time: the
-        // sums of two m64 blocks leave no room for all NA/2 token scales at once.
-        const int g = lane >> 2;
-        float sw[C::MI][2];
-        #pragma unroll
-        for (int mi = 0; mi < C::MI; ++mi) {
-            const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;
-            sw[mi][0] = r0 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0) : 0.f;
-            sw[mi][1] = r0 + 8 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0 + 8) : 0.f;
-        }
+    if constexpr (SCH == LDMOE_FP8_ROWWISE) {
+        // Late (wide tiles): the weight scales first, then the token scales two at a time.
+        if constexpr (!RW_EARLY) load_sw();
         #pragma unroll
         for (int j = 0; j < NA / 4; ++j) {
-            const int tt = 8 * j + 2 * q;
-            const float x0 = tt < t.rows ? __ldg(pf.xs + t.tok0 + tt) : 0.f;
-            const float x1 = tt + 1 < t.rows ? __ldg(pf.xs + t.tok0 + tt + 1) : 0.f;
+            float x0, x1;
+            if constexpr (RW_EARLY) x0 = sx[2 * j], x1 = sx[2 * j + 1];
+            else x0 = token_scale(8 * j + 2 * q), x1 = token_scale(8 * j + 2 * q + 1);
             #pragma unroll
             for (int mi = 0; mi < C::MI; ++mi) {
                 sum[mi][4 * j] *= sw[mi][0] * x0;
@@ -419,25 +440,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                 sum[mi][4 * j + 2] *= sw[mi][1] * x0;
                 sum[mi][4 * j + 3] *= sw[mi][1] * x1;
             }
-        }
-    } else if constexpr (SCH == LDMOE_FP8_ROWWISE) {
-        // sum[mi][4j + v]: weight row (cw*MI + mi)*64 + 16*(warp%4) + g + 8*(v/2), token 8j + 2q + v%2.
-        const int g = lane >> 2;
-        float sx[NA / 2];
-        #pragma unroll
-        for (int j = 0; j < NA / 4; ++j)
-            #pragma unroll
-            for (int v = 0; v < 2; ++v) {
-                const int tt = 8 * j + 2 * q + v;
-                sx[2 * j + v] = tt < t.rows ? __ldg(pf.xs + t.tok0 + tt) : 0.f;
-            }
-        #pragma unroll
-        for (int mi = 0; mi < C::MI; ++mi) {
-            const int r0 = (cw * C::MI + mi) * 64 + (warp & 3) * 16 + g;
-            const float sw0 = r0 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0) : 0.f;
-            const float sw1 = r0 + 8 < t.nrows ? __ldg(pf.ws + t.wrow_idx + r0 + 8) : 0.f;
-            #pragma unroll
-            for (int i = 0; i < NA; ++i) sum[mi][i] *= ((i & 2) ? sw1 : sw0) * sx[2 * (i >> 2) + (i & 1)];
         }
     }
 #ifdef LDMOE_DIAG
