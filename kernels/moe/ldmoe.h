@@ -106,17 +106,20 @@ enum ldmoe_mode {
 
 /* The FP8 tiles (ldmoe_grouped_mm_fp8 only), X(value, NAME, weight rows, tokens) as above:
  * warp-specialized tiles with e4m3 x e4m3 -> fp32 wgmma (k = 32 per instruction, a k-block of
- * 128 bytes is 128 k), weights on the MMA's M side: three decode tiles and a prefill tile. Each
- * is built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO takes, up to 64 tokens per
- * expert on average, WS_128x64_C16_FP8 for rowwise and WS_256x64_C16_FP8 for block scales, then
- * WS_128x128_C16_FP8 up to LDMOE_FP8_PREFILL_MIN - 1, then WS_256x128_FP8 (ldmoe_heuristics.h).
+ * 128 bytes is 128 k), weights on the MMA's M side: three decode tiles and two prefill tiles
+ * (C16: 16-row token boxes, so a tile of an expert's last few tokens loads and multiplies only
+ * those). Each is built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO takes, below
+ * LDMOE_FP8_PREFILL_MIN (65) tokens per expert on average, WS_128x64_C16_FP8 for rowwise and
+ * WS_256x64_C16_FP8 for block scales, then WS_256x128_FP8 for rowwise and WS_256x128_C16_FP8
+ * for block scales (ldmoe_heuristics.h); WS_128x128_C16_FP8 is there to be named.
  * Compute capability 9.0 only. Values never collide with the bf16 tiles'
  * (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
 #define LDMOE_FP8_TILE_LIST(X)          \
     X(22, WS_128x64_C16_FP8, 128, 64)  \
     X(23, WS_128x128_C16_FP8, 128, 128) \
     X(24, WS_256x128_FP8, 256, 128)     \
-    X(25, WS_256x64_C16_FP8, 256, 64)
+    X(25, WS_256x64_C16_FP8, 256, 64)  \
+    X(26, WS_256x128_C16_FP8, 256, 128)
 
 enum ldmoe_tile {
     LDMOE_TILE_AUTO = 0,      /* chosen from the tokens per expert (ldmoe_heuristics.h): compute

@@ -47,7 +47,7 @@ TILES = {"auto": 0, "128x128": 3, "128x256": 4, "64x16k4": 7, "64x64k4": 8, "ws2
          "ws128x128c16": 21}
 # ldmoe.h's LDMOE_FP8_TILE_LIST (ldmoe_grouped_mm_fp8 only), named the same way.
 FP8_TILES = {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23, "ws256x128fp8": 24,
-             "ws256x64c16fp8": 25}
+             "ws256x64c16fp8": 25, "ws256x128c16fp8": 26}
 SCALINGS = {"rowwise": 1, "block": 2}   # enum ldmoe_fp8_scaling
 FP8_MAX = 448.0                          # largest finite float8_e4m3fn
 FP8_BLOCK = 128                          # k (and weight rows) per block of the block scales

@@ -38,17 +38,23 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
 }
 
 /* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only), by average tokens per expert and
- * scaling scheme (enum ldmoe_fp8_scaling): up to 64, WS_128x64_C16_FP8 for rowwise scales and
+ * scaling scheme (enum ldmoe_fp8_scaling). Up to 64: WS_128x64_C16_FP8 for rowwise scales and
  * WS_256x64_C16_FP8 for block scales (eight wgmmas per promotion and scale staging instead of
  * four: 2-16 % faster for block scales but on the 8-expert shape below 64 tokens, 1-3 % slower
- * there; 1-9 % slower for rowwise, which stages nothing); up to LDMOE_FP8_PREFILL_MIN - 1
- * WS_128x128_C16_FP8; from there the prefill tile WS_256x128_FP8 (thresholds measured on the
- * H200: doc/moe.md "FP8"). */
-#define LDMOE_FP8_PREFILL_MIN 128
+ * there; 1-9 % slower for rowwise, which stages nothing). From LDMOE_FP8_PREFILL_MIN on, the
+ * 256-row prefill tiles, which from 65 tokens on beat the 128-row WS_128x128_C16_FP8 by up to
+ * 13 %: WS_256x128_FP8 for rowwise scales, and for block scales its chunked twin
+ * WS_256x128_C16_FP8, whose tiles of an expert's last few tokens multiply only those (2-16 %
+ * faster under random and skewed routing; 1-2 % slower only where every expert holds a multiple
+ * of 128 tokens). Rowwise scales gain less from the chunks (up to 7 % at random routing, 1-3 %
+ * lost at multiples of 128, 3-7 % at 96 tokens on 8 experts) and keep the plain tile. Measured on
+ * the H200: doc/moe.md "FP8". */
+#define LDMOE_FP8_PREFILL_MIN 65
 static inline int ldmoe_auto_tile_fp8(int64_t T, int E, int scaling) {
     const int64_t avg = E > 0 ? T / E : T;
-    if (avg <= 64) return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x64_C16_FP8 : LDMOE_TILE_WS_128x64_C16_FP8;
-    return avg < LDMOE_FP8_PREFILL_MIN ? LDMOE_TILE_WS_128x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
+    if (avg < LDMOE_FP8_PREFILL_MIN)
+        return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x64_C16_FP8 : LDMOE_TILE_WS_128x64_C16_FP8;
+    return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
 }
 
 #endif /* LDMOE_HEURISTICS_H */

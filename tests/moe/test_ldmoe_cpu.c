@@ -284,10 +284,11 @@ static void test_tile_info(void) {
         CU_ASSERT_EQUAL(bound, ((1000 + bn - 1) / bn + 8) * 2 * ((2048 + bm - 1) / bm));
     }
     /* every other value is refused: the lab's tiles (1, 2, 5, 6, 9-18) among them; the FP8
-     * tiles (22..25) answer their geometry (test_fp8_tiles) */
+     * tiles (22..26) answer their geometry (test_fp8_tiles) */
     for (int t = -1; t < 64; ++t) {
         int known = t == 0 || t == LDMOE_TILE_WS_128x64_C16_FP8 || t == LDMOE_TILE_WS_128x128_C16_FP8 ||
-                    t == LDMOE_TILE_WS_256x128_FP8 || t == LDMOE_TILE_WS_256x64_C16_FP8;
+                    t == LDMOE_TILE_WS_256x128_FP8 || t == LDMOE_TILE_WS_256x64_C16_FP8 ||
+                    t == LDMOE_TILE_WS_256x128_C16_FP8;
         for (size_t i = 0; i < sizeof geo / sizeof geo[0]; ++i) known |= geo[i].tile == t;
         if (!known) CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, t, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     }
@@ -532,20 +533,27 @@ static void test_fp8_tiles(void) {
                                     &bound), LDMOE_OK);
     CU_ASSERT(bm == 256 && bn == 64);
     CU_ASSERT_EQUAL(bound, ((1000 + 63) / 64 + 8) * 2 * (2048 / 256));
+    CU_ASSERT_EQUAL(LDMOE_TILE_WS_256x128_C16_FP8, 26);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1000, 8, 4096, 4096, LDMOE_LAYOUT_PACKED, 2, LDMOE_TILE_WS_256x128_C16_FP8, &bm, &bn,
+                                    &bound), LDMOE_OK);
+    CU_ASSERT(bm == 256 && bn == 128);
+    CU_ASSERT_EQUAL(bound, ((1000 + 127) / 128 + 8) * 2 * (2048 / 256));
 #define NOT_BF16_(value, name, bm_, bn_) CU_ASSERT(!in_tile_list(value));
     LDMOE_FP8_TILE_LIST(NOT_BF16_)
 #undef NOT_BF16_
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((LDMOE_FP8_PREFILL_MIN - 1) * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(LDMOE_FP8_PREFILL_MIN * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(LDMOE_FP8_PREFILL_MIN, 65);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8 - 1, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(2048 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(LDMOE_FP8_PREFILL_MIN * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8 - 1, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
 }
 
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

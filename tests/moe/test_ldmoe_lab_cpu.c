@@ -62,7 +62,8 @@ static void test_tiles(void) {
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&f), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 24, NULL, NULL, NULL), LDMOE_OK);   /* WS_256x128_FP8 */
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 25, NULL, NULL, NULL), LDMOE_OK);   /* WS_256x64_C16_FP8 */
-    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 26, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 26, NULL, NULL, NULL), LDMOE_OK);   /* WS_256x128_C16_FP8 */
+    CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, 27, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(ldmoe_tile_info(1, 1, 64, 64, 0, 1, -1, NULL, NULL, NULL), LDMOE_ERR_INVALID_ARG);
 }
 

@@ -182,7 +182,7 @@ def main_torch():
     raises(lambda: ldmoe.grouped_mm(x8, pw, offs), TypeError, "grouped_mm_fp8", "grouped_mm refuses e4m3 PackedWeights")
     raises(lambda: ldmoe.pack(w8, 2), ValueError, "CUDA", "pack: e4m3 on the CPU stops at the device check")
     check(ldmoe.FP8_TILES == {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23, "ws256x128fp8": 24,
-                                  "ws256x64c16fp8": 25}, "FP8_TILES")
+                                  "ws256x64c16fp8": 25, "ws256x128c16fp8": 26}, "FP8_TILES")
     # bf16 activations: the library quantizes them (quantize_fp8); every check still precedes the launch
     xbf = torch.randn(T, K, generator=g).to(torch.bfloat16)
     raises(lambda: call(xbf, w8, offs, None, ws), ValueError, "CUDA", "bf16 x with x_scale None: stops at the device check")
@@ -239,7 +239,7 @@ def main_no_torch():
               "packed_bytes fp8 E=%d N=%d K=%d D=%d is the bf16 layout of K/2" % (E, N, K, D))
     check(ldmoe.packed_bytes(2, 64, 72, 1, "fp8") == 0, "packed_bytes fp8 refuses K % 16")
     check(ldmoe.FP8_TILES == {"auto": 0, "ws128x64c16fp8": 22, "ws128x128c16fp8": 23, "ws256x128fp8": 24,
-                                  "ws256x64c16fp8": 25}, "FP8_TILES")
+                                  "ws256x64c16fp8": 25, "ws256x128c16fp8": 26}, "FP8_TILES")
     check(ldmoe.SCALINGS == {"rowwise": 1, "block": 2}, "SCALINGS = enum ldmoe_fp8_scaling")
 
 

@@ -67,7 +67,7 @@ def main():
           "%d and %d" % (len(product), len(lab)))
     check(ldmoe.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in product.items()]),
           "ldmoe.py TILES is ldmoe.h's LDMOE_TILE_LIST", "%s vs %s" % (ldmoe.TILES, product))
-    check(len(fp8) == 4 and ldmoe.FP8_TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in fp8.items()]),
+    check(len(fp8) == 5 and ldmoe.FP8_TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in fp8.items()]),
           "ldmoe.py FP8_TILES is ldmoe.h's LDMOE_FP8_TILE_LIST", "%s vs %s" % (ldmoe.FP8_TILES, fp8))
     values = [v[0] for v in product.values()] + [v[0] for v in lab.values()] + [v[0] for v in fp8.values()]
     check(len(set(values)) == len(values) and not (set(product) & set(lab) or set(fp8) & (set(product) | set(lab))),

@@ -35,5 +35,9 @@ template <int S> using Shape_WS_256x64_C16_FP8 = Fp8Cfg<WsCfg<256, 64, 4, 1, tru
 // x 128 tokens, 3 stages of 128 k (48 KiB each) and the staged epilogue. Twice the weight rows
 // per token box of WS_128x128_C16_FP8 halve the bytes each FLOP reads from L2.
 template <int S> using Shape_WS_256x128_FP8 = Fp8Cfg<WsCfg<256, 128, 3, 1, true>, S>;
+// The same with 16-row token boxes: a tile of an expert's last tokens loads and multiplies only
+// 32 or 64 token columns when it has no more (an expert of 160 tokens is a full tile and one of
+// 32), where WS_256x128_FP8 pays for 128.
+template <int S> using Shape_WS_256x128_C16_FP8 = Fp8Cfg<WsCfg<256, 128, 3, 1, true, false, 16>, S>;
 
 }  // namespace ldmoe

@@ -290,10 +290,11 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     // scales must follow the same order.
     const int rot = first_kstep(t.wrow_idx / C::BM, nk);
     // AM accumulator sets. With two m64 blocks per warpgroup (C::MI = 2) and 128 token columns
-    // (the prefill tile) the two blocks' wgmmas go one after the other into one set, so that the
+    // (the prefill tiles) the two blocks' wgmmas go one after the other into one set, so that the
     // sums of both blocks and one set of accumulators fit the registers (two sets and two sums
-    // spill); with 64 columns both sets fit, and one wait covers both blocks' wgmmas.
-    constexpr int AM = C::MI > 1 && C::MMA_N > 64 ? 1 : C::MI;
+    // spill); with up to 64 columns (also a prefill tile's chunked tail) both sets fit, and one
+    // wait covers both blocks' wgmmas.
+    constexpr int AM = C::MI > 1 && NN > 64 ? 1 : C::MI;
     float acc[AM][NA], sum[C::MI][NA];
     #pragma unroll
     for (int mi = 0; mi < C::MI; ++mi)

@@ -670,7 +670,7 @@ def test_fp8_lab(gen, num_sms):
         else:
             ldmoe.set_topology(mp[0], mp[1], ldmoe.TOPO_VALID | ldmoe.TOPO_AWARE)
         for tile, tt in (("ws128x64c16fp8", 250), ("ws128x128c16fp8", 1500), ("ws256x128fp8", 3000),
-                         ("ws256x64c16fp8", 250)):
+                         ("ws256x64c16fp8", 250), ("ws256x128c16fp8", 3000)):
             for scaling in ("rowwise", "block"):
                 x8, xs, w8, ws = fp8_operands(gen, tt, E, N, K, scaling)
                 offs, counts = routing(gen, tt, E)
