@@ -33,8 +33,9 @@ e4m3 data and scales; each case's ldmoe outputs are checked against the bound of
 At m <= 64 also bf16 activations: ldmoe.grouped_mm_fp8 on bf16 x (the library's one-kernel
 quantization, then the GEMM), torch's eager quantize_rowwise then ldmoe's GEMM, and the
 quantization kernel alone (does quantizing inside the call pay at decode?).
---fp8 --lab --fp8-variants SCHEME:TILE:TUNE,... adds lab variants (e.g. rowwise:ws128x64c16fp8:0x8,
-LDMOE_TUNE_* bits) as more interleaved peers, reported in a table of their own.
+--fp8 --lab --fp8-variants SCHEME:TILE:TUNE[:bf16x],... adds lab variants (e.g. rowwise:ws128x64c16fp8:0x8,
+LDMOE_TUNE_* bits; bf16x: on the bf16 tokens, quantized inside the call) as more interleaved
+peers, reported in a table of their own.
 
 Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
                     [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
@@ -295,8 +296,9 @@ def main():
                          "without it, libldmoe.so and its tiles only")
     ap.add_argument("--fp8", action="store_true", help="FP8 e4m3: vs torch._scaled_grouped_mm (rowwise), both "
                     "scaling schemes, libldmoe's bf16 AUTO, the FP8 floor; writes moe-fp8.md/.json")
-    ap.add_argument("--fp8-variants", help="with --fp8 --lab: SCHEME:TILE:TUNE,... lab variants as more peers "
-                    "(SCHEME rowwise|block, TILE an FP8 tile name or auto, TUNE an integer)")
+    ap.add_argument("--fp8-variants", help="with --fp8 --lab: SCHEME:TILE:TUNE[:bf16x],... lab variants as more "
+                    "peers (SCHEME rowwise|block, TILE an FP8 tile name or auto, TUNE an integer; bf16x: on bf16 "
+                    "tokens, quantized inside the call)")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
     variants = []
@@ -317,10 +319,10 @@ def main():
     for v in (a.fp8_variants.split(",") if a.fp8_variants else []):
         parts = v.split(":")
         try:
-            assert len(parts) == 3 and parts[0] in ("rowwise", "block")
-            fp8_variants.append((parts[0], parts[1], int(parts[2], 0)))
+            assert len(parts) in (3, 4) and parts[0] in ("rowwise", "block") and parts[3:] in ([], ["bf16x"])
+            fp8_variants.append((parts[0], parts[1], int(parts[2], 0), len(parts) == 4))
         except (AssertionError, ValueError):
-            ap.error("--fp8-variants: %r is not SCHEME:TILE:TUNE (rowwise|block, a tile, an integer)" % v)
+            ap.error("--fp8-variants: %r is not SCHEME:TILE:TUNE[:bf16x] (rowwise|block, a tile, an integer)" % v)
     if fp8_variants and not (a.fp8 and a.lab):
         ap.error("--fp8-variants needs --fp8 --lab")
     a.fp8_variant_list = fp8_variants
@@ -608,10 +610,11 @@ def run_fp8(a, head, bw):
                     return ldmoe.grouped_mm_fp8(xq, wl[i], offs, sq, wsr_l[i], layout=a.layout, mode="aware", out=outs["row"])
                 peers["row_torchq"] = torch_quant_then_ldmoe
                 peers["quant"] = lambda i: ldmoe.quantize_fp8(xb16)
-            for sch, vt, tune in a.fp8_variant_list:
-                peers["v:%s:%s:%#x" % (sch, vt, tune)] = (
-                    lambda i, sch=sch, vt=vt, tune=tune: ldmoe.grouped_mm_fp8(
-                        x8, wl[i], offs, xsr if sch == "rowwise" else xsb, wsr_l[i] if sch == "rowwise" else wsb_l[i],
+            for sch, vt, tune, bx in a.fp8_variant_list:
+                peers["v:%s:%s:%#x%s" % (sch, vt, tune, ":bf16x" if bx else "")] = (
+                    lambda i, sch=sch, vt=vt, tune=tune, bx=bx: ldmoe.grouped_mm_fp8(
+                        xb16 if bx else x8, wl[i], offs, None if bx else xsr if sch == "rowwise" else xsb,
+                        wsr_l[i] if sch == "rowwise" else wsb_l[i],
                         scaling=sch, layout=a.layout, mode="aware", tile=vt, tune=tune, out=outs["v"]))
             outs["v"] = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
             busy = sum(1 for c in counts if c)
@@ -633,13 +636,21 @@ def run_fp8(a, head, bw):
                 peers[name](0)
                 torch.cuda.synchronize()
                 if m <= 64:
-                    ref, absum = ldmoe_ref.reference_fp8(x8, xsr if sch == "rowwise" else xsb, w8[0],
-                                                         wsr[0] if sch == "rowwise" else wsb[0], offs, sch)
+                    xv, xsv = (x8, xsr if sch == "rowwise" else xsb)
+                    if name.endswith(":bf16x"):   # the tokens as the call quantized them
+                        xv, xsv = ldmoe.quantize_fp8(xb16, sch)
+                    ref, absum = ldmoe_ref.reference_fp8(xv, xsv, w8[0], wsr[0] if sch == "rowwise" else wsb[0], offs,
+                                                         sch)
                     row.setdefault("bound_variants", {})[name] = ldmoe_ref.check_fp8(outs["v"], ref, absum)[0]
                     del ref, absum
-                else:
+                elif not name.endswith(":bf16x"):
                     ref_out = outs["row"] if sch == "rowwise" else outs["block"]
                     row.setdefault("err_variants", {})[name] = rel_err(outs["v"], ref_out)
+                else:   # compared with torch's GEMM of the same quantized tokens
+                    xq, sq = ldmoe.quantize_fp8(xb16, "rowwise")
+                    yq = torch._scaled_grouped_mm(xq, w8[0].transpose(-2, -1), sq, wsr[0], offs=offs,
+                                                  out_dtype=torch.bfloat16) if sch == "rowwise" else outs["v"]
+                    row.setdefault("err_variants", {})[name] = rel_err(outs["v"], yq)
             if m <= 64:
                 ref, absum = ldmoe_ref.reference_fp8(x8, xsr, w8[0], wsr[0], offs, "rowwise")
                 row["bound_row"] = ldmoe_ref.check_fp8(outs["row"], ref, absum)
@@ -688,12 +699,16 @@ def run_fp8(a, head, bw):
                     t["row_bf16x"] / t["bf16"], t["row_bf16x"] / t["row_torchq"]))
         vnames = sorted({n for r in rows for n in r["us"] if n.startswith("v:")})
         if vnames:
-            f.write("\n## lab variants (µs; in brackets: / the product's AUTO of the same scheme)\n\n| E | m | " +
+            f.write("\n## lab variants (µs; in brackets: / the product's AUTO of the same scheme, for rowwise "
+                    ":bf16x variants / the product's call on the same bf16 tokens where timed)\n\n| E | m | " +
                     " | ".join(vnames) + " | outputs |\n|" + "---|" * (len(vnames) + 3) + "\n")
             for r in rows:
                 t = r["us"]
-                cells = ["%.1f (%.3f)" % (t[n], t[n] / t["row" if n.split(":")[1] == "rowwise" else "block"])
-                         for n in vnames]
+                def base(n):
+                    if n.split(":")[1] != "rowwise":
+                        return t["block"]
+                    return t["row_bf16x"] if n.endswith(":bf16x") and "row_bf16x" in t else t["row"]
+                cells = ["%.1f (%.3f)" % (t[n], t[n] / base(n)) for n in vnames]
                 chk = r.get("bound_variants") or {k: "%.1e" % v for k, v in r.get("err_variants", {}).items()}
                 f.write("| %d | %d | %s | %s |\n" % (r["E"], r["m"], " | ".join(cells),
                                                      " ".join(str(chk[n]) for n in vnames)))

@@ -325,21 +325,28 @@ static uint32_t bound_sms(int dev, uint32_t device_sms) {
 }
 
 // Caller holds g_lock. attr/bit: where the kernel's shared-memory attribute is recorded as set.
-static int device_setup(int dev, unsigned *attr, int bit, const TileCfg &c, int *sms) {
+// Caller holds g_lock. The SMs a launch on `dev` gets: the bound set's, else the device's.
+static int device_sms(int dev, int *sms) {
     if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
-    cudaError_t e;
     if (!g_sms[dev]) {
         int v = 0;
-        if ((e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-            return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
+        cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute(multiprocessor count)");
         g_sms[dev] = (int)bound_sms(dev, (uint32_t)v);
     }
+    *sms = g_sms[dev];
+    return LDMOE_OK;
+}
+
+static int device_setup(int dev, unsigned *attr, int bit, const TileCfg &c, int *sms) {
+    int rc = device_sms(dev, sms);
+    if (rc) return rc;
+    cudaError_t e;
     if (!(attr[dev] & (1u << bit))) {
         if ((e = cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem)) != cudaSuccess)
             return cuda_fail(e, "cudaFuncSetAttribute(max dynamic shared memory)");
         attr[dev] |= 1u << bit;
     }
-    *sms = g_sms[dev];
     return LDMOE_OK;
 }
 
@@ -470,9 +477,27 @@ static int prepare(const ldmoe_params_t *p, const LabArgs &lab, int D, int Kr, c
     return LDMOE_OK;
 }
 
-static int launch(const TileCfg &c, int sms, void *kparams, void *stream) {
+// dependent: a programmatic dependent launch (the FP8 kernels, which wait for the stream's previous
+// kernel themselves, impl/ptx.cuh griddep_wait): its CTAs may start on SMs that kernel leaves free
+// and set up, and at decode prefetch their first weights into L2, while it still runs.
+static int launch(const TileCfg &c, int sms, void *kparams, void *stream, bool dependent = false) {
     void *args[] = {kparams};
-    cudaError_t e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)stream);
+    cudaError_t e;
+    if (dependent) {
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(sms);
+        cfg.blockDim = dim3(c.threads);
+        cfg.dynamicSmemBytes = c.smem;
+        cfg.stream = (cudaStream_t)stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        e = cudaLaunchKernelExC(&cfg, c.fn, args);
+    } else {
+        e = cudaLaunchKernel(c.fn, dim3(sms), dim3(c.threads), args, c.smem, (cudaStream_t)stream);
+    }
     if (e != cudaSuccess) return cuda_fail(e, "launch of the grouped-GEMM kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
@@ -516,7 +541,18 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
 
     if (!device_has_wgmma())
         return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 tiles use wgmma, which needs a compute capability 9.0 GPU");
-    const int tile = p->tile == LDMOE_TILE_AUTO ? ldmoe_auto_tile_fp8(p->T, p->E, f->scaling) : p->tile;
+    int tile = p->tile;
+    if (tile == LDMOE_TILE_AUTO) {
+        // AUTO weighs how the tiles fill the waves of the SMs the launch will get.
+        int dev = 0, sms = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+        pthread_mutex_lock(&g_lock);
+        rc = device_sms(dev, &sms);
+        pthread_mutex_unlock(&g_lock);
+        if (rc) return rc;
+        tile = ldmoe_auto_tile_fp8(p->T, p->E, p->N, D, sms, f->scaling);
+    }
     const TileCfg c = tile_cfg_fp8(tile, f->scaling);
     KParamsF8 kp;
     memset(&kp, 0, sizeof kp);
@@ -527,7 +563,7 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
     kp.ws = f->w_scale;
     kp.K8 = p->K;
     kp.KB = ldmoe_fp8_kblocks(p->K);
-    return launch(c, sms, &kp, p->stream);
+    return launch(c, sms, &kp, p->stream, !(lab.tune & kTuneNoDependent));
 }
 
 LDMOE_API int ldmoe_grouped_mm_ex(const ldmoe_params_t *p) {

@@ -40,21 +40,50 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
 /* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only), by average tokens per expert and
  * scaling scheme (enum ldmoe_fp8_scaling). Up to 64: WS_128x64_C16_FP8 for rowwise scales and
  * WS_256x64_C16_FP8 for block scales (eight wgmmas per promotion and scale staging instead of
- * four: 2-16 % faster for block scales but on the 8-expert shape below 64 tokens, 1-3 % slower
- * there; 1-9 % slower for rowwise, which stages nothing). From LDMOE_FP8_PREFILL_MIN on, the
- * 256-row prefill tiles, which from 65 tokens on beat the 128-row WS_128x128_C16_FP8 by up to
- * 13 %: WS_256x128_FP8 for rowwise scales, and for block scales its chunked twin
- * WS_256x128_C16_FP8, whose tiles of an expert's last few tokens multiply only those (2-16 %
- * faster under random and skewed routing; 1-2 % slower only where every expert holds a multiple
- * of 128 tokens). Rowwise scales gain less from the chunks (up to 7 % at random routing, 1-3 %
- * lost at multiples of 128, 3-7 % at 96 tokens on 8 experts) and keep the plain tile. Measured on
- * the H200: doc/moe.md "FP8". */
+ * four: 2-16 % faster for block scales; 1-9 % slower for rowwise, which stages nothing). From
+ * LDMOE_FP8_PREFILL_MIN on, the 256-row prefill tiles, which from 65 tokens on beat the 128-row
+ * WS_128x128_C16_FP8 by up to 13 %: WS_256x128_FP8 for rowwise scales, and for block scales its
+ * chunked twin WS_256x128_C16_FP8, whose tiles of an expert's last few tokens multiply only those
+ * (2-16 % faster under random and skewed routing; 1-2 % slower only where every expert holds a
+ * multiple of 128 tokens). Rowwise scales gain less from the chunks (up to 7 % at random routing,
+ * 1-3 % lost at multiples of 128, 3-7 % at 96 tokens on 8 experts) and keep the plain tile.
+ * Measured on the H200: doc/moe.md "FP8". */
 #define LDMOE_FP8_PREFILL_MIN 65
-static inline int ldmoe_auto_tile_fp8(int64_t T, int E, int scaling) {
+
+/* The fraction of the launch's waves its tiles fill: `tiles` spread over `sms` persistent CTAs
+ * take ceil(tiles / sms) rounds, and the last one may run part-empty. */
+static inline double ldmoe_wave_fill(int64_t tiles, int sms) {
+    if (sms < 1) sms = 1;
+    if (tiles < 1) return 1.0;
+    const int64_t waves = (tiles + sms - 1) / sms;
+    return (double)tiles / (double)(waves * sms);
+}
+
+/* Block scales' decode tile, for launches of up to LDMOE_FP8_WAVE_AVG_MAX tokens per expert on
+ * average: the 256-row tile's gain over the 128-row one is smallest there (1.5-8 %), so where
+ * its tiles fill the waves markedly worse (below LDMOE_FP8_WAVE_RATIO of the 128-row tiles'
+ * fill) the 128-row tile runs. The case it was measured on: 8 experts x 14336 rows on 2 domains
+ * and 132 SMs, 448 tiles of 256 rows fill 0.85 of 4 waves, 896 of 128 rows 0.97 of 7, and the
+ * 128-row tile is 1.5-2.5 % faster at 8-32 tokens per expert (4 % slower at 64, where the
+ * staging per k-block weighs more: so above the average bound the 256-row tile stays). */
+#define LDMOE_FP8_WAVE_AVG_MAX 32
+#define LDMOE_FP8_WAVE_RATIO 0.9
+
+/* T tokens over E experts (E <= 0 counts as one), N output channels in D slices (the rows of a
+ * weight matrix; D = 1 for the plain layout), on `sms` SMs (the bound set's; < 1 counts as 1). */
+static inline int ldmoe_auto_tile_fp8(int64_t T, int E, int N, int D, int sms, int scaling) {
     const int64_t avg = E > 0 ? T / E : T;
-    if (avg < LDMOE_FP8_PREFILL_MIN)
-        return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x64_C16_FP8 : LDMOE_TILE_WS_128x64_C16_FP8;
-    return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
+    if (avg >= LDMOE_FP8_PREFILL_MIN)
+        return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
+    if (scaling != LDMOE_FP8_BLOCK) return LDMOE_TILE_WS_128x64_C16_FP8;
+    if (avg <= LDMOE_FP8_WAVE_AVG_MAX && D >= 1 && N >= D) {
+        /* One m-block per expert: at these averages a 64-token tile holds an expert. */
+        const int64_t slices = (int64_t)(E > 0 ? E : 1) * D, nd = N / D;
+        const double fill256 = ldmoe_wave_fill(slices * ((nd + 255) / 256), sms);
+        const double fill128 = ldmoe_wave_fill(slices * ((nd + 127) / 128), sms);
+        if (fill256 < LDMOE_FP8_WAVE_RATIO * fill128) return LDMOE_TILE_WS_128x64_C16_FP8;
+    }
+    return LDMOE_TILE_WS_256x64_C16_FP8;
 }
 
 #endif /* LDMOE_HEURISTICS_H */

@@ -541,19 +541,46 @@ static void test_fp8_tiles(void) {
 #define NOT_BF16_(value, name, bm_, bn_) CU_ASSERT(!in_tile_list(value));
     LDMOE_FP8_TILE_LIST(NOT_BF16_)
 #undef NOT_BF16_
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    /* AUTO by the average tokens per expert (the 32-expert bench shape: N = 4096 on 2 domains,
+     * 132 SMs, where the 256-row block tile fills the waves as well as the 128-row one). */
+#define AUTO8_(T, E, S) ldmoe_auto_tile_fp8((T), (E), 4096, 2, 132, (S))
+    CU_ASSERT_EQUAL(AUTO8_(0, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(64 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
     CU_ASSERT_EQUAL(LDMOE_FP8_PREFILL_MIN, 65);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8 - 1, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(2048 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(20, 0, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(0, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8 - 1, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8((int64_t)1 << 30, 1, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(65 * 8 - 1, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(65 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(2048 * 8, 8, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(AUTO8_((int64_t)1 << 30, 1, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_256x128_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(20, 0, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(0, 32, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(8 * 32, 32, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(64 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(65 * 8 - 1, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_(65 * 8, 8, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
+    CU_ASSERT_EQUAL(AUTO8_((int64_t)1 << 30, 1, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
+#undef AUTO8_
+    /* Wave fill: 448 tiles on 132 SMs take 4 waves, 448 / 528 of them full; none is 1. */
+    CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(448, 132), 448.0 / 528.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(896, 132), 896.0 / 924.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(264, 132), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(0, 132), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(5, 0), 1.0, 1e-12);
+    /* Block scales on the 8-expert bench shape (N = 14336, 2 domains, 132 SMs): 256-row tiles
+     * fill 0.85 of their waves, 128-row ones 0.97, so up to 32 tokens per expert the 128-row
+     * tile; at 33-64 the 256-row one still (its staging per k-block saves more there). On the
+     * 128-expert shape (N = 1536: 768 against 1536 tiles, both 0.97) and bound to 66 SMs the
+     * 256-row tile everywhere at decode. Rowwise never looks at the waves. */
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(32 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(33 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 8, 8, 14336, 2, 66, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 128, 128, 1536, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 32, 32, 4096, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 8, 8, 14336, 2, 132, LDMOE_FP8_ROWWISE), LDMOE_TILE_WS_128x64_C16_FP8);
+    /* Degenerate sizes pick a tile and do not divide by zero. */
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8, 1, 0, 0, 0, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8, 0, 128, 1, 0, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
 }
 
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/impl/div_rn.h"
+#include "kernels/moe/impl/ptx.cuh"
 
 namespace ldmoe {
 
@@ -80,6 +81,11 @@ template <int SCALING>
 __global__ void __launch_bounds__(kQuantThreads, 4) quantize_fp8_kernel(const uint4 *__restrict__ x, int64_t T, int K,
                                                                       uint2 *__restrict__ x8, float *__restrict__ xs,
                                                                       int tpr_shift) {
+    // The grouped GEMM that follows is a programmatic dependent launch: its CTAs may take the SMs
+    // this grid leaves free and prefetch weights while it runs (they wait for its completion
+    // before reading what it writes). Every CTA of this grid is resident by the time all have
+    // run this, so the early start takes no SM it needs.
+    griddep_launch_dependents();
     const int tpr = 1 << tpr_shift, tid = threadIdx.x, lane = tid & 31;
     const int lt = tid & (tpr - 1);   // thread within its row
     const int rows_per_cta = kQuantThreads >> tpr_shift;

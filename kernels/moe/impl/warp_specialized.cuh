@@ -475,6 +475,11 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // Decode: the producer's first tile claim is made here, at entry, so that the atomic's latency
     // (a contended atomic) overlaps the per-launch setup instead of following it. Prefill keeps its
     // static ranks first (ClaimerT).
+    // The FP8 kernels are launched as programmatic dependents of the stream's previous kernel
+    // (ldmoe_api.cu launch): until griddep_wait they touch nothing that kernel may write (tokens,
+    // scales, offsets, the counters, the output), and the decode tiles prefetch their first
+    // weights meanwhile. The bf16 kernels are launched as before and keep their code.
+    constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
     int32_t early_q = -1;
     unsigned early_v = 0;
     if (tid == 0) {
@@ -484,6 +489,14 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         if constexpr (C::CHUNK < C::BN) {
             prefetch_tensormap(&p.tm_xh);
             prefetch_tensormap(&p.tm_xb);
+        }
+        if constexpr (kDependent) {
+            if constexpr (C::BN <= 64) {   // decode: each weight byte is read once, from HBM
+                if (!(p.tune & kTuneNoPrefetch))
+                    prefetch_first_weights<C>(p, resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC,
+                                                              topo->flags, p.D));
+            }
+            griddep_wait();
         }
         if constexpr (C::WA) {
             const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
@@ -497,6 +510,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             mbar_init(smem_u32(&s_empty[st]), 8);   // one arrive per consumer warp
         }
         fence_mbar_init();
+    } else if constexpr (kDependent) {
+        griddep_wait();
     }
     sched_setup<C::THREADS, C::BN>(p, topo, prefix, sh);   // ends with a barrier
     const int D = p.D, mode = sh.mode;

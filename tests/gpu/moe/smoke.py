@@ -8,7 +8,9 @@ Without --lab the tiles of libldmoe.so ($LDMOE_LIB); with it every tile, through
 (bench/moe/lab, $LDMOE_LAB_LIB).
 
 --fp8: the FP8 tiles instead, each with both scaling schemes on packed weights (D = 2), against
-tests/moe/ldmoe_ref.py's bound. Prints one PASS/FAIL line per tile; exits 1 on any failure.
+tests/moe/ldmoe_ref.py's bound, then the library's quantization and every tile again on bf16
+tokens quantized inside the call, back to back (the dependent launches). Prints one PASS/FAIL
+line per case; exits 1 on any failure.
 """
 import argparse
 import os
@@ -91,6 +93,22 @@ def smoke_fp8(tiles):
         ok = torch.equal(q8.view(torch.uint8), w8_.view(torch.uint8)) and torch.equal(qs, ws_)
         bad += not ok
         print("%s smoke fp8 quantize_fp8 %s" % ("PASS" if ok else "FAIL", scaling), flush=True)
+        # bf16 tokens quantized inside the call, the GEMMs back to back without a synchronization:
+        # each GEMM is a programmatic dependent of the kernel before it (the quantizer, or the
+        # previous GEMM), so the sanitizers see its early start and weight prefetch.
+        ref, absum = ldmoe_ref.reference_fp8(q8, qs, w8, scales[scaling][1], offs, scaling)
+        ys = []
+        for tile in tiles:
+            ys.append(torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda"))
+            ldmoe.grouped_mm_fp8(xb, wp, offs, None, ldmoe.localize_scales(scales[scaling][1], 2, scaling),
+                                 scaling=scaling, mode="aware", tile=tile, out=ys[-1])
+        torch.cuda.synchronize()
+        for tile, y in zip(tiles, ys):
+            ok, why = ldmoe_ref.check_fp8(y[:328], ref[:328], absum[:328])
+            ok = ok and bool(torch.isnan(y[328:].float()).all())
+            bad += not ok
+            print("%s smoke fp8 %s tile=%s on bf16 x, back to back %s" % ("PASS" if ok else "FAIL", scaling, tile, why),
+                  flush=True)
     return 1 if bad else 0
 
 

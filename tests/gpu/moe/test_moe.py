@@ -383,6 +383,85 @@ def test_fp8_quantize(gen):
                    "fp8 grouped_mm_fp8 on bf16 x = on quantize_%s(x) (%s D=%d)" % (scaling, lay, D))
 
 
+def test_fp8_dependent(gen):
+    """The FP8 GEMM is a programmatic dependent launch (it may start while the stream's previous
+    kernel runs, and at decode prefetch weights meanwhile): every input that kernel writes must
+    be read only after it. Back to back, with no synchronization: fresh bf16 tokens quantized
+    inside the call, e4m3 tokens and offsets each written by a torch kernel right before the
+    GEMM, and the call replayed from a CUDA graph; each output must equal, bit for bit, the same
+    GEMM run after a device synchronization. Every layout (the tensor-map and the packed
+    prefetch), aware and static modes (their first tiles differ), both schemes, the 128- and
+    256-row decode tiles; the lab also without the dependent launch and without the prefetch."""
+    E, N, K, iters = 8, 2048, 1024, 6
+    for scaling in ("rowwise", "block"):
+        w8 = rand_e4m3(gen, (E, N, K))
+        ws = rand_scales(gen, (E, N)) if scaling == "rowwise" else rand_scales(gen, (E, N // 128, -(-K // 128)))
+        for lay, D in (("plain", 1), ("localized", 2), ("packed", 2)):
+            wsl = ldmoe.localize_scales(ws, D, scaling) if lay != "plain" else ws
+            wl = w8 if lay == "plain" else ldmoe.to_localized(w8, D) if lay == "localized" else ldmoe.pack(w8, D)
+            for mode in ("aware", "static"):
+                for tile in ("ws128x64c16fp8", "ws256x64c16fp8"):
+                    for tune in ((0, ldmoe.TUNE_NO_DEPENDENT, ldmoe.TUNE_NO_PREFETCH) if LAB else (0,)):
+                        kw = dict(scaling=scaling, layout=lay, mode=mode, tile=tile)
+                        if tune:
+                            kw["tune"] = tune
+                        xbs = [torch.randn((E * 8, K), generator=gen).to(torch.bfloat16).cuda() for _ in range(iters)]
+                        cnts = [torch.tensor(routing(gen, E * 8, E)[1], dtype=torch.int32) for _ in range(iters)]
+                        x8s = [ldmoe.quantize_fp8(xb, scaling) for xb in xbs]
+                        torch.cuda.synchronize()
+                        x8buf = torch.empty_like(x8s[0][0])
+                        offs_buf = torch.empty(E, dtype=torch.int32, device="cuda")
+                        cnt_gpu = [c.cuda() for c in cnts]
+                        ya, yb = [], []
+                        for i in range(iters):   # no synchronization in this loop
+                            y = torch.full((E * 8, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                            torch.cumsum(cnt_gpu[i], 0, out=offs_buf)   # offsets written right before
+                            ya.append(ldmoe.grouped_mm_fp8(xbs[i], wl, offs_buf.clone(), None, wsl, out=y, **kw))
+                            torch.cumsum(cnt_gpu[i], 0, out=offs_buf)
+                            x8buf.copy_(x8s[i][0])                      # tokens written right before
+                            y = torch.full((E * 8, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                            yb.append(ldmoe.grouped_mm_fp8(x8buf, wl, offs_buf, x8s[i][1], wsl, out=y, **kw))
+                        torch.cuda.synchronize()
+                        same_a = same_b = True
+                        for i in range(iters):
+                            offs_i = torch.cumsum(cnt_gpu[i], 0).to(torch.int32)
+                            torch.cuda.synchronize()
+                            y = torch.full((E * 8, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                            ldmoe.grouped_mm_fp8(x8s[i][0], wl, offs_i, x8s[i][1], wsl, out=y, **kw)
+                            torch.cuda.synchronize()
+                            same_a &= torch.equal(ya[i].view(torch.int16), y.view(torch.int16))
+                            same_b &= torch.equal(yb[i].view(torch.int16), y.view(torch.int16))
+                        report(same_a and same_b, "fp8 dependent launch %s %s D=%d %s %s tune=%#x: quantized in the "
+                               "call, tokens and offsets written right before = after a synchronization" % (
+                                   scaling, lay, D, mode, tile, tune), "in-call %s, written-before %s" % (same_a, same_b))
+    # A CUDA graph of the in-call quantization and the GEMM, replayed on new tokens.
+    scaling, lay, D = "rowwise", "packed", 2
+    w8, ws = rand_e4m3(gen, (E, N, K)), rand_scales(gen, (E, N))
+    wp, wsl = ldmoe.pack(w8, D), ldmoe.localize_scales(ws, D, scaling)
+    offs = torch.tensor(routing(gen, E * 8, E)[1], dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    xin = torch.randn((E * 8, K), generator=gen).to(torch.bfloat16).cuda()
+    yg = torch.empty((E * 8, N), dtype=torch.bfloat16, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):   # warm up on the capture stream (its workspace, attributes)
+        ldmoe.grouped_mm_fp8(xin, wp, offs, None, wsl, layout=lay, out=yg)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        ldmoe.grouped_mm_fp8(xin, wp, offs, None, wsl, layout=lay, out=yg)
+    same = True
+    for _ in range(4):
+        xin.copy_(torch.randn((E * 8, K), generator=gen).to(torch.bfloat16).cuda())
+        g.replay()
+        torch.cuda.synchronize()
+        y = torch.empty_like(yg)
+        ldmoe.grouped_mm_fp8(xin, wp, offs, None, wsl, layout=lay, out=y)
+        torch.cuda.synchronize()
+        same &= torch.equal(y.view(torch.int16), yg.view(torch.int16))
+    report(same, "fp8 dependent launch in a CUDA graph (quantized in the call, replayed on new tokens) = eager")
+
+
 def test_errors():
     x = torch.zeros((16, 100), dtype=torch.bfloat16, device="cuda")
     w = torch.zeros((2, 64, 100), dtype=torch.bfloat16, device="cuda")
@@ -731,7 +810,7 @@ def main():
     tests = [lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors,
              lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick), lambda: test_token_classes(gen)]
     fp8 = [lambda: test_fp8_layouts(gen), lambda: test_fp8_correctness(gen, a.quick), lambda: test_fp8_vs_torch(gen),
-           test_fp8_errors, lambda: test_fp8_quantize(gen)]
+           test_fp8_errors, lambda: test_fp8_quantize(gen), lambda: test_fp8_dependent(gen)]
     if LAB:
         fp8.append(lambda: test_fp8_lab(gen, num_sms))
     if torch.cuda.get_device_capability() != (9, 0):
