@@ -479,7 +479,8 @@ static int prepare(const ldmoe_params_t *p, const LabArgs &lab, int D, int Kr, c
 
 // dependent: a programmatic dependent launch (the FP8 kernels, which wait for the stream's previous
 // kernel themselves, impl/ptx.cuh griddep_wait): its CTAs may start on SMs that kernel leaves free
-// and set up, and at decode prefetch their first weights into L2, while it still runs.
+// and set up (barriers, descriptors, registers) while it still runs, and the launch's gap after
+// that kernel closes.
 static int launch(const TileCfg &c, int sms, void *kparams, void *stream, bool dependent = false) {
     void *args[] = {kparams};
     cudaError_t e;

@@ -78,8 +78,6 @@ typedef struct ldmoe_lab_params {
                                             waves in SM order first; see doc/moe.md)                  */
 #define LDMOE_TUNE_NO_DEPENDENT    0x20u /* FP8: launch the GEMM as an ordinary kernel, not as a
                                             programmatic dependent of the stream's previous one        */
-#define LDMOE_TUNE_NO_PREFETCH     0x40u /* FP8 decode tiles: no L2 prefetch of the first weights while
-                                            the previous kernel (e.g. the quantizer) runs              */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

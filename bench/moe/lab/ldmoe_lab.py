@@ -25,7 +25,7 @@ _ROOT = os.path.join(_HERE, "..", "..", "..")
 
 TUNE_SCALAR_EPILOGUE, TUNE_TOKENS_NORMAL, TUNE_WEIGHTS_NORMAL, TUNE_STREAM_STORES, TUNE_DYNAMIC_ONLY = \
     0x1, 0x2, 0x4, 0x8, 0x10
-TUNE_NO_DEPENDENT, TUNE_NO_PREFETCH = 0x20, 0x40   # FP8: ordinary launch; no L2 prefetch before the wait
+TUNE_NO_DEPENDENT = 0x20   # FP8: an ordinary launch, not a programmatic dependent one
 TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS

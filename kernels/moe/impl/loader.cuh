@@ -23,58 +23,6 @@ __device__ __forceinline__ int first_kstep(int32_t blk, int nk) {
     return (int)(((uint64_t)((uint32_t)blk * 2654435769u) * (uint32_t)nk) >> 32);
 }
 
-// Before griddep_wait, while the stream's previous kernel (at decode the token quantizer, which
-// leaves HBM idle) still runs: the weights of the first C::STAGES k-steps of the tile this CTA's
-// claim rank would get if every expert held one m-block, into L2. Offsets and counts are not
-// read (the previous kernel may be writing them), so this is a guess, and only a hint: a CTA
-// whose claim differs still gets its bytes by TMA, and the tile guessed is one that some CTA
-// runs first whenever each expert has tokens for one tile (decode). Ranks: aware mode spreads
-// them over the domains' queues (CTA b: rank b / D of queue b % D), the other modes take the
-// global order. Weights are not written by kernels between calls, so reading them early is safe.
-template <class C>
-__device__ void prefetch_first_weights(const KParams &p, int mode) {
-    const int64_t b = blockIdx.x, per_slice = (int64_t)p.E * p.nbs;
-    int32_t d, e, nb;
-    if (mode == kModeAware) {
-        const int64_t q = b / p.D;
-        if (q >= per_slice) return;
-        d = (int32_t)(b % p.D);
-        e = (int32_t)(q / p.nbs);
-        nb = (int32_t)(q % p.nbs);
-    } else {
-        if (b >= per_slice * p.D) return;
-        e = (int32_t)(b / ((int64_t)p.D * p.nbs));
-        const int32_t r = (int32_t)(b % ((int64_t)p.D * p.nbs));
-        d = r / p.nbs;
-        nb = r % p.nbs;
-    }
-    const int32_t r0 = nb * C::BM, wse = d * p.E + e;
-    const int32_t wrow = wse * p.ND + r0;
-    const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
-    const int rot = first_kstep(wrow / C::BM, nk);   // as Loader::set_tile
-    const char *w = reinterpret_cast<const char *>(p.w);
-    const int32_t rb = r0 / LDMOE_PACK_ROWS;
-    const char *src = w + (((int64_t)wse * p.pnb + rb) * p.pkb) * LDMOE_PACK_BOX;
-    const char *src2 = rb + 1 < p.pnb ? src + (int64_t)p.pkb * LDMOE_PACK_BOX : nullptr;
-    #pragma unroll 1
-    for (int s = 0; s < C::STAGES && s < nk; ++s) {
-        int kb = rot + s;
-        kb = kb >= nk ? kb - nk : kb;
-        if (p.packed) {   // the bytes Loader::load_packed copies for k-step kb
-            const int64_t off = (int64_t)kb * C::KSUB * LDMOE_PACK_BOX;
-            if constexpr (C::BM == LDMOE_PACK_ROWS) {
-                bulk_prefetch_l2(src + off, (uint32_t)C::A_BYTES);
-            } else if constexpr (C::BM == 2 * LDMOE_PACK_ROWS) {
-                bulk_prefetch_l2(src + off, (uint32_t)C::KSUB * LDMOE_PACK_BOX);
-                if (src2) bulk_prefetch_l2(src2 + off, (uint32_t)C::KSUB * LDMOE_PACK_BOX);
-            }
-        } else {
-            #pragma unroll
-            for (int sub = 0; sub < C::KSUB; ++sub) tma_prefetch_2d(&p.tm_w, (kb * C::KSUB + sub) * kBK, wrow);
-        }
-    }
-}
-
 // The load side, run by one thread: claims tiles (the next tile is claimed with a split atomic at
 // each tile switch and resolved a whole tile later) and fills ring stages with TMA
 // boxes, one of weights and one of tokens per 64 k, completing on the stage's mbarrier.

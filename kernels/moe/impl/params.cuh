@@ -44,9 +44,8 @@ constexpr uint32_t kTuneWeightsNormal = 0x4u;    // decode: weight boxes evict-n
 constexpr uint32_t kTuneStreamStores = 0x8u;     // staged epilogue: st.global.cs output stores
 constexpr uint32_t kTuneDynamicOnly = 0x10u;     // claim every tile from the counters (no static waves)
 constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not a programmatic dependent one
-constexpr uint32_t kTuneNoPrefetch = 0x40u;      // FP8 decode: no L2 prefetch of the first weights before the wait
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent | kTuneNoPrefetch;
+                              kTuneDynamicOnly | kTuneNoDependent;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no

@@ -67,16 +67,6 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void *src, ui
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }
-// Global bytes into L2 ahead of their use, completing on nothing (a hint: the later load that
-// hits them is what the kernel waits for). 16-byte multiples and alignment.
-__device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((uint64_t)src), "r"(bytes) : "memory");
-}
-// One 2-D box of a tensor map into L2, as tma_load_2d would read it.
-__device__ __forceinline__ void tma_prefetch_2d(const CUtensorMap *map, int32_t c0, int32_t c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n"
-                 ::"l"((uint64_t)map), "r"(c0), "r"(c1) : "memory");
-}
 // Programmatic dependent launch. A kernel launched with cudaLaunchAttributeProgrammaticStream-
 // Serialization may start before the stream's previous kernel has finished; griddep_wait() blocks
 // the calling thread until every such prerequisite grid has completed and its writes are visible

@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kQuantThreads, 4) quantize_fp8_kernel(const ui
                                                                       uint2 *__restrict__ x8, float *__restrict__ xs,
                                                                       int tpr_shift) {
     // The grouped GEMM that follows is a programmatic dependent launch: its CTAs may take the SMs
-    // this grid leaves free and prefetch weights while it runs (they wait for its completion
-    // before reading what it writes). Every CTA of this grid is resident by the time all have
+    // this grid leaves free and set up while it runs (they wait for its completion before
+    // reading what it writes). Every CTA of this grid is resident by the time all have
     // run this, so the early start takes no SM it needs.
     griddep_launch_dependents();
     const int tpr = 1 << tpr_shift, tid = threadIdx.x, lane = tid & 31;

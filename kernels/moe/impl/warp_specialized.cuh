@@ -477,8 +477,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // static ranks first (ClaimerT).
     // The FP8 kernels are launched as programmatic dependents of the stream's previous kernel
     // (ldmoe_api.cu launch): until griddep_wait they touch nothing that kernel may write (tokens,
-    // scales, offsets, the counters, the output), and the decode tiles prefetch their first
-    // weights meanwhile. The bf16 kernels are launched as before and keep their code.
+    // scales, offsets, the counters, the output). The bf16 kernels are launched as before and
+    // keep their code.
     constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
     int32_t early_q = -1;
     unsigned early_v = 0;
@@ -490,14 +490,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             prefetch_tensormap(&p.tm_xh);
             prefetch_tensormap(&p.tm_xb);
         }
-        if constexpr (kDependent) {
-            if constexpr (C::BN <= 64) {   // decode: each weight byte is read once, from HBM
-                if (!(p.tune & kTuneNoPrefetch))
-                    prefetch_first_weights<C>(p, resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC,
-                                                              topo->flags, p.D));
-            }
-            griddep_wait();
-        }
+        if constexpr (kDependent) griddep_wait();
         if constexpr (C::WA) {
             const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
             if (m != kModeStatic) {

@@ -95,7 +95,7 @@ def smoke_fp8(tiles):
         print("%s smoke fp8 quantize_fp8 %s" % ("PASS" if ok else "FAIL", scaling), flush=True)
         # bf16 tokens quantized inside the call, the GEMMs back to back without a synchronization:
         # each GEMM is a programmatic dependent of the kernel before it (the quantizer, or the
-        # previous GEMM), so the sanitizers see its early start and weight prefetch.
+        # previous GEMM), so the sanitizers see its early start.
         ref, absum = ldmoe_ref.reference_fp8(q8, qs, w8, scales[scaling][1], offs, scaling)
         ys = []
         for tile in tiles:

@@ -385,13 +385,12 @@ def test_fp8_quantize(gen):
 
 def test_fp8_dependent(gen):
     """The FP8 GEMM is a programmatic dependent launch (it may start while the stream's previous
-    kernel runs, and at decode prefetch weights meanwhile): every input that kernel writes must
+    kernel runs): every input that kernel writes must
     be read only after it. Back to back, with no synchronization: fresh bf16 tokens quantized
     inside the call, e4m3 tokens and offsets each written by a torch kernel right before the
     GEMM, and the call replayed from a CUDA graph; each output must equal, bit for bit, the same
-    GEMM run after a device synchronization. Every layout (the tensor-map and the packed
-    prefetch), aware and static modes (their first tiles differ), both schemes, the 128- and
-    256-row decode tiles; the lab also without the dependent launch and without the prefetch."""
+    GEMM run after a device synchronization. Every layout, aware and static modes, both schemes,
+    the 128- and 256-row decode tiles; the lab also without the dependent launch."""
     E, N, K, iters = 8, 2048, 1024, 6
     for scaling in ("rowwise", "block"):
         w8 = rand_e4m3(gen, (E, N, K))
@@ -401,7 +400,7 @@ def test_fp8_dependent(gen):
             wl = w8 if lay == "plain" else ldmoe.to_localized(w8, D) if lay == "localized" else ldmoe.pack(w8, D)
             for mode in ("aware", "static"):
                 for tile in ("ws128x64c16fp8", "ws256x64c16fp8"):
-                    for tune in ((0, ldmoe.TUNE_NO_DEPENDENT, ldmoe.TUNE_NO_PREFETCH) if LAB else (0,)):
+                    for tune in ((0, ldmoe.TUNE_NO_DEPENDENT) if LAB else (0,)):
                         kw = dict(scaling=scaling, layout=lay, mode=mode, tile=tile)
                         if tune:
                             kw["tune"] = tune
