@@ -110,7 +110,8 @@ enum ldmoe_mode {
  * (C16: 16-row token boxes, so a tile of an expert's last few tokens loads and multiplies only
  * those). Each is built once per scaling scheme (enum ldmoe_fp8_scaling); AUTO takes, below
  * LDMOE_FP8_PREFILL_MIN (65) tokens per expert on average, WS_128x64_C16_FP8 for rowwise and
- * WS_256x64_C16_FP8 for block scales, then WS_256x128_FP8 for rowwise and WS_256x128_C16_FP8
+ * WS_256x64_C16_FP8 for block scales (the 128-row tile up to 32 tokens where 256-row tiles fill
+ * the SMs' waves markedly worse), then WS_256x128_FP8 for rowwise and WS_256x128_C16_FP8
  * for block scales (ldmoe_heuristics.h); WS_128x128_C16_FP8 is there to be named.
  * Compute capability 9.0 only. Values never collide with the bf16 tiles'
  * (tests/moe/test_tile_list.py); the bf16 entry points refuse them and vice versa. */
