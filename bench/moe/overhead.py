@@ -26,6 +26,7 @@ equal tokens per expert):
 Medians over --reps calls; each call reads one of --sets weight sets (no L2 carry-over).
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -246,9 +247,39 @@ def fit(xs, ys):
     return my - slope * mx, slope
 
 
-def fp8_case_fns(E, K, N, m, sets, tiles):
+# The one-launch floor (bench/moe/stream_floor.cu): readers (name, kind, CTAs per SM) timed as
+# more peers of --fp8 --scaling, so that the fixed cost fitted for ldmoe has a reference.
+FLOOR_READERS = [("floor tma", 1, 1), ("floor ldg2", 0, 2)]
+
+
+def floor_fns(wl, x, y):
+    """[(name, fn(i))] of the floor readers moving weight set i's bytes, x's and y's; [] (with a
+    note) when build/moe/libstreamfloor.so (or $LDMOE_FLOOR_LIB) is not there."""
+    path = os.environ.get("LDMOE_FLOOR_LIB") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "moe", "libstreamfloor.so")
+    if not os.path.exists(path):
+        print("floor peers skipped: %s not built" % path, flush=True)
+        return []
+    f = ctypes.CDLL(path).ldmoe_floor_stream
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                  ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    nbytes = lambda t: t.numel() * t.element_size()
+
+    def call(kind, cps, i):
+        w = wl[i % len(wl)]
+        w = getattr(w, "data", w)   # ldmoe.PackedWeights: its uint8 buffer
+        rc = f(kind, w.data_ptr(), nbytes(w) // 16 * 16, x.data_ptr(), nbytes(x) // 16 * 16, y.data_ptr(),
+               nbytes(y) // 16 * 16, cps, torch.cuda.current_stream().cuda_stream)
+        if rc:
+            raise RuntimeError("ldmoe_floor_stream(kind %d) -> cudaError %d" % (kind, rc))
+    return [(name, lambda i, k=kind, c=cps: call(k, c, i)) for name, kind, cps in FLOOR_READERS]
+
+
+def fp8_case_fns(E, K, N, m, sets, tiles, floor=False):
     """--fp8: torch._scaled_grouped_mm and ldmoe's rowwise FP8 GEMM (one fn per TILE[:TUNE[:MODE]])
-    on random e4m3 weights and tokens with rowwise scales."""
+    on random e4m3 weights and tokens with rowwise scales; with floor, the floor readers after
+    them (floor_fns; absent when the floor library is not built)."""
     w8 = [(torch.randn((E, N, K), device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn) for _ in range(sets)]
     wsc = [torch.rand((E, N), device="cuda") + 0.5 for _ in range(sets)]
     wl = [in_layout(w) for w in w8]
@@ -260,7 +291,8 @@ def fp8_case_fns(E, K, N, m, sets, tiles):
     return [lambda i: torch._scaled_grouped_mm(x8, w8[i % sets].transpose(-2, -1), xs, wsc[i % sets], offs=offs,
                                                out_dtype=torch.bfloat16)] + [
         (lambda i, tt=variant(t): ldmoe.grouped_mm_fp8(x8, wl[i % sets], offs, xs, wsl[i % sets], layout=LAYOUT,
-                                                       mode=tt[2], tile=tt[0], tune=tt[1], out=y)) for t in tiles]
+                                                       mode=tt[2], tile=tt[0], tune=tt[1], out=y)) for t in tiles] + \
+        [fn for _, fn in (floor_fns(wl, x8, y) if floor else [])]
 
 
 def scaling(a, out):
@@ -270,16 +302,18 @@ def scaling(a, out):
         K, N, ", FP8 e4m3 rowwise: torch._scaled_grouped_mm and ldmoe.grouped_mm_fp8" if fp8 else ""))
     out.append("")
     tiles = (a.tiles if a.tiles != DEFAULT_TILES or not fp8 else "auto").split(",")
+    floors = [name for name, _, _ in FLOOR_READERS] if fp8 and not a.no_floor else []
     for m in map(int, a.tokens.split(",")):
         out.append("### m = %d tokens per expert" % m)
         out.append("")
-        out.append("| E | weight MB | torch us | " + " | ".join("ldmoe %s us" % t for t in tiles) + " |")
-        out.append("|---|---|---|" + "---|" * len(tiles))
-        pts = {name: [] for name in ["torch"] + tiles}
+        names = ["torch"] + tiles
+        pts = {}
         for E in map(int, a.experts.split(",")):
             n = a.sets
             if fp8:
-                fns = fp8_case_fns(E, K, N, m, n, tiles)
+                fns = fp8_case_fns(E, K, N, m, n, tiles, floor=bool(floors))
+                if not pts:   # the floor peers are there only when their library is
+                    names += floors[:len(fns) - len(names)]
             else:
                 ws, wls, x, offs, y = make_case(E, K, N, m, a.sets)
                 fns = [lambda i: torch._grouped_mm(x, ws[i % n].transpose(-2, -1), offs=offs)] + [
@@ -301,8 +335,12 @@ def scaling(a, out):
             meds = [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(a.reps))
                     for k in range(len(fns))]
             mb = E * N * K * (1 if fp8 else 2) / 1e6
-            for name, t in zip(["torch"] + tiles, meds):
-                pts[name].append((mb, t))
+            if not pts:
+                out.append("| E | weight MB | torch us | " + " | ".join(
+                    ("%s us" % t) if t in floors else ("ldmoe %s us" % t) for t in names[1:]) + " |")
+                out.append("|---|---|---|" + "---|" * (len(names) - 1))
+            for name, t in zip(names, meds):
+                pts.setdefault(name, []).append((mb, t))
             out.append("| %d | %.0f | %s |" % (E, mb, " | ".join("%.1f" % t for t in meds)))
             print(out[-1], flush=True)
         out.append("")
@@ -329,6 +367,8 @@ def main():
     ap.add_argument("--fp8", action="store_true", help="--trace and --scaling on FP8 e4m3 rowwise (grouped_mm_fp8 "
                     "against torch._scaled_grouped_mm)")
     ap.add_argument("--experts", default="16,32,64,128,256", help="expert counts for --scaling")
+    ap.add_argument("--no-floor", action="store_true", help="--fp8 --scaling: leave out the one-launch floor peers "
+                    "(bench/moe/stream_floor.cu, timed when build/moe/libstreamfloor.so exists)")
     ap.add_argument("--layout", choices=("localized", "packed"), default="localized", help="ldmoe's weight layout")
     ap.add_argument("--sets", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=5)

@@ -81,6 +81,12 @@ typedef struct ldmoe_lab_params {
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u
+/* Diagnostic build only, decode tiles: no token boxes loaded / loaded on even k-steps only. */
+#define LDMOE_TUNE_DIAG_NO_TOKENS   0x10000000u
+#define LDMOE_TUNE_DIAG_HALF_TOKENS 0x08000000u
+/* Diagnostic build only, FP8 block scales: no staging of the scales (copy, barrier) / no scale math. */
+#define LDMOE_TUNE_DIAG_NO_SCALE_STAGE 0x04000000u
+#define LDMOE_TUNE_DIAG_NO_SCALE_MATH  0x02000000u
 
 /* ldmoe_grouped_mm_ex with the lab's arguments. Errors as there, and LDMOE_ERR_INVALID_ARG for
  * unknown tune bits or debug_tiles with debug_cap <= 0. */

@@ -104,13 +104,21 @@ struct Loader {
     __device__ void fill(uint32_t dst, uint32_t bar) const {
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         constexpr uint32_t kBox = C::CHUNK * kRowBytes;
-        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (nbox ? (uint32_t)C::KSUB * nbox * kBox
+        bool no_x = false;
+#ifdef LDMOE_DIAG
+        no_x = C::STREAM_W && ((p->tune & kDiagNoTokens) || ((p->tune & kDiagHalfTokens) && (k & 1)));
+#endif
+        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (no_x ? 0u : nbox ? (uint32_t)C::KSUB * nbox * kBox
                                                        : xcls == 1 ? (uint32_t)C::B_BYTES / 2 : (uint32_t)C::B_BYTES));
         int kb = k + rot;
         kb = kb >= nk ? kb - nk : kb;
         if (p->packed) load_packed(dst, bar, kb);
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
+            if (no_x) {
+                if (!p->packed) tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, (kb * C::KSUB + sub) * kBK, wrow, bar, pol_w);
+                continue;
+            }
             const int k0 = (kb * C::KSUB + sub) * kBK;   // boxes past K arrive as zeros
             if constexpr (C::STREAM_W) {
                 if (!p->packed) tma_load_2d_hint(dst + sub * C::A_SUB, &p->tm_w, k0, wrow, bar, pol_w);
