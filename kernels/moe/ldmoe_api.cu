@@ -338,25 +338,6 @@ static int device_sms(int dev, int *sms) {
     return LDMOE_OK;
 }
 
-static int g_l2[LDMOE_MAX_DEVICES];   // L2 bytes per device, once asked
-
-// The current device's L2 size in bytes (cached; takes g_lock).
-static int device_l2_bytes(int *bytes) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
-    if (dev < 0 || dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
-    pthread_mutex_lock(&g_lock);
-    if (!g_l2[dev]) {
-        int v = 0;
-        e = cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, dev);
-        if (e == cudaSuccess) g_l2[dev] = v;
-    }
-    *bytes = g_l2[dev];
-    pthread_mutex_unlock(&g_lock);
-    return e == cudaSuccess ? LDMOE_OK : cuda_fail(e, "cudaDeviceGetAttribute(L2 cache size)");
-}
-
 static int device_setup(int dev, unsigned *attr, int bit, const TileCfg &c, int *sms) {
     int rc = device_sms(dev, sms);
     if (rc) return rc;
@@ -583,12 +564,6 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
     kp.ws = f->w_scale;
     kp.K8 = p->K;
     kp.KB = ldmoe_fp8_kblocks(p->K);
-    // The kernel warms L2 with the tokens (prefetch_tokens) unless they would take more than half
-    // of it from the weights' stream.
-    const int64_t xbytes = p->T * (int64_t)p->K;
-    int l2 = 0;
-    if (!(lab.tune & kTuneNoTokenPrefetch) && (rc = device_l2_bytes(&l2))) return rc;
-    kp.xpf = !(lab.tune & kTuneNoTokenPrefetch) && xbytes <= l2 / 2 ? xbytes : 0;
     return launch(c, sms, &kp, p->stream, !(lab.tune & kTuneNoDependent));
 }
 

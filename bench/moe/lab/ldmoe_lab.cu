@@ -30,9 +30,7 @@ using LabShape_WS_128x64_K1 = WsCfg<128, 64, 9, 1, true>;      // decode, nine 6
 
 static_assert(LDMOE_TUNE_SCALAR_EPILOGUE == kTuneScalarEpilogue && LDMOE_TUNE_TOKENS_NORMAL == kTuneTokensNormal &&
                   LDMOE_TUNE_WEIGHTS_NORMAL == kTuneWeightsNormal && LDMOE_TUNE_STREAM_STORES == kTuneStreamStores &&
-                  LDMOE_TUNE_DYNAMIC_ONLY == kTuneDynamicOnly && LDMOE_TUNE_NO_DEPENDENT == kTuneNoDependent &&
-                  LDMOE_TUNE_NO_TOKEN_PREFETCH == kTuneNoTokenPrefetch &&
-                  LDMOE_TUNE_CLAIM_BEFORE_SETUP == kTuneClaimBeforeSetup,
+                  LDMOE_TUNE_DYNAMIC_ONLY == kTuneDynamicOnly && LDMOE_TUNE_NO_DEPENDENT == kTuneNoDependent,
               "ldmoe_lab.h's tune bits are the kernels'");
 #ifdef LDMOE_DIAG
 static_assert(LDMOE_TUNE_DIAG_NO_MMA == kDiagNoMma && LDMOE_TUNE_DIAG_NO_STORE == kDiagNoStore &&

@@ -78,9 +78,6 @@ typedef struct ldmoe_lab_params {
                                             waves in SM order first; see doc/moe.md)                  */
 #define LDMOE_TUNE_NO_DEPENDENT    0x20u /* FP8: launch the GEMM as an ordinary kernel, not as a
                                             programmatic dependent of the stream's previous one        */
-#define LDMOE_TUNE_NO_TOKEN_PREFETCH 0x40u /* FP8: no L2 prefetch of the tokens at the start        */
-#define LDMOE_TUNE_CLAIM_BEFORE_SETUP 0x80u /* FP8 decode tiles: the entry claim before the block's
-                                            setup (the bf16 kernels' order), not inside it             */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

@@ -44,10 +44,8 @@ constexpr uint32_t kTuneWeightsNormal = 0x4u;    // decode: weight boxes evict-n
 constexpr uint32_t kTuneStreamStores = 0x8u;     // staged epilogue: st.global.cs output stores
 constexpr uint32_t kTuneDynamicOnly = 0x10u;     // claim every tile from the counters (no static waves)
 constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not a programmatic dependent one
-constexpr uint32_t kTuneNoTokenPrefetch = 0x40u; // FP8: no L2 prefetch of the tokens (KParamsF8::xpf = 0)
-constexpr uint32_t kTuneClaimBeforeSetup = 0x80u;   // FP8 decode: the entry claim before the setup, not in it
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent | kTuneNoTokenPrefetch | kTuneClaimBeforeSetup;
+                              kTuneDynamicOnly | kTuneNoDependent;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no
@@ -99,7 +97,6 @@ struct KParamsF8 : KParams {
                         // [D*E, ceil(ND/128), KB] (block), ldmoe.h
     int32_t K8;         // K in e4m3 elements (KParams::K = K8 / 2)
     int32_t KB;         // ceil(K8 / 128): K blocks of the block scales
-    int64_t xpf;        // token bytes to prefetch into L2 at the start (0: none), a multiple of 16
 };
 
 // Launch timeline (lab: ldmoe_lab_params_t.trace): slot i of this CTA = %globaltimer (or v).

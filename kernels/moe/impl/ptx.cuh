@@ -63,12 +63,6 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void *src, ui
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
                  ::"r"(dst), "l"((uint64_t)src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
 }
-// Bring a contiguous global range (16-byte aligned, a multiple of 16 bytes) into L2 with the given
-// eviction policy; nothing waits for it.
-__device__ __forceinline__ void prefetch_l2_bulk(const void *src, uint32_t bytes, uint64_t policy) {
-    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n"
-                 ::"l"((uint64_t)src), "r"(bytes), "l"(policy) : "memory");
-}
 // Fetch a kernel parameter's tensor map into the TMA unit's descriptor cache ahead of its first use.
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");

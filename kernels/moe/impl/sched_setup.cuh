@@ -12,10 +12,6 @@ namespace ldmoe {
 // Block-wide setup: the expert token starts (tstart, see kTStart), m-blocks per expert and their
 // exclusive prefix (prefix[E] = total), SMs per domain in the map the kernels see, and the
 // resolved mode. All threads call it; it ends with a barrier.
-// EARLY_CLAIM (with `claim`): thread 0 also makes the launch's first tail claim (ClaimerT::
-// preclaimed; *early_q = -1 where there is none: static mode) from the map's values loaded here,
-// so that the contended atomic's latency passes under the rest of the setup and thread 0 waits
-// for no load before the setup's own loads are in flight.
 struct SchedShared {
     int32_t warp_max[32];
     int32_t warp_sum[32];
@@ -40,10 +36,9 @@ __device__ __forceinline__ int resolve_mode(int mode, bool published, uint32_t f
     return mode;
 }
 
-template <int THREADS, int BN, bool EARLY_CLAIM = false>
+template <int THREADS, int BN>
 __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topology_t *topo, int32_t *prefix,
-                                            SchedShared &sh, bool claim = false, int32_t *early_q = nullptr,
-                                            unsigned *early_v = nullptr) {
+                                            SchedShared &sh) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, D = p.D;
     const int chunk = (E + THREADS - 1) / THREADS;
@@ -66,17 +61,6 @@ __device__ __forceinline__ void sched_setup(const KParams &p, const ldshim_topol
     asm volatile("mov.u32 %0, %%smid;" : "=r"(me));
     const uint32_t me_slot = me < LDSHIM_MAX_SMS ? me : 0u;
     const uint32_t me_dom = topo->sm_domain[me_slot], me_key = g_sm_key[me_slot];
-    if constexpr (EARLY_CLAIM) {
-        if (tid == 0 && claim) {   // this SM's queue as ldshim_sm_domain and resolve_mode give it
-            const bool pub = t_magic == LDSHIM_TOPOLOGY_MAGIC;
-            const int m0 = resolve_mode(p.mode, pub, t_flags, D);
-            if (m0 != kModeStatic) {
-                const uint32_t d = pub && me < t_num && me < LDSHIM_MAX_SMS ? me_dom : ldshim_even_domain(me, D);
-                *early_q = m0 == kModeAware ? (int32_t)(d % D) : 0;
-                *early_v = atomicAdd(&p.ctr[*early_q], 1u);
-            }
-        }
-    }
     // Pass 1: expert ends offs[e] clamped to [0, T] and made monotone by a running maximum (a
     // block-wide max-scan): expert e owns rows tstart[e] = max(0, ends before e) up to
     // tstart[e+1]. Valid offs are unchanged by this; with decreasing (invalid) offs every row

@@ -469,20 +469,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     if (tid == 128) debug_count(p, t.gid, my_dom);
 }
 
-// FP8 (KParamsF8::xpf > 0): once its first ring of stages is on the way, each CTA asks L2 for its
-// 1/grid share of the token bytes (policy: the token boxes'). Every tile of an expert reads that
-// expert's tokens again, but the first reads of each token box come from rows K bytes apart, 128
-// bytes each, which DRAM serves far below its streaming rate; read here in contiguous pieces, the
-// boxes then hit L2. The host passes 0 where the tokens would crowd the L2 (ldmoe_api.cu).
-__device__ __forceinline__ void prefetch_tokens(const KParamsF8 &pf, uint64_t policy) {
-    if (pf.xpf <= 0) return;
-    constexpr int64_t kPiece = 64 * 1024;
-    const int64_t share = ((pf.xpf + gridDim.x - 1) / gridDim.x + 15) & ~(int64_t)15;
-    const int64_t lo = share * blockIdx.x, hi = min(pf.xpf, lo + share);
-    const char *x = reinterpret_cast<const char *>(pf.x);
-    for (int64_t o = lo; o < hi; o += kPiece) prefetch_l2_bulk(x + o, (uint32_t)min(kPiece, hi - o), policy);
-}
-
 template <class C>
 __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -506,15 +492,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // (ldmoe_api.cu launch): until griddep_wait they touch nothing that kernel may write (tokens,
     // scales, offsets, the counters, the output). The bf16 kernels are launched as before and
     // keep their code.
-    // The FP8 decode kernels make that claim inside the setup instead (sched_setup EARLY_CLAIM:
-    // the map's loads are the setup's, so thread 0 does not wait for them first);
-    // kTuneClaimBeforeSetup keeps the bf16 kernels' order for comparison.
     constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
-    constexpr bool kClaimInSetup = kDependent && C::WA;
-    // The FP8 decode tiles warm L2 with the tokens (prefetch_tokens). Not the prefill tiles, whose
-    // producer has no registers to spare and whose token bytes mostly exceed the host's budget.
-    constexpr bool kPrefetchTokens = kDependent && C::BN <= 64;
-    const bool claim_in_setup = kClaimInSetup && !(p.tune & kTuneClaimBeforeSetup);
     int32_t early_q = -1;
     unsigned early_v = 0;
     if (tid == 0) {
@@ -526,7 +504,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             prefetch_tensormap(&p.tm_xb);
         }
         if constexpr (kDependent) griddep_wait();
-        if (C::WA && !claim_in_setup) {
+        if constexpr (C::WA) {
             const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
             if (m != kModeStatic) {
                 early_q = m == kModeAware ? (int32_t)(ldshim_sm_domain(topo, p.D) % p.D) : 0;
@@ -541,7 +519,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     } else if constexpr (kDependent) {
         griddep_wait();
     }
-    sched_setup<C::THREADS, C::BN, kClaimInSetup>(p, topo, prefix, sh, claim_in_setup, &early_q, &early_v);   // ends with a barrier
+    sched_setup<C::THREADS, C::BN>(p, topo, prefix, sh);   // ends with a barrier
     const int D = p.D, mode = sh.mode;
     const int64_t tiles_per_slice = (int64_t)prefix[p.E] * p.nbs;
     const int64_t total = tiles_per_slice * D;
@@ -564,7 +542,6 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         trace_at(p, kTrClaimed, globaltimer());
         int s = 0;
         uint32_t ph = 0;
-        [[maybe_unused]] int filled = 0;
         #pragma unroll 1
         for (;;) {
             mbar_wait(smem_u32(&s_empty[s]), ph ^ 1);
@@ -577,9 +554,6 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                 return;
             }
             ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
-            if constexpr (kPrefetchTokens) {
-                if (++filled == C::STAGES) prefetch_tokens(static_cast<const KParamsF8 &>(p), ld.pol_x);
-            }
             ld.advance();
             if (++s == C::STAGES) { s = 0; ph ^= 1; }
         }
