@@ -122,14 +122,11 @@ struct Fp8Cfg : Base {
     static constexpr int PRODUCER_REGS = WIDE_SUMS ? 40 : Base::PRODUCER_REGS;
     static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
-    // Block scales are staged in shared memory XS_LEAD k-blocks ahead (run_tile_fp8): per consumer
-    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the scheduler
-    // table. The lead is two stages: the k-blocks of one stage follow each other without a wait,
-    // so a lead of one k-block left the copy's L2 latency exposed at every stage. XS_LEAD + 2
-    // rows let the one barrier per k-block order the writes of k-block c + XS_LEAD after every
-    // read of k-block c - 1, the last one a thread may still be reading when it issues them.
-    static constexpr int XS_LEAD = 2 * Base::KSUB;
-    static constexpr int XS_BUFS = XS_LEAD + 2, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
+    // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
+    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
+    // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
+    // after every read of k-block c - 2, which used the same row.
+    static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
     static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
     static constexpr int SMEM = Base::SMEM + XS_BYTES;
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
@@ -272,8 +269,8 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
 // group exposes the wgmma latency once per 128 k; a stage is handed back when its last
 // k-block is promoted. The rowwise scales are applied once, before the stores. The block
-// scales are copied into shared memory (cp.async, one token column per thread) C::XS_LEAD
-// k-blocks of the tile ahead of their use, so a global load's latency is not waited for inside
+// scales of the next k-block are copied into shared memory (cp.async, one token column per
+// thread) while this one's wgmmas run, so a global load's latency is never waited for inside
 // the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
@@ -327,14 +324,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         kq = kq >= nk ? kq - nk : kq;
         return kq * C::KSUB + sub;
     };
-    // The copy of the tile's k-block `o` places ahead of the current one (ordinal `cur` of the
-    // tile, row xc + ahead): one cp.async group, empty past the tile's last k-block, so that every
-    // k-block commits exactly one group and wait_group counts the same groups in every thread.
-    [[maybe_unused]] auto stage_ahead = [&](int cur, int ahead) {
-        const int o = cur + ahead;
-        if (o < nk * C::KSUB) stage_scales(kblock(o / C::KSUB, o % C::KSUB), (xc + ahead) % C::XS_BUFS);
-        else cp_async_commit();
-    };
     [[maybe_unused]] bool no_stage = false, no_scale_math = false;
 #ifdef LDMOE_DIAG
     no_stage = p.tune & kDiagNoScaleStage;
@@ -343,10 +332,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     if constexpr (SCH == LDMOE_FP8_BLOCK) {
         xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
                                             C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
-        if (!no_stage) {
-            #pragma unroll
-            for (int i = 0; i < C::XS_LEAD; ++i) stage_ahead(0, i);
-        }
+        if (!no_stage) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
     }
     auto fence_acc = [&]() {
         #pragma unroll
@@ -403,11 +389,16 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                 if constexpr (SCH == LDMOE_FP8_BLOCK) {
                     // The next k-block's scales go into the next row while these wgmmas run (an
                     // empty commit group after the tile's last one).
-                    if (mg == 0 && !no_stage) stage_ahead(kstep * C::KSUB + sub, C::XS_LEAD);
+                    if (mg == 0 && !no_stage) {
+                        const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
+                        if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0),
+                                               (xc + 1) % C::XS_BUFS);
+                        else cp_async_commit();
+                    }
                     wg_wait<0>();
                     fence_acc();
                     if (mg == 0 && !no_stage) {
-                        cp_async_wait<C::XS_LEAD>();              // this k-block's copies (all but the newest groups)
+                        cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
                         named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
                     }
                     if (no_scale_math) {
