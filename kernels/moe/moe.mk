@@ -45,7 +45,7 @@ LDMOE_SONAME   := libldmoe.so$(if $(SOVERSION),.$(SOVERSION))
 
 # $(call ldmoe_compile,source,object,ptxas log,extra flags): compile with the ptxas report kept,
 # warn on register spills, fail when ptxas serialized a kernel's wgmmas (C75xx), and check the register budget that the warp-specialized prefill
-# kernels' setmaxnreg split (WsCfg<BM, BN, STAGES, KSUB, WA = false, ...>, and the 256-row
+# kernels' setmaxnreg split (WsCfg<BM, BN, STAGES, KSUB, WA = false, ...>, and the block-scaled
 # FP8 tiles, Fp8Cfg in warp_specialized.cuh) assumes: with fewer
 # than 168 registers per thread at launch, setmaxnreg.inc would wait forever.
 define ldmoe_compile
@@ -59,7 +59,7 @@ define ldmoe_compile
 	  grep "instructions are serialized" $(3) >&2; \
 	  echo "moe: ptxas serialized the wgmmas of a kernel (above): every tile's speed rests on their overlap" >&2; \
 	  rm -f $(2); exit 1; fi
-	@awk '/Compiling entry function .*(grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E|grouped_mm_ws_fp8_kernel.*WsCfgILi256E).*sm_90a/ { want = 1; next } \
+	@awk '/Compiling entry function .*(grouped_mm_ws_kernel.*WsCfgILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb0E|grouped_mm_ws_fp8_kernel.*(ELi2EEEE|WsCfgILi256E)).*sm_90a/ { want = 1; next } \
 	  want && /Used [0-9]+ registers/ { n++; if ($$5 != 168) { print "moe: " $$0 " in a prefill WS kernel; warp_specialized.cuh assumes 168"; bad = 1 } want = 0 } \
 	  END { if (n == 0) { print "moe: no prefill WS kernel found in $(3)"; bad = 1 } exit bad }' $(3) >&2 || { rm -f $(2); exit 1; }
 endef

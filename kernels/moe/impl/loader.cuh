@@ -44,8 +44,6 @@ struct Loader {
     int32_t wrow, tok;     // TMA row coordinates of tk
     const char *wsrc;      // packed layout: k-block 0 of tk's rows (its first 128-row block)
     const char *wsrc2;     // BM = 256: the second 128-row block (the first again past the slice's last)
-    int32_t rows, nrows;   // tk's tokens and weight rows (FP8 block scales: copy_stage_scales)
-    int32_t wse, r0;       // tk's weight slice-expert and first row in it (the same)
     uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk (xcls 0)
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
@@ -84,7 +82,6 @@ struct Loader {
         const Tile t = make_tile(*p, prefix, C::BM, C::BN, mode, per_queue, tk);
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
-        rows = t.rows; nrows = t.nrows; wse = t.wse; r0 = t.r0;
         if (p->packed) {
             const int32_t rb = t.r0 / LDMOE_PACK_ROWS;
             const int64_t box = ((int64_t)t.wse * p->pnb + rb) * p->pkb;

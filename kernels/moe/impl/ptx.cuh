@@ -163,20 +163,6 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 #endif
 }
-// The same with zero fill: the destination's 4 bytes are src's first src_bytes (0 or 4) and
-// zeros after them; src is not read when src_bytes is 0.
-__device__ __forceinline__ void cp_async_4_zfill(uint32_t dst, const void *src, uint32_t src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-#endif
-}
-// An arrive on mbarrier `bar` made when every cp.async this thread issued before has landed;
-// .noinc: the barrier's expected count already includes it (mbar_init).
-__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -112,21 +112,22 @@ struct Fp8Cfg : Base {
     // 8 with 64), so they take the prefill tiles' setmaxnreg split (producer 56, consumers 224)
     // and keep the producer's scheduler state in shared memory; so does the 256-row tile (two
     // m64 blocks of sums per thread). moe.mk checks their launch registers as for prefill.
-    static constexpr bool SPLIT_REGS = Base::MI > 1;
+    static constexpr bool SPLIT_REGS = SCALING == LDMOE_FP8_BLOCK || Base::MI > 1;
     static constexpr bool CLAIMER_SMEM = SPLIT_REGS;
     // The 256x128 tile's consumers hold two blocks of sums and a set of accumulators (192
     // registers) besides their addresses: at 224 they spilled more than at 232, where a few
     // bytes remain (build/moe-ptxas.log), so its producer gives up more. With 64 token columns
     // (two sets of sums and of accumulators, 128 registers) the usual split leaves both sides room.
     static constexpr bool WIDE_SUMS = Base::MI > 1 && Base::MMA_N > 64;
-    static constexpr int PRODUCER_REGS = WIDE_SUMS ? 40 : SCALING == LDMOE_FP8_BLOCK ? 72 : Base::PRODUCER_REGS;
-    static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : SCALING == LDMOE_FP8_BLOCK ? 216 : Base::CONSUMER_REGS;
+    static constexpr int PRODUCER_REGS = WIDE_SUMS ? 40 : Base::PRODUCER_REGS;
+    static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
-    // Block scales travel with the stage: the producer warp copies each stage's scales into the
-    // stage's KSUB rows of XS_PITCH floats (copy_stage_scales), after the scheduler table: the
-    // k-block's BN token scales, then the weight scale of each consumer warpgroup's rows.
-    static constexpr int XS_PITCH = Base::BN + 4;   // floats; weight scales at [BN], [BN + 1]
-    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? Base::STAGES * Base::KSUB * XS_PITCH * 4 : 0;
+    // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
+    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
+    // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
+    // after every read of k-block c - 2, which used the same row.
+    static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
+    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
     static constexpr int SMEM = Base::SMEM + XS_BYTES;
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
     static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
@@ -268,14 +269,16 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
 // group exposes the wgmma latency once per 128 k; a stage is handed back when its last
 // k-block is promoted. The rowwise scales are applied once, before the stores. The block
-// scales come with the stage (copy_stage_scales), so no load and no barrier of the consumers
-// sits inside the k loop.
+// scales of the next k-block are copied into shared memory (cp.async, one token column per
+// thread) while this one's wgmmas run, so a global load's latency is never waited for inside
+// the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
                                              unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
                                              uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
-                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk) {
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk,
+                                             uint32_t &xc) {
     constexpr int NA = NN / 2;
     constexpr int SCH = fp8_scaling_of<C>::value;
     static_assert(SCH == LDMOE_FP8_ROWWISE || SCH == LDMOE_FP8_BLOCK, "scaling scheme");
@@ -297,16 +300,40 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     for (int mi = 0; mi < C::MI; ++mi)
         #pragma unroll
         for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
-    // Block scheme: the stage's scale rows, which the producer warp filled with the stage
-    // (copy_stage_scales): row `sub` holds k-block sub's BN token scales and, at [BN + cw], this
-    // warpgroup's weight scale. They are valid from the stage's full barrier to its release.
-    [[maybe_unused]] const float *sc_rows = nullptr;
-    if constexpr (SCH == LDMOE_FP8_BLOCK)
-        sc_rows = reinterpret_cast<const float *>(reinterpret_cast<const unsigned char *>(prefix) + C::PREFIX_BYTES);
-    [[maybe_unused]] bool no_scale_math = false;
+    const int wg_row = cw * C::MI * 64;   // this warpgroup's first weight row in the tile: one 128-row scale block
+    // Block scheme: this warpgroup's scale rows, and the copy of k-block kb's scales into row
+    // `row`: column wt's token scale, and (thread 0) the tile's weight scale. Outside K or past
+    // the tile's tokens a zero is stored instead (zero padding adds nothing).
+    float *xs_rows = nullptr;
+    auto stage_scales = [&](int kb, uint32_t row) {
+        float *r = xs_rows + row * C::XS_PITCH;
+        const bool in_k = kb < pf.KB;
+        if (wt < C::BN) {
+            if (in_k && wt < t.rows) cp_async_4(smem_u32(r + wt), pf.xs + (int64_t)kb * p.T + t.tok0 + wt);
+            else r[wt] = 0.f;
+        }
+        if (wt == 0) {
+            if (in_k && wg_row < t.nrows)
+                cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + wg_row, kb));
+            else r[C::BN] = 0.f;
+        }
+        cp_async_commit();   // every thread, so that wait_group counts the same groups everywhere
+    };
+    auto kblock = [&](int kstep, int sub) {
+        int kq = kstep + rot;
+        kq = kq >= nk ? kq - nk : kq;
+        return kq * C::KSUB + sub;
+    };
+    [[maybe_unused]] bool no_stage = false, no_scale_math = false;
 #ifdef LDMOE_DIAG
+    no_stage = p.tune & kDiagNoScaleStage;
     no_scale_math = p.tune & kDiagNoScaleMath;
 #endif
+    if constexpr (SCH == LDMOE_FP8_BLOCK) {
+        xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
+                                            C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
+        if (!no_stage) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
+    }
     auto fence_acc = [&]() {
         #pragma unroll
         for (int a = 0; a < AM; ++a) wg_fence_acc(acc[a]);
@@ -358,18 +385,32 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                                               wg_desc(base + a_off + (mg + a) * 64 * kRowBytes + sub * a_step + kk * 32),
                                               wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
                 wg_commit();
+                const bool last = mg + AM == C::MI;   // this k-block's last group
                 if constexpr (SCH == LDMOE_FP8_BLOCK) {
+                    // The next k-block's scales go into the next row while these wgmmas run (an
+                    // empty commit group after the tile's last one).
+                    if (mg == 0 && !no_stage) {
+                        const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
+                        if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0),
+                                               (xc + 1) % C::XS_BUFS);
+                        else cp_async_commit();
+                    }
                     wg_wait<0>();
                     fence_acc();
+                    if (mg == 0 && !no_stage) {
+                        cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
+                        named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
+                    }
                     if (no_scale_math) {
                         #pragma unroll
                         for (int a = 0; a < AM; ++a)
                             #pragma unroll
                             for (int i = 0; i < NA; ++i) sum[mg + a][i] += acc[a][i];
+                        if (last) ++xc;
                         continue;
                     }
-                    const float *r = sc_rows + (s * C::KSUB + sub) * C::XS_PITCH;
-                    const float sw = r[C::BN + cw];
+                    const float *r = xs_rows + (xc % C::XS_BUFS) * C::XS_PITCH;
+                    const float sw = r[C::BN];
                     // acc[a][4j + v] and [4j + 2 + v] belong to token column 8j + 2q + v.
                     #pragma unroll
                     for (int j = 0; j < NA / 4; ++j) {
@@ -384,6 +425,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                             sm[4 * j + 3] = fmaf(acc[a][4 * j + 3], b1, sm[4 * j + 3]);
                         }
                     }
+                    if (last) ++xc;
                 } else {
                     wg_wait<0>();
                     fence_acc();
@@ -427,39 +469,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     if (tid == 128) debug_count(p, t.gid, my_dom);
 }
 
-// FP8 block scales, copied by the producer warp with each stage (C::XS_BYTES): for each of the
-// stage's KSUB k-blocks (from kb0 on) the tile's BN token scales (contiguous in x_scale's
-// [KB, T]) and each consumer warpgroup's weight scale go into one row of XS_PITCH floats, by
-// cp.async, zero-filled outside K and past the tile's tokens or rows (zero padding adds nothing);
-// then the lane arrives on the stage's full barrier once its copies have landed. The tile's
-// values (Loader's, of the leader) arrive by shuffle, so the lanes hold nothing across stages.
-template <class C>
-__device__ __forceinline__ void copy_stage_scales(const KParamsF8 &pf, const Loader<C> &ld, int nk, float *out,
-                                                  uint32_t full, int lane) {
-    constexpr unsigned kAll = 0xffffffffu;
-    int kq = __shfl_sync(kAll, ld.k + ld.rot, 0);
-    kq = kq >= nk ? kq - nk : kq;
-    const int kb0 = kq * C::KSUB;
-    const int32_t tok0 = __shfl_sync(kAll, ld.tok, 0), rows = __shfl_sync(kAll, ld.rows, 0);
-    #pragma unroll
-    for (int i = lane; i < C::KSUB * C::BN; i += 32) {
-        const int sub = i / C::BN, c = i % C::BN, kb = kb0 + sub;
-        const bool ok = kb < pf.KB && c < rows;
-        cp_async_4_zfill(smem_u32(out + sub * C::XS_PITCH + c), ok ? pf.xs + (int64_t)kb * pf.T + tok0 + c : pf.xs,
-                         ok ? 4u : 0u);
-    }
-    const int32_t nrows = __shfl_sync(kAll, ld.nrows, 0), wse = __shfl_sync(kAll, ld.wse, 0),
-                  r0 = __shfl_sync(kAll, ld.r0, 0);
-    if (lane < 2 * C::KSUB) {
-        const int sub = lane >> 1, cw = lane & 1, kb = kb0 + sub, wg_row = cw * C::MI * 64;
-        const bool ok = kb < pf.KB && wg_row < nrows;
-        cp_async_4_zfill(smem_u32(out + sub * C::XS_PITCH + C::BN + cw),
-                         ok ? pf.ws + ldmoe_fp8_block_wscale_index(pf.ND, pf.K8, wse, r0 + wg_row, kb) : pf.ws,
-                         ok ? 4u : 0u);
-    }
-    cp_async_mbar_arrive_noinc(full);
-}
-
 template <class C>
 __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *topo) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -484,11 +493,6 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // scales, offsets, the counters, the output). The bf16 kernels are launched as before and
     // keep their code.
     constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
-    // FP8 block scales come with the stage: the whole producer warp copies them (copy_stage_scales)
-    // and each lane arrives on the stage's full barrier once its copies have landed, so that
-    // barrier counts the issuing thread's arrive and one per lane.
-    constexpr bool kScalesInStage = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
-    constexpr uint32_t kFullArrivals = kScalesInStage ? 1 + 32 : 1;
     int32_t early_q = -1;
     unsigned early_v = 0;
     if (tid == 0) {
@@ -508,7 +512,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             }
         }
         for (int st = 0; st < C::STAGES; ++st) {
-            mbar_init(smem_u32(&s_full[st]), kFullArrivals);
+            mbar_init(smem_u32(&s_full[st]), 1);
             mbar_init(smem_u32(&s_empty[st]), 8);   // one arrive per consumer warp
         }
         fence_mbar_init();
@@ -531,40 +535,26 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                 return;
             }
         }
-        if (kScalesInStage ? warp != 0 : tid != 0) return;
-        // Thread 0 claims and loads; with kScalesInStage its warp runs the loop beside it.
-        const bool leader = !kScalesInStage || lane == 0;
-        if (leader) trace_at(p, kTrSetup, globaltimer());
+        if (tid != 0) return;
+        trace_at(p, kTrSetup, globaltimer());
         Loader<C> ld{};
-        if (leader) ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer, early_q, early_v);
-        if (leader) trace_at(p, kTrClaimed, globaltimer());
+        ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer, early_q, early_v);
+        trace_at(p, kTrClaimed, globaltimer());
         int s = 0;
         uint32_t ph = 0;
-        [[maybe_unused]] const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
         #pragma unroll 1
         for (;;) {
-            mbar_wait(smem_u32(&s_empty[s]), ph ^ 1);   // every lane: the scale rows are the stage's too
-            int64_t tk = ld.tk;
-            if constexpr (kScalesInStage) tk = __shfl_sync(0xffffffffu, tk, 0);
-            if (leader) {
-                s_ring_tk[s] = tk;
-                if constexpr (C::CHUNK < C::BN) s_ring_x[s] = ld.xcls;
-            }
+            mbar_wait(smem_u32(&s_empty[s]), ph ^ 1);
+            const int64_t tk = ld.tk;
+            s_ring_tk[s] = tk;
+            if constexpr (C::CHUNK < C::BN) s_ring_x[s] = ld.xcls;
             if (tk < 0) {   // consumers: done
                 mbar_arrive(smem_u32(&s_full[s]));
-                if constexpr (kScalesInStage) {
-                    if (leader) mbar_arrive(smem_u32(&s_full[s]));   // kFullArrivals in all
-                }
-                if (leader) trace_at(p, kTrLoadsDone, globaltimer());
+                trace_at(p, kTrLoadsDone, globaltimer());
                 return;
             }
-            if (leader) ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
-            if constexpr (kScalesInStage)
-                copy_stage_scales<C>(static_cast<const KParamsF8 &>(p), ld, nk,
-                                     reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(prefix) + C::PREFIX_BYTES) +
-                                         s * C::KSUB * C::XS_PITCH,
-                                     smem_u32(&s_full[s]), lane);
-            if (leader) ld.advance();
+            ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
+            ld.advance();
             if (++s == C::STAGES) { s = 0; ph ^= 1; }
         }
     }
@@ -584,10 +574,11 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
+    [[maybe_unused]] uint32_t xc = 0;   // FP8 block scales: this warpgroup's k-blocks so far (run_tile_fp8)
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk);
+                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk, xc);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];
