@@ -123,16 +123,15 @@ struct Fp8Cfg : Base {
     static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
     // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
-    // warp XS_BUFS rows of BN token scales and the tile's weight scale, after the scheduler
-    // table. Each warp copies the scales it reads itself, so a __syncwarp, not a barrier of the
-    // warpgroup, makes them visible; three rows let it order the writes of k-block c + 1 after
-    // every read of k-block c - 2, which used the same row.
+    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
+    // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
+    // after every read of k-block c - 2, which used the same row.
     static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
-    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 8 * XS_BUFS * XS_PITCH * 4 : 0;
+    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
     static constexpr int SMEM = Base::SMEM + XS_BYTES;
     static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
-    static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN % 32 == 0,
-                  "scale rows: 8-byte aligned (float2 reads), whole columns per lane");
+    static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
+                  "scale rows: 8-byte aligned (float2 reads), one column per thread of a consumer warpgroup");
     static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
     static_assert(Base::BM % LDMOE_FP8_BLOCK_ROWS == 0 && Base::MI * 64 <= LDMOE_FP8_BLOCK_ROWS,
                   "a consumer warpgroup's weight rows lie in one block of the block scales");
@@ -270,10 +269,9 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
 // group exposes the wgmma latency once per 128 k; a stage is handed back when its last
 // k-block is promoted. The rowwise scales are applied once, before the stores. The block
-// scales of the next k-block are copied into shared memory (cp.async, BN / 32 token columns
-// per lane, into the warp's own rows) while this one's wgmmas run, so a global load's latency
-// is never waited for inside the k loop and no barrier wider than the warp is needed; `xc`
-// counts this warpgroup's k-blocks across tiles and picks the row.
+// scales of the next k-block are copied into shared memory (cp.async, one token column per
+// thread) while this one's wgmmas run, so a global load's latency is never waited for inside
+// the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
@@ -303,19 +301,18 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         #pragma unroll
         for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
     const int wg_row = cw * C::MI * 64;   // this warpgroup's first weight row in the tile: one 128-row scale block
-    // Block scheme: this warp's scale rows, and the copy of k-block kb's scales into row `row`:
-    // the token scales of columns lane, lane + 32, ..., and (lane 0) the tile's weight scale.
-    // Outside K or past the tile's tokens a zero is stored instead (zero padding adds nothing).
+    // Block scheme: this warpgroup's scale rows, and the copy of k-block kb's scales into row
+    // `row`: column wt's token scale, and (thread 0) the tile's weight scale. Outside K or past
+    // the tile's tokens a zero is stored instead (zero padding adds nothing).
     float *xs_rows = nullptr;
     auto stage_scales = [&](int kb, uint32_t row) {
         float *r = xs_rows + row * C::XS_PITCH;
         const bool in_k = kb < pf.KB;
-        #pragma unroll
-        for (int c = lane; c < C::BN; c += 32) {
-            if (in_k && c < t.rows) cp_async_4(smem_u32(r + c), pf.xs + (int64_t)kb * p.T + t.tok0 + c);
-            else r[c] = 0.f;
+        if (wt < C::BN) {
+            if (in_k && wt < t.rows) cp_async_4(smem_u32(r + wt), pf.xs + (int64_t)kb * p.T + t.tok0 + wt);
+            else r[wt] = 0.f;
         }
-        if (lane == 0) {
+        if (wt == 0) {
             if (in_k && wg_row < t.nrows)
                 cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + wg_row, kb));
             else r[C::BN] = 0.f;
@@ -334,7 +331,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
 #endif
     if constexpr (SCH == LDMOE_FP8_BLOCK) {
         xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
-                                            C::PREFIX_BYTES) + (cw * 4 + (warp & 3)) * C::XS_BUFS * C::XS_PITCH;
+                                            C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
         if (!no_stage) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
     }
     auto fence_acc = [&]() {
@@ -401,8 +398,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                     wg_wait<0>();
                     fence_acc();
                     if (mg == 0 && !no_stage) {
-                        cp_async_wait<1>();   // this k-block's copies (all but the newest group)
-                        __syncwarp();         // ... and the other lanes'
+                        cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
+                        named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
                     }
                     if (no_scale_math) {
                         #pragma unroll
