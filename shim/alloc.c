@@ -4,7 +4,6 @@
 #include "shim/config.h"
 #include "shim/device.h"
 #include "shim/log.h"
-#include "shim/place.h"
 #include "shim/track.h"
 #include "shim/vmm.h"
 
@@ -329,10 +328,9 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
      * would have, so tagged_allocs - tagged_frees stays what is live. */
     atomic_fetch_add(&n_tagged_free, n);
     if (!ctx && dev >= 0) {
-        /* A reset frees the primary's stream-ordered and managed memory too; the shim's
-         * pools of the device go before the driver resets it. */
+        /* A reset frees the primary's stream-ordered and managed memory too (the shim's
+         * pools of the device are place.c's: the reset hook destroys them next). */
         ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
-        ld_place_forget_device(d, dev);
     }
     if (dev >= 0) ld_vmm_trim(d, dev);
     if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);

@@ -57,8 +57,9 @@ CUresult ld_release(CUmemGenericAllocationHandle h, CUresult (*real)(CUmemGeneri
 
 /* The program is destroying `ctx` (or, with ctx NULL, resetting device `dev`'s primary
  * context): synchronize it (and the green contexts its ranges were made in), tear down the
- * shim ranges that belong to it and what the pool keeps for that device; on a reset also
- * the shim's memory pools of the device (place.h). What died with it is counted as freed. */
+ * shim ranges that belong to it and what the pool keeps for that device (a reset's caller
+ * also destroys the shim's memory pools of the device: ld_place_forget_device, place.h).
+ * What died with it is counted as freed. */
 void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev);
 
 /* Per-rule counters for the report. */

@@ -792,6 +792,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
         const ld_driver_t *d = note_use_and_driver(); \
         if (d) { \
             ld_alloc_teardown_context(d, NULL, dev);   /* first: ranges of the bound context sync in it */ \
+            ld_place_forget_device(d, dev); \
             ld_compute_forget_device(d, dev); \
             ld_topology_unbind(dev); \
         } \
