@@ -29,6 +29,7 @@ TUNE_NO_DEPENDENT = 0x20   # FP8: an ordinary launch, not a programmatic depende
 TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
 TUNE_DIAG_NO_TOKENS, TUNE_DIAG_HALF_TOKENS = 0x10000000, 0x08000000   # diagnostic build only (decode tiles)
 TUNE_DIAG_NO_SCALE_STAGE, TUNE_DIAG_NO_SCALE_MATH = 0x04000000, 0x02000000   # diagnostic build only (FP8 block)
+TUNE_DIAG_NO_SCALE_COPY, TUNE_DIAG_NO_SCALE_BARRIER = 0x01000000, 0x00800000   # diagnostic build only (FP8 block)
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS
 TOPOLOGY_MAGIC = ldmoe.TOPOLOGY_MAGIC

@@ -52,12 +52,14 @@ constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWei
 // output stores; kDiagNoTokens / kDiagHalfTokens (decode orientation): the producer loads no token
 // boxes / token boxes for even k-steps only (the wgmmas read whatever the stage holds), to price
 // the tokens' L2 reads; FP8 block scales: kDiagNoScaleStage, no copy of the next k-block's scales
-// and no barrier for them (the sums take whatever the scale rows hold), kDiagNoScaleMath, the
-// sums add the accumulators as rowwise does (the scales are still staged).
+// and no barrier for them (the sums take whatever the scale rows hold), kDiagNoScaleCopy /
+// kDiagNoScaleBarrier, only the copy / only the barrier left out, kDiagNoScaleMath, the sums
+// add the accumulators as rowwise does (the scales are still staged).
 #ifdef LDMOE_DIAG
 constexpr uint32_t kDiagNoMma = 0x40000000u, kDiagNoStore = 0x20000000u;
 constexpr uint32_t kDiagNoTokens = 0x10000000u, kDiagHalfTokens = 0x08000000u;
 constexpr uint32_t kDiagNoScaleStage = 0x04000000u, kDiagNoScaleMath = 0x02000000u;
+constexpr uint32_t kDiagNoScaleCopy = 0x01000000u, kDiagNoScaleBarrier = 0x00800000u;
 #endif
 
 // ---- the kernel's parameters -------------------------------------------------------------------

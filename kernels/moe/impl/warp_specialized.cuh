@@ -324,15 +324,17 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
         kq = kq >= nk ? kq - nk : kq;
         return kq * C::KSUB + sub;
     };
-    [[maybe_unused]] bool no_stage = false, no_scale_math = false;
+    // Diagnostic build: no_copy / no_bar drop the staging's copies / its barrier; both, the staging.
+    [[maybe_unused]] bool no_copy = false, no_bar = false, no_scale_math = false;
 #ifdef LDMOE_DIAG
-    no_stage = p.tune & kDiagNoScaleStage;
+    no_copy = p.tune & (kDiagNoScaleStage | kDiagNoScaleCopy);
+    no_bar = p.tune & (kDiagNoScaleStage | kDiagNoScaleBarrier);
     no_scale_math = p.tune & kDiagNoScaleMath;
 #endif
     if constexpr (SCH == LDMOE_FP8_BLOCK) {
         xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
                                             C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
-        if (!no_stage) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
+        if (!no_copy) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
     }
     auto fence_acc = [&]() {
         #pragma unroll
@@ -389,7 +391,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                 if constexpr (SCH == LDMOE_FP8_BLOCK) {
                     // The next k-block's scales go into the next row while these wgmmas run (an
                     // empty commit group after the tile's last one).
-                    if (mg == 0 && !no_stage) {
+                    if (mg == 0 && !no_copy) {
                         const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
                         if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0),
                                                (xc + 1) % C::XS_BUFS);
@@ -397,10 +399,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                     }
                     wg_wait<0>();
                     fence_acc();
-                    if (mg == 0 && !no_stage) {
-                        cp_async_wait<1>();                       // this k-block's copies (all but the newest group)
-                        named_bar_sync(kStagedBar + cw, 128);     // ... and every other thread's
-                    }
+                    if (mg == 0 && !no_copy) cp_async_wait<1>();   // this k-block's copies (all but the newest group)
+                    if (mg == 0 && !no_bar) named_bar_sync(kStagedBar + cw, 128);   // ... and every other thread's
                     if (no_scale_math) {
                         #pragma unroll
                         for (int a = 0; a < AM; ++a)
