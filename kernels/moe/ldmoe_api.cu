@@ -267,6 +267,28 @@ static int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64
     return LDMOE_OK;
 }
 
+// A device array of n floats as a 1-D tensor read in boxes of `box` elements (the FP8 block
+// scales). The map starts at the 16-byte aligned address at or below `base`; *first is the
+// element `base` is there (0..3), to add to coordinates (which the kernels round down to a
+// multiple of 4: a box's innermost coordinate must be 16-byte aligned). Elements past base + n
+// read as zeros.
+static int make_map_1d(encode_tiled_fn enc, CUtensorMap *m, const float *base, int64_t n, int box, int32_t *first,
+                       const char *what) {
+    const uintptr_t a = (uintptr_t)base & ~(uintptr_t)15;
+    *first = (int32_t)(((uintptr_t)base - a) / sizeof(float));
+    cuuint64_t dims[1] = {(cuuint64_t)(n + *first)};
+    cuuint64_t strides[1] = {0};   // rank 1: none
+    cuuint32_t boxd[1] = {(cuuint32_t)box};
+    cuuint32_t estr[1] = {1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, (void *)a, dims, strides, boxd, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return fail(LDMOE_ERR_CUDA, "cuTensorMapEncodeTiled(%s: %lld floats, box %d) failed with CUresult %d", what,
+                    (long long)n, box, (int)r);
+    return LDMOE_OK;
+}
+
 // ---------------------------------------------------------------------------------------------
 // per-device facts and per-(device, stream) counter workspaces
 
@@ -564,6 +586,21 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
     kp.ws = f->w_scale;
     kp.K8 = p->K;
     kp.KB = ldmoe_fp8_kblocks(p->K);
+    if (f->scaling == LDMOE_FP8_BLOCK) {
+        // The load side addresses both tables with int32 element coordinates (Loader::load_scales).
+        const int64_t nx = (int64_t)kp.KB * p->T;
+        const int64_t nw = (int64_t)D * p->E * ldmoe_fp8_rowblocks(p->N / D) * kp.KB;
+        if (nx > INT32_MAX - 512 || nw > INT32_MAX - 512)
+            return fail(LDMOE_ERR_UNSUPPORTED, "block scales of %lld (x_scale) / %lld (w_scale) floats exceed 2^31 - 512",
+                        (long long)nx, (long long)nw);
+        encode_tiled_fn enc = NULL;
+        pthread_mutex_lock(&g_lock);
+        rc = get_encoder(&enc);
+        pthread_mutex_unlock(&g_lock);
+        if (rc || (rc = make_map_1d(enc, &kp.tm_xs, f->x_scale, nx, c.bn + 4, &kp.xs0, "x_scale")) ||
+            (rc = make_map_1d(enc, &kp.tm_ws, f->w_scale, nw, 8, &kp.ws0, "w_scale")))
+            return rc;
+    }
     return launch(c, sms, &kp, p->stream, !(lab.tune & kTuneNoDependent));
 }
 

@@ -39,8 +39,8 @@ static inline int ldmoe_auto_tile(int64_t T, int E, int wgmma) {
 
 /* AUTO for ldmoe_grouped_mm_fp8 (compute capability 9.0 only), by average tokens per expert and
  * scaling scheme (enum ldmoe_fp8_scaling). Up to 64: WS_128x64_C16_FP8 for rowwise scales and
- * WS_256x64_C16_FP8 for block scales (eight wgmmas per promotion and scale staging instead of
- * four: 2-16 % faster for block scales; 1-9 % slower for rowwise, which stages nothing). From
+ * WS_256x64_C16_FP8 for block scales (eight wgmmas per promotion instead of four: 1-3 % faster
+ * for block scales where the waves allow, below; 1-9 % slower for rowwise). From
  * LDMOE_FP8_PREFILL_MIN on, the 256-row prefill tiles, which from 65 tokens on beat the 128-row
  * WS_128x128_C16_FP8 by up to 13 %: WS_256x128_FP8 for rowwise scales, and for block scales its
  * chunked twin WS_256x128_C16_FP8, whose tiles of an expert's last few tokens multiply only those
@@ -59,14 +59,13 @@ static inline double ldmoe_wave_fill(int64_t tiles, int sms) {
     return (double)tiles / (double)(waves * sms);
 }
 
-/* Block scales' decode tile, for launches of up to LDMOE_FP8_WAVE_AVG_MAX tokens per expert on
- * average: the 256-row tile's gain over the 128-row one is smallest there (1.5-8 %), so where
- * its tiles fill the waves markedly worse (below LDMOE_FP8_WAVE_RATIO of the 128-row tiles'
- * fill) the 128-row tile runs. The case it was measured on: 8 experts x 14336 rows on 2 domains
- * and 132 SMs, 448 tiles of 256 rows fill 0.85 of 4 waves, 896 of 128 rows 0.97 of 7, and the
- * 128-row tile is 1.5-2.5 % faster at 8-32 tokens per expert (4 % slower at 64, where the
- * staging per k-block weighs more: so above the average bound the 256-row tile stays). */
-#define LDMOE_FP8_WAVE_AVG_MAX 32
+/* Block scales' decode tile (up to LDMOE_FP8_PREFILL_MIN - 1 tokens per expert on average): the
+ * 256-row tile is 1-3 % faster where both fill the SMs' waves alike, so where its tiles fill the
+ * waves markedly worse (below LDMOE_FP8_WAVE_RATIO of the 128-row tiles' fill) the 128-row tile
+ * runs. The case it was measured on: 8 experts x 14336 rows on 2 domains and 132 SMs, 448 tiles
+ * of 256 rows fill 0.85 of 4 waves, 896 of 128 rows 0.97 of 7, and the 128-row tile is 4-6 %
+ * faster at 8-64 tokens per expert (with the block scales loaded with each stage; when the
+ * consumers staged them per k-block, the 256-row tile's fewer stagings won above 32 tokens). */
 #define LDMOE_FP8_WAVE_RATIO 0.9
 
 /* T tokens over E experts (E <= 0 counts as one), N output channels in D slices (the rows of a
@@ -76,7 +75,7 @@ static inline int ldmoe_auto_tile_fp8(int64_t T, int E, int N, int D, int sms, i
     if (avg >= LDMOE_FP8_PREFILL_MIN)
         return scaling == LDMOE_FP8_BLOCK ? LDMOE_TILE_WS_256x128_C16_FP8 : LDMOE_TILE_WS_256x128_FP8;
     if (scaling != LDMOE_FP8_BLOCK) return LDMOE_TILE_WS_128x64_C16_FP8;
-    if (avg <= LDMOE_FP8_WAVE_AVG_MAX && D >= 1 && N >= D) {
+    if (D >= 1 && N >= D) {
         /* One m-block per expert: at these averages a 64-token tile holds an expert. */
         const int64_t slices = (int64_t)(E > 0 ? E : 1) * D, nd = N / D;
         const double fill256 = ldmoe_wave_fill(slices * ((nd + 255) / 256), sms);

@@ -566,14 +566,15 @@ static void test_fp8_tiles(void) {
     CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(0, 132), 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(ldmoe_wave_fill(5, 0), 1.0, 1e-12);
     /* Block scales on the 8-expert bench shape (N = 14336, 2 domains, 132 SMs): 256-row tiles
-     * fill 0.85 of their waves, 128-row ones 0.97, so up to 32 tokens per expert the 128-row
-     * tile; at 33-64 the 256-row one still (its staging per k-block saves more there). On the
+     * fill 0.85 of their waves, 128-row ones 0.97, so at every decode size the 128-row tile,
+     * and the prefill tile from 65 tokens per expert. On the
      * 128-expert shape (N = 1536: 768 against 1536 tiles, both 0.97) and bound to 66 SMs the
      * 256-row tile everywhere at decode. Rowwise never looks at the waves. */
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(32 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(33 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
-    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(33 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(64 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_128x64_C16_FP8);
+    CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(65 * 8, 8, 14336, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x128_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 8, 8, 14336, 2, 66, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 128, 128, 1536, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);
     CU_ASSERT_EQUAL(ldmoe_auto_tile_fp8(8 * 32, 32, 4096, 2, 132, LDMOE_FP8_BLOCK), LDMOE_TILE_WS_256x64_C16_FP8);

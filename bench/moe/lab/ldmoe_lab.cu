@@ -35,12 +35,10 @@ static_assert(LDMOE_TUNE_SCALAR_EPILOGUE == kTuneScalarEpilogue && LDMOE_TUNE_TO
 #ifdef LDMOE_DIAG
 static_assert(LDMOE_TUNE_DIAG_NO_MMA == kDiagNoMma && LDMOE_TUNE_DIAG_NO_STORE == kDiagNoStore &&
                   LDMOE_TUNE_DIAG_NO_TOKENS == kDiagNoTokens && LDMOE_TUNE_DIAG_HALF_TOKENS == kDiagHalfTokens &&
-                  LDMOE_TUNE_DIAG_NO_SCALE_STAGE == kDiagNoScaleStage && LDMOE_TUNE_DIAG_NO_SCALE_MATH == kDiagNoScaleMath &&
-                  LDMOE_TUNE_DIAG_NO_SCALE_COPY == kDiagNoScaleCopy &&
-                  LDMOE_TUNE_DIAG_NO_SCALE_BARRIER == kDiagNoScaleBarrier,
+                  LDMOE_TUNE_DIAG_NO_SCALE_MATH == kDiagNoScaleMath,
               "ldmoe_lab.h's diagnostic bits are the kernels'");
 static const uint32_t kLabTuneKnown = kTuneAll | kDiagNoMma | kDiagNoStore | kDiagNoTokens | kDiagHalfTokens |
-                                      kDiagNoScaleStage | kDiagNoScaleMath | kDiagNoScaleCopy | kDiagNoScaleBarrier;
+                                      kDiagNoScaleMath;
 #else
 static const uint32_t kLabTuneKnown = kTuneAll;
 #endif

@@ -84,12 +84,8 @@ typedef struct ldmoe_lab_params {
 /* Diagnostic build only, decode tiles: no token boxes loaded / loaded on even k-steps only. */
 #define LDMOE_TUNE_DIAG_NO_TOKENS   0x10000000u
 #define LDMOE_TUNE_DIAG_HALF_TOKENS 0x08000000u
-/* Diagnostic build only, FP8 block scales: no staging of the scales (copy, barrier) / no scale math. */
-#define LDMOE_TUNE_DIAG_NO_SCALE_STAGE 0x04000000u
+/* Diagnostic build only, FP8 block scales: no scale math (the scales still come with each stage). */
 #define LDMOE_TUNE_DIAG_NO_SCALE_MATH  0x02000000u
-/* ... only their copy / only their barrier left out. */
-#define LDMOE_TUNE_DIAG_NO_SCALE_COPY  0x01000000u
-#define LDMOE_TUNE_DIAG_NO_SCALE_BARRIER 0x00800000u
 
 /* ldmoe_grouped_mm_ex with the lab's arguments. Errors as there, and LDMOE_ERR_INVALID_ARG for
  * unknown tune bits or debug_tiles with debug_cap <= 0. */

@@ -47,6 +47,8 @@ struct Loader {
     uint32_t nbox;         // C::CHUNK-row token boxes per k-block of tk (xcls 0)
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
+    int32_t wsc;           // FP8 block scales: w_scale element of tk's first row block, K block 0
+    static constexpr bool kBlockScales = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
 
     // early_q >= 0: a tail claim the caller made at kernel entry (value early_v; ClaimerT::preclaimed).
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
@@ -90,6 +92,10 @@ struct Loader {
             wsrc2 = rb + 1 < p->pnb ? wsrc + (int64_t)p->pkb * LDMOE_PACK_BOX : wsrc;
         }
         rot = first_kstep(t.wrow_idx / C::BM, nk);
+        if constexpr (kBlockScales) {
+            const KParamsF8 &f = static_cast<const KParamsF8 &>(*p);
+            wsc = f.ws0 + (int32_t)ldmoe_fp8_block_wscale_index(p->ND, f.K8, t.wse, t.r0, 0);
+        }
         // Chunks up to a quarter of the tile, then one half or one whole box: beyond that, more
         // small boxes cost more TMA operations per stage than the one larger box carrying the same
         // bytes (doc/moe.md).
@@ -100,18 +106,23 @@ struct Loader {
             if (xcls == 0) nbox = (uint32_t)((t.rows + C::CHUNK - 1) / C::CHUNK);
         }
     }
-    // Fill the stage at `dst` with (tk, k); tk >= 0.
-    __device__ void fill(uint32_t dst, uint32_t bar) const {
+    // Fill the stage at `dst` with (tk, k); tk >= 0. `scl`: the stage's scale slot (FP8 block
+    // scales, Fp8Cfg), which gets the scales of the stage's k-blocks in the same transaction.
+    __device__ void fill(uint32_t dst, uint32_t bar, [[maybe_unused]] uint32_t scl = 0) const {
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         constexpr uint32_t kBox = C::CHUNK * kRowBytes;
         bool no_x = false;
 #ifdef LDMOE_DIAG
         no_x = C::STREAM_W && ((p->tune & kDiagNoTokens) || ((p->tune & kDiagHalfTokens) && (k & 1)));
 #endif
-        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + (no_x ? 0u : nbox ? (uint32_t)C::KSUB * nbox * kBox
-                                                       : xcls == 1 ? (uint32_t)C::B_BYTES / 2 : (uint32_t)C::B_BYTES));
+        uint32_t scl_bytes = 0;
+        if constexpr (kBlockScales) scl_bytes = C::SCL_TX;
+        mbar_expect_tx(bar, (uint32_t)C::A_BYTES + scl_bytes +
+                                (no_x ? 0u : nbox ? (uint32_t)C::KSUB * nbox * kBox
+                                           : xcls == 1 ? (uint32_t)C::B_BYTES / 2 : (uint32_t)C::B_BYTES));
         int kb = k + rot;
         kb = kb >= nk ? kb - nk : kb;
+        if constexpr (kBlockScales) load_scales(scl, bar, kb);
         if (p->packed) load_packed(dst, bar, kb);
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
@@ -138,6 +149,23 @@ struct Loader {
                 tma_load_2d(dst + C::A_BYTES + sub * C::B_SUB, &p->tm_x, k0, tok, bar);
             }
         }
+    }
+    // The block scales of k-step kb (Fp8Cfg's scale slot): per k-block the tile's token scales
+    // (x_scale [KB, T] row kb from token tok; past the tensor's end zeros), and per 128-row block a
+    // line with the weight scales of K blocks kb*KSUB ..; each box from the 16-byte aligned element
+    // at or below the first one wanted, as TMA requires of a box's innermost coordinate. What the
+    // boxes hold beyond the tile's tokens or K blocks belongs to other rows (or is zero) and only
+    // meets columns that are never stored, or k-blocks whose operands are zero.
+    __device__ void load_scales(uint32_t scl, uint32_t bar, int kb) const {
+        const KParamsF8 &f = static_cast<const KParamsF8 &>(*p);
+        #pragma unroll
+        for (int sub = 0; sub < C::KSUB; ++sub) {
+            const int32_t c = f.xs0 + (kb * C::KSUB + sub) * (int32_t)p->T + tok;
+            tma_load_1d(scl + sub * C::XS_PITCH, &f.tm_xs, c & ~3, bar);
+        }
+        #pragma unroll
+        for (int m = 0; m < C::MIB; ++m)
+            tma_load_1d(scl + C::SCL_X + m * 128, &f.tm_ws, (wsc + m * f.KB + kb * C::KSUB) & ~3, bar);
     }
     // The stage's weights from the packed layout: k-blocks kb*KSUB .. of the tile's rows, each a
     // 128-row box stored as shared memory holds it, so a BM = 128 stage is one contiguous copy of

@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <type_traits>
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/ldmoe_tiles.h"
 #include "kernels/moe/impl/scheduler.cuh"
@@ -51,15 +52,12 @@ constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWei
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no
 // output stores; kDiagNoTokens / kDiagHalfTokens (decode orientation): the producer loads no token
 // boxes / token boxes for even k-steps only (the wgmmas read whatever the stage holds), to price
-// the tokens' L2 reads; FP8 block scales: kDiagNoScaleStage, no copy of the next k-block's scales
-// and no barrier for them (the sums take whatever the scale rows hold), kDiagNoScaleCopy /
-// kDiagNoScaleBarrier, only the copy / only the barrier left out, kDiagNoScaleMath, the sums
-// add the accumulators as rowwise does (the scales are still staged).
+// the tokens' L2 reads; kDiagNoScaleMath (FP8 block scales): the sums add the accumulators as
+// rowwise does (the scales are still loaded with each stage).
 #ifdef LDMOE_DIAG
 constexpr uint32_t kDiagNoMma = 0x40000000u, kDiagNoStore = 0x20000000u;
 constexpr uint32_t kDiagNoTokens = 0x10000000u, kDiagHalfTokens = 0x08000000u;
-constexpr uint32_t kDiagNoScaleStage = 0x04000000u, kDiagNoScaleMath = 0x02000000u;
-constexpr uint32_t kDiagNoScaleCopy = 0x01000000u, kDiagNoScaleBarrier = 0x00800000u;
+constexpr uint32_t kDiagNoScaleMath = 0x02000000u;
 #endif
 
 // ---- the kernel's parameters -------------------------------------------------------------------
@@ -99,7 +97,17 @@ struct KParamsF8 : KParams {
                         // [D*E, ceil(ND/128), KB] (block), ldmoe.h
     int32_t K8;         // K in e4m3 elements (KParams::K = K8 / 2)
     int32_t KB;         // ceil(K8 / 128): K blocks of the block scales
+    // Block scheme: the producer loads each stage's scales with its operands (Loader::fill), from
+    // x_scale and w_scale seen as 1-D fp32 tensors, so they need no row stride of 16 bytes. A
+    // 1-D map starts at a 16-byte aligned address: xs0 / ws0 are the elements between that address
+    // and x_scale / w_scale (0..3), added to every coordinate.
+    CUtensorMap tm_xs;  // x_scale [KB * T], box BN (the tile's token scales of one K block)
+    CUtensorMap tm_ws;  // w_scale [D*E * ceil(ND/128) * KB], box 4 (four K blocks of one row block)
+    int32_t xs0, ws0;
 };
+// 0 for the bf16 shapes, the scaling scheme (enum ldmoe_fp8_scaling) for the FP8 ones (Fp8Cfg).
+template <class C, class = void> struct fp8_scaling_of : std::integral_constant<int, 0> {};
+template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
 
 // Launch timeline (lab: ldmoe_lab_params_t.trace): slot i of this CTA = %globaltimer (or v).
 enum { kTrEntry, kTrSetup, kTrClaimed, kTrFirstData, kTrLoadsDone, kTrExit, kTrTiles, kTrSm };

@@ -41,6 +41,11 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
+// One 1-D box of a tensor map (the FP8 block scales); elements past the tensor's end arrive as zeros.
+__device__ __forceinline__ void tma_load_1d(uint32_t dst, const CUtensorMap *map, int32_t c0, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(bar) : "memory");
+}
 // The same with an L2 cache policy (createpolicy). Decode tiles mark token boxes evict-last (every
 // weight block of the expert reads them again) and weight boxes evict-first when experts have at
 // most one m-block on average (each weight byte is then read once), evict-normal otherwise (the

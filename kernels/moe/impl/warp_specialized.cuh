@@ -122,24 +122,33 @@ struct Fp8Cfg : Base {
     static constexpr int PRODUCER_REGS = WIDE_SUMS ? 40 : Base::PRODUCER_REGS;
     static constexpr int CONSUMER_REGS = WIDE_SUMS ? 232 : Base::CONSUMER_REGS;
     static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= Base::THREADS * Base::LAUNCH_REGS, "setmaxnreg budget");
-    // Block scales are staged in shared memory one k-block ahead (run_tile_fp8): per consumer
-    // warpgroup XS_BUFS rows of BN token scales and the tile's weight scale, after the
-    // scheduler table. Three rows let one barrier per k-block order the writes of k-block c + 1
-    // after every read of k-block c - 2, which used the same row.
-    static constexpr int XS_BUFS = 3, XS_PITCH = Base::BN + 4;   // floats; the weight scale at [BN]
-    static constexpr int XS_BYTES = SCALING == LDMOE_FP8_BLOCK ? 2 * XS_BUFS * XS_PITCH * 4 : 0;
-    static constexpr int SMEM = Base::SMEM + XS_BYTES;
-    static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale rows)");
-    static_assert(Base::PREFIX_BYTES % 8 == 0 && Base::EPI_BYTES % 8 == 0 && Base::BN <= 128,
-                  "scale rows: 8-byte aligned (float2 reads), one column per thread of a consumer warpgroup");
+    // Block scales travel with the operands: each ring stage has a scale slot, after the scheduler
+    // table, that the producer fills with TMA boxes counted in the stage's bytes (Loader::fill):
+    // per k-block a row with the tile's BN token scales, then per 128-row block of the tile a line
+    // with the weight scales of the stage's K blocks. The consumers only read the slot of the stage
+    // they wait for and hand both back together, so no scale load or barrier of their own is left
+    // in the k loop. A box starts at a 16-byte aligned element (TMA requires it of the innermost
+    // coordinate), so a row holds BN + 4 scales from the aligned one at or below the tile's first
+    // token (offset 0..3, computed by both sides), a line 8 weight scales (offset 0..3, KSUB <= 4
+    // of them used); rows and lines start 128-byte aligned, as TMA's shared-memory side needs.
+    static constexpr int MIB = Base::BM / LDMOE_FP8_BLOCK_ROWS;   // 128-row scale blocks per tile
+    static constexpr int XS_BOX = Base::BN + 4, WS_BOX = 8;       // floats per token row / weight line
+    static constexpr int XS_PITCH = (XS_BOX * 4 + 127) / 128 * 128;
+    static constexpr int SCL_X = Base::KSUB * XS_PITCH;
+    static constexpr int SCL_STAGE = SCALING == LDMOE_FP8_BLOCK ? SCL_X + MIB * 128 : 0;
+    static constexpr int SCL_TX = Base::KSUB * XS_BOX * 4 + MIB * WS_BOX * 4;   // bytes the boxes bring
+    static constexpr int SCL_OFF =
+        (Base::STAGES * Base::STAGE_BYTES + Base::EPI_BYTES + Base::PREFIX_BYTES + 127) / 128 * 128;
+    static constexpr int SMEM = SCALING == LDMOE_FP8_BLOCK ? kSmemAlignSlack + SCL_OFF + Base::STAGES * SCL_STAGE
+                                                           : Base::SMEM;
+    static_assert(SMEM + kStaticSmemReserve <= kMaxSmemPerBlock, "shared memory per block (FP8 scale slots)");
+    static_assert(Base::KSUB <= 4 && XS_BOX <= 256 && (XS_BOX * 4) % 16 == 0,
+                  "a weight line covers the stage's K blocks from any offset; token boxes within TMA's limits");
     static_assert(Base::WA && !Base::EPIW, "FP8: decode-orientation tiles (weights on the MMA's M side)");
     static_assert(Base::BM % LDMOE_FP8_BLOCK_ROWS == 0 && Base::MI * 64 <= LDMOE_FP8_BLOCK_ROWS,
                   "a consumer warpgroup's weight rows lie in one block of the block scales");
     static_assert(kRowBytes == LDMOE_FP8_BLOCK_K, "a k-block of e4m3 is one K block of the block scales");
 };
-// 0 for the bf16 shapes, the scaling scheme for Fp8Cfg ones.
-template <class C, class = void> struct fp8_scaling_of : std::integral_constant<int, 0> {};
-template <class C> struct fp8_scaling_of<C, std::void_t<decltype(C::FP8)>> : std::integral_constant<int, C::FP8> {};
 // Hardware barriers 1 and 2: one per consumer warpgroup (staged decode epilogue).
 constexpr int kStagedBar = 1;
 
@@ -269,16 +278,13 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // never accumulate more than 128 products (doc/moe.md, "FP8"). Waiting for each k-block's
 // group exposes the wgmma latency once per 128 k; a stage is handed back when its last
 // k-block is promoted. The rowwise scales are applied once, before the stores. The block
-// scales of the next k-block are copied into shared memory (cp.async, one token column per
-// thread) while this one's wgmmas run, so a global load's latency is never waited for inside
-// the k loop; `xc` counts this warpgroup's k-blocks across tiles and picks the row.
+// scales come with the stage, in its scale slot (Fp8Cfg, Loader::fill).
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
                                              unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
                                              uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
-                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk,
-                                             uint32_t &xc) {
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk) {
     constexpr int NA = NN / 2;
     constexpr int SCH = fp8_scaling_of<C>::value;
     static_assert(SCH == LDMOE_FP8_ROWWISE || SCH == LDMOE_FP8_BLOCK, "scaling scheme");
@@ -286,9 +292,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
     const int q = lane & 3;
     const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
-    // The loader streams this tile's k-steps from first_kstep(...) on (loader.cuh); the block
-    // scales must follow the same order.
-    const int rot = first_kstep(t.wrow_idx / C::BM, nk);
     // AM accumulator sets. With two m64 blocks per warpgroup (C::MI = 2) and 128 token columns
     // (the prefill tiles) the two blocks' wgmmas go one after the other into one set, so that the
     // sums of both blocks and one set of accumulators fit the registers (two sets and two sums
@@ -300,42 +303,23 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     for (int mi = 0; mi < C::MI; ++mi)
         #pragma unroll
         for (int i = 0; i < NA; ++i) sum[mi][i] = 0.f;
-    const int wg_row = cw * C::MI * 64;   // this warpgroup's first weight row in the tile: one 128-row scale block
-    // Block scheme: this warpgroup's scale rows, and the copy of k-block kb's scales into row
-    // `row`: column wt's token scale, and (thread 0) the tile's weight scale. Outside K or past
-    // the tile's tokens a zero is stored instead (zero padding adds nothing).
-    float *xs_rows = nullptr;
-    auto stage_scales = [&](int kb, uint32_t row) {
-        float *r = xs_rows + row * C::XS_PITCH;
-        const bool in_k = kb < pf.KB;
-        if (wt < C::BN) {
-            if (in_k && wt < t.rows) cp_async_4(smem_u32(r + wt), pf.xs + (int64_t)kb * p.T + t.tok0 + wt);
-            else r[wt] = 0.f;
-        }
-        if (wt == 0) {
-            if (in_k && wg_row < t.nrows)
-                cp_async_4(smem_u32(r + C::BN), pf.ws + ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + wg_row, kb));
-            else r[C::BN] = 0.f;
-        }
-        cp_async_commit();   // every thread, so that wait_group counts the same groups everywhere
-    };
-    auto kblock = [&](int kstep, int sub) {
-        int kq = kstep + rot;
-        kq = kq >= nk ? kq - nk : kq;
-        return kq * C::KSUB + sub;
-    };
-    // Diagnostic build: no_copy / no_bar drop the staging's copies / its barrier; both, the staging.
-    [[maybe_unused]] bool no_copy = false, no_bar = false, no_scale_math = false;
+    // Block scheme: this warpgroup's weight rows lie in 128-row block `mb` of the tile, whose
+    // weight scales are line mb of each stage's scale slot. The slot's boxes start at the aligned
+    // element at or below the first scale wanted (Fp8Cfg); `wsc` and `xo` give the offsets: the
+    // tile's w_scale element of row block mb and K block 0, and its x_scale element of K block 0.
+    // The loader streams the tile's k-steps from first_kstep(...) on (loader.cuh).
+    [[maybe_unused]] const int mb = cw * C::MI * 64 / LDMOE_FP8_BLOCK_ROWS;
+    [[maybe_unused]] uint32_t wsc = 0, xo = 0;
+    [[maybe_unused]] int rot = 0;
+    if constexpr (SCH == LDMOE_FP8_BLOCK) {
+        wsc = (uint32_t)pf.ws0 + (uint32_t)ldmoe_fp8_block_wscale_index(p.ND, pf.K8, t.wse, t.r0 + mb * LDMOE_FP8_BLOCK_ROWS, 0);
+        xo = (uint32_t)pf.xs0 + (uint32_t)t.tok0;
+        rot = first_kstep(t.wrow_idx / C::BM, nk);
+    }
+    [[maybe_unused]] bool no_scale_math = false;
 #ifdef LDMOE_DIAG
-    no_copy = p.tune & (kDiagNoScaleStage | kDiagNoScaleCopy);
-    no_bar = p.tune & (kDiagNoScaleStage | kDiagNoScaleBarrier);
     no_scale_math = p.tune & kDiagNoScaleMath;
 #endif
-    if constexpr (SCH == LDMOE_FP8_BLOCK) {
-        xs_rows = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(const_cast<int32_t *>(prefix)) +
-                                            C::PREFIX_BYTES) + cw * C::XS_BUFS * C::XS_PITCH;
-        if (!no_copy) stage_scales(kblock(0, 0), xc % C::XS_BUFS);
-    }
     auto fence_acc = [&]() {
         #pragma unroll
         for (int a = 0; a < AM; ++a) wg_fence_acc(acc[a]);
@@ -387,35 +371,31 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                                               wg_desc(base + a_off + (mg + a) * 64 * kRowBytes + sub * a_step + kk * 32),
                                               wg_desc(base + b_off + sub * b_step + kk * 32), kk ? 1 : 0);
                 wg_commit();
-                const bool last = mg + AM == C::MI;   // this k-block's last group
                 if constexpr (SCH == LDMOE_FP8_BLOCK) {
-                    // The next k-block's scales go into the next row while these wgmmas run (an
-                    // empty commit group after the tile's last one).
-                    if (mg == 0 && !no_copy) {
-                        const bool more = sub + 1 < C::KSUB || kstep + 1 < nk;
-                        if (more) stage_scales(sub + 1 < C::KSUB ? kblock(kstep, sub + 1) : kblock(kstep + 1, 0),
-                                               (xc + 1) % C::XS_BUFS);
-                        else cp_async_commit();
-                    }
                     wg_wait<0>();
                     fence_acc();
-                    if (mg == 0 && !no_copy) cp_async_wait<1>();   // this k-block's copies (all but the newest group)
-                    if (mg == 0 && !no_bar) named_bar_sync(kStagedBar + cw, 128);   // ... and every other thread's
                     if (no_scale_math) {
                         #pragma unroll
                         for (int a = 0; a < AM; ++a)
                             #pragma unroll
                             for (int i = 0; i < NA; ++i) sum[mg + a][i] += acc[a][i];
-                        if (last) ++xc;
                         continue;
                     }
-                    const float *r = xs_rows + (xc % C::XS_BUFS) * C::XS_PITCH;
-                    const float sw = r[C::BN];
+                    // Token scales of k-block kb (tile columns 0..BN-1; columns past the tile's
+                    // tokens hold other rows' scales or zeros and are never stored), then the
+                    // weight scale of this warpgroup's row block.
+                    int kq = kstep + rot;
+                    kq = kq >= nk ? kq - nk : kq;
+                    const uint32_t kb = (uint32_t)(kq * C::KSUB + sub);
+                    const unsigned char *slot = ring + C::SCL_OFF + s * C::SCL_STAGE;
+                    const float *r = reinterpret_cast<const float *>(slot + sub * C::XS_PITCH) +
+                                     ((xo + kb * (uint32_t)p.T) & 3u);
+                    const uint32_t wk = wsc + (uint32_t)(kq * C::KSUB);
+                    const float sw = reinterpret_cast<const float *>(slot + C::SCL_X + mb * 128)[(wk & 3u) + sub];
                     // acc[a][4j + v] and [4j + 2 + v] belong to token column 8j + 2q + v.
                     #pragma unroll
                     for (int j = 0; j < NA / 4; ++j) {
-                        const float2 x = *reinterpret_cast<const float2 *>(r + 8 * j + 2 * q);
-                        const float b0 = sw * x.x, b1 = sw * x.y;
+                        const float b0 = sw * r[8 * j + 2 * q], b1 = sw * r[8 * j + 2 * q + 1];
                         #pragma unroll
                         for (int a = 0; a < AM; ++a) {
                             float *sm = sum[mg + a];
@@ -425,7 +405,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                             sm[4 * j + 3] = fmaf(acc[a][4 * j + 3], b1, sm[4 * j + 3]);
                         }
                     }
-                    if (last) ++xc;
                 } else {
                     wg_wait<0>();
                     fence_acc();
@@ -436,6 +415,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
                 }
             }
         }
+        // Every lane's reads of the stage (the block scales) before lane 0 hands it back.
+        if constexpr (SCH == LDMOE_FP8_BLOCK) __syncwarp();
         if (lane == 0) mbar_arrive(smem_u32(&s_empty[s]));
         if (++s == C::STAGES) { s = 0; ph ^= 1; }
     }
@@ -499,6 +480,10 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         trace_at(p, kTrEntry, globaltimer());
         if (!p.packed) prefetch_tensormap(&p.tm_w);
         prefetch_tensormap(&p.tm_x);
+        if constexpr (fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK) {
+            prefetch_tensormap(&static_cast<const KParamsF8 &>(p).tm_xs);
+            prefetch_tensormap(&static_cast<const KParamsF8 &>(p).tm_ws);
+        }
         if constexpr (C::CHUNK < C::BN) {
             prefetch_tensormap(&p.tm_xh);
             prefetch_tensormap(&p.tm_xb);
@@ -553,7 +538,10 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                 trace_at(p, kTrLoadsDone, globaltimer());
                 return;
             }
-            ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
+            if constexpr (fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK)
+                ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]), smem_u32(ring + C::SCL_OFF + s * C::SCL_STAGE));
+            else
+                ld.fill(smem_u32(ring + s * C::STAGE_BYTES), smem_u32(&s_full[s]));
             ld.advance();
             if (++s == C::STAGES) { s = 0; ph ^= 1; }
         }
@@ -574,11 +562,10 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // accumulator array and a per-stage choice of n, ptxas serialized every wgmma (C7520).
     // The structure: the first k-step, nk - 1 steady steps that keep one wgmma group in flight,
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
-    [[maybe_unused]] uint32_t xc = 0;   // FP8 block scales: this warpgroup's k-blocks so far (run_tile_fp8)
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk, xc);
+                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];

@@ -286,6 +286,35 @@ def test_fp8_correctness(gen, quick):
                     scaling, T, E, N, K, lay, D, mode, tile), "%s; rows past offs[-1] untouched: %s" % (why, tail))
 
 
+def test_fp8_scale_offsets(gen):
+    """Block scales that start 1-3 floats past a 16-byte boundary (views into larger buffers): the
+    kernels read both tables through 1-D tensor maps from the aligned address below them, so the
+    results must be bit-identical to those from aligned copies, on every FP8 tile, for T, K and N
+    of no convenient multiple (T % 4, KB % 4 and N / 128 all odd)."""
+    T, E, N, K = 45, 3, 384, 336   # KB = 3
+    KB = -(-K // 128)
+    x8, xs, w8, ws = fp8_operands(gen, T, E, N, K, "block")
+    offs, _ = routing(gen, T, E)
+    tiles = ["auto"] + [t for t in ldmoe.FP8_TILES if t != "auto"]
+    for ox, ow in ((1, 3), (2, 1), (3, 2)):
+        bx = torch.full((ox + KB * T + 5,), float("nan"), device="cuda")
+        bx[ox:ox + KB * T].copy_(xs.t().reshape(-1))
+        xs_v = bx[ox:ox + KB * T].view(KB, T).t()          # token-contiguous [T, KB] view, 4*ox bytes off
+        bw = torch.full((ow + ws.numel() + 5,), float("nan"), device="cuda")
+        bw[ow:ow + ws.numel()].copy_(ws.reshape(-1))
+        ws_v = bw[ow:ow + ws.numel()].view(ws.shape)
+        for lay in ("plain", "packed"):
+            for tile in tiles:
+                ya = torch.full((T, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+                yb = ya.clone()
+                run_fp8(x8, xs, w8, ws, offs, "block", lay, 1, "aware", tile, ya)
+                run_fp8(x8, xs_v, w8, ws_v, offs, "block", lay, 1, "aware", tile, yb)
+                torch.cuda.synchronize()
+                same = torch.equal(ya.view(torch.int16), yb.view(torch.int16))
+                report(same and xs_v.data_ptr() % 16 == 4 * ox and ws_v.data_ptr() % 16 == 4 * ow,
+                       "fp8 block scales %d / %d floats off 16-byte alignment, %s tile=%s: bit-identical" % (ox, ow, lay, tile))
+
+
 def test_fp8_vs_torch(gen):
     """Rowwise against torch._scaled_grouped_mm on the same e4m3 operands, where torch has it (a
     cross-check of the reference's conventions; the bound is still checked against the reference)."""
@@ -808,7 +837,8 @@ def main():
     print("published map: magic=%#x domains=%d flags=%#x" % (t.magic, t.num_domains, t.flags))
     tests = [lambda: test_converter(gen), lambda: test_pack(gen), lambda: test_packed_domains(gen), test_errors,
              lambda: test_bad_offs(gen), lambda: test_correctness(gen, a.quick), lambda: test_token_classes(gen)]
-    fp8 = [lambda: test_fp8_layouts(gen), lambda: test_fp8_correctness(gen, a.quick), lambda: test_fp8_vs_torch(gen),
+    fp8 = [lambda: test_fp8_layouts(gen), lambda: test_fp8_correctness(gen, a.quick),
+           lambda: test_fp8_scale_offsets(gen), lambda: test_fp8_vs_torch(gen),
            test_fp8_errors, lambda: test_fp8_quantize(gen), lambda: test_fp8_dependent(gen)]
     if LAB:
         fp8.append(lambda: test_fp8_lab(gen, num_sms))
