@@ -24,7 +24,7 @@ using Shape_WS_256x128_EW = WsCfg<256, 128, 3, 1, false, true>;       // 3 stage
 // The FP8 tiles (LDMOE_FP8_TILE_LIST), one kernel per scaling scheme S (enum ldmoe_fp8_scaling):
 // the bf16 decode shapes with e4m3 operands, so the same bytes per stage hold twice the k
 // (WS_128x64_C16_FP8: 4 stages of 256 k, 128 KiB of weights in flight; WS_128x128_C16_FP8: 6 of 128 k).
-template <int S> using Shape_WS_128x64_C16_FP8 = Fp8Cfg<WsCfg<128, 64, 8, 1, true, false, 16>, S>;
+template <int S> using Shape_WS_128x64_C16_FP8 = Fp8Cfg<Shape_WS_128x64_C16, S>;
 template <int S> using Shape_WS_128x128_C16_FP8 = Fp8Cfg<Shape_WS_128x128_C16, S>;
 // Decode, 256 weight rows x 64 tokens (token boxes of 16 rows, as WS_128x64_C16_FP8), four
 // stages of 128 k (40 KiB each: 128 KiB of weights in flight): each token box feeds twice the
