@@ -206,7 +206,9 @@ int ldmoe_tile_info(int64_t T, int E, int N, int K, int layout, int num_domains,
  *                      tensor, as torch and DeepGEMM keep 1x128 activation scales); w_scale is
  *                      [D, E, ceil(N/D / 128), KB] (D = 1 for PLAIN: DeepSeek-V3's [E, N/128, K/128]).
  * The scales are not part of the packed buffer: they are separate, small (1/K or 1/16384 of the
- * weight bytes), read by the consumers, never by the stream of weight boxes.
+ * weight bytes); block scales are loaded into each shared-memory stage beside its weight boxes,
+ * read as flat fp32 arrays (any T and K; KB*T and w_scale's element count below 2^31 - 512, else
+ * LDMOE_ERR_UNSUPPORTED).
  * The packed FP8 layout is the bf16 packed layout of the same bytes: a box is 128 rows x 128 k
  * (128 bytes per row, 16 KiB, 128-byte swizzle), KB = 4*ceil(K/512) boxes per row block; byte k
  * of a row sits where bf16 element k/2 would, plus k % 2 (ldmoe_packed_offset_fp8 in

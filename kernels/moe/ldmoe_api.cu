@@ -560,6 +560,12 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
                     (const void *)f->x_scale, (const void *)f->w_scale);
     if (((uintptr_t)f->x_scale & 3u) || ((uintptr_t)f->w_scale & 3u))
         return fail(LDMOE_ERR_ALIGNMENT, "x_scale and w_scale must be 4-byte aligned (float)");
+    // The load side addresses the block scales with int32 element coordinates (Loader::load_scales).
+    const int64_t nx = (int64_t)ldmoe_fp8_kblocks(p->K) * p->T;
+    const int64_t nw = (int64_t)D * p->E * ldmoe_fp8_rowblocks(p->N / D) * ldmoe_fp8_kblocks(p->K);
+    if (f->scaling == LDMOE_FP8_BLOCK && (nx > INT32_MAX - 512 || nw > INT32_MAX - 512))
+        return fail(LDMOE_ERR_UNSUPPORTED, "block scales of %lld (x_scale) / %lld (w_scale) floats exceed 2^31 - 512",
+                    (long long)nx, (long long)nw);
     if (p->T == 0) { g_msg[0] = 0; return LDMOE_OK; }
 
     if (!device_has_wgmma())
@@ -587,12 +593,6 @@ static int grouped_mm_fp8(const ldmoe_fp8_params_t *f, const LabArgs &lab) {
     kp.K8 = p->K;
     kp.KB = ldmoe_fp8_kblocks(p->K);
     if (f->scaling == LDMOE_FP8_BLOCK) {
-        // The load side addresses both tables with int32 element coordinates (Loader::load_scales).
-        const int64_t nx = (int64_t)kp.KB * p->T;
-        const int64_t nw = (int64_t)D * p->E * ldmoe_fp8_rowblocks(p->N / D) * kp.KB;
-        if (nx > INT32_MAX - 512 || nw > INT32_MAX - 512)
-            return fail(LDMOE_ERR_UNSUPPORTED, "block scales of %lld (x_scale) / %lld (w_scale) floats exceed 2^31 - 512",
-                        (long long)nx, (long long)nw);
         encode_tiled_fn enc = NULL;
         pthread_mutex_lock(&g_lock);
         rc = get_encoder(&enc);

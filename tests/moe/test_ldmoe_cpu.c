@@ -436,6 +436,19 @@ static void test_fp8_validation(void) {
     f = good_fp8(); f.base.T = 5;
     CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "9.0"));
+    /* block scales only 4-byte aligned (the kernels read them from the 16-byte boundary below) */
+    f = good_fp8(); f.base.T = 5; f.scaling = LDMOE_FP8_BLOCK;
+    f.x_scale = (const float *)P(0x50004); f.w_scale = (const float *)P(0x6000c);
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "9.0"));
+    /* block scales past int32 element coordinates: KB * T = 56 * 40e6 floats of x_scale; refused
+     * before any CUDA call, while rowwise scales of the same call reach the device check */
+    f = good_fp8(); f.base.T = 40000000; f.base.K = 7168; f.scaling = LDMOE_FP8_BLOCK;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "block scales"));
+    f.scaling = LDMOE_FP8_ROWWISE;
+    CU_ASSERT_EQUAL(ldmoe_grouped_mm_fp8(&f), LDMOE_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "9.0"));
 }
 
 /* The FP8 packed layout is the bf16 one of the same bytes: every e4m3 element gets its own byte

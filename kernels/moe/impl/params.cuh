@@ -101,8 +101,8 @@ struct KParamsF8 : KParams {
     // x_scale and w_scale seen as 1-D fp32 tensors, so they need no row stride of 16 bytes. A
     // 1-D map starts at a 16-byte aligned address: xs0 / ws0 are the elements between that address
     // and x_scale / w_scale (0..3), added to every coordinate.
-    CUtensorMap tm_xs;  // x_scale [KB * T], box BN (the tile's token scales of one K block)
-    CUtensorMap tm_ws;  // w_scale [D*E * ceil(ND/128) * KB], box 4 (four K blocks of one row block)
+    CUtensorMap tm_xs;  // x_scale [KB * T], box BN + 4 (the tile's token scales of one K block)
+    CUtensorMap tm_ws;  // w_scale [D*E * ceil(ND/128) * KB], box 8 (the stage's K blocks of one row block)
     int32_t xs0, ws0;
 };
 // 0 for the bf16 shapes, the scaling scheme (enum ldmoe_fp8_scaling) for the FP8 ones (Fp8Cfg).

@@ -161,23 +161,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
     return v;
 }
-// 4-byte global -> shared copies (cp.async, through L1), waited for per commit group: a thread
-// waits for its own copies, and a barrier after the wait makes them visible to the others.
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
 // Barrier of `threads` threads (whole warps) on hardware barrier `id` (0 is __syncthreads').
 // The compiler's intrinsic, not inline asm: it is a convergent operation the compiler will not
 // duplicate into the two sides of a preceding one-lane branch (with asm bar.sync after
