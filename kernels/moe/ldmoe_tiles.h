@@ -100,12 +100,15 @@ LDMOE_HD int64_t ldmoe_static_waves(int64_t total_tiles, int32_t grid, int64_t p
  * last queue; bases[q] = Σ_{q'<q} ranks[q']. domcnt has D entries (SMs per domain). */
 LDMOE_HD void ldmoe_rank_tables(const int32_t *domcnt, int32_t D, int aware, int32_t *ranks, int32_t *bases,
                                 int32_t max_queues) {
+    /* Loops over max_queues only (a constant where the kernels call it), so that they unroll and
+     * domcnt can live in registers; no value written is read back. */
     int32_t q, b = 0, all = 0;
-    for (q = 0; q < D; ++q) all += domcnt[q];
+    for (q = 0; q < max_queues; ++q) all += q < D ? domcnt[q] : 0;
     for (q = 0; q < max_queues; ++q) {
-        ranks[q] = aware ? (q < D ? domcnt[q] : 0) : (q == 0 ? all : 0);
+        const int32_t r = aware ? (q < D ? domcnt[q] : 0) : (q == 0 ? all : 0);
+        ranks[q] = r;
         bases[q] = b;
-        b += ranks[q];
+        b += r;
     }
 }
 

@@ -73,7 +73,6 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     const int64_t tiles_per_slice = (int64_t)prefix[E] * p.nbs;
     const int64_t total = tiles_per_slice * D;
     const int64_t per_queue = mode == kModeAware ? tiles_per_slice : total;
-    const int my_dom = (int)(ldshim_sm_domain(topo, D) % D);
     const int nk = (p.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);   // stages per tile
 
     Loader<C> ld{};   // used by thread 0 only
@@ -87,7 +86,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
     if (tid == 0) {
         for (int st = 0; st < C::STAGES; ++st) mbar_init(smem_u32(&s_full[st]), 1);
         fence_mbar_init();
-        ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer);
+        ld.start(p, prefix, sh, per_queue, total, &s_claimer);
     }
 
     // ---- compute side ----
@@ -190,7 +189,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                             __floats2bfloat162_rn(wacc[4 * j + 2], wacc[4 * j + 3]);
                 }
             }
-            if (tid == 0) debug_count(p, t.gid, my_dom);
+            if (tid == 0) debug_count(p, t.gid, sh.my_dom);
           }
         } else if (kstep == nk - 1) {   // ---- epilogue: stage through smem, 16-byte coalesced stores ----
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
@@ -216,7 +215,7 @@ __device__ void grouped_mm_body(const KParams &p, const ldshim_topology_t *topo)
                     *reinterpret_cast<uint4 *>(p.y + (t.tok0 + tt) * p.N + t.n0 + c * 8) = v;
                 }
             }
-            if (tid == 0) debug_count(p, t.gid, my_dom);
+            if (tid == 0) debug_count(p, t.gid, sh.my_dom);
         }
     }
 }

@@ -50,9 +50,10 @@ struct Loader {
     int32_t wsc;           // FP8 block scales: w_scale element of tk's first row block, K block 0
     static constexpr bool kBlockScales = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
 
-    // early_q >= 0: a tail claim the caller made at kernel entry (value early_v; ClaimerT::preclaimed).
+    // sh: the setup's results (sched_setup): mode, ranks, this SM's domain and, in sh.early_q >= 0,
+    // a tail claim the setup made (ClaimerT::preclaimed).
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
-                          int my_dom, ClaimerT<DeviceAtomics> *claimer, int32_t early_q = -1, unsigned early_v = 0) {
+                          ClaimerT<DeviceAtomics> *claimer) {
         p = &kp; prefix = pre; per_queue = pq; mode = sh.mode;
         ts.shared = claimer;   // used with C::CLAIMER_SMEM only
         nk = (kp.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
@@ -67,9 +68,9 @@ struct Loader {
         const bool shared_weights = pre[kp.E] > kp.E;
         const int64_t waves = (kp.tune & kTuneDynamicOnly) || mode == kModeStatic || !shared_weights ? 0 :
             ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
-        ts.cl().init(kp.ctr, mode, D, my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
+        ts.cl().init(kp.ctr, mode, D, sh.my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
                    waves, (int32_t)blockIdx.x);
-        if (early_q >= 0) ts.cl().preclaimed(early_q, early_v);
+        if (sh.early_q >= 0) ts.cl().preclaimed(sh.early_q, sh.early_v);
         k = 0;
         if constexpr (C::STREAM_W) {
             const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & kTuneWeightsNormal);

@@ -466,16 +466,14 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     __shared__ ClaimerT<DeviceAtomics> s_claimer;   // the claiming thread's scheduler state (C::CLAIMER_SMEM)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    // Decode: the producer's first tile claim is made here, at entry, so that the atomic's latency
-    // (a contended atomic) overlaps the per-launch setup instead of following it. Prefill keeps its
-    // static ranks first (ClaimerT).
+    // Decode: the producer's first tile claim is made in the setup, as soon as the map is known, so
+    // that the atomic's latency (a contended atomic) overlaps the rest of the setup instead of
+    // following it. Prefill keeps its static ranks first (ClaimerT).
     // The FP8 kernels are launched as programmatic dependents of the stream's previous kernel
-    // (ldmoe_api.cu launch): until griddep_wait they touch nothing that kernel may write (tokens,
-    // scales, offsets, the counters, the output). The bf16 kernels are launched as before and
-    // keep their code.
+    // (ldmoe_api.cu launch): until the setup's griddep_wait they touch nothing that kernel may
+    // write (tokens, scales, offsets, the counters, the output). The bf16 kernels are launched as
+    // before.
     constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
-    int32_t early_q = -1;
-    unsigned early_v = 0;
     if (tid == 0) {
         trace_at(p, kTrEntry, globaltimer());
         if (!p.packed) prefetch_tensormap(&p.tm_w);
@@ -488,28 +486,17 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             prefetch_tensormap(&p.tm_xh);
             prefetch_tensormap(&p.tm_xb);
         }
-        if constexpr (kDependent) griddep_wait();
-        if constexpr (C::WA) {
-            const int m = resolve_mode(p.mode, topo->magic == LDSHIM_TOPOLOGY_MAGIC, topo->flags, p.D);
-            if (m != kModeStatic) {
-                early_q = m == kModeAware ? (int32_t)(ldshim_sm_domain(topo, p.D) % p.D) : 0;
-                early_v = atomicAdd(&p.ctr[early_q], 1u);
-            }
-        }
         for (int st = 0; st < C::STAGES; ++st) {
             mbar_init(smem_u32(&s_full[st]), 1);
             mbar_init(smem_u32(&s_empty[st]), 8);   // one arrive per consumer warp
         }
         fence_mbar_init();
-    } else if constexpr (kDependent) {
-        griddep_wait();
     }
-    sched_setup<C::THREADS, C::BN>(p, topo, prefix, sh);   // ends with a barrier
+    sched_setup<C::THREADS, C::BN, kDependent, C::WA>(p, topo, prefix, sh);   // ends with a barrier
     const int D = p.D, mode = sh.mode;
     const int64_t tiles_per_slice = (int64_t)prefix[p.E] * p.nbs;
     const int64_t total = tiles_per_slice * D;
     const int64_t per_queue = mode == kModeAware ? tiles_per_slice : total;
-    const int my_dom = (int)(ldshim_sm_domain(topo, D) % D);
 
     if (warp < 4) {
         // ---------------- producer warpgroup ----------------
@@ -523,7 +510,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         if (tid != 0) return;
         trace_at(p, kTrSetup, globaltimer());
         Loader<C> ld{};
-        ld.start(p, prefix, sh, per_queue, total, my_dom, &s_claimer, early_q, early_v);
+        ld.start(p, prefix, sh, per_queue, total, &s_claimer);
         trace_at(p, kTrClaimed, globaltimer());
         int s = 0;
         uint32_t ph = 0;
@@ -565,7 +552,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, my_dom, s, ph, tk);
+                                                 b_off, b_step, cw, warp, lane, tid, sh.my_dom, s, ph, tk);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];
@@ -615,7 +602,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
 #ifdef LDMOE_DIAG
             if (p.tune & kDiagNoStore) {
-                if (tid == 128) debug_count(p, t.gid, my_dom);
+                if (tid == 128) debug_count(p, t.gid, sh.my_dom);
                 return;
             }
 #endif
@@ -643,7 +630,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
                     }
                 }
             }
-            if (tid == 128) debug_count(p, t.gid, my_dom);
+            if (tid == 128) debug_count(p, t.gid, sh.my_dom);
         }
     };
 
