@@ -18,7 +18,9 @@ stack, ...), and compares two such reductions.
         (kernels added after OLD was recorded, e.g. the FP8 ones).
 
 cuobjdump is looked for in $CUOBJDUMP, then PATH, then CUDA's bin directory, then the copy that
-a Triton wheel on sys.path (or in /work/venv*) ships (any recent one reads sm_90a and sm_100 cubins).
+a Triton wheel or NVIDIA's cuobjdump wheel (pip install nvidia-cuda-cuobjdump: the toolkits of the
+CPU machines lack it) on sys.path (or in /work/venv*) ships; any recent one reads sm_90a and
+sm_100 cubins, and the digests do not depend on its version (13.0 and 13.5 agree).
 
 Typical use (bench/moe/moe_bench.mk: make sass-identity):
     python3 bench/moe/sass_identity.py compare bench/moe/sass/baseline.txt build/libldmoe.so \\
@@ -39,8 +41,9 @@ def cuobjdump():
         if c and os.path.exists(c):
             return c
     for d in sys.path + [os.path.join(v, "lib", "python3*", "site-packages") for v in glob.glob("/work/venv*")]:
-        for c in sorted(glob.glob(os.path.join(d, "triton", "backends", "nvidia", "bin", "cuobjdump"))):
-            return c
+        for pat in (("triton", "backends", "nvidia", "bin", "cuobjdump"), ("nvidia", "cu1*", "bin", "cuobjdump")):
+            for c in sorted(glob.glob(os.path.join(d, *pat))):
+                return c
     sys.exit("sass_identity: no cuobjdump (set CUOBJDUMP)")
 
 
