@@ -52,6 +52,7 @@ struct Launch {
     // 0 none; 1 every CTA on its own queue; 2 a random third of the CTAs on a random queue
     // (including ones they may not steal from). Not in static mode.
     int preclaim = 0;
+    bool late_tail = false;          // TicketStream::late_tail (lab tune bit)
 
     int64_t total() const { return mode == kModeAware ? per_queue * D : per_queue; }
     int nq() const { return mode == kModeAware ? D : 1; }
@@ -107,6 +108,7 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
         TicketStream<HostAtomics, false> held{};
         TicketStream<HostAtomics, true> ptr{};
         ptr.shared = &in_shared;
+        held.late_tail = ptr.late_tail = L.late_tail;
         auto &cl = b % 2 ? ptr.cl() : held.cl();
         int32_t pre_q = -1;
         unsigned pre_v = 0;
@@ -346,6 +348,7 @@ static void test_random_launches(void) {
         L.steal_waves = rng() % 3 == 0 ? 1e9f : 2.f;
         L.dynamic_only = rng() % 5 == 0;
         L.preclaim = (int)(rng() % 3);
+        L.late_tail = trial % 2 == 1;
         if (!check_twice(L, 100u + (unsigned)trial)) ++bad;
     }
     CU_ASSERT_EQUAL(bad, 0);

@@ -68,6 +68,14 @@ struct Loader {
         const bool shared_weights = pre[kp.E] > kp.E;
         const int64_t waves = (kp.tune & kTuneDynamicOnly) || mode == kModeStatic || !shared_weights ? 0 :
             ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
+        // The last wave's claims wait for the tile's end in the FP8 kernels where experts have
+        // several m-blocks (prefill): the claim's latency hides under a ring of long stages, and
+        // the last tiles go to the CTAs that free up first instead of to those that asked a tile
+        // earlier. Measured, not derived: decode stages are short enough that the wait shows, and
+        // the bf16 prefill tile lost as much as the FP8 ones gained (doc/moe.md), so both keep
+        // the claim one tile ahead.
+        constexpr bool kFp8 = fp8_scaling_of<C>::value != 0;
+        ts.late_tail = (kp.tune & kTuneLateTail) || (kFp8 && shared_weights && !(kp.tune & kTuneEarlyTail));
         ts.cl().init(kp.ctr, mode, D, sh.my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
                    waves, (int32_t)blockIdx.x);
         if (sh.early_q >= 0) ts.cl().preclaimed(sh.early_q, sh.early_v);

@@ -45,8 +45,13 @@ constexpr uint32_t kTuneWeightsNormal = 0x4u;    // decode: weight boxes evict-n
 constexpr uint32_t kTuneStreamStores = 0x8u;     // staged epilogue: st.global.cs output stores
 constexpr uint32_t kTuneDynamicOnly = 0x10u;     // claim every tile from the counters (no static waves)
 constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not a programmatic dependent one
+// The last wave's claims (TicketStream::late_tail): by default made when a tile ends in the FP8
+// kernels where experts have several m-blocks (prefill), one tile ahead elsewhere (Loader::start);
+// these force one way.
+constexpr uint32_t kTuneLateTail = 0x40u;        // claim when the tile ends, every launch
+constexpr uint32_t kTuneEarlyTail = 0x80u;       // claim one tile ahead, every launch
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent;
+                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no

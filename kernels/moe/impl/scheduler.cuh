@@ -203,6 +203,13 @@ struct ClaimerT {
         *fast = true;
         return A::add(&ctr[q], 1u);
     }
+    // Whether ticket t (a tail ticket of this launch) is among the last n[q] of its queue: fewer
+    // tiles are left after it than the queue has ranks, so whoever asks first should get them.
+    LDMOE_SCHED_FN bool in_last_wave(int64_t t) const {
+        if (mode == kModeStatic) return false;
+        const int32_t q = mode == kModeAware ? (int32_t)(t / per_queue) : 0;
+        return t - (int64_t)q * per_queue + n[q] >= per_queue;
+    }
     LDMOE_SCHED_FN int64_t resolve(unsigned v, int32_t q, bool fast) {
         if (fast) {
             if ((int64_t)v < per_queue - prefix_len(q)) return ticket(q, prefix_len(q) + v);
@@ -222,6 +229,10 @@ template <class A, bool SMEM = false>
 struct TicketStream {
     ClaimerT<A> held;      // !SMEM
     ClaimerT<A> *shared;   // SMEM
+    // Late tail: in a queue's last wave the next claim is made when the current tile is done,
+    // not when it starts, so that the last tiles go to the CTAs that free up first rather than
+    // to the ones that asked a tile earlier (Loader::start says where).
+    bool late_tail;
     bool pend, pend_fast;
     int32_t pend_q;
     unsigned pend_v;
@@ -242,7 +253,9 @@ struct TicketStream {
     }
     LDMOE_SCHED_FN void arm(int64_t t) {
         pend = t >= 0;
-        if (pend) pend_v = cl().issue(&pend_q, &pend_fast);
+        if (!pend) return;
+        if (late_tail && cl().in_last_wave(t)) pend_fast = false;   // resolve() claims then
+        else pend_v = cl().issue(&pend_q, &pend_fast);
     }
 };
 

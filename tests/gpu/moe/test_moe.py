@@ -765,7 +765,7 @@ def test_scheduler(gen, num_sms):
 
 def test_fp8_lab(gen, num_sms):
     """Lab build: every FP8 tile computed exactly once (debug counters, three launches) for both
-    schemes, every mode, with the tune bits that apply to them (dynamic claims only, streaming
+    schemes, every mode, with the tune bits that apply to them (dynamic claims only, late / early tail, streaming
     stores, scalar epilogue), under the 74/66, balanced and absent maps; outputs within the bound."""
     import ldmoe_ref
     maps = {"74/66": (fake_map(140, [74, 66], 7), 2), "66/66": (fake_map(num_sms, [num_sms // 2, num_sms // 2], 3), 2),
@@ -787,7 +787,9 @@ def test_fp8_lab(gen, num_sms):
                 exp = expected_tiles(counts, N, 2, bm, bn)
                 for mode, waves, tune in (("aware", 0.0, 0), ("aware", 1e9, 0), ("unaware", 0.0, 0), ("static", 0.0, 0),
                                           ("aware", 0.0, ldmoe.TUNE_DYNAMIC_ONLY),
-                                          ("aware", 0.0, ldmoe.TUNE_STREAM_STORES | ldmoe.TUNE_SCALAR_EPILOGUE)):
+                                          ("aware", 0.0, ldmoe.TUNE_STREAM_STORES | ldmoe.TUNE_SCALAR_EPILOGUE),
+                                          ("aware", 0.0, ldmoe.TUNE_LATE_TAIL), ("unaware", 0.0, ldmoe.TUNE_LATE_TAIL),
+                                          ("aware", 0.0, ldmoe.TUNE_EARLY_TAIL)):
                     dbg = torch.zeros(2 * bound, dtype=torch.int32, device="cuda")
                     reps = 3
                     for _ in range(reps):
