@@ -126,6 +126,13 @@ static void test_validation_fp8(void) {
     CU_ASSERT_EQUAL(LDMOE_TUNE_NO_DEPENDENT, 0x20u);
     f = good_fp8(); f.tune = 0x40u;   /* the prefetch bit that was measured and removed: unknown again */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.tune = 0x80u;   /* so is the early-claim one of the same experiments */
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
+    f = good_fp8(); f.tune = LDMOE_TUNE_LATE_TAIL;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);
+    f = good_fp8(); f.tune = LDMOE_TUNE_EARLY_TAIL;
+    CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_OK);
+    CU_ASSERT_EQUAL(LDMOE_TUNE_LATE_TAIL, 0x200u);
     f = good_fp8(); f.debug_tiles = (uint32_t *)P(0x50000); f.debug_cap = -1;
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm_fp8(&f), LDMOE_ERR_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "debug_cap"));

@@ -78,10 +78,10 @@ typedef struct ldmoe_lab_params {
                                             waves in SM order first; see doc/moe.md)                  */
 #define LDMOE_TUNE_NO_DEPENDENT    0x20u /* FP8: launch the GEMM as an ordinary kernel, not as a
                                             programmatic dependent of the stream's previous one        */
-#define LDMOE_TUNE_LATE_TAIL       0x40u /* in a queue's last wave, claim the next tile when the current
+#define LDMOE_TUNE_LATE_TAIL       0x200u /* in a queue's last wave, claim the next tile when the current
                                             one is done, in every launch (default: FP8 kernels where
                                             experts have several m-blocks, i.e. prefill)              */
-#define LDMOE_TUNE_EARLY_TAIL      0x80u /* ... one tile ahead in every launch, as before 2026-12-04   */
+#define LDMOE_TUNE_EARLY_TAIL      0x400u /* ... one tile ahead in every launch, as before 2026-12-04   */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

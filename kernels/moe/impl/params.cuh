@@ -48,8 +48,10 @@ constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not
 // The last wave's claims (TicketStream::late_tail): by default made when a tile ends in the FP8
 // kernels where experts have several m-blocks (prefill), one tile ahead elsewhere (Loader::start);
 // these force one way.
-constexpr uint32_t kTuneLateTail = 0x40u;        // claim when the tile ends, every launch
-constexpr uint32_t kTuneEarlyTail = 0x80u;       // claim one tile ahead, every launch
+// (0x40 and 0x80 were experiments of 2026-12-03, measured and removed; not reused, so that old
+// records keep their meaning.)
+constexpr uint32_t kTuneLateTail = 0x200u;       // claim when the tile ends, every launch
+constexpr uint32_t kTuneEarlyTail = 0x400u;      // claim one tile ahead, every launch
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
                               kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
