@@ -18,7 +18,8 @@ namespace ldmoe {
 // the map (a launch constant, written only by host copies) before waiting for the previous
 // kernel, the offsets and SM keys (which an earlier kernel may have written) right after, each
 // thread's expert ends kept in registers for both passes, and the per-domain SM counts and ranks
-// reduced per warp, so three barriers suffice and none waits on memory.
+// reduced per warp: the loads' latencies overlap one another, nothing is loaded from global memory
+// after the first barrier, and three barriers suffice.
 constexpr int kSetupMaxWarps = 12;   // THREADS <= 384
 struct SchedShared {
     int32_t warp_max[kSetupMaxWarps];
