@@ -132,12 +132,7 @@ static Outcome run_launch(const Launch &L, unsigned *ctr, unsigned seed) {
             cv.wait(lk, [&] { return claimed_early == L.grid; });
         }
         auto first = [&] { return b % 2 ? ptr.first() : held.first(); };
-        auto next = [&] {
-            if (t_rng() % 2) {   // a deferred claim issued before the tile's end (Loader, ring tail)
-                if (b % 2) ptr.issue_deferred(); else held.issue_deferred();
-            }
-            return b % 2 ? ptr.next() : held.next();
-        };
+        auto next = [&] { return b % 2 ? ptr.next() : held.next(); };
         int64_t t0 = first();
         o.first[(size_t)b] = t0;
         if (L.start_together) {

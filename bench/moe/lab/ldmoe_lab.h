@@ -81,8 +81,6 @@ typedef struct ldmoe_lab_params {
 #define LDMOE_TUNE_LATE_TAIL       0x200u /* in a queue's last wave, claim the next tile when the current
                                             one is done, in every launch (default: FP8 kernels where
                                             experts have several m-blocks, i.e. prefill)              */
-#define LDMOE_TUNE_RING_TAIL       0x800u /* experiment: the late tail in every launch, the claim issued
-                                            a ring of stages before the tile ends                      */
 #define LDMOE_TUNE_EARLY_TAIL      0x400u /* ... one tile ahead in every launch, as before 2026-12-04   */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u

@@ -48,7 +48,6 @@ struct Loader {
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
     int32_t wsc;           // FP8 block scales: w_scale element of tk's first row block, K block 0
-    int ring_at;           // k-step at which a deferred claim is issued (-1: at the tile's end)
     static constexpr bool kBlockScales = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
 
     // sh: the setup's results (sched_setup): mode, ranks, this SM's domain and, in sh.early_q >= 0,
@@ -76,9 +75,7 @@ struct Loader {
         // the bf16 prefill tile lost as much as the FP8 ones gained (doc/moe.md), so both keep
         // the claim one tile ahead.
         constexpr bool kFp8 = fp8_scaling_of<C>::value != 0;
-        ts.late_tail = (kp.tune & (kTuneLateTail | kTuneRingTail)) ||
-                       (kFp8 && shared_weights && !(kp.tune & kTuneEarlyTail));
-        ring_at = (kp.tune & kTuneRingTail) ? (nk > C::STAGES ? nk - C::STAGES : 1) : -1;
+        ts.late_tail = (kp.tune & kTuneLateTail) || (kFp8 && shared_weights && !(kp.tune & kTuneEarlyTail));
         ts.cl().init(kp.ctr, mode, D, sh.my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
                    waves, (int32_t)blockIdx.x);
         if (sh.early_q >= 0) ts.cl().preclaimed(sh.early_q, sh.early_v);
@@ -208,10 +205,7 @@ struct Loader {
         }
     }
     __device__ void advance() {
-        if (++k < nk) {
-            if (k == ring_at) ts.issue_deferred();
-            return;
-        }
+        if (++k < nk) return;
         k = 0;
         tk = ts.next();
         set_tile();

@@ -52,10 +52,8 @@ constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not
 // records keep their meaning.)
 constexpr uint32_t kTuneLateTail = 0x200u;       // claim when the tile ends, every launch
 constexpr uint32_t kTuneEarlyTail = 0x400u;      // claim one tile ahead, every launch
-constexpr uint32_t kTuneRingTail = 0x800u;       // late tail, every launch, the claim issued a ring before the tile ends
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail |
-                              kTuneRingTail;
+                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no

@@ -233,7 +233,6 @@ struct TicketStream {
     // not when it starts, so that the last tiles go to the CTAs that free up first rather than
     // to the ones that asked a tile earlier (Loader::start says where).
     bool late_tail;
-    bool deferred;   // late tail: the next claim is not issued yet (issue_deferred() or resolve())
     bool pend, pend_fast;
     int32_t pend_q;
     unsigned pend_v;
@@ -254,16 +253,9 @@ struct TicketStream {
     }
     LDMOE_SCHED_FN void arm(int64_t t) {
         pend = t >= 0;
-        deferred = false;
         if (!pend) return;
-        if (late_tail && cl().in_last_wave(t)) deferred = true, pend_fast = false;   // resolve() claims then
+        if (late_tail && cl().in_last_wave(t)) pend_fast = false;   // resolve() claims then
         else pend_v = cl().issue(&pend_q, &pend_fast);
-    }
-    // A deferred claim issued before the tile ends (the caller says when), resolved as usual.
-    LDMOE_SCHED_FN void issue_deferred() {
-        if (!deferred) return;
-        deferred = false;
-        pend_v = cl().issue(&pend_q, &pend_fast);
     }
 };
 
