@@ -3,13 +3,26 @@
 
 Shapes (FACTS.md): 8 experts K 4096 N 14336; 32 experts K 7168 N 4096; 128 experts K 2048 N 1536,
 at 8, 64, 512 and 2048 tokens per expert. All peers of a shape run in one process on the same inputs.
-Each timing is the median of --reps single-call CUDA-event timings after --warmup calls; every
+Each timing is the median of --reps single-call CUDA-event timings after --warmup calls (and, for
+the interleaved peers, --settle-ms of untimed calls); every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
 torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in a fresh
 seeded order every repetition (the ratios between them are the headline); the other tiles are timed
 one after another, the schedules (--sched-best) interleaved.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
+
+How precise a run is (doc/moe.md, "How precise a run is"): --fp8 times its rowwise call twice
+as two peers, --variants its first variant twice; the ratio of the two medians ("same code") is
+printed with every row, and ratios closer to 1 than it are not resolved. Which call ran just
+before moves a call by a few percent; with random orders one code timed up to 3-5 % apart in
+one run at --reps 30 and up to 2 % at 200, so the orders now follow a balanced design
+(call_order.py: every peer after every other equally often) and --reps defaults to 200, rounded
+up to whole cycles of it. --order-seed relabels the peers in the design. The board's power
+limiter lowers the SM clock after ~100 ms of load; compute-bound peers (torch's FP8 GEMM at 64
+tokens per expert: 5-7 %) slow with it and streaming ones hardly do, so timing starts after
+--settle-ms (default 1000) of untimed interleaved calls, the state of a server that never
+pauses, and every row reports the SM clock it was timed at (NVML).
 
 The floor peer (build/moe/libstreamfloor.so, bench/moe/stream_floor.cu; skipped with a note if
 absent): one launch that only reads the same weight and token bytes and writes the output's,
@@ -55,11 +68,12 @@ import ctypes
 import datetime
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
 import tempfile
+
+import call_order   # beside this file
 
 # torch and ldmoe are imported by main() after the arguments are parsed, so that --help works
 # on a machine without them.
@@ -88,34 +102,104 @@ def median_time_us(fn, n_sets, warmup, reps):
     return statistics.median(ts), min(ts), max(ts)
 
 
-def median_times_interleaved(fns, n_sets, warmup, reps):
+class ClockSampler:
+    """The SM clock while a timed section runs, sampled every 20 ms from a thread through
+    torch.cuda.clock_rate (NVML; no samples without pynvml). The board's power limiter lowers
+    the clock after about 100 ms of load, and a compute-bound peer slows with it while a
+    streaming one hardly does, so a ratio between them depends on the clock it was timed at."""
+
+    def __init__(self):
+        import threading
+        self.samples, self._stop = [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.samples.append(torch.cuda.clock_rate())
+            except Exception:   # noqa: BLE001 - no NVML here: no samples, the timings stand
+                return
+            self._stop.wait(0.02)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self):
+        """{median_mhz, min_mhz, n} of the samples, or None."""
+        if not self.samples:
+            return None
+        return dict(median_mhz=statistics.median(self.samples), min_mhz=min(self.samples), n=len(self.samples))
+
+
+def settle(fns, n_sets, seconds):
+    """Call the peers in turn for `seconds` of wall time (the GPU kept busy, the host at most a
+    few rounds ahead), so that timing starts where the power limiter has settled, as it has in a
+    server that runs without pause, rather than in the first ~100 ms after idle when the clock is
+    at its maximum (doc/moe.md, "How precise a run is")."""
+    import time
+    t0, i = time.time(), 0
+    while time.time() - t0 < seconds:
+        for k, fn in enumerate(fns):
+            fn((i + k) % n_sets)
+        i += 1
+        if i % 4 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+
+
+def median_times_interleaved(fns, n_sets, warmup, reps, seed, settle_s=0.0, info=None):
     """Median single-call times of several functions, called in turn within each repetition.
-    The order is a fresh seeded permutation each repetition, so over the run each function
-    follows each other one about equally often (what ran just before moves a call by up to 6 %:
-    bench/results/moe-launch-timeline). Calls take the weight sets in turn by their position
-    in the whole sequence, so two consecutive calls never read the same weights (no L2
-    carry-over between peers) when there are two sets or more."""
+    The orders follow a Williams design (call_order.py): over each cycle every function runs
+    right after every other one equally often and in every position equally often (what ran
+    just before moves a call by a few percent: bench/results/moe-launch-timeline,
+    moe-fp8/2026-12-04b-h200). reps rounds up to whole cycles. Calls take the weight sets in
+    turn by their position in the whole sequence, so two consecutive calls never read the same
+    weights (no L2 carry-over between peers) when there are two sets or more. seed
+    (--order-seed) relabels the functions and shuffles the rows of each cycle. settle_s:
+    settle() before timing. info: a dict that gets the repetitions timed ("reps") and
+    ClockSampler's summary of the timed calls (none without NVML)."""
     n = len(fns)
     for i in range(warmup):
         for k, fn in enumerate(fns):
             fn((i * n + k) % n_sets)
     torch.cuda.synchronize()
+    if settle_s > 0:
+        settle(fns, n_sets, settle_s)
+    orders = call_order.call_orders(n, reps, seed)
+    reps = len(orders)
     evs = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
            for _ in range(reps)]
-    order = random.Random(12345)
     pos = 0
-    for i in range(reps):
-        ks = list(range(n))
-        order.shuffle(ks)
-        for k in ks:
-            a, b = evs[i][k]
-            a.record()
-            fns[k](pos % n_sets)
-            b.record()
-            pos += 1
-    torch.cuda.synchronize()
+    with ClockSampler() as cs:
+        for i, ks in enumerate(orders):
+            for k in ks:
+                a, b = evs[i][k]
+                a.record()
+                fns[k](pos % n_sets)
+                b.record()
+                pos += 1
+        torch.cuda.synchronize()
+    if info is not None:
+        info["reps"] = reps
+        info.update(cs.summary() or {})
     return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))
             for k in range(len(fns))]
+
+
+def clock_text(clk):
+    """The SM clock line of a case (ClockSampler's summary; empty without NVML)."""
+    if not clk or "median_mhz" not in clk:
+        return "SM clock: not sampled (no NVML)"
+    return "SM clock while timed: median %d MHz, min %d (%d samples)" % (clk["median_mhz"], clk["min_mhz"], clk["n"])
+
+
+def clock_cell(clk):
+    return "%d / %d" % (clk["median_mhz"], clk["min_mhz"]) if clk and "median_mhz" in clk else "-"
 
 
 def routing_counts(routing, E, m, seed):
@@ -271,9 +355,17 @@ def rel_err(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=200,
+                    help="timed calls per peer (default 200: with 30 one code timed up to ~3-5 %% apart)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--sets", type=int, default=3)
+    ap.add_argument("--order-seed", type=int, default=12345,
+                    help="seed of the call order in each repetition (default 12345, the committed records'); "
+                         "repeat an A/B with other seeds to tell an effect of the code from one of the order")
+    ap.add_argument("--settle-ms", type=int, default=1000,
+                    help="call the interleaved peers for this long before timing them (default 1000: the power "
+                         "limiter settles, as in a server that never pauses; 0: time the first ~100 ms after idle, "
+                         "at the maximum clock, where compute-bound peers look faster)")
     ap.add_argument("--shapes", default="0,1,2")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     ap.add_argument("--no-cublas", action="store_true")
@@ -301,6 +393,10 @@ def main():
                     "tokens, quantized inside the call)")
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)   # internal: a shape's rows as JSON, no report
     a = ap.parse_args()
+    for name, v, lo in (("--reps", a.reps, 1), ("--sets", a.sets, 1), ("--warmup", a.warmup, 0),
+                        ("--settle-ms", a.settle_ms, 0)):
+        if v < lo:
+            ap.error("%s must be >= %d, got %d" % (name, lo, v))
     variants = []
     if a.variants:
         for v in a.variants.split(","):
@@ -368,6 +464,7 @@ def main():
                 rows_file = os.path.join(td, "rows.json")
                 cmd = [sys.executable, os.path.abspath(__file__), "--shapes", sh, "--rows-out", rows_file,
                        "--reps", str(a.reps), "--warmup", str(a.warmup), "--sets", str(a.sets), "--tokens", a.tokens,
+                       "--order-seed", str(a.order_seed), "--settle-ms", str(a.settle_ms),
                        "--outdir", td, "--routing", a.routing, "--layout", a.layout] + (["--no-cublas"] if a.no_cublas else []) + \
                     (["--no-floor"] if a.no_floor else []) + (["--tiles", a.tiles] if a.tiles else []) + \
                     (["--sched-best"] if a.sched_best else []) + (["--lab"] if a.lab else [])
@@ -419,8 +516,11 @@ def main():
         peers.append(("ldmoe_aware_%s_auto" % lay, lambda i: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode="aware", out=y)))
         peers.append(("ldmoe_aware_%s_auto" % other,
                       lambda i: ldmoe.grouped_mm(x, wsets[other][i], offs, layout=other, mode="aware", out=y)))
-        for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps)):
+        clk = {}
+        for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps,
+                                                                  a.order_seed, a.settle_ms / 1e3, clk)):
             r[name] = med
+        r["sm_clock"] = clk
         tiles = a.tiles.split(",") if a.tiles else [t for t in (DECODE_TILES if m <= 96 else PREFILL_TILES)
                                                      if t in ldmoe.TILES]
         r["tiles"] = tiles
@@ -445,7 +545,7 @@ def main():
             r["sched_tile"] = bt
             fns = [lambda i, md=md: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode=md, tile=bt, out=y)
                    for md in ("aware", "static", "unaware")]
-            meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps)
+            meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps, a.order_seed)
             r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
         best_key = min((k for k in r if k.startswith("ldmoe_aware_%s_" % lay) and not k.endswith("_err")),
                        key=lambda k: r[k])
@@ -466,6 +566,7 @@ def main():
                   best_key[len("ldmoe_aware_%s_" % lay):], r[best_key],
                   100 * (r["ldmoe_static_%s_auto" % lay] / aw - 1), 100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1)),
               flush=True)
+        print("    %s" % clock_text(r["sm_clock"]), flush=True)
         if "floor" in r:
             print("    floor (one launch moving the same %.0f MB, %s): %.1f us = %.2f TB/s; ldmoe takes %.3fx, "
                   "torch %.3fx the floor" % (r["bytes_total"] / 1e6, r["floor_reader"], r["floor"],
@@ -495,7 +596,8 @@ def write_report(a, rows, head, bw):
         json.dump({"header": head, "copy_tbs": bw, "rows": rows}, f, indent=1)
     lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
              "ldmoe: aware, AUTO tile, weights in the layout named (the other layout's time in the next column); "
-             "all of them, torch, cuBLAS and the floor interleaved call by call", "",
+             "all of them, torch, cuBLAS and the floor interleaved call by call: medians of at least %d calls each "
+             "(whole cycles of a balanced order, order seed %d), after %d ms of them untimed" % (a.reps, a.order_seed, a.settle_ms), "",
              "| E | K | N | m/expert | torch µs | cuBLAS µs | floor µs | ldmoe layout | ldmoe µs | ldmoe TB/s | "
              "ldmoe TFLOP/s | vs torch | % of copy BW | ldmoe / floor | other layout µs (vs torch) | best tile µs | "
              "static vs aware | unaware vs aware | err |",
@@ -528,6 +630,11 @@ def write_report(a, rows, head, bw):
                     r["bytes_total"] / (r["floor"] * 1e-6) / 1e12,
                     " ".join("%s %.1f" % kv for kv in r["floor_readers"].items()), r["torch"] / r["floor"],
                     r["ldmoe_aware_%s_auto" % r.get("layout", "localized")] / r["floor"], 1.3 * r["floor"] / r["torch"]))
+    if any("median_mhz" in r.get("sm_clock", {}) for r in rows):
+        lines += ["", "SM clock while the interleaved peers were timed (NVML, every 20 ms)", "",
+                  "| E | m | SM MHz median / min |", "|---|---|---|"]
+        for r in rows:
+            lines.append("| %d | %d | %s |" % (r["E"], r["m"], clock_cell(r.get("sm_clock"))))
     if any(r.get("routing", "uniform") != "uniform" for r in rows):
         lines += ["", "Routing (--routing %s): tokens per expert" % rows[0]["routing"], "",
                   "| E | m (mean) | max | experts without tokens |", "|---|---|---|---|"]
@@ -591,12 +698,17 @@ def run_fp8(a, head, bw):
             xsr = torch.rand(T, device="cuda") + 0.5
             xsb = (torch.rand((KB, T), device="cuda") + 0.5).t()
             xb16 = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-            outs = {k: torch.empty((T, N), device="cuda", dtype=torch.bfloat16) for k in ("torch", "row", "block", "bf16")}
+            outs = {k: torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+                    for k in ("torch", "row", "row_same", "block", "bf16")}
             peers = {
                 "torch": lambda i: torch._scaled_grouped_mm(x8, w8[i].transpose(-2, -1), xsr, wsr[i], offs=offs,
                                                             out_dtype=torch.bfloat16),
                 "row": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsr, wsr_l[i], layout=a.layout, mode="aware",
                                                       out=outs["row"]),
+                # The same call again as its own peer: how far apart this run times one code (the
+                # resolution of every ratio in the row; doc/moe.md "How precise a run is").
+                "row_same": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsr, wsr_l[i], layout=a.layout,
+                                                           mode="aware", out=outs["row_same"]),
                 "block": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsb, wsb_l[i], scaling="block", layout=a.layout,
                                                         mode="aware", out=outs["block"]),
                 "bf16": lambda i: ldmoe.grouped_mm(xb16, wb16[i], offs, layout=a.layout, mode="aware", out=outs["bf16"]),
@@ -623,14 +735,16 @@ def run_fp8(a, head, bw):
                 fname, ffn, _ = floor.fastest(w8, wbytes, x8, outs["bf16"], a.sets, a.warmup, a.reps)
                 peers["floor"] = ffn
             names = list(peers)
-            times = dict(zip(names, median_times_interleaved([peers[n] for n in names], a.sets, a.warmup, a.reps)))
+            clk = {}
+            times = dict(zip(names, median_times_interleaved([peers[n] for n in names], a.sets, a.warmup, a.reps,
+                                                             a.order_seed, a.settle_ms / 1e3, clk)))
             # correctness on set 0
             yt = peers["torch"](0)
             peers["row"](0)
             peers["block"](0)
             torch.cuda.synchronize()
             row = dict(E=E, K=K, N=N, m=m, routing=a.routing, layout=a.layout, us=times, weight_bytes=wbytes,
-                       err_row_vs_torch=rel_err(outs["row"], yt))
+                       err_row_vs_torch=rel_err(outs["row"], yt), sm_clock=clk)
             for name in [n for n in peers if n.startswith("v:")]:   # every variant's output within the bound
                 sch = name.split(":")[1]
                 peers[name](0)
@@ -663,11 +777,13 @@ def run_fp8(a, head, bw):
             row["tflops_torch"] = 2.0 * T * N * K / (times["torch"] * 1e-6) / 1e12
             rows.append(row)
             print("E=%d m=%d: %s | ldmoe fp8 rowwise %.2f TB/s of weights (%.0f %% of copy), %.2fx torch; block/rowwise "
-                  "%.3f; err vs torch %.1e%s" % (
+                  "%.3f; same code %.3f; err vs torch %.1e%s" % (
                       E, m, " ".join("%s %.1f" % (k, v) for k, v in times.items()), row["tbps_row"],
                       100 * row["tbps_row"] / bw, times["torch"] / times["row"], times["block"] / times["row"],
+                      times["row_same"] / times["row"],
                       row["err_row_vs_torch"], "; bounds row %s block %s" % (row["bound_row"][0], row["bound_block"][0])
                       if m <= 64 else ""), flush=True)
+            print("    %s" % clock_text(clk), flush=True)
             del x8, xsr, xsb, xb16, outs, peers
         del w8, wsr, wsb, wl, wb16, wsr_l, wsb_l
         torch.cuda.empty_cache()
@@ -675,16 +791,21 @@ def run_fp8(a, head, bw):
         json.dump(dict(head=head, copy_tbps=bw, rows=rows), f, indent=1)
     with open(os.path.join(a.outdir, "moe-fp8.md"), "w") as f:
         f.write("# FP8 e4m3 grouped GEMM (bench_moe.py --fp8)\n\n%s\n\ncopy bandwidth %.2f TB/s (read + write); "
-                "µs are medians of interleaved single calls; TB/s = FP8 weight bytes / time\n\n" % (head, bw))
+                "µs are medians of at least %d interleaved single calls (whole cycles of a balanced order, order seed %d, "
+                "after %d ms of them untimed); TB/s = FP8 weight bytes / time; "
+                "same code: the rowwise call timed again as another peer, / the first (how far apart this run "
+                "times one code: ratios closer to 1 than that are not resolved)\n\n" % (head, bw, a.reps, a.order_seed, a.settle_ms))
         f.write("| E | m | torch µs | ldmoe rowwise µs | block µs | bf16 AUTO µs | floor µs | TB/s | % copy | vs torch | "
-                "block/row | TFLOP/s ldmoe / torch | bound row / block | err vs torch |\n|" + "---|" * 14 + "\n")
+                "block/row | same code | TFLOP/s ldmoe / torch | bound row / block | err vs torch | SM MHz median / min |\n|" +
+                "---|" * 16 + "\n")
         for r in rows:
             t = r["us"]
-            f.write("| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %.2f | %.0f | %.2fx | %.3f | %.0f / %.0f | %s | %.1e |\n" % (
+            f.write("| %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %.2f | %.0f | %.2fx | %.3f | %.3f | %.0f / %.0f | %s | %.1e | %s |\n" % (
                 r["E"], r["m"], t["torch"], t["row"], t["block"], t["bf16"],
                 "%.1f" % t["floor"] if "floor" in t else "-", r["tbps_row"], 100 * r["tbps_row"] / bw,
-                t["torch"] / t["row"], t["block"] / t["row"], r["tflops_row"], r["tflops_torch"],
-                "%s / %s" % (r["bound_row"][0], r["bound_block"][0]) if "bound_row" in r else "-", r["err_row_vs_torch"]))
+                t["torch"] / t["row"], t["block"] / t["row"], t["row_same"] / t["row"], r["tflops_row"], r["tflops_torch"],
+                "%s / %s" % (r["bound_row"][0], r["bound_block"][0]) if "bound_row" in r else "-", r["err_row_vs_torch"],
+                clock_cell(r.get("sm_clock"))))
         qrows = [r for r in rows if "row_bf16x" in r["us"]]
         if qrows:
             f.write("\n## bf16 activations at decode (rowwise)\n\nrow_bf16x: grouped_mm_fp8 on bf16 x (the library "
@@ -741,25 +862,33 @@ def run_variants(a, variants, head, bw):
             r["errs"][vkey(v)] = rel_err(y, yt)
             fns.append(lambda i, tile=tile, kw=kw, mode=mode, lay=lay: ldmoe.grouped_mm(
                 x, wsets[lay][i], offs, layout=lay, mode=mode, tile=tile, out=y, **kw))
-        meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps)
+        fns.append(fns[1])   # the first variant again: how far apart this run times one code
+        clk = {}
+        meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps, a.order_seed, a.settle_ms / 1e3, clk)
+        r["sm_clock"] = clk
         r["torch"] = meds[0]
-        r["variants"] = {vkey(v): t for v, t in zip(variants, meds[1:])}
+        r["variants"] = {vkey(v): t for v, t in zip(variants, meds[1:-1])}
+        r["same_code"] = meds[-1] / meds[1]
         rows.append(r)
         wbytes = r["used"] * N * K * 2
         print("E=%3d m=%4d torch %7.1f | " % (E, m, meds[0]) + " | ".join(
             "%s %7.1f (%3.0f%% BW, x%.2f, err %.0e)" % (k, t, 100 * wbytes / (t * 1e-6) / 1e12 / bw, meds[0] / t,
                                                    r["errs"][k])
-            for k, t in r["variants"].items()), flush=True)
+            for k, t in r["variants"].items()) + " | same code %.3f | %s" % (r["same_code"], clock_text(clk)), flush=True)
     with open(os.path.join(a.outdir, "moe-variants.json"), "w") as f:
         json.dump({"header": head, "copy_tbs": bw, "variants": a.variants, "rows": rows}, f, indent=1)
     keys = [vkey(v) for v in variants]
     lines = ["# libldmoe variants, interleaved with torch._grouped_mm call by call", "", head, "",
-             "copy bandwidth %.2f TB/s; median of %d; µs (%% of copy bandwidth in weight bytes)" % (bw, a.reps), "",
-             "| E | m | torch | " + " | ".join(keys) + " |", "|---|---|---|" + "---|" * len(keys)]
+             "copy bandwidth %.2f TB/s; medians of at least %d calls (balanced order, seed %d, after %d ms untimed); µs (%% of copy bandwidth in weight bytes); "
+             "same code: the first variant timed again as another peer, / the first (ratios closer to 1 than that "
+             "are not resolved)" % (bw, a.reps, a.order_seed, a.settle_ms), "",
+             "| E | m | torch | " + " | ".join(keys) + " | same code | SM MHz median / min |",
+             "|---|---|---|" + "---|" * (len(keys) + 2)]
     for r in rows:
         wbytes = r["used"] * r["N"] * r["K"] * 2
         lines.append("| %d | %d | %.1f | " % (r["E"], r["m"], r["torch"]) + " | ".join(
-            "%.1f (%.0f %%)" % (r["variants"][k], 100 * wbytes / (r["variants"][k] * 1e-6) / 1e12 / bw) for k in keys) + " |")
+            "%.1f (%.0f %%)" % (r["variants"][k], 100 * wbytes / (r["variants"][k] * 1e-6) / 1e12 / bw) for k in keys) +
+            " | %.3f | %s |" % (r["same_code"], clock_cell(r["sm_clock"])))
     with open(os.path.join(a.outdir, "moe-variants.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -18,6 +18,7 @@
 #   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
 #   make test-moe-py             ldmoe.py's FP8 side and tests/moe/ldmoe_ref.py on the CPU (needs a python
 #                                with torch: this one, or $LDMOE_TEST_PYTHON / $SERVE_TEST_PYTHON)
+#   make test-moe-order          bench_moe.py's call orders are balanced (bench/moe/call_order.py)
 #   make test-gpu-moe            GPU suite: the product tiles through libldmoe.so, then every tile
 #                                (exactly-once counters, tune bits, timeline) through the lab
 #   make bench-moe               benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
@@ -149,7 +150,7 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
 
-.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-gpu-moe test-gpu-moe-bound bench-moe
+.PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
@@ -178,6 +179,10 @@ define ldmoe_gpu_runs
 	exit $$rc
 endef
 
+# bench_moe.py's call orders (bench/moe/call_order.py): every cycle balanced (no GPU, no torch).
+test-moe-order: | $(RESULTS)
+	$(PYTHON) tests/moe/test_call_order.py $(RESULTS)/test-moe-order
+
 # ldmoe.py's FP8 argument checks, quantization and scale layouts, and the CPU references the GPU
 # tests use (tests/moe/ldmoe_ref.py); libldmoe.so only for its packed sizes.
 test-moe-py: $(LDMOE_LIB) | $(RESULTS)
@@ -200,7 +205,7 @@ bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py
+TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
