@@ -60,7 +60,7 @@ LDMOE_HD ldmoe_tile_pos_t ldmoe_decode_queue(const int32_t *prefix, int32_t E, i
     p.e = ldmoe_find_expert(prefix, E, q / nbs);
     int64_t r = q - (int64_t)prefix[p.e] * nbs;
     int32_t mb = prefix[p.e + 1] - prefix[p.e];
-    p.b = mb == 1 ? (int32_t)r : (int32_t)(r / mb);   /* one m-block per expert at decode: no division */
+    p.b = (int32_t)(r / mb);
     p.m = (int32_t)(r - (int64_t)p.b * mb);
     p.d = d;
     return p;

@@ -48,8 +48,6 @@ struct Loader {
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
     int32_t wsc;           // FP8 block scales: w_scale element of tk's first row block, K block 0
-    int32_t fills;         // stages filled so far, counted up to C::STAGES (the ring's first lap)
-    bool arm_pending;      // the first tile's next claim is not issued yet (advance() issues it)
     static constexpr bool kBlockScales = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
 
     // sh: the setup's results (sched_setup): mode, ranks, this SM's domain and, in sh.early_q >= 0,
@@ -87,11 +85,7 @@ struct Loader {
             pol_w = w_first ? policy_evict_first() : policy_evict_normal();
             pol_x = (kp.tune & kTuneTokensNormal) ? policy_evict_normal() : policy_evict_last();
         }
-        // The first tile's own claim is on the launch's critical path; the claim of the tile
-        // after it (arm: a division and an atomic) is issued after the first stage's loads.
-        tk = ts.claim_first();
-        arm_pending = true;
-        fills = 0;
+        tk = ts.first();
         set_tile();
     }
     __device__ void set_tile() {
@@ -123,11 +117,8 @@ struct Loader {
     }
     // Fill the stage at `dst` with (tk, k); tk >= 0. `scl`: the stage's scale slot (FP8 block
     // scales, Fp8Cfg), which gets the scales of the stage's k-blocks in the same transaction.
-    __device__ void fill(uint32_t dst, uint32_t bar, [[maybe_unused]] uint32_t scl = 0) {
-        // Earlier generic reads of this stage before the async-proxy write; in the ring's first
-        // lap nothing of this launch has read the stage yet.
-        if (fills < C::STAGES) ++fills;
-        else fence_proxy_async();
+    __device__ void fill(uint32_t dst, uint32_t bar, [[maybe_unused]] uint32_t scl = 0) const {
+        fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         constexpr uint32_t kBox = C::CHUNK * kRowBytes;
         bool no_x = false;
 #ifdef LDMOE_DIAG
@@ -214,10 +205,6 @@ struct Loader {
         }
     }
     __device__ void advance() {
-        if (arm_pending) {
-            arm_pending = false;
-            ts.arm(tk);
-        }
         if (++k < nk) return;
         k = 0;
         tk = ts.next();

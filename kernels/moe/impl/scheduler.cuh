@@ -242,12 +242,10 @@ struct TicketStream {
         else return held;
     }
     LDMOE_SCHED_FN int64_t first() {
-        const int64_t t = claim_first();
+        const int64_t t = cl().slow_claim();
         arm(t);
         return t;
     }
-    // first() without arm(): the caller arms t itself before it calls next().
-    LDMOE_SCHED_FN int64_t claim_first() { return cl().slow_claim(); }
     LDMOE_SCHED_FN int64_t next() {
         const int64_t t = pend ? cl().resolve(pend_v, pend_q, pend_fast) : -1;
         arm(t);
