@@ -6,23 +6,26 @@ at 8, 64, 512 and 2048 tokens per expert. All peers of a shape run in one proces
 Each timing is the median of --reps single-call CUDA-event timings after --warmup calls (and, for
 the interleaved peers, --settle-ms of untimed calls); every
 call uses the next of --sets weight sets (each far larger than L2), so weights stream from HBM.
-torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in a fresh
-seeded order every repetition (the ratios between them are the headline); the other tiles are timed
-one after another, the schedules (--sched-best) interleaved.
+torch, cuBLAS, the floor and ldmoe's AUTO tile are timed interleaved call by call, in balanced
+orders (call_order.py; the ratios between them are the headline); the other tiles are timed one
+after another, the schedules (--sched-best) interleaved. A default run takes about a minute
+(bf16, all shapes) or 40 s (--fp8): 200 repetitions and 1 s of settling per case.
 Also: device-to-device copy bandwidth (the streaming ceiling), aware vs static and aware vs
 unaware schedules, and each ldmoe variant's error against torch._grouped_mm.
 
-How precise a run is (doc/moe.md, "How precise a run is"): --fp8 times its rowwise call twice
-as two peers, --variants its first variant twice; the ratio of the two medians ("same code") is
-printed with every row, and ratios closer to 1 than it are not resolved. Which call ran just
-before moves a call by a few percent; with random orders one code timed up to 3-5 % apart in
-one run at --reps 30 and up to 2 % at 200, so the orders now follow a balanced design
-(call_order.py: every peer after every other equally often) and --reps defaults to 200, rounded
-up to whole cycles of it. --order-seed relabels the peers in the design. The board's power
-limiter lowers the SM clock after ~100 ms of load; compute-bound peers (torch's FP8 GEMM at 64
-tokens per expert: 5-7 %) slow with it and streaming ones hardly do, so timing starts after
---settle-ms (default 1000) of untimed interleaved calls, the state of a server that never
-pauses, and every row reports the SM clock it was timed at (NVML).
+How precise a run is (doc/moe.md, "How precise a run is"): the headline times ldmoe's AUTO call
+twice as two peers (--fp8: the rowwise call; --variants: the first variant), and the ratio of
+the two medians ("same code") is printed with every row: one sample of the run's noise, so a
+difference of that size is not resolved; repeat the run with other --order-seed values. One
+code timed up to 3-5 % apart in one run with 30 repetitions and up to ~3 % with 200, hence
+--reps 200 by default. The orders follow a balanced design (call_order.py: every peer right
+after every other equally often, rounded up to whole cycles); it measured no better than random
+orders, and is kept because no seed can then give one peer an unlucky set of predecessors.
+--order-seed relabels the peers and shuffles the design's rows. The board's power limiter lowers
+the SM clock after ~100 ms of load; compute-bound peers slow with it (torch's FP8 GEMM at 64
+tokens per expert: 5-7 % at 32 experts, 1-3 % at 8) and streaming ones hardly do, so timing
+starts after --settle-ms (default 1000) of untimed interleaved calls, the state of a server that
+never pauses, and every row reports the SM clock it was timed at (NVML).
 
 The floor peer (build/moe/libstreamfloor.so, bench/moe/stream_floor.cu; skipped with a note if
 absent): one launch that only reads the same weight and token bytes and writes the output's,
@@ -50,9 +53,11 @@ quantization kernel alone (does quantizing inside the call pay at decode?).
 LDMOE_TUNE_* bits; bf16x: on the bf16 tokens, quantized inside the call) as more interleaved
 peers, reported in a table of their own.
 
-Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--shapes 0,1,2] [--tokens 8,64,512,2048]
-                    [--routing uniform|random|skewed] [--layout packed|localized] [--no-cublas]
-                    [--no-floor] [--sched-best] [--same-process] [--outdir DIR]
+Usage: bench_moe.py [--lab] [--reps N] [--warmup N] [--sets N] [--order-seed N] [--settle-ms MS]
+                    [--shapes 0,1,2] [--tokens 8,64,512,2048] [--routing uniform|random|skewed]
+                    [--layout packed|localized] [--no-cublas] [--no-floor] [--sched-best]
+                    [--same-process] [--outdir DIR]
+       bench_moe.py --fp8 [--lab --fp8-variants SCHEME:TILE:TUNE[:bf16x],...] [the options above]
        bench_moe.py --variants TILE:TUNE[:MODE[:LAYOUT]],... [--shapes ..] [--tokens ..] [--reps N] [--sets N]
 Writes moe-bench.md and moe-bench.json to $OUT (or --outdir, default build/bench-moe). Each shape
 is measured in a fresh process (its buffers' allocation history otherwise slows later shapes);
@@ -110,14 +115,16 @@ class ClockSampler:
 
     def __init__(self):
         import threading
-        self.samples, self._stop = [], threading.Event()
+        self.samples, self.why_not, self._stop = [], None, threading.Event()
+        self._dev = torch.cuda.current_device()   # the caller's device, not the thread's default
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.is_set():
             try:
-                self.samples.append(torch.cuda.clock_rate())
-            except Exception:   # noqa: BLE001 - no NVML here: no samples, the timings stand
+                self.samples.append(torch.cuda.clock_rate(self._dev))
+            except Exception as e:   # noqa: BLE001 - no NVML here: no samples, the timings stand
+                self.why_not = "%s: %s" % (type(e).__name__, e)
                 return
             self._stop.wait(0.02)
 
@@ -130,10 +137,11 @@ class ClockSampler:
         self._thread.join()
 
     def summary(self):
-        """{median_mhz, min_mhz, n} of the samples, or None."""
+        """{median_mhz, min_mhz, n} of the samples, or {why_not} when there are none."""
         if not self.samples:
-            return None
-        return dict(median_mhz=statistics.median(self.samples), min_mhz=min(self.samples), n=len(self.samples))
+            return dict(why_not=self.why_not or "no sample taken")
+        return dict(median_mhz=int(round(statistics.median(self.samples))), min_mhz=min(self.samples),
+                    n=len(self.samples))
 
 
 def settle(fns, n_sets, seconds):
@@ -142,12 +150,13 @@ def settle(fns, n_sets, seconds):
     server that runs without pause, rather than in the first ~100 ms after idle when the clock is
     at its maximum (doc/moe.md, "How precise a run is")."""
     import time
-    t0, i = time.time(), 0
-    while time.time() - t0 < seconds:
-        for k, fn in enumerate(fns):
-            fn((i + k) % n_sets)
-        i += 1
-        if i % 4 == 0:
+    t0, pos, rounds = time.monotonic(), 0, 0
+    while time.monotonic() - t0 < seconds:
+        for fn in fns:
+            fn(pos % n_sets)   # as in the timed loop: consecutive calls never share a weight set
+            pos += 1
+        rounds += 1
+        if rounds % 4 == 0:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
 
@@ -161,8 +170,8 @@ def median_times_interleaved(fns, n_sets, warmup, reps, seed, settle_s=0.0, info
     turn by their position in the whole sequence, so two consecutive calls never read the same
     weights (no L2 carry-over between peers) when there are two sets or more. seed
     (--order-seed) relabels the functions and shuffles the rows of each cycle. settle_s:
-    settle() before timing. info: a dict that gets the repetitions timed ("reps") and
-    ClockSampler's summary of the timed calls (none without NVML)."""
+    settle() before timing. info: a dict that gets the repetitions timed ("reps") and, in
+    "sm_clock", ClockSampler's summary of the timed calls."""
     n = len(fns)
     for i in range(warmup):
         for k, fn in enumerate(fns):
@@ -186,15 +195,15 @@ def median_times_interleaved(fns, n_sets, warmup, reps, seed, settle_s=0.0, info
         torch.cuda.synchronize()
     if info is not None:
         info["reps"] = reps
-        info.update(cs.summary() or {})
+        info["sm_clock"] = cs.summary()
     return [statistics.median(evs[i][k][0].elapsed_time(evs[i][k][1]) * 1e3 for i in range(reps))
             for k in range(len(fns))]
 
 
 def clock_text(clk):
-    """The SM clock line of a case (ClockSampler's summary; empty without NVML)."""
+    """The SM clock line of a case (ClockSampler's summary)."""
     if not clk or "median_mhz" not in clk:
-        return "SM clock: not sampled (no NVML)"
+        return "SM clock: not sampled (%s)" % ((clk or {}).get("why_not") or "no NVML")
     return "SM clock while timed: median %d MHz, min %d (%d samples)" % (clk["median_mhz"], clk["min_mhz"], clk["n"])
 
 
@@ -360,7 +369,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--sets", type=int, default=3)
     ap.add_argument("--order-seed", type=int, default=12345,
-                    help="seed of the call order in each repetition (default 12345, the committed records'); "
+                    help="relabels the peers in the balanced call order and shuffles its rows (default 12345); "
                          "repeat an A/B with other seeds to tell an effect of the code from one of the order")
     ap.add_argument("--settle-ms", type=int, default=1000,
                     help="call the interleaved peers for this long before timing them (default 1000: the power "
@@ -514,13 +523,16 @@ def main():
             r["floor_reader"], ffn, r["floor_readers"] = flo.fastest(ws, wbytes, x, yf, a.sets, a.warmup, 10)
             peers.append(("floor", ffn))
         peers.append(("ldmoe_aware_%s_auto" % lay, lambda i: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode="aware", out=y)))
+        # The same call again as its own peer: one sample of how far apart this run times one code.
+        peers.append(("ldmoe_same", lambda i: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode="aware", out=y)))
         peers.append(("ldmoe_aware_%s_auto" % other,
                       lambda i: ldmoe.grouped_mm(x, wsets[other][i], offs, layout=other, mode="aware", out=y)))
-        clk = {}
+        tinfo = {}
         for (name, _), med in zip(peers, median_times_interleaved([f for _, f in peers], a.sets, a.warmup, a.reps,
-                                                                  a.order_seed, a.settle_ms / 1e3, clk)):
+                                                                  a.order_seed, a.settle_ms / 1e3, tinfo)):
             r[name] = med
-        r["sm_clock"] = clk
+        r["same_code"] = r.pop("ldmoe_same") / r["ldmoe_aware_%s_auto" % lay]
+        r["sm_clock"], r["reps_timed"] = tinfo["sm_clock"], tinfo["reps"]
         tiles = a.tiles.split(",") if a.tiles else [t for t in (DECODE_TILES if m <= 96 else PREFILL_TILES)
                                                      if t in ldmoe.TILES]
         r["tiles"] = tiles
@@ -545,7 +557,7 @@ def main():
             r["sched_tile"] = bt
             fns = [lambda i, md=md: ldmoe.grouped_mm(x, wl[i], offs, layout=lay, mode=md, tile=bt, out=y)
                    for md in ("aware", "static", "unaware")]
-            meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps, a.order_seed)
+            meds = median_times_interleaved(fns, a.sets, a.warmup, 3 * a.reps, a.order_seed)   # right after the settled headline
             r["sched_aware"], r["sched_static"], r["sched_unaware"] = meds
         best_key = min((k for k in r if k.startswith("ldmoe_aware_%s_" % lay) and not k.endswith("_err")),
                        key=lambda k: r[k])
@@ -566,7 +578,7 @@ def main():
                   best_key[len("ldmoe_aware_%s_" % lay):], r[best_key],
                   100 * (r["ldmoe_static_%s_auto" % lay] / aw - 1), 100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1)),
               flush=True)
-        print("    %s" % clock_text(r["sm_clock"]), flush=True)
+        print("    same code %.3f; %s" % (r["same_code"], clock_text(r["sm_clock"])), flush=True)
         if "floor" in r:
             print("    floor (one launch moving the same %.0f MB, %s): %.1f us = %.2f TB/s; ldmoe takes %.3fx, "
                   "torch %.3fx the floor" % (r["bytes_total"] / 1e6, r["floor_reader"], r["floor"],
@@ -597,18 +609,20 @@ def write_report(a, rows, head, bw):
     lines = ["# libldmoe benchmark", "", head, "", "copy bandwidth %.2f TB/s (read+write)" % bw, "",
              "ldmoe: aware, AUTO tile, weights in the layout named (the other layout's time in the next column); "
              "all of them, torch, cuBLAS and the floor interleaved call by call: medians of at least %d calls each "
-             "(whole cycles of a balanced order, order seed %d), after %d ms of them untimed" % (a.reps, a.order_seed, a.settle_ms), "",
+             "(whole cycles of a balanced order, order seed %d), after %d ms of them untimed; same code: ldmoe's call "
+             "timed again as another peer, / the first (one sample of this run's noise: a difference of that size is "
+             "not resolved)" % (a.reps, a.order_seed, a.settle_ms), "",
              "| E | K | N | m/expert | torch µs | cuBLAS µs | floor µs | ldmoe layout | ldmoe µs | ldmoe TB/s | "
              "ldmoe TFLOP/s | vs torch | % of copy BW | ldmoe / floor | other layout µs (vs torch) | best tile µs | "
-             "static vs aware | unaware vs aware | err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "static vs aware | unaware vs aware | err | same code |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lay = r.get("layout", "localized")
         other = "localized" if lay == "packed" else "packed"
         hk, ok = "ldmoe_aware_%s_auto" % lay, "ldmoe_aware_%s_auto" % other
         aw = r[hk]
         lines.append("| %d | %d | %d | %d | %.1f | %s | %s | %s | %.1f | %.2f | %.1f | %.2fx | %.0f %% | %s | %s | %s %.1f | "
-                     "%+.1f %% | %+.1f %% | %.1e |" % (
+                     "%+.1f %% | %+.1f %% | %.1e | %s |" % (
                          r["E"], r["K"], r["N"], r["m"], r["torch"], "%.1f" % r["cublas"] if "cublas" in r else "-",
                          "%.1f" % r["floor"] if "floor" in r else "-", lay, aw,
                          r[hk + "_tbs"], r[hk + "_tflops"], r["torch"] / aw, 100 * r[hk + "_tbs"] / bw,
@@ -616,7 +630,8 @@ def write_report(a, rows, head, bw):
                          "%s %.1f (%.2fx)" % (other, r[ok], r["torch"] / r[ok]) if ok in r else "-",
                          r["best"][len("ldmoe_aware_%s_" % lay):], r[r["best"]],
                          100 * (r["ldmoe_static_%s_auto" % lay] / aw - 1),
-                         100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1), r[hk + "_err"]))
+                         100 * (r["ldmoe_unaware_%s_auto" % lay] / aw - 1), r[hk + "_err"],
+                         "%.3f" % r["same_code"] if "same_code" in r else "-"))
     if any("floor" in r for r in rows):
         lines += ["", "Floor: one launch that only reads the case's weight bytes (experts with tokens) and token "
                   "bytes and writes its output bytes (bench/moe/stream_floor.cu), fastest reader per case, "
@@ -630,7 +645,7 @@ def write_report(a, rows, head, bw):
                     r["bytes_total"] / (r["floor"] * 1e-6) / 1e12,
                     " ".join("%s %.1f" % kv for kv in r["floor_readers"].items()), r["torch"] / r["floor"],
                     r["ldmoe_aware_%s_auto" % r.get("layout", "localized")] / r["floor"], 1.3 * r["floor"] / r["torch"]))
-    if any("median_mhz" in r.get("sm_clock", {}) for r in rows):
+    if any("median_mhz" in (r.get("sm_clock") or {}) for r in rows):
         lines += ["", "SM clock while the interleaved peers were timed (NVML, every 20 ms)", "",
                   "| E | m | SM MHz median / min |", "|---|---|---|"]
         for r in rows:
@@ -698,8 +713,7 @@ def run_fp8(a, head, bw):
             xsr = torch.rand(T, device="cuda") + 0.5
             xsb = (torch.rand((KB, T), device="cuda") + 0.5).t()
             xb16 = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
-            outs = {k: torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
-                    for k in ("torch", "row", "row_same", "block", "bf16")}
+            outs = {k: torch.empty((T, N), device="cuda", dtype=torch.bfloat16) for k in ("torch", "row", "block", "bf16")}
             peers = {
                 "torch": lambda i: torch._scaled_grouped_mm(x8, w8[i].transpose(-2, -1), xsr, wsr[i], offs=offs,
                                                             out_dtype=torch.bfloat16),
@@ -708,7 +722,7 @@ def run_fp8(a, head, bw):
                 # The same call again as its own peer: how far apart this run times one code (the
                 # resolution of every ratio in the row; doc/moe.md "How precise a run is").
                 "row_same": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsr, wsr_l[i], layout=a.layout,
-                                                           mode="aware", out=outs["row_same"]),
+                                                           mode="aware", out=outs["row"]),
                 "block": lambda i: ldmoe.grouped_mm_fp8(x8, wl[i], offs, xsb, wsb_l[i], scaling="block", layout=a.layout,
                                                         mode="aware", out=outs["block"]),
                 "bf16": lambda i: ldmoe.grouped_mm(xb16, wb16[i], offs, layout=a.layout, mode="aware", out=outs["bf16"]),
@@ -735,16 +749,17 @@ def run_fp8(a, head, bw):
                 fname, ffn, _ = floor.fastest(w8, wbytes, x8, outs["bf16"], a.sets, a.warmup, a.reps)
                 peers["floor"] = ffn
             names = list(peers)
-            clk = {}
+            tinfo = {}
             times = dict(zip(names, median_times_interleaved([peers[n] for n in names], a.sets, a.warmup, a.reps,
-                                                             a.order_seed, a.settle_ms / 1e3, clk)))
+                                                             a.order_seed, a.settle_ms / 1e3, tinfo)))
+            clk = tinfo["sm_clock"]
             # correctness on set 0
             yt = peers["torch"](0)
             peers["row"](0)
             peers["block"](0)
             torch.cuda.synchronize()
             row = dict(E=E, K=K, N=N, m=m, routing=a.routing, layout=a.layout, us=times, weight_bytes=wbytes,
-                       err_row_vs_torch=rel_err(outs["row"], yt), sm_clock=clk)
+                       err_row_vs_torch=rel_err(outs["row"], yt), sm_clock=clk, reps_timed=tinfo["reps"])
             for name in [n for n in peers if n.startswith("v:")]:   # every variant's output within the bound
                 sch = name.split(":")[1]
                 peers[name](0)
@@ -793,8 +808,8 @@ def run_fp8(a, head, bw):
         f.write("# FP8 e4m3 grouped GEMM (bench_moe.py --fp8)\n\n%s\n\ncopy bandwidth %.2f TB/s (read + write); "
                 "µs are medians of at least %d interleaved single calls (whole cycles of a balanced order, order seed %d, "
                 "after %d ms of them untimed); TB/s = FP8 weight bytes / time; "
-                "same code: the rowwise call timed again as another peer, / the first (how far apart this run "
-                "times one code: ratios closer to 1 than that are not resolved)\n\n" % (head, bw, a.reps, a.order_seed, a.settle_ms))
+                "same code: the rowwise call timed again as another peer, / the first (one sample of this run's "
+                "noise: a difference of that size is not resolved)\n\n" % (head, bw, a.reps, a.order_seed, a.settle_ms))
         f.write("| E | m | torch µs | ldmoe rowwise µs | block µs | bf16 AUTO µs | floor µs | TB/s | % copy | vs torch | "
                 "block/row | same code | TFLOP/s ldmoe / torch | bound row / block | err vs torch | SM MHz median / min |\n|" +
                 "---|" * 16 + "\n")
@@ -863,9 +878,10 @@ def run_variants(a, variants, head, bw):
             fns.append(lambda i, tile=tile, kw=kw, mode=mode, lay=lay: ldmoe.grouped_mm(
                 x, wsets[lay][i], offs, layout=lay, mode=mode, tile=tile, out=y, **kw))
         fns.append(fns[1])   # the first variant again: how far apart this run times one code
-        clk = {}
-        meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps, a.order_seed, a.settle_ms / 1e3, clk)
-        r["sm_clock"] = clk
+        tinfo = {}
+        meds = median_times_interleaved(fns, a.sets, a.warmup, a.reps, a.order_seed, a.settle_ms / 1e3, tinfo)
+        clk = r["sm_clock"] = tinfo["sm_clock"]
+        r["reps_timed"] = tinfo["reps"]
         r["torch"] = meds[0]
         r["variants"] = {vkey(v): t for v, t in zip(variants, meds[1:-1])}
         r["same_code"] = meds[-1] / meds[1]
@@ -880,8 +896,8 @@ def run_variants(a, variants, head, bw):
     keys = [vkey(v) for v in variants]
     lines = ["# libldmoe variants, interleaved with torch._grouped_mm call by call", "", head, "",
              "copy bandwidth %.2f TB/s; medians of at least %d calls (balanced order, seed %d, after %d ms untimed); µs (%% of copy bandwidth in weight bytes); "
-             "same code: the first variant timed again as another peer, / the first (ratios closer to 1 than that "
-             "are not resolved)" % (bw, a.reps, a.order_seed, a.settle_ms), "",
+             "same code: the first variant timed again as another peer, / the first (one sample of this run's "
+             "noise: a difference of that size is not resolved)" % (bw, a.reps, a.order_seed, a.settle_ms), "",
              "| E | m | torch | " + " | ".join(keys) + " | same code | SM MHz median / min |",
              "|---|---|---|" + "---|" * (len(keys) + 2)]
     for r in rows:

@@ -1,14 +1,14 @@
 """call_order.py — the order in which bench_moe.py calls its interleaved peers.
 
 A call's time depends on the call that ran just before it (by a few percent: what the previous
-kernel leaves in L2, its tail, the power it drew). With random orders and a few hundred
-repetitions, two peers still see different mixes of predecessors, and one code timed twice came
-out up to 2 % apart (doc/moe.md, "How precise a run is"). A Williams design removes that: over
-one cycle (n repetitions for an even number n of peers, 2n for an odd one) every peer runs right
-after every other peer equally often, and in every position equally often. The seed relabels the
-peers and shuffles the rows within each cycle, so different seeds give different sequences, all
-balanced within each cycle. Only the step from one repetition to the next is not balanced (one
-of n steps). Pure Python; tests/moe/test_call_order.py checks the balance.
+kernel leaves in L2, its tail, the power it drew). A Williams design balances that by
+construction: over one cycle (n repetitions for an even number n of peers, 2n for an odd one)
+every peer runs right after every other peer equally often, and in every position equally
+often, so no seed can give one peer an unlucky set of predecessors. Measured against the random
+orders it replaced, one code's spread in one run did not shrink (doc/moe.md, "How precise a run
+is"): what is left of it is not the predecessor. The seed relabels the peers and shuffles the
+rows within each cycle. Only the step from one repetition to the next is not balanced (one of n
+steps). Pure Python; tests/moe/test_call_order.py checks the balance.
 """
 import random
 

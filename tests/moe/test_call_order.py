@@ -47,7 +47,8 @@ for n, reps, seed in ((2, 1, 0), (9, 200, 12345), (10, 200, 7), (13, 30, 1), (4,
     ok = True
     for c in range(0, len(orders), cyc):
         pairs, pos = balance(orders[c:c + cyc], n)
-        if n > 1 and (len(pairs) != n * (n - 1) or len(set(pairs.values())) != 1 or len(set(pos.values())) != 1):
+        if n > 1 and (len(pairs) != n * (n - 1) or set(pairs.values()) != {cyc // n}
+                      or len(pos) != n * n or set(pos.values()) != {cyc // n}):
             ok = False
     check(ok, "call_orders(%d, %d, seed %d): every cycle balanced" % (n, reps, seed))
 check(call_order.call_orders(9, 50, 1) == call_order.call_orders(9, 50, 1), "call_orders: one seed, one sequence")
