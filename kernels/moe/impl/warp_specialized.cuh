@@ -284,12 +284,23 @@ template <class C, int NN>
 __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
                                              unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
                                              uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
-                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk) {
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk,
+                                             const Tile *s_ring_tile) {
     constexpr int NA = NN / 2;
     constexpr int SCH = fp8_scaling_of<C>::value;
     static_assert(SCH == LDMOE_FP8_ROWWISE || SCH == LDMOE_FP8_BLOCK, "scaling scheme");
     const KParamsF8 &pf = static_cast<const KParamsF8 &>(p);
-    const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+    // The producer decoded the ticket when it started loading the tile and left the result with
+    // the tile's first stage: decoding it again here (divisions and a binary search over the
+    // experts, in series) would hold the landed stages between two tiles. Every lane's read is
+    // ordered before lane 0 hands that stage back, as for the ticket.
+    Tile t;
+    if (p.tune & kTuneConsumerDecode) {
+        t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
+    } else {
+        t = s_ring_tile[s];
+        __syncwarp();
+    }
     const int q = lane & 3;
     const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
     // AM accumulator sets. With two m64 blocks per warpgroup (C::MI = 2) and 128 token columns
@@ -458,6 +469,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     unsigned char *epi = smem + C::STAGES * C::STAGE_BYTES;   // C::EPI_BYTES (staged epilogue)
     int32_t *prefix = reinterpret_cast<int32_t *>(epi + C::EPI_BYTES);
     __shared__ int64_t s_ring_tk[C::STAGES];
+    // FP8: the decoded tile of a tile's first stage, and the loader's next one (Loader::rec).
+    __shared__ Tile s_ring_tile[fp8_scaling_of<C>::value != 0 ? C::STAGES + 1 : 1];
     __shared__ int32_t s_ring_x[C::STAGES];                    // the stage's Loader::xcls (token chunks)
     __shared__ int64_t s_epi_tk;                               // C::EPIW: tile in the copy buffer (-1: end)
     __shared__ __align__(8) uint64_t s_full[C::STAGES];
@@ -510,7 +523,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
         if (tid != 0) return;
         trace_at(p, kTrSetup, globaltimer());
         Loader<C> ld{};
-        ld.start(p, prefix, sh, per_queue, total, &s_claimer);
+        ld.start(p, prefix, sh, per_queue, total, &s_claimer, &s_ring_tile[fp8_scaling_of<C>::value != 0 ? C::STAGES : 0]);
         trace_at(p, kTrClaimed, globaltimer());
         int s = 0;
         uint32_t ph = 0;
@@ -520,6 +533,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             const int64_t tk = ld.tk;
             s_ring_tk[s] = tk;
             if constexpr (C::CHUNK < C::BN) s_ring_x[s] = ld.xcls;
+            if constexpr (fp8_scaling_of<C>::value != 0)
+                if (tk >= 0 && ld.k == 0) s_ring_tile[s] = s_ring_tile[C::STAGES];
             if (tk < 0) {   // consumers: done
                 mbar_arrive(smem_u32(&s_full[s]));
                 trace_at(p, kTrLoadsDone, globaltimer());
@@ -552,7 +567,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
             run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, sh.my_dom, s, ph, tk);
+                                                 b_off, b_step, cw, warp, lane, tid, sh.my_dom, s, ph, tk, s_ring_tile);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];
