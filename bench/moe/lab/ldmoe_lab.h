@@ -82,8 +82,6 @@ typedef struct ldmoe_lab_params {
                                             one is done, in every launch (default: FP8 kernels where
                                             experts have several m-blocks, i.e. prefill)              */
 #define LDMOE_TUNE_EARLY_TAIL      0x400u /* ... one tile ahead in every launch, as before 2026-12-04   */
-#define LDMOE_TUNE_CONSUMER_DECODE 0x1000u /* FP8: consumers decode each tile's ticket themselves, as
-                                              before 2026-12-05, instead of taking the producer's     */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

@@ -52,13 +52,10 @@ constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not
 // records keep their meaning.)
 constexpr uint32_t kTuneLateTail = 0x200u;       // claim when the tile ends, every launch
 constexpr uint32_t kTuneEarlyTail = 0x400u;      // claim one tile ahead, every launch
-// (0x800 was an experiment of 2026-12-04, measured and removed.)
-// FP8: each consumer warp decodes the tile's ticket itself, as before 2026-12-05, instead of taking
-// the producer's decoded Tile from the tile's first stage (s_ring_tile).
-constexpr uint32_t kTuneConsumerDecode = 0x1000u;
+// (0x800 was an experiment of 2026-12-04, measured and removed; 0x1000 had the FP8 consumers decode
+// each ticket again, the way before 2026-12-05, measured and removed.)
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail |
-                              kTuneConsumerDecode;
+                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no

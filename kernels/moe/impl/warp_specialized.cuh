@@ -281,10 +281,10 @@ __device__ void epilogue_warps(const KParams &p, const int32_t *prefix, int mode
 // scales come with the stage, in its scale slot (Fp8Cfg, Loader::fill).
 // (The consumers' run_tile calls this for the Fp8Cfg shapes; the arguments are the body's state.)
 template <class C, int NN>
-__device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *prefix, int mode, int64_t per_queue, int nk,
+__device__ __forceinline__ void run_tile_fp8(const KParams &p, int nk,
                                              unsigned char *ring, unsigned char *epi, uint64_t *s_full, uint64_t *s_empty,
                                              uint32_t a_off, uint32_t a_step, uint32_t b_off, uint32_t b_step, int cw,
-                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph, int64_t tk,
+                                             int warp, int lane, int tid, int my_dom, int &s, uint32_t &ph,
                                              const Tile *s_ring_tile) {
     constexpr int NA = NN / 2;
     constexpr int SCH = fp8_scaling_of<C>::value;
@@ -294,13 +294,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, const int32_t *pr
     // the tile's first stage: decoding it again here (divisions and a binary search over the
     // experts, in series) would hold the landed stages between two tiles. Every lane's read is
     // ordered before lane 0 hands that stage back, as for the ticket.
-    Tile t;
-    if (p.tune & kTuneConsumerDecode) {
-        t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
-    } else {
-        t = s_ring_tile[s];
-        __syncwarp();
-    }
+    const Tile t = s_ring_tile[s];
+    __syncwarp();
     const int q = lane & 3;
     const int wt = tid - 128 * (cw + 1);   // thread in this consumer warpgroup
     // AM accumulator sets. With two m64 blocks per warpgroup (C::MI = 2) and 128 token columns
@@ -566,8 +561,8 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // then drain and store. The stage order is the producer's (a tile's k-steps are consecutive).
     auto run_tile = [&](auto nn, int &s, uint32_t &ph, int64_t tk) {
         if constexpr (fp8_scaling_of<C>::value != 0) {
-            run_tile_fp8<C, decltype(nn)::value>(p, prefix, mode, per_queue, nk, ring, epi, s_full, s_empty, a_off, a_step,
-                                                 b_off, b_step, cw, warp, lane, tid, sh.my_dom, s, ph, tk, s_ring_tile);
+            run_tile_fp8<C, decltype(nn)::value>(p, nk, ring, epi, s_full, s_empty, a_off, a_step,
+                                                 b_off, b_step, cw, warp, lane, tid, sh.my_dom, s, ph, s_ring_tile);
         } else {
             constexpr int NN = decltype(nn)::value, NA = NN / 2;
             float acc[C::MI][NA];
