@@ -32,8 +32,14 @@ __device__ __forceinline__ int first_kstep(int32_t blk, int nk) {
 // Fibonacci-hash (Weyl) sequence of the weight block, not of the tile: the m-blocks of one
 // weight block are claimed together and read the same k-steps at about the same time, so the
 // block comes from HBM once and from L2 for the others.
+// FP8: where set_tile leaves the tile it decoded, for the consumers (shared memory). A base
+// class, empty for bf16, so that the bf16 loader's layout, and with it those kernels' machine
+// code, stays as it was.
+template <bool kFp8> struct LoaderRec {};
+template <> struct LoaderRec<true> { Tile *rec; };
+
 template <class C>
-struct Loader {
+struct Loader : LoaderRec<fp8_scaling_of<C>::value != 0> {
     TicketStream<DeviceAtomics, C::CLAIMER_SMEM> ts;
     const KParams *p;
     const int32_t *prefix;
@@ -48,14 +54,14 @@ struct Loader {
     int32_t xcls;          // token columns of tk (tiles with chunks): 0 <= BN/4 (chunks), 1 <= BN/2, 2 <= BN
     uint64_t pol_w, pol_x;   // L2 policies (C::STREAM_W)
     int32_t wsc;           // FP8 block scales: w_scale element of tk's first row block, K block 0
-    Tile *rec;             // FP8: where set_tile leaves tk decoded, for the consumers (shared memory)
     static constexpr bool kBlockScales = fp8_scaling_of<C>::value == LDMOE_FP8_BLOCK;
 
     // sh: the setup's results (sched_setup): mode, ranks, this SM's domain and, in sh.early_q >= 0,
     // a tail claim the setup made (ClaimerT::preclaimed).
     __device__ void start(const KParams &kp, const int32_t *pre, const SchedShared &sh, int64_t pq, int64_t total,
                           ClaimerT<DeviceAtomics> *claimer, Tile *next_rec = nullptr) {
-        p = &kp; prefix = pre; per_queue = pq; mode = sh.mode; rec = next_rec;
+        p = &kp; prefix = pre; per_queue = pq; mode = sh.mode;
+        if constexpr (fp8_scaling_of<C>::value != 0) this->rec = next_rec;
         ts.shared = claimer;   // used with C::CLAIMER_SMEM only
         nk = (kp.K + kBK * C::KSUB - 1) / (kBK * C::KSUB);
         const int D = kp.D;
@@ -92,7 +98,7 @@ struct Loader {
     __device__ void set_tile() {
         if (tk < 0) return;
         const Tile t = make_tile(*p, prefix, C::BM, C::BN, mode, per_queue, tk);
-        if constexpr (fp8_scaling_of<C>::value != 0) *rec = t;
+        if constexpr (fp8_scaling_of<C>::value != 0) *this->rec = t;
         wrow = t.wrow_idx;
         tok = (int32_t)t.tok0;
         if (p->packed) {
