@@ -83,8 +83,7 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_INVALID_ARG);
     p = good(); p.tune = LDMOE_TUNE_SCALAR_EPILOGUE | LDMOE_TUNE_TOKENS_NORMAL | LDMOE_TUNE_WEIGHTS_NORMAL |
                          LDMOE_TUNE_STREAM_STORES | LDMOE_TUNE_DYNAMIC_ONLY | LDMOE_TUNE_NO_DEPENDENT |
-                         LDMOE_TUNE_LATE_TAIL | LDMOE_TUNE_EARLY_TAIL |
-                         LDMOE_TUNE_NO_SCALE_PREFETCH;   /* all known bits: T = 0 is a no-op */
+                         LDMOE_TUNE_LATE_TAIL | LDMOE_TUNE_EARLY_TAIL;   /* all known bits: T = 0 is a no-op */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_OK);
     p = good(); p.base.K = 100;   /* the product checks still apply */
     CU_ASSERT_EQUAL(ldmoe_lab_grouped_mm(&p), LDMOE_ERR_ALIGNMENT);

@@ -82,8 +82,6 @@ typedef struct ldmoe_lab_params {
                                             one is done, in every launch (default: FP8 kernels where
                                             experts have several m-blocks, i.e. prefill)              */
 #define LDMOE_TUNE_EARLY_TAIL      0x400u /* ... one tile ahead in every launch, as before 2026-12-04   */
-#define LDMOE_TUNE_NO_SCALE_PREFETCH 0x2000u /* FP8 rowwise, tiles over 64 tokens: no L1 prefetch of
-                                                the tile's scales at its start                         */
 /* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
 #define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
 #define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u

@@ -28,7 +28,6 @@ TUNE_SCALAR_EPILOGUE, TUNE_TOKENS_NORMAL, TUNE_WEIGHTS_NORMAL, TUNE_STREAM_STORE
 TUNE_NO_DEPENDENT = 0x20   # FP8: an ordinary launch, not a programmatic dependent one
 TUNE_LATE_TAIL = 0x200   # in a queue's last wave, claim the next tile when the current one is done (every launch)
 TUNE_EARLY_TAIL = 0x400   # ... one tile ahead (every launch; the default but in FP8 prefill)
-TUNE_NO_SCALE_PREFETCH = 0x2000   # FP8 rowwise, tiles over 64 tokens: no L1 prefetch of the scales at the start
 TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
 TUNE_DIAG_NO_TOKENS, TUNE_DIAG_HALF_TOKENS = 0x10000000, 0x08000000   # diagnostic build only (decode tiles)
 TUNE_DIAG_NO_SCALE_MATH = 0x02000000   # diagnostic build only (FP8 block)

@@ -54,11 +54,8 @@ constexpr uint32_t kTuneLateTail = 0x200u;       // claim when the tile ends, ev
 constexpr uint32_t kTuneEarlyTail = 0x400u;      // claim one tile ahead, every launch
 // (0x800 was an experiment of 2026-12-04, measured and removed; 0x1000 had the FP8 consumers decode
 // each ticket again, the way before 2026-12-05, measured and removed.)
-// FP8 rowwise, tiles wider than 64 tokens: no L1 prefetch of the scales at the tile's start.
-constexpr uint32_t kTuneNoScalePrefetch = 0x2000u;
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
-                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail |
-                              kTuneNoScalePrefetch;
+                              kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
 // warp-specialized kernels, to measure what the work costs; results are wrong by design.
 // kDiagNoMma: consumers wait for and release every stage but issue no wgmma; kDiagNoStore: no

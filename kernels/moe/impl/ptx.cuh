@@ -69,9 +69,6 @@ __device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void *src, ui
                  ::"r"(dst), "l"((uint64_t)src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
 }
 // Fetch a kernel parameter's tensor map into the TMA unit's descriptor cache ahead of its first use.
-__device__ __forceinline__ void prefetch_l1(const void *p) {
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
-}
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }

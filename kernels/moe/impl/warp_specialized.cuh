@@ -356,19 +356,6 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, int nk,
             sx[2 * j + 1] = token_scale(8 * j + 2 * q + 1);
         }
     }
-    // Wider tiles load their rowwise scales after the k loop; their lines are brought into L1
-    // now, so that those loads do not wait for L2 between the tile's last wgmma and its stores,
-    // where the consumers are the prefill's critical path. Lanes 0-4: this warpgroup's weight rows
-    // (160 scales from its first row, clamped to the tile), 5-9: the tile's tokens.
-    if constexpr (SCH == LDMOE_FP8_ROWWISE && !RW_EARLY) {
-        if (!(p.tune & kTuneNoScalePrefetch) && (warp & 3) == 0 && lane < 10) {
-            const int i = lane < 5 ? lane : lane - 5;
-            const float *a;
-            if (lane < 5) a = pf.ws + t.wrow_idx + max(0, min(cw * C::MI * 64 + 32 * i, t.nrows - 1));
-            else a = pf.xs + t.tok0 + max(0, min(32 * i, t.rows - 1));
-            prefetch_l1(a);
-        }
-    }
     #pragma unroll 1
     for (int kstep = 0; kstep < nk; ++kstep) {
         if (kstep) mbar_wait(smem_u32(&s_full[s]), ph);

@@ -789,8 +789,7 @@ def test_fp8_lab(gen, num_sms):
                                           ("aware", 0.0, ldmoe.TUNE_DYNAMIC_ONLY),
                                           ("aware", 0.0, ldmoe.TUNE_STREAM_STORES | ldmoe.TUNE_SCALAR_EPILOGUE),
                                           ("aware", 0.0, ldmoe.TUNE_LATE_TAIL), ("unaware", 0.0, ldmoe.TUNE_LATE_TAIL),
-                                          ("aware", 0.0, ldmoe.TUNE_EARLY_TAIL),
-                                          ("aware", 0.0, ldmoe.TUNE_NO_SCALE_PREFETCH)):
+                                          ("aware", 0.0, ldmoe.TUNE_EARLY_TAIL)):
                     dbg = torch.zeros(2 * bound, dtype=torch.int32, device="cuda")
                     reps = 3
                     for _ in range(reps):
