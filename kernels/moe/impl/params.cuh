@@ -52,8 +52,8 @@ constexpr uint32_t kTuneNoDependent = 0x20u;     // FP8: an ordinary launch, not
 // records keep their meaning.)
 constexpr uint32_t kTuneLateTail = 0x200u;       // claim when the tile ends, every launch
 constexpr uint32_t kTuneEarlyTail = 0x400u;      // claim one tile ahead, every launch
-// (0x800 was an experiment of 2026-12-04, measured and removed; 0x1000 had the FP8 consumers decode
-// each ticket again, the way before 2026-12-05, measured and removed.)
+// (0x800, 0x1000 and 0x2000 were experiments of 2026-12-04, measured; 0x1000's change was kept
+// without its bit. Not reused either.)
 constexpr uint32_t kTuneAll = kTuneScalarEpilogue | kTuneTokensNormal | kTuneWeightsNormal | kTuneStreamStores |
                               kTuneDynamicOnly | kTuneNoDependent | kTuneLateTail | kTuneEarlyTail;
 // The lab's diagnostic build only (-DLDMOE_DIAG, bench/moe/lab): bits that remove work from the
