@@ -16,9 +16,11 @@ import sys
 SHAPES = [(8, 4096, 14336), (32, 7168, 4096), (128, 2048, 1536)]   # E, K, N (as bench_moe.py)
 
 
-def equal_case(shape, m, sets, layout="localized"):
+def equal_case(shape, m, sets, layout="localized", fp8=False):
     """Imports torch and ldmoe; returns (torch, ldmoe, (E, K, N), weight sets in `layout` for two
-    domains, x, offs, y) for SHAPES[shape] with m tokens per expert (also used by sustained.py)."""
+    domains, x, offs, y) for SHAPES[shape] with m tokens per expert (also used by sustained.py).
+    fp8: e4m3 weights and tokens with rowwise scales instead; each weight set is then (weights,
+    their scales in the layout's order) and x is (tokens, their scales)."""
     import torch
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:0] = [os.path.join(here, "..", "..", "kernels", "moe"), os.path.join(here, "lab")]
@@ -26,10 +28,17 @@ def equal_case(shape, m, sets, layout="localized"):
     E, K, N = SHAPES[shape]
     T = E * m
     conv = ldmoe.pack if layout == "packed" else ldmoe.to_localized
-    wls = [conv(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2) for _ in range(sets)]
-    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
     offs = torch.arange(1, E + 1, device="cuda", dtype=torch.int32) * m
     y = torch.empty((T, N), device="cuda", dtype=torch.bfloat16)
+    if fp8:   # random e4m3 with the spread of real data (as bench_moe.py's rand_e4m3), scales in [0.5, 1.5)
+        def e4m3(shape):
+            return (torch.randn(shape, device="cuda") * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+        wls = [(conv(e4m3((E, N, K)), 2), ldmoe.localize_scales(torch.rand((E, N), device="cuda") + 0.5, 2))
+               for _ in range(sets)]
+        x = (e4m3((T, K)), torch.rand(T, device="cuda") + 0.5)
+        return torch, ldmoe, (E, K, N), wls, x, offs, y
+    wls = [conv(torch.randn((E, N, K), device="cuda", dtype=torch.bfloat16) * 0.02, 2) for _ in range(sets)]
+    x = torch.randn((T, K), device="cuda", dtype=torch.bfloat16)
     return torch, ldmoe, (E, K, N), wls, x, offs, y
 
 

@@ -5,6 +5,11 @@ nvidia-smi sampled meanwhile. For effects that short interleaved timings hide: a
 draws more power (more L2 traffic) runs at a lower clock on a power-limited GPU.
 
     python3 bench/moe/sustained.py --shape 2 --m 512 --variants ws256x128ew:aware,ws256x128ew:static
+    python3 bench/moe/sustained.py --fp8 --shape 0 --m 64 --layout packed --variants auto:aware,auto:aware:0x40000000
+
+--fp8: e4m3 weights and tokens with rowwise scales through the lab's FP8 entry (TILE an FP8 tile
+or auto); with the diagnostic lab build (LDMOE_LAB_LIB=build/lab/diag/libldmoe_lab.so) TUNE may
+hold LDMOE_TUNE_DIAG_* bits, to see what the math or the stores cost in clock and power.
 
 --shape indexes bench_moe.py's SHAPES (0: 8 experts, 1: 32, 2: 128); equal tokens per expert,
 weights in --layout (default localized; or packed), no shim (even map). Variants are TILE:MODE[:TUNE] (mode: auto, aware, unaware,
@@ -51,6 +56,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="blocks per variant (alternating)")
     ap.add_argument("--sets", type=int, default=2, help="weight sets used in turn (no L2 carry-over)")
     ap.add_argument("--layout", choices=("localized", "packed"), default="localized", help="ldmoe's weight layout")
+    ap.add_argument("--fp8", action="store_true", help="e4m3 weights and tokens, rowwise scales (grouped_mm_fp8)")
     a = ap.parse_args()
     variants = []
     for v in a.variants.split(","):
@@ -64,10 +70,14 @@ def main():
         variants.append((f[0], f[1], tune))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from one_case import equal_case
-    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets, a.layout)
+    torch, ldmoe, (E, K, N), wls, x, offs, y = equal_case(a.shape, a.m, a.sets, a.layout, fp8=a.fp8)
 
     def call(i, tile, mode, tune):
-        ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=a.layout, mode=mode, tile=tile, out=y, tune=tune)
+        if a.fp8:
+            (w8, ws), (x8, xs) = wls[i % a.sets], x
+            ldmoe.grouped_mm_fp8(x8, w8, offs, xs, ws, layout=a.layout, mode=mode, tile=tile, out=y, tune=tune)
+        else:
+            ldmoe.grouped_mm(x, wls[i % a.sets], offs, layout=a.layout, mode=mode, tile=tile, out=y, tune=tune)
 
     for v in variants:   # warm up, and size a block
         for i in range(3):
@@ -78,7 +88,8 @@ def main():
         call(i, *variants[0])
     torch.cuda.synchronize()
     per_block = max(20, int(a.seconds / ((time.time() - t0) / 20)))
-    print("E=%d K=%d N=%d m=%d, %d calls per block, %s" % (E, K, N, a.m, per_block, torch.cuda.get_device_name()))
+    print("E=%d K=%d N=%d m=%d%s, %d calls per block, %s" % (E, K, N, a.m, " fp8 rowwise" if a.fp8 else "", per_block,
+                                                            torch.cuda.get_device_name()))
     print("| round | variant | median µs | SM MHz (mean) | W (mean) | samples |")
     print("|---|---|---|---|---|---|")
     for r in range(a.rounds):
