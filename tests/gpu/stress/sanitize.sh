@@ -7,7 +7,10 @@
 #
 # One case per (tool, suite): ok when every log the tool wrote ends in a clean summary
 # ("ERROR SUMMARY: 0 errors", racecheck's "RACECHECK SUMMARY: 0 hazards"); a log without a
-# summary (a process the tool did not finish) or a killed or timed-out run fails. CUDA
+# summary (a process the tool did not finish) or a killed or timed-out run fails. The tool
+# writes one log, with one summary, for a suite's whole process tree (not one per process);
+# that the children are instrumented shows in the suites themselves (the probe suite's memory
+# accounting sees the tool's device memory in its child process). CUDA
 # API calls that fail are not errors here (--report-api-errors no): the shim and the probe
 # ask for what this GPU may lack (the locality-domain attribute, a native cuMemCreate) and take
 # the failure as the answer. The suite's own exit status is printed beside the verdict but does
@@ -50,7 +53,7 @@ for t in $tools; do
     for f in "$d"/*.log; do [ -f "$f" ] && ! grep -qE "(ERROR|RACECHECK) SUMMARY" "$f" && nosum=$((nosum + 1)); done
     suite=$(grep -hE "[0-9]+ passed, [0-9]+ failed" "$d/make.out" | tail -1)
     if [ -z "$errs" ] && [ "$n" -gt 0 ] && [ $nosum -eq 0 ] && [ $rc -lt 124 ]; then
-      pass=$((pass + 1)); echo "ok   $t/$s ($n summaries; suite exit $rc${suite:+: $suite})"
+      pass=$((pass + 1)); echo "ok   $t/$s ($n clean summary line(s); suite exit $rc${suite:+: $suite})"
     else
       fail=$((fail + 1))
       echo "FAIL $t/$s: $n summaries${errs:+, $errs}$( [ $nosum -gt 0 ] && echo ", $nosum log(s) without a summary"); suite exit $rc$( [ $rc -ge 124 ] && echo " (killed or timed out)") (see $d)"
