@@ -7,11 +7,11 @@
 For every case of the dump (E, m, variant) one markdown table: per GPC its SM count, the mean
 tiles per CTA, tiles per 100 µs per SM (from each CTA's first stage to its exit), the mean exit
 time after the launch's first CTA entry, and how many of each call's last 10 CTAs to exit ran
-there. Output goes to stdout. The recorded run: bench/results/moe-launch-timeline/gpc-rates.md
+there. Output goes to stdout. The recorded run: bench/results/moe-launch-timeline/2026-11-29-h200/gpc-rates.md
 from trace-dump.json.gz beside it.
 
 The GPC membership is the H200's (132 SMs) as the placement probe found it
-(bench/moe/sm_layout.cu; bench/results/moe-scheduler-cost/sm-layout-h200.txt:
+(bench/moe/sm_layout.cu; bench/results/moe-scheduler-cost/2026-11-29-h200/sm-layout-h200.txt:
 8/16/16/16/16/16/18/18/8 SMs). A dump from a GPU with other SM ids is refused."""
 import argparse
 import collections

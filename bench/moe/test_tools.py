@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_tools.py RESULT_FILE — CPU checks of the MoE benchmark's host-only tools (no GPU).
 
-gpc_rates.py must turn the recorded dump (bench/results/moe-launch-timeline/trace-dump.json.gz)
+gpc_rates.py must turn the recorded dump (bench/results/moe-launch-timeline/2026-11-29-h200/trace-dump.json.gz)
 into exactly the recorded tables (gpc-rates.md beside it), and must refuse bad input with a
 message and a non-zero exit instead of a traceback. Writes "<passed> <failed>" to RESULT_FILE;
 exit 1 when a check failed."""
@@ -15,7 +15,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOOL = os.path.join(HERE, "gpc_rates.py")
-RECORD = os.path.join(ROOT, "bench", "results", "moe-launch-timeline")
+RECORD = os.path.join(ROOT, "bench", "results", "moe-launch-timeline", "2026-11-29-h200")
 
 
 def run(*args):
