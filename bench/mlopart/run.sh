@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh — MLOPart helper per-request cost on the GPU (make bench-mlopart). < 60 s on an H200 (killed after 100 s).
 # Writes the table to stdout and, when OUT is set, $OUT/mlopart_bench.{txt,csv} plus the
-# stderr log; copy the txt to bench/results/mlopart/mlopart-request-cost-<date>-<gpu>.txt to record it.
+# stderr log; copy the txt to bench/results/mlopart/<date>-<gpu>/ to record it.
 set -u
 bin=build/mlopart/mlopart_bench
 helper=build/ldshim-mlopart-helper
