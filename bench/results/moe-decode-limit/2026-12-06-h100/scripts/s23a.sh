@@ -36,5 +36,5 @@ for r in json.load(open(sys.argv[1]))["rows"]:
           r.get("sm_clock")))
 PY
 done
-step tail 120 python3 bench/results/moe-fp8/2026-12-04b-h200/scripts/tail_timeline.py $D/tail.json 0,0x40000000,0x60000000,0x70000000
+step tail 120 python3 bench/moe/tail_timeline.py $D/tail.json 0,0x40000000,0x60000000,0x70000000
 cat $D/tail.log

@@ -15,5 +15,5 @@ timeout 300 bash tests/gpu/stress/sanitize.sh --results $D/sanitize-result.txt -
 echo "sanitize rc=${PIPESTATUS[0]} $(( $(date +%s) - t0 )) s; result $(cat $D/sanitize-result.txt 2>/dev/null)"
 LDMOE_LIB=$PWD/carry/libldmoe.so timeout 150 python3 tests/gpu/moe/test_moe.py --fp8-only --result $D/test-fp8 > $D/test-fp8.log 2>&1
 echo "fp8 suite rc=$? $(( $(date +%s) - t0 )) s"; grep -v '^PASS' $D/test-fp8.log | tail -4
-LDMOE_LAB_LIB=$PWD/carry/lab/libldmoe_lab.so timeout 100 python3 bench/results/moe-fp8/2026-12-06-h100/scripts/body_vs_event.py $D/body.json 2>&1 | tee $D/body.log
+LDMOE_LAB_LIB=$PWD/carry/lab/libldmoe_lab.so timeout 100 python3 bench/moe/body_vs_event.py $D/body.json 2>&1 | tee $D/body.log
 echo "done $(( $(date +%s) - t0 )) s"
