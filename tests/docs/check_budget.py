@@ -7,7 +7,8 @@ test-doc-budget).
 Checks, each one line "ok NAME" or "FAIL NAME: why":
   size        README.md <= 12 KiB; doc/*.md together <= 120 KiB; doc/moe.md <= 30 KiB
   records     bench/results/ <= 3 MiB and <= 300 files; every folder in it is
-              <question>/<YYYY-MM-DD>-<gpu>/ (files only at the top: README.md, reliability.json)
+              <question>/<YYYY-MM-DD>-<gpu>/ (files only at the top: README.md, reliability.json),
+              and no folder inside a record is named for a step (`f-v3/`, `4-final/`)
   history     README.md and doc/*.md describe the design, not how the work went: no line
               matches a history marker (MARKERS below; file names and paths are ignored)
   cited       every bench/results/... path README.md and doc/*.md name exists (a path written
@@ -34,6 +35,8 @@ LIMITS = {"README.md": 12 * KIB, "doc": 120 * KIB, "doc/moe.md": 30 * KIB}
 RECORDS_BYTES, RECORDS_FILES = 3 * KIB * KIB, 300
 TOP_FILES = {"README.md", "reliability.json"}
 DATED = re.compile(r"^\d{4}-\d{2}-\d{2}-[a-z0-9]+$")
+# A folder named for the step of a run (`f-v3/`, `4-final/`, `k-late-tail-default/`), not its content.
+STEP = re.compile(r"^(?:[a-z]|\d+)-")
 
 ORD = (r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|"
        r"thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|"
@@ -89,6 +92,8 @@ def record_checks(root):
                 loose.append(os.path.join(rel, f))
         if depth == 1:
             loose.extend(os.path.join(rel, x) + "/" for x in dirs if not DATED.match(x))
+        if depth >= 2:
+            loose.extend(os.path.join(rel, x) + "/ (a step folder)" for x in dirs if STEP.match(x))
     return [("records/bytes", nbytes <= RECORDS_BYTES, "%d bytes, limit %d" % (nbytes, RECORDS_BYTES)),
             ("records/files", nfiles <= RECORDS_FILES, "%d files, limit %d" % (nfiles, RECORDS_FILES)),
             ("records/layout", not loose,
@@ -189,6 +194,7 @@ def selftests():
         ("fails: a device call by number", dict(other="On call 5 the board ran hot.\n"), "history/doc/other.md"),
         ("fails: a missing cited record", dict(other="See bench/results/q/2026-01-02-h200/b.md.\n"), "cited/doc/other.md"),
         ("fails: a loose folder", dict(records=("q/2026-01-01-h200/a.md", "q/f-v3/x.md")), "records/layout"),
+        ("fails: a step folder", dict(records=("q/2026-01-01-h200/k-late-tail/x.md",)), "records/layout"),
         ("fails: too many record files", dict(records=tuple("q/2026-01-01-h200/%d" % i for i in range(301))), "records/files"),
     ]
     out = []
