@@ -14,7 +14,7 @@
 //     --n     SMs per masked config (default: the bound count of a bound run, else 56).
 //
 // Prints one line per figure: "R\t<config>\t<case>\t<metric>\t<value>" (run.sh tabulates),
-// plus "map", "sms", "gpc" lines that describe the SM sets. GPCs are learned with thread-block
+// plus "map", "sms", "setlist", "gpc" lines that describe the SM sets. GPCs are learned with thread-block
 // clusters (a cluster's CTAs always share a GPC): union of the SMs of many cluster launches,
 // some beside a blocker kernel that occupies a random half of the SMs so placements vary.
 #include <cuda_runtime.h>
@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -343,6 +344,9 @@ static std::vector<int> learn_gpcs(Ctx &c) {
     for (int i = 0; i < kMaxSms; i++) parent[i] = i;
     std::vector<char> seen(kMaxSms, 0);
     const int smem = 120 * 1024;  // one CTA per SM
+    // Clusters of 16 are beyond the portable 8; the driver refuses them where a GPC is smaller.
+    if (cudaFuncSetAttribute(cluster_k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+        cudaGetLastError();
     if (cudaFuncSetAttribute(cluster_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
         cudaFuncSetAttribute(blocker_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
         cudaGetLastError();
@@ -357,16 +361,17 @@ static std::vector<int> learn_gpcs(Ctx &c) {
     CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     uint32_t rng = 12345;
     int ok = 0;
-    for (int round = 0; round < 96; round++) {
-        int cs = 2 << (round % 3);  // cluster sizes 2, 4, 8
-        int nclusters = std::max(1, c.dev_sms / cs - (round / 3) % 4);
+    for (int round = 0; round < 128; round++) {
+        int cs = 2 << (round % 4);  // cluster sizes 2, 4, 8, 16
+        int nclusters = std::max(1, c.dev_sms / cs - (round / 4) % 4);
         bool block = round % 2 == 1;
         if (block) {
             unsigned char busy[kMaxSms];
             for (int i = 0; i < kMaxSms; i++) { rng = rng * 1664525u + 1013904223u; busy[i] = (rng >> 16) & 1; }
             CHECK(cudaMemcpy(d_busy, busy, kMaxSms, cudaMemcpyHostToDevice));
-            blocker_k<<<c.dev_sms, 32, smem, s1>>>(d_busy, 200000ull);
+            blocker_k<<<c.dev_sms, 32, smem, s1>>>(d_busy, 1000000ull);
             CHECK(cudaGetLastError());
+            usleep(200);  // the blockers resident first: the clusters must go around them
         }
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1];
@@ -447,6 +452,9 @@ static void describe(const char *config, const std::vector<int> &set, const std:
         if (!gpc.empty() && gpc[s] >= 0 && std::find(gs.begin(), gs.end(), gpc[s]) == gs.end()) gs.push_back(gpc[s]);
     }
     printf("sms\t%s\t%zu SMs: side0 %d, side1 %d, unknown %d; GPCs %zu\n", config, set.size(), ns[0], ns[1], ns[2], gs.size());
+    printf("setlist\t%s\t", config);
+    for (size_t i = 0; i < set.size(); i++) printf(i ? ",%d" : "%d", set[i]);
+    printf("\n");
     emit(config, "set", "sms", (double)set.size());
     emit(config, "set", "side0_sms", ns[0]);
     emit(config, "set", "side1_sms", ns[1]);
