@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """gemm.py — bf16 GEMM rates for the one-side study (bench/compute/one_side/run.sh).
 
-    gemm.py CONFIG [--quick] [--masks FILE]
+    gemm.py CONFIG [--quick]
 
 Square torch.matmul (compute-bound: TFLOP/s), decode-shaped ones (M tokens x a 14336 x 4096
 weight, weight-streaming: TFLOP/s and weight bytes read per second), and serve.py's decode MoE
 step: the six torch._grouped_mm calls of its two Mixtral-like layers at batch 32 (8 experts,
 top-2: 8 rows per expert; w1, w3 [8, 14336, 4096], w2 [8, 4096, 14336]), ms per step. Medians
-of CUDA-event timings; weights rotated beyond L2. With --masks (lines "name<TAB>sm,sm,..."),
-the MoE step is timed again on each SM set: libsmmask.so holds every other SM, so the GEMM's
-CTAs run only there. Prints the lines of one_side: "R\\t<config>\\t<case>\\t<metric>\\t<value>"."""
-import ctypes
-import os
+of CUDA-event timings; weights rotated beyond L2. Prints the lines of one_side:
+"R\\t<config>\\t<case>\\t<metric>\\t<value>".
+
+NOTES: timing the MoE step on chosen SM sets of an unbound process, the other SMs held by a
+resident blocker kernel (one CTA per SM with all its shared memory, polling a host-mapped flag),
+slowed the GEMM 20-40x on an H100 (2026-12-06), so it measured the blocker, not the SM set;
+that method was dropped (git history: commit 1f40639)."""
 import statistics
 import sys
 
@@ -56,24 +58,12 @@ def main():
         print("R\t%s\tgemm_m%d_14336x4096\tTFLOP/s\t%.6g" % (config, m, 2 * m * n_ * k_ / ms / 1e9))
         print("R\t%s\tgemm_m%d_14336x4096\tweight_GB/s\t%.6g" % (config, m, n_ * k_ * 2 / ms / 1e6))
     del ws
-    moe_step(config, reps, masks_arg(sys.argv))
+    moe_step(config, reps)
     return 0
 
 
-def masks_arg(argv):
-    if "--masks" not in argv:
-        return []
-    out = []
-    with open(argv[argv.index("--masks") + 1]) as f:
-        for line in f:
-            name, _, sms = line.strip().partition("\t")
-            if name and sms:
-                out.append((name, [int(x) for x in sms.split(",")]))
-    return out
-
-
-def moe_step(config, reps, masks):
-    """serve.py's expert GEMMs of one decode step, alone; then under each SM mask."""
+def moe_step(config, reps):
+    """serve.py's expert GEMMs of one decode step, alone."""
     E, H, F, rows = 8, 4096, 14336, 8
     layers = [(torch.randn(E, F, H, device="cuda", dtype=torch.bfloat16),
                torch.randn(E, F, H, device="cuda", dtype=torch.bfloat16),
@@ -94,22 +84,6 @@ def moe_step(config, reps, masks):
         print("R\t%s\tmoe_step_grouped_mm\tms\t%.6g" % (name, ms))
         print("R\t%s\tmoe_step_grouped_mm\tweight_GB/s\t%.6g" % (name, weight_bytes / ms / 1e6))
     report(config)
-    if not masks:
-        return
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../build/bench/compute/one_side/libsmmask.so"))
-    nsm = torch.cuda.get_device_properties(0).multi_processor_count
-    for name, sms in masks:
-        keep = (ctypes.c_ubyte * nsm)(*[1 if s in sms else 0 for s in range(nsm)])
-        torch.cuda.synchronize()
-        blocked = lib.smmask_start(keep, nsm)
-        if blocked < 0:
-            print("gemm.py: mask %s failed" % name, file=sys.stderr)
-            continue
-        try:
-            report(name)
-        finally:
-            lib.smmask_stop()
-        print("R\t%s\tmoe_step_grouped_mm\tblocked_sms\t%d" % (name, blocked))
 
 
 if __name__ == "__main__":

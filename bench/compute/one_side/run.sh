@@ -9,18 +9,21 @@
 # (bench/ab/serve-emulated.policy). Programs: one_side (streaming read/write/copy, L2 read
 # sweep, pointer chase 1-256 MiB with near/far L2 hit cycles, chains of tiny kernels in a CUDA
 # graph; unbound it also runs SM-masked sets: one side vs both sides at the same SM count, few
-# GPCs vs all GPCs), gemm.py (bf16 torch.matmul; serve.py's grouped-GEMM MoE step, unbound
-# also on each of those SM sets and on the bindings' own SMs, the other SMs held by
-# libsmmask.so's blocker), and serve.py's decode (the study A/B's
-# configuration with --profile, and the Qwen3-like configuration at batch 1).
-# Writes raw.tsv, table.md, log.txt and smi.csv (clocks, power) into --out (default
+# GPCs vs all GPCs), gemm.py (bf16 torch.matmul; serve.py's grouped-GEMM MoE step), and
+# serve.py's decode (the study A/B's configuration with --profile; the Qwen3-like one at
+# batch 1). Writes raw.tsv, table.md, log.txt and smi.csv (clocks, power) into --out (default
 # bench/results/one-side-penalty/<date>-<gpu>) and prints the table.
+#
+# Build first (on a machine with nvcc; carry build/ to the GPU):
+#   make build/libldshim.so
+#   nvcc -O2 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -Wall,-Wextra,-Werror \
+#        -o build/bench/compute/one_side/one_side bench/compute/one_side/one_side.cu -ldl
 set -u
 cd "$(dirname "$0")/../../.."
 quick=""; serve=1; out=""; argv="$*"
 while [ $# -gt 0 ]; do
   case $1 in
-    --help|-h) sed -n '2,17p' "$0"; exit 0 ;;
+    --help|-h) sed -n '2,20p' "$0"; exit 0 ;;
     --quick) quick=--quick; shift ;;
     --no-serve) serve=0; shift ;;
     --out) out=$2; shift 2 ;;
@@ -30,7 +33,7 @@ done
 PY=${PYTHON:-python3}
 lib=$PWD/build/libldshim.so
 bin=$PWD/build/bench/compute/one_side/one_side
-for f in "$lib" "$bin" "$PWD/build/bench/compute/one_side/libsmmask.so"; do [ -r "$f" ] || { echo "run.sh: $f missing (make build/libldshim.so; see bench/compute/one_side/README)" >&2; exit 2; }; done
+for f in "$lib" "$bin"; do [ -r "$f" ] || { echo "run.sh: $f missing (build it: see the header of $0)" >&2; exit 2; }; done
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-' | tr -cd 'A-Za-z0-9-')
 [ -n "$out" ] || out=bench/results/one-side-penalty/$(date -u +%Y-%m-%d)-${gpu:-gpu}
 mkdir -p "$out"
@@ -58,7 +61,6 @@ keep() {  # keep BINDING < program output: R lines to raw.tsv, everything to the
 step() { echo "== $(date -u +%T) $*"; }
 
 mkdir -p "$w/cache"
-: > "$w/masks.tsv"
 # SM clock, power and throttle reasons every 250 ms beside the steps' times (hypothesis: clocks)
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
   --format=csv -lms 250 > "$out/smi.csv" 2>/dev/null &
@@ -71,8 +73,6 @@ for b in compute-only sm-control stock; do
   bind_run "$b" timeout 120 "$bin" $quick "${extra[@]}" > "$w/os-$b.txt" 2>&1; echo "rc=$?" >> "$w/os-$b.txt"
   keep "$b" < "$w/os-$b.txt"
   grep -E '^(device|topology|gpc|sms|rc=)' "$w/os-$b.txt" | sed "s/^/  [$b] /"
-  # SM sets for gemm.py's masks: the two bindings' own SMs, and the unbound run's sets
-  awk -F'\t' -v b="$b" '$1 == "setlist" && $2 != "all" {print ($2 == "bound" ? b "_sms" : $2) "\t" $3}' "$w/os-$b.txt" >> "$w/masks.tsv"
   if [ "$b" = compute-only ]; then
     map=$(awk -F'\t' '$1 == "map" {print $2}' "$w/os-$b.txt")
     nb=$(awk -F'\t' '$1 == "R" && $2 == "bound" && $3 == "set" && $4 == "sms" {print $5}' "$w/os-$b.txt")
@@ -81,8 +81,7 @@ for b in compute-only sm-control stock; do
 done
 for b in compute-only sm-control stock; do
   step "gemm $b"
-  masks=(); [ "$b" = stock ] && [ -s "$w/masks.tsv" ] && masks=(--masks "$w/masks.tsv")
-  bind_run "$b" timeout 150 "$PY" bench/compute/one_side/gemm.py "$([ $b = stock ] && echo all || echo bound)" $quick "${masks[@]}" 2>&1 | keep "$b"
+  bind_run "$b" timeout 150 "$PY" bench/compute/one_side/gemm.py "$([ $b = stock ] && echo all || echo bound)" $quick 2>&1 | keep "$b"
 done
 if [ $serve = 1 ]; then
   for b in compute-only sm-control stock; do
@@ -120,7 +119,7 @@ for b, cfg, case, metric, v in rows:
         val[(col, key)] = float(v)
     except ValueError:
         pass
-cols = ["compute-only", "sm-control", "all", "compute-only_sms", "sm-control_sms", "side0_pack", "side1_pack", "both_pack", "both_spread"]
+cols = ["compute-only", "sm-control", "all", "side0_pack", "side1_pack", "both_pack", "both_spread"]
 cols = [c for c in cols if any(k[0] == c for k in val)]
 def f(x):
     return "-" if x is None else ("%.4g" % x)
