@@ -18,9 +18,12 @@ INSTALL_BINS  += $(AB_BIN)
 INSTALL_DATA  += policy/examples/serve.policy bench/apps/serve.py
 
 # The tool run from a checkout reads VERSION and git itself; the copy carries them.
-$(AB_BIN): $(AB_TOOL) $(BUILD_INFO_H)
+# It carries the file layer (python/ldshim_ab/fileio.py) inlined: an installed copy has no
+# package beside it.
+$(AB_BIN): $(AB_TOOL) python/ldshim_ab/fileio.py python/ldshim_build.py $(BUILD_INFO_H)
 	@mkdir -p $(dir $@)
-	sed 's/^BUILD_VERSION = None$$/BUILD_VERSION = "$(VERSION) (git $(GIT_REVISION))"/' $< > $@.$$$$.tmp && \
+	sed 's/^BUILD_VERSION = None$$/BUILD_VERSION = "$(VERSION) (git $(GIT_REVISION))"/' $< | \
+	  $(PYTHON) python/ldshim_build.py inline-fileio > $@.$$$$.tmp && \
 	  { grep -q '^BUILD_VERSION = "' $@.$$$$.tmp || { echo "$<: no 'BUILD_VERSION = None' line to stamp" >&2; \
 	    rm -f $@.$$$$.tmp; exit 1; }; } && chmod 0755 $@.$$$$.tmp && mv -f $@.$$$$.tmp $@
 
