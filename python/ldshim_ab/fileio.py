@@ -13,8 +13,9 @@ Writes
     Modes: 0644 under the umask; private files 0600.
 Output directories
     Created new (mkdir, which never follows a link) or an existing directory the user owns that
-    is not writable by group or others. new_dir_name() gives default names another user cannot
-    predict (a random suffix).
+    is not writable by group or others, in a directory that others cannot write unless it is
+    sticky (/tmp is fine, a 0777 directory is not). new_dir_name() gives default names another
+    user cannot predict (a random suffix).
 Reads
     O_RDONLY|O_NONBLOCK|O_CLOEXEC (a FIFO cannot block the open), fstat must say a regular file,
     the size must be at most the caller's cap (checked before reading, so a 10 GiB sparse file
@@ -157,9 +158,10 @@ def read_text(path, cap, what="file", line_cap=None, dir_fd=None, nofollow=False
         raise FileError("%s %s is not UTF-8 text" % (what, printable(path, 200)))
 
 
-def check_regular(path, cap, what="file"):
+def check_regular(path, cap, what="file", magic=None):
     """Raise FileError unless `path` opens (without blocking) as a readable regular file of at
-    most `cap` bytes. For a file the tool passes on (a policy, a library) rather than reads."""
+    most `cap` bytes, starting with the bytes `magic` when given. For a file the tool passes on
+    (a policy, a library) rather than reads."""
     _check_path(path, what)
     shown = printable(path, 200)
     try:
@@ -168,13 +170,18 @@ def check_regular(path, cap, what="file"):
         raise FileError("cannot open %s %s: %s" % (what, shown, _why(e)))
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError("%s %s is %s, not a regular file" % (what, shown, _kind(st.st_mode)))
+        if st.st_size > cap:
+            raise FileError("%s %s is %d bytes, more than the %d this input may hold"
+                            % (what, shown, st.st_size, cap))
+        if magic is not None and os.pread(fd, len(magic), 0) != magic:
+            raise FileError("%s %s is not a %s" % (what, shown, "shared object (ELF)"
+                                                   if magic == b"\x7fELF" else "file of its kind"))
+    except OSError as e:
+        raise FileError("cannot read %s %s: %s" % (what, shown, _why(e)))
     finally:
         os.close(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise FileError("%s %s is %s, not a regular file" % (what, shown, _kind(st.st_mode)))
-    if st.st_size > cap:
-        raise FileError("%s %s is %d bytes, more than the %d this input may hold"
-                        % (what, shown, st.st_size, cap))
 
 
 # ----------------------------------------------------------------------------- directories
@@ -201,7 +208,8 @@ def _check_dir_fd(fd, shown):
 
 def _open_dir(name, dir_fd, shown):
     try:
-        return os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+        return os.open(name, os.O_RDONLY | os.O_NONBLOCK | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
+                       dir_fd=dir_fd)
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise FileError("%s is not a directory (or is a symbolic link); refused" % shown)
@@ -231,6 +239,12 @@ class OutDir:
         except OSError as e:
             raise FileError("cannot open the directory above %s: %s" % (shown, _why(e)))
         try:
+            pst = os.fstat(pfd)
+            if pst.st_mode & 0o002 and not pst.st_mode & stat.S_ISVTX:
+                # anyone may rename or replace the entry for `path` there, swapping the
+                # directory between the tool and the programs it passes the path to
+                raise FileError("the directory above %s is writable by others and not sticky "
+                                "(mode %04o); refused" % (shown, stat.S_IMODE(pst.st_mode)))
             return cls._at(pfd, base, path, create, mode, shown)
         finally:
             os.close(pfd)
