@@ -63,8 +63,8 @@ def printable(s, limit=512):
         o = ord(ch)
         if o < 0x20 or o == 0x7f or 0x80 <= o < 0xa0:
             out.append("\\x%02x" % o if o != 0x09 else "\\t")
-        elif ch == "\\":
-            out.append("\\\\")
+        elif 0x2028 <= o <= 0x202e or 0x2066 <= o <= 0x2069:    # line breaks, bidi overrides
+            out.append("\\u%04x" % o)
         else:
             out.append(ch)
     return "".join(out) + ("..." if cut else "")

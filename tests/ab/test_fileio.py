@@ -269,6 +269,7 @@ class TestReads(LayerCase):
     def test_printable_escapes_control_codes(self):
         self.assertEqual(fileio.printable("a\x1b[31mb\x07\n\x9bc"), "a\\x1b[31mb\\x07\\x0a\\x9bc")
         self.assertEqual(fileio.printable("x" * 10, 4), "xxxx...")
+        self.assertEqual(fileio.printable("a\u202eb\\c"), "a\\u202eb\\c")
 
 
 if __name__ == "__main__":

@@ -422,6 +422,9 @@ class TestEscapes(HostileCase):
                       r.stdout)
         r = run_tool(TOOL, ["--histogram", os.path.join(self.tmp, "r" + self.ESC)])
         self.refused(r, "\\x1b[2J")
+        r = run_tool(TOOL, COMMON + ["--out", os.path.join(self.tmp, "o2"), "--",
+                                     "./no" + self.ESC + "\u202eprog"])
+        self.refused(r, "command not found: ./no\\x1b]0;owned\\x07\\x1b[2J\\x1b[31m\\u202eprog")
 
 
 # ----------------------------------------------------------------------------- the matrix
