@@ -9,6 +9,7 @@ The wheel holds
     ldmoe/__init__.py            kernels/moe/ldmoe.py
     ldmoe/libldmoe.so            build/libldmoe.so, when built (ldmoe finds it beside itself)
     ldshim_ab/__init__.py        python/ldshim_ab/__init__.py: the `ldshim-ab` entry point
+    ldshim_ab/fileio.py          python/ldshim_ab/fileio.py: the file layer the tool imports
     ldshim_ab/_tool.py           tools/ldshim-ab, its BUILD_VERSION line stamped
     <data>/lib/libldshim.so      build/libldshim.so and build/ldshim-mlopart-helper, when built:
     <data>/lib/ldshim-mlopart-helper   installed to <prefix>/lib, where <prefix>/bin/ldshim-ab
@@ -152,6 +153,27 @@ def stamped_tool():
     return out.encode("utf-8")
 
 
+FILEIO_BLOCK = re.compile(r"(?ms)^# BEGIN fileio:[^\n]*\n.*?^# END fileio\n")
+
+
+def inline_fileio(tool_text, fileio_text=None):
+    """tools/ldshim-ab with its fileio import block replaced by python/ldshim_ab/fileio.py
+    itself, run as a module of its own: the copy that `make` builds into build/bin and `make
+    install` installs has no package beside it, and must run the same file layer."""
+    if fileio_text is None:
+        fileio_text = _read("python/ldshim_ab/fileio.py").decode("utf-8")
+    block = ("# BEGIN fileio: python/ldshim_ab/fileio.py, inlined by ldshim_build.inline_fileio\n"
+             "import types as _types\n"
+             "fileio = _types.ModuleType(\"ldshim_ab_fileio\")\n"
+             "exec(compile(%r, \"ldshim_ab/fileio.py\", \"exec\"), fileio.__dict__)\n"
+             "# END fileio\n" % fileio_text)
+    out, n = FILEIO_BLOCK.subn(lambda m: block, tool_text)
+    if n != 1:
+        raise RuntimeError("tools/ldshim-ab: expected one '# BEGIN fileio' ... '# END fileio' "
+                           "block, found %d" % n)
+    return out
+
+
 def binaries_dir():
     d = os.environ.get("LDSHIM_WHEEL_BUILD", os.path.join(ROOT, "build"))
     return os.path.abspath(d) if d else None
@@ -161,6 +183,7 @@ def wheel_files(data_dir):
     """[(name in the wheel, bytes, mode)] of the regular wheel."""
     files = [("ldmoe/__init__.py", _read("kernels/moe/ldmoe.py"), 0o644),
              ("ldshim_ab/__init__.py", _read("python/ldshim_ab/__init__.py"), 0o644),
+             ("ldshim_ab/fileio.py", _read("python/ldshim_ab/fileio.py"), 0o644),
              ("ldshim_ab/_tool.py", stamped_tool(), 0o644)]
     bdir = binaries_dir()
     missing = []
@@ -298,3 +321,10 @@ def build_sdist(sdist_directory, config_settings=None):
         add("PKG-INFO", metadata_text().encode("utf-8"))
     os.replace(path + ".tmp", path)
     return name
+
+
+if __name__ == "__main__":
+    # `python3 python/ldshim_build.py inline-fileio < tool > copy` (tools/ab.mk): the built copy
+    if sys.argv[1:] != ["inline-fileio"]:
+        sys.exit("usage: ldshim_build.py inline-fileio < tools/ldshim-ab > copy")
+    sys.stdout.write(inline_fileio(sys.stdin.read()))

@@ -14,6 +14,11 @@ import re
 import subprocess
 import sys
 
+# The project's file layer (python/ldshim_ab/fileio.py): the page is created new beside its
+# name and renamed into place, never written through a link.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ldshim_ab import fileio  # noqa: E402
+
 
 def roff_escape(line):
     """One line of literal text for roff: backslashes escaped, a leading . or ' defused."""
@@ -94,10 +99,10 @@ def main(argv=None):
         sys.exit("mkman.py: %s --help has no 'usage:' line" % name)
     text = page(name, a.summary, "ldshim " + m.group(1), synopsis, description,
                 [s for s in a.see_also.split(",") if s], a.doc)
-    tmp = a.out + ".%d.tmp" % os.getpid()
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, a.out)
+    try:
+        fileio.write_file(a.out, text, what="man page")
+    except fileio.FileError as e:
+        sys.exit("mkman.py: %s" % e)
     return 0
 
 

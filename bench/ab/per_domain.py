@@ -45,6 +45,7 @@ import argparse
 import csv
 import importlib.machinery
 import importlib.util
+import io
 import json
 import os
 import re
@@ -125,11 +126,13 @@ def build_parser():
                    help="regex with one group: an instance's throughput (higher is better), "
                         "from the last match in its stdout, else stderr (default: serve.py's "
                         "decode tok/s)")
-    p.add_argument("--policy", help="policy file for every instance (LDSHIM_POLICY): the "
-                                    "sizes 'bound' places in each instance's domain")
+    p.add_argument("--policy", metavar="FILE",
+                   help="policy file for every instance (LDSHIM_POLICY): the sizes 'bound' "
+                        "places in each instance's domain")
     p.add_argument("--bound-state", choices=("full-ld", "compute-only"), default="full-ld",
                    help="state of the bound instances (default full-ld)")
-    p.add_argument("--shim", help="libldshim.so (default: the checkout's build/libldshim.so)")
+    p.add_argument("--shim", metavar="FILE",
+                   help="libldshim.so (default: the checkout's build/libldshim.so)")
     p.add_argument("--no-preload", action="store_true",
                    help="do not set LD_PRELOAD (tests; a program that loads the shim itself)")
     p.add_argument("--timeout", type=float, default=None,
@@ -141,8 +144,10 @@ def build_parser():
                    help="extra environment for every instance (repeatable)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="1 - confidence of the interval (default 0.05)")
-    p.add_argument("--out", help="output directory (default ./per-domain-YYYYmmdd-HHMMSS); one "
-                                 "that holds results is refused unless --force")
+    p.add_argument("--out", metavar="DIR",
+                   help="output directory: created, or an existing one you own that group and "
+                        "others cannot write (default ./per-domain-YYYYmmdd-HHMMSS-<random>); "
+                        "one that holds results is refused unless --force")
     p.add_argument("--force", action="store_true", help="reuse an --out that holds results")
     p.add_argument("--dry-run", action="store_true", help="print the schedule and exit")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -191,55 +196,62 @@ def configure(args, ab):
     shim = None
     if not args.no_preload:
         shim = args.shim or os.path.join(ROOT, "build", "libldshim.so")
-        if not os.path.isfile(shim):
-            raise UsageError("shim not found: %s (build it with make, or --shim PATH)" % shim)
+        try:
+            ab.fileio.check_regular(shim, ab.SHIM_MAX_BYTES, "shim")
+        except ab.FileError as e:
+            raise UsageError("shim not found: %s (build it with make, or --shim PATH)" % e)
         shim = os.path.abspath(shim)
     policy = None
     if args.policy is not None:
-        if not os.path.isfile(args.policy):
-            raise UsageError("policy not found: %s" % args.policy)
-        policy = os.path.abspath(args.policy)
-    out = args.out or time.strftime("per-domain-%Y%m%d-%H%M%S")
-    if not args.dry_run:
-        if os.path.isdir(out) and any(os.path.exists(os.path.join(out, f))
-                                      for f in ("runs.csv", "summary.json", "logs")):
-            if not args.force:
-                raise UsageError("%s holds results of an earlier run: pick another --out or "
-                                 "add --force" % out)
-            for f in ("runs.csv", "summary.json"):
-                if os.path.exists(os.path.join(out, f)):
-                    os.remove(os.path.join(out, f))
-            remove_results(out)
         try:
+            ab.fileio.check_regular(args.policy, ab.POLICY_MAX_BYTES, "policy file")
+        except ab.FileError as e:
+            raise UsageError("policy not found: %s" % e)
+        policy = os.path.abspath(args.policy)
+    # a default name with a random part, which another user cannot create first
+    out = os.path.abspath(args.out if args.out is not None
+                          else ab.fileio.new_dir_name("per-domain"))
+    dirs = {}
+    if not args.dry_run:
+        try:
+            outdir = ab.fileio.OutDir.open(out, create=True)
+            dirs["outdir"] = outdir
+            if any(outdir.exists(f) for f in ("runs.csv", "summary.json", "logs")):
+                if not args.force:
+                    raise UsageError("%s holds results of an earlier run: pick another --out or "
+                                     "add --force" % ab.printable(out))
+                for f in ("runs.csv", "summary.json"):
+                    outdir.unlink(f)
+                remove_results(outdir)
             for d in ("logs", "reports", "barrier"):
-                os.makedirs(os.path.join(out, d), exist_ok=True)
-        except OSError as e:
-            raise UsageError("cannot create --out %s: %s" % (out, e.strerror))
+                dirs[d] = outdir.subdir(d)
+        except ab.FileError as e:
+            for d in dirs.values():
+                d.close()
+            raise UsageError("cannot use --out: %s" % e)
     return dict(cmd=cmd, n=args.instances, runs=args.runs, warmup=args.warmup, regex=regex,
                 metric=args.metric, policy=policy, bound_state=args.bound_state, shim=shim,
                 timeout=args.timeout, barrier_timeout=args.barrier_timeout, extra_env=extra,
-                alpha=args.alpha, out=os.path.abspath(out), dry_run=args.dry_run,
-                quiet=args.quiet)
+                alpha=args.alpha, out=out, dry_run=args.dry_run,
+                quiet=args.quiet, **dirs)
 
 
-def remove_results(out):
+def remove_results(outdir):
     """--force: delete the files and barrier folders this tool wrote under logs/, reports/ and
-    barrier/ (names it makes: <pos>-<config>-<r|w><round>-i<k>.*), nothing else."""
+    barrier/ of the fileio.OutDir `outdir` (names it makes: <pos>-<config>-<r|w><round>-i<k>.*),
+    nothing else; a link is removed, never followed."""
     for sub, pat, is_dir in (("logs", RESULT_NAME, False), ("reports", RESULT_NAME, False),
                              ("barrier", RESULT_DIR, True)):
-        d = os.path.join(out, sub)
-        try:
-            names = os.listdir(d)
-        except OSError:
+        if outdir.lstat(sub) is None:
             continue
-        for n in names:
-            p = os.path.join(d, n)
-            if not pat.match(n):
-                continue
-            if is_dir and os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p, ignore_errors=True)
-            elif not is_dir and os.path.isfile(p):
-                os.remove(p)
+        with outdir.subdir(sub, create=False) as d:
+            for n in d.listdir():
+                if not pat.match(n):
+                    continue
+                if is_dir:
+                    d.rmdir(n)
+                else:
+                    d.unlink(n)
 
 
 def schedule(cfg):
@@ -280,21 +292,22 @@ def run_config(cfg, ab, rnd, warm, config, pos):
     """Start the instances of one run together, wait for all; returns the run's record."""
     n = 1 if config == "one" else cfg["n"]
     name = "%03d-%s-%s%d" % (pos, config, "w" if warm else "r", rnd)
-    barrier = os.path.join(cfg["out"], "barrier", name)
-    os.makedirs(barrier, exist_ok=True)
+    bdir = cfg["barrier"].subdir(name)
+    barrier = bdir.path
     procs, files = [], []
     t0 = time.perf_counter()
     try:
         for i in range(n):
             delta, env = instance_env(cfg, config, i, n, name, barrier)
-            fo = open(os.path.join(cfg["out"], "logs", "%s-i%d.out" % (name, i)), "w+")
-            fe = open(os.path.join(cfg["out"], "logs", "%s-i%d.err" % (name, i)), "w+")
+            fo = cfg["logs"].create_file("%s-i%d.out" % (name, i), mode="w+b")
+            fe = cfg["logs"].create_file("%s-i%d.err" % (name, i), mode="w+b")
             files.append((fo, fe))
             try:
                 p = subprocess.Popen(cfg["cmd"], env=env, stdout=fo, stderr=fe,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
             except OSError as e:
-                fe.write("%s: %s\n" % (cfg["cmd"][0], e.strerror))
+                fe.write(("%s: %s\n" % (cfg["cmd"][0], e.strerror)).encode())
+                fe.flush()
                 p = None
             procs.append((p, delta))
         # Wait for all; past the timeout, or once one instance has failed (the others would
@@ -334,12 +347,20 @@ def run_config(cfg, ab, rnd, warm, config, pos):
     insts = []
     for i, ((fo, fe), (p, delta)) in enumerate(zip(files, procs)):
         code = codes[i]
-        fo.seek(0)
-        fe.seek(0)
-        out, err = fo.read(), fe.read()
-        fo.close()
-        fe.close()
-        fig = ab.extract_metric(cfg["regex"], out, err)
+        # the logs stay on disk whole; what is read back is bounded (ab.OutputScanner: the
+        # metric line by line with a line cap, a fixed-size stderr tail)
+        scans = []
+        for f in (fo, fe):
+            sc = ab.OutputScanner(cfg["regex"])
+            f.seek(0)
+            while True:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                sc.feed(chunk)
+            f.close()
+            scans.append(sc.finish())
+        fig = ab.parse_figure(scans[0].match if scans[0].match is not None else scans[1].match)
         if stopped[i]:
             status = "stopped: another instance of the run failed"
         elif code is None:
@@ -352,7 +373,7 @@ def run_config(cfg, ab, rnd, warm, config, pos):
             status = "metric not found"
         else:
             status = "ok"
-        reps = [r for _, r in ab.read_run_reports(cfg["out"], "%s-i%d" % (name, i))]
+        reps = [r for _, r in ab.read_run_reports(cfg["reports"], "%s-i%d" % (name, i))]
         rep = ab.merge_reports(reps)
         facts = ab.report_facts(rep, delta["LDSHIM_STATE"]) if rep is not None else {}
         insts.append(dict(instance=i, status=status, ok=status == "ok", exit_code=code,
@@ -360,11 +381,12 @@ def run_config(cfg, ab, rnd, warm, config, pos):
                           applied=[c["applied"] for c in facts.get("compute", [])] or None,
                           domain=delta.get("LDSHIM_DOMAIN"), state=delta["LDSHIM_STATE"],
                           bytes_per_domain=facts.get("bytes_per_domain"),
-                          stderr_tail=ab.tail_lines(err, ab.STDERR_TAIL_LINES)))
+                          stderr_tail=scans[1].tail))
     try:
-        met = len(os.listdir(barrier))
-    except OSError:
+        met = len(bdir.listdir())
+    except ab.FileError:
         met = 0
+    bdir.close()
     ok = all(x["ok"] for x in insts)
     return dict(position=pos, name=name, round=rnd, warmup=warm, config=config, instances=n,
                 ok=ok, aggregate=sum(x["figure"] for x in insts) if ok else None,
@@ -462,24 +484,26 @@ def table(cfg, ab, rows):
     return lines
 
 
-def write_csv(path, records):
+def write_csv(outdir, records):
+    """runs.csv in the fileio.OutDir, replaced whole (it is small: one row per instance)."""
     fields = ["position", "name", "config", "warmup", "round", "instance", "state", "domain",
               "ok", "status", "exit_code", "figure", "aggregate", "sm_count", "compute_applied",
               "bytes_per_domain", "barrier_met", "wall_s"]
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for r in records:
-            for m in r["members"]:
-                w.writerow([r["position"], r["name"], r["config"], int(r["warmup"]), r["round"],
-                            m["instance"], m["state"], m["domain"] or "", int(m["ok"]),
-                            m["status"], "" if m["exit_code"] is None else m["exit_code"],
-                            "" if m["figure"] is None else repr(m["figure"]),
-                            "" if r["aggregate"] is None else repr(r["aggregate"]),
-                            "" if m["sm_count"] is None else m["sm_count"],
-                            "/".join(m["applied"] or []),
-                            "/".join(map(str, m["bytes_per_domain"] or [])),
-                            int(r["barrier_met"]), "%.6f" % r["wall_s"]])
+    f = io.StringIO()
+    w = csv.writer(f)
+    w.writerow(fields)
+    for r in records:
+        for m in r["members"]:
+            w.writerow([r["position"], r["name"], r["config"], int(r["warmup"]), r["round"],
+                        m["instance"], m["state"], m["domain"] or "", int(m["ok"]),
+                        m["status"], "" if m["exit_code"] is None else m["exit_code"],
+                        "" if m["figure"] is None else repr(m["figure"]),
+                        "" if r["aggregate"] is None else repr(r["aggregate"]),
+                        "" if m["sm_count"] is None else m["sm_count"],
+                        "/".join(m["applied"] or []),
+                        "/".join(map(str, m["bytes_per_domain"] or [])),
+                        int(r["barrier_met"]), "%.6f" % r["wall_s"]])
+    outdir.write("runs.csv", f.getvalue())
 
 
 def main(argv=None):
@@ -517,7 +541,7 @@ def main(argv=None):
                 ", ".join("i%d %s" % (m["instance"], m["status"]) for m in rec["members"]
                           if not m["ok"]),
                 "" if rec["barrier_met"] else " (barrier not met)"))
-            write_csv(os.path.join(cfg["out"], "runs.csv"), records)
+            write_csv(cfg["outdir"], records)
     except KeyboardInterrupt:
         interrupted = "SIGINT"
     except Terminated:
@@ -529,10 +553,12 @@ def main(argv=None):
                    bound_state=cfg["bound_state"], shim=cfg["shim"], env=cfg["extra_env"],
                    alpha=cfg["alpha"], baseline=BASELINE, started=started,
                    finished=ab.utc_now(), interrupted=interrupted, rows=rows, **meta)
-    write_csv(os.path.join(cfg["out"], "runs.csv"), records)
-    with open(os.path.join(cfg["out"], "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
+    try:
+        write_csv(cfg["outdir"], records)
+        cfg["outdir"].write("summary.json", json.dumps(summary, indent=1) + "\n")
+    except ab.FileError as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        return 2
     print("\n".join(table(cfg, ab, rows) + [SHARING_NOTE[mps_running()]]))
     failed = [(r["name"], m) for r in records for m in r["members"]
               if not r["warmup"] and not m["ok"]]
@@ -542,7 +568,7 @@ def main(argv=None):
             print("  %s instance %d: %s" % (name, m["instance"], m["status"]))
             for ln in m["stderr_tail"]:
                 print("      | " + ln)
-    print("\nresults: %s" % cfg["out"])
+    print("\nresults: %s" % ab.printable(cfg["out"]))
     if interrupted:
         return 130 if interrupted == "SIGINT" else 128 + signal.SIGTERM
     return 1 if failed else 0

@@ -30,8 +30,8 @@ def tool_path():
 def run_as_main(path):
     """Execute the file at `path` as the __main__ module (runpy.run_path would also set
     sys.argv[0] to `path`, which moves where the tool looks for the shim)."""
-    with open(path, "rb") as f:
-        code = compile(f.read(), path, "exec")
+    from . import fileio
+    code = compile(fileio.read_bytes(path, 16 << 20, "ldshim-ab source"), path, "exec")
     mod = types.ModuleType("__main__")
     mod.__file__ = path
     mod.__builtins__ = builtins

@@ -785,7 +785,14 @@ class TestReports(ToolCase):
         r = subprocess.run([sys.executable, TOOL, "--histogram", self.log], capture_output=True,
                            text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("cannot read a JSON report", r.stderr)
+        self.assertIn("cannot open shim report %s: No such file" % self.log, r.stderr)
+        with open(self.log, "w") as f:
+            f.write("not json\n")
+        r = subprocess.run([sys.executable, TOOL, "--histogram", self.log], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("shim report %s is not JSON" % self.log, r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
 
     def test_policy_that_tags_nothing_is_flagged(self):
         pol = os.path.join(self.tmp, "p.policy")
@@ -1073,8 +1080,7 @@ class TestPlots(ToolCase):
                 def f(*a, **k):
                     calls.append((attr, a, k))
                     if attr == "savefig":
-                        with open(a[0], "wb") as fh:
-                            fh.write(b"\x89PNG\r\n\x1a\n")
+                        a[0].write(b"\x89PNG\r\n\x1a\n")      # an in-memory buffer
                     return Rec(attr)
                 return f
         plt = types.ModuleType("matplotlib.pyplot")
@@ -1095,7 +1101,8 @@ class TestPlots(ToolCase):
             rows, calib = ab.summarize(cfg, recs)
             model = ab.plot_model(cfg, rows, calib)
             png = os.path.join(self.tmp, "p.png")
-            self.assertTrue(ab.write_png(model, png))
+            with ab.fileio.OutDir.open(self.tmp, create=False) as d:
+                self.assertTrue(ab.write_png(model, d, "p.png"))
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -5,6 +5,7 @@
 #   build/fuzz/fuzz_cache   the topology cache reader, shim/probe_cache.c (forged maps,
 #                           modes, the shared capped reader)
 #   make fuzz-load / make fuzz-cache   FUZZ_SECONDS (60) of each, new inputs to build/fuzz/
+#   make fuzz-ab / test-fuzz-ab        ldshim-ab's report reader (Python loop: see the end)
 #   make test-fuzz-files    in `make test`: every seed, then a fixed number of runs each
 #                           (FUZZ_FILE_RUNS, 20000: a few seconds), writes "<passed> <failed>"
 #
@@ -55,3 +56,21 @@ test-fuzz-files: $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN) | $(RESULTS)
 	done; echo "$$p $$f" > $(RESULTS)/test-fuzz-files; [ $$f -eq 0 ]
 
 TEST_SUITES += test-fuzz-files
+
+# ldshim-ab's report/histogram reader (tests/fuzz/fuzz_ab_report.py). Python has no libFuzzer
+# here (atheris is not installed), so it is a seeded mutational loop, bounded by time or count:
+#   make fuzz-ab        FUZZ_SECONDS (60) with a fresh seed (printed); also part of `make fuzz`
+#   make test-fuzz-ab   in `make test`: FUZZ_AB_RUNS (20000: a few seconds) inputs, seed 1
+FUZZ_AB_RUNS ?= 20000
+
+.PHONY: fuzz-ab test-fuzz-ab
+fuzz: fuzz-ab
+fuzz-ab:
+	$(PYTHON) tests/fuzz/fuzz_ab_report.py --seconds $(FUZZ_SECONDS) --seed $$(od -An -N4 -tu4 /dev/urandom | tr -d ' ') \
+	  --out $(BUILD)/fuzz/ab
+
+test-fuzz-ab: | $(RESULTS)
+	@if $(PYTHON) tests/fuzz/fuzz_ab_report.py --runs $(FUZZ_AB_RUNS) --seed 1 --out $(BUILD)/fuzz/ab; then \
+	  echo "1 0" > $(RESULTS)/test-fuzz-ab; else echo "0 1" > $(RESULTS)/test-fuzz-ab; exit 1; fi
+
+TEST_SUITES += test-fuzz-ab

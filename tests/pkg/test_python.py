@@ -137,6 +137,7 @@ class Wheel(TmpDirCase):
             names = set(z.namelist())
             info = "ldshim-%s.dist-info/" % VERSION
             want = {"ldmoe/__init__.py", "ldmoe/libldmoe.so", "ldshim_ab/__init__.py", "ldshim_ab/_tool.py",
+                    "ldshim_ab/fileio.py",
                     "ldshim-%s.data/data/lib/libldshim.so" % VERSION,
                     "ldshim-%s.data/data/lib/ldshim-mlopart-helper" % VERSION,
                     info + "METADATA", info + "WHEEL", info + "RECORD", info + "entry_points.txt",

@@ -50,6 +50,9 @@ class Versions(unittest.TestCase):
         with tempfile.TemporaryDirectory() as t:
             os.mkdir(os.path.join(t, "tools"))
             shutil.copy(os.path.join(ROOT, "tools", "ldshim-ab"), os.path.join(t, "tools"))
+            # the script's file layer, which a checkout has beside tools/
+            shutil.copytree(os.path.join(ROOT, "python", "ldshim_ab"),
+                            os.path.join(t, "python", "ldshim_ab"))
             r = run([PYTHON, os.path.join(t, "tools", "ldshim-ab"), "--version"], cwd=t)
             self.assertEqual(r.stdout, "ldshim-ab unknown (git unknown)\n")
             with open(os.path.join(t, "VERSION"), "w") as f:
