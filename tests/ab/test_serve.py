@@ -94,15 +94,16 @@ class TestServeNoGpu(unittest.TestCase):
 
     def test_default_sizes_match_policies(self):
         sizes, text = expert_sizes()
-        self.assertEqual(sizes, [939524096])
-        self.assertEqual(sizes[0] % (2 * MiB), 0)
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123] ", text, re.M)), 6)
-        self.assertNotIn("warning", text)   # no other tensor has the expert size
+        self.assertEqual(sizes, [939524096, 1879048192])     # w2, w13 (gate and up fused)
+        self.assertTrue(all(x % (2 * MiB) == 0 for x in sizes))
+        self.assertEqual(len(re.findall(r"^  layer\d\.w13 +8x28672x4096 +1879048192 ", text, re.M)), 2)
+        self.assertEqual(len(re.findall(r"^  layer\d\.w2 +8x4096x14336 +939524096 ", text, re.M)), 2)
+        self.assertNotIn("warning", text)   # no other tensor has an expert size
         fp8, text8 = expert_sizes("--dtype", "fp8")   # one byte per weight: half the size
-        self.assertEqual(fp8, [sizes[0] // 2])
+        self.assertEqual(fp8, [x // 2 for x in sizes])
         self.assertNotIn("warning", text8)
-        for pol in POLICIES:   # rule experts, then rule experts-fp8
-            self.assertEqual(policy_sizes(pol), sizes + fp8, pol)
+        for pol in POLICIES:   # rule experts-w13, experts, experts-fp8: every size once
+            self.assertEqual(policy_sizes(pol), sorted(set(sizes + fp8), reverse=True), pol)
             with open(pol) as f:
                 self.assertRegex(f.read(), r"(?m)^placement\s*=\s*split")
         with open(POLICIES[1]) as f:
@@ -116,15 +117,17 @@ class TestServeNoGpu(unittest.TestCase):
         sizes, text = expert_sizes()
         fp8, text8 = expert_sizes("--dtype", "fp8")
         others = [int(m) for t in (text, text8)
-                  for m in re.findall(r"^  (?!layer\d\.w[123] )\S+ +\S+ +\d+ +\S+ MiB"
+                  for m in re.findall(r"^  (?!layer\d\.w(?:13|2) )\S+ +\S+ +\d+ +\S+ MiB"
                                       r"  (\d+) ", t, re.M)]
         self.assertGreater(len(others), 5)
+        rule = {sizes[1]: "rule experts-w13", sizes[0]: "rule experts", fp8[1]: "rule experts",
+                fp8[0]: "rule experts-fp8"}
+        self.assertEqual(sorted(rule), [448 * MiB, 896 * MiB, 1792 * MiB])
         for pol in POLICIES:
             r = subprocess.run([cli, "check", pol], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for size, want in [(sizes[0], "rule experts"), (sizes[0] - 2 * MiB, "untagged"),
-                               (sizes[0] + 2 * MiB, "untagged"), (fp8[0], "rule experts-fp8"),
-                               (fp8[0] - 2 * MiB, "untagged"), (fp8[0] + 2 * MiB, "untagged")] + \
+            for size, want in [(x, w) for x, w in rule.items()] + \
+                    [(x + d, "untagged") for x in rule for d in (-2 * MiB, 2 * MiB)] + \
                     [(o, "untagged") for o in others]:
                 r = subprocess.run([cli, "match", pol, str(size)], capture_output=True,
                                    text=True)
@@ -134,23 +137,27 @@ class TestServeNoGpu(unittest.TestCase):
     def test_shrunk_config_prints_rounded_size(self):
         sizes, _ = expert_sizes("--experts", "6", "--hidden", "1000", "--ffn", "3000",
                                 "--heads", "8", "--kv-heads", "4")
-        # 6*3000*1000*2 = 36000000 B -> the allocator rounds to 2 MiB: 18 * 2 MiB
-        self.assertEqual(sizes, [18 * 2 * MiB])
+        # w2: 6*1000*3000*2 = 36000000 B -> the allocator rounds to 2 MiB: 18 * 2 MiB;
+        # w13: 72000000 B -> 35 * 2 MiB
+        self.assertEqual(sizes, [18 * 2 * MiB, 35 * 2 * MiB])
         sizes, _ = expert_sizes("--layout", "split")
-        self.assertEqual(sizes, [939524096])   # same bytes in the split layout
+        self.assertEqual(sizes, [939524096, 1879048192])   # same bytes in the split layout
 
 
     def test_packed_layout_sizes(self):
         """--layout packed: libldmoe's packed bytes (the plain bytes for the defaults, padded
         row and k blocks otherwise), and the formula is the library's own."""
-        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe")
-        self.assertEqual(sizes, [939524096])   # N/D multiple of 128, K of 256: no padding
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123] +939524096 ", text, re.M)), 6)
-        # 8 experts, N=1000, K=520, D=2: 4 row blocks of 128 per slice (500 rows), 12 k blocks
-        # (3 x 256 k): 2*8*4*12 boxes of 16 KiB; w2 (N=520, K=1000) comes to the same.
+        for moe in ("grouped", "fused"):
+            sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", moe)
+            self.assertEqual(sizes, [939524096, 1879048192])   # N/D multiple of 128, K of 256: no padding
+            self.assertEqual(len(re.findall(r"^  layer\d\.w13 +1879048192 ", text, re.M)), 2)
+            self.assertEqual(len(re.findall(r"^  layer\d\.w2 +939524096 ", text, re.M)), 2)
+        # 8 experts, ffn 1000, hidden 520, D=2: w13 (N=2000, K=520) 8 row blocks of 128 per
+        # slice (1000 rows), 12 k blocks (3 x 256 k): 2*8*8*12 boxes of 16 KiB; w2 (N=520,
+        # K=1000): 3 row blocks (260 rows), 16 k blocks: 2*8*3*16.
         sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--ffn", "1000",
                                 "--hidden", "520", "--no-attention")
-        self.assertEqual(sizes, [2 * 8 * 4 * 12 * 16384])
+        self.assertEqual(sizes, [2 * 8 * 3 * 16 * 16384, 2 * 8 * 8 * 12 * 16384])
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         self.assertTrue(os.path.exists(lib_path), "%s missing: run make" % lib_path)
@@ -158,7 +165,7 @@ class TestServeNoGpu(unittest.TestCase):
         lib = ctypes.CDLL(lib_path)
         lib.ldmoe_packed_bytes.restype = ctypes.c_size_t
         lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
-        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1000, 520, 2),
+        for E, N, K, D in [(8, 28672, 4096, 2), (8, 4096, 14336, 2), (8, 2000, 520, 2), (8, 520, 1000, 2),
                            (128, 1536, 2048, 2), (3, 64, 72, 1), (5, 384, 320, 4), (1, 8, 8, 8)]:
             self.assertEqual(s.packed_bytes(E, N, K, D), lib.ldmoe_packed_bytes(E, N, K, D),
                              (E, N, K, D))
@@ -288,6 +295,26 @@ class TestServeNoGpu(unittest.TestCase):
         self.assertEqual(out.getvalue(), "busy: not measured (torch.profiler recorded no GPU "
                                          "kernels; is CUPTI available?)\n")
 
+    def test_moe_option(self):
+        """--moe: grouped by default with --backend ldmoe, nothing for the other backends;
+        fused refused where the fused layer cannot run, with the reason."""
+        s = load_serve()
+        for args, moe in [([], None), (["--backend", "ldmoe"], "grouped"),
+                          (["--backend", "ldmoe", "--moe", "fused"], "fused"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed"], "fused")]:
+            self.assertEqual(s.parse_args(args).moe, moe, args)
+        for args, msg in [(["--moe", "fused"], "--moe fused is a choice of --backend ldmoe"),
+                          (["--moe", "grouped", "--backend", "loop"], "is a choice of --backend ldmoe"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "split"],
+                           "--moe fused takes --layout plain or packed"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--dtype", "fp8"],
+                           "--moe fused runs bf16 weights"),
+                          (["--backend", "ldmoe", "--moe", "sparse"], "invalid choice")]:
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
     def test_packed_layout_errors(self):
         for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
                           (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
@@ -306,18 +333,19 @@ class TestServeNoGpu(unittest.TestCase):
         """--dtype fp8: e4m3 expert weights (half the bf16 bytes), their scales listed after
         them, packed sizes as libldmoe's ldmoe_packed_bytes_fp8; the refusals that need no GPU."""
         sizes, text = expert_sizes("--dtype", "fp8")
-        self.assertEqual(sizes, [469762048])   # 8 x 14336 x 4096 bytes
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123]_scale +8x(14336|4096) ", text, re.M)), 6)
-        self.assertLess(text.index("layer1.w2 "), text.index("layer0.w1_scale"))   # weights first
+        self.assertEqual(sizes, [469762048, 939524096])   # 8 x 4096 x 14336, 8 x 28672 x 4096 bytes
+        self.assertEqual(len(re.findall(r"^  layer\d\.w13_scale +8x28672 ", text, re.M)), 2)
+        self.assertEqual(len(re.findall(r"^  layer\d\.w2_scale +8x4096 ", text, re.M)), 2)
+        self.assertLess(text.index("layer1.w2 "), text.index("layer0.w13_scale"))   # weights first
         sizes, _ = expert_sizes("--dtype", "fp8", "--layout", "packed", "--backend", "ldmoe")
-        self.assertEqual(sizes, [469762048])
+        self.assertEqual(sizes, [469762048, 939524096])
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         import ctypes
         lib = ctypes.CDLL(lib_path)
         lib.ldmoe_packed_bytes_fp8.restype = ctypes.c_size_t
         lib.ldmoe_packed_bytes_fp8.argtypes = [ctypes.c_int] * 4
-        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1008, 528, 2), (3, 64, 80, 1), (1, 8, 16, 8)]:
+        for E, N, K, D in [(8, 28672, 4096, 2), (8, 4096, 14336, 2), (8, 1008, 528, 2), (3, 64, 80, 1), (1, 8, 16, 8)]:
             self.assertEqual(s.packed_bytes(E, N, K, D, fp8=True), lib.ldmoe_packed_bytes_fp8(E, N, K, D), (E, N, K, D))
         for args, msg in [(["--dtype", "fp8", "--device", "cpu", "--backend", "torch"], "use --backend loop"),
                           (["--dtype", "fp8", "--device", "cpu", "--backend", "ldmoe"], "use --backend loop"),
@@ -409,7 +437,10 @@ class TestServeRun(unittest.TestCase):
             r = self.run_tiny("--dtype", "fp8", "--layout", layout, "--check", "--no-graphs", "--no-busy")
             if r is None:
                 return
-            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error")
+            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error "
+                                       r"[0-9.e+-]+ \(tolerance 1e-04; grouped GEMMs over w13 and w2\)$")
+            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error "
+                                       r"[0-9.e+-]+ \(tolerance 1e-04; MoE layer, 64 tokens, top-2 of 4 experts\)$")
             outs[layout] = [ln for ln in r.stdout.splitlines() if ln.startswith("generated:")]
             self.assertEqual(len(outs[layout]), 1, r.stdout)
         self.assertEqual(outs["plain"], outs["split"])
