@@ -516,5 +516,66 @@ class TestServeRun(unittest.TestCase):
             self.assertEqual(rows["full"]["verdict"], "too few runs")   # 2 runs a side
 
 
+class TestBenchLayer(unittest.TestCase):
+    """bench/moe/bench_layer.py (the MoE layer benchmark, which runs serve.py's layer): its
+    options without a GPU, and its Triton peer (bench/moe/triton_moe.py) on the CPU under
+    Triton's interpreter where a python with torch and Triton is at hand (fp32: the
+    interpreter's bf16 dot is not exact)."""
+    BENCH = os.path.join(ROOT, "bench", "moe", "bench_layer.py")
+
+    def test_help_and_bad_options(self):
+        r = subprocess.run([sys.executable, self.BENCH, "--help"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for opt in ("--shapes", "--tokens", "--reps", "--quick", "--out", "--pipelines"):
+            self.assertIn(opt, r.stdout)
+        for args, msg in [(["--shapes", "llama"], "unknown shape 'llama'"),
+                          (["--tokens", "0"], "each in 1..65536"),
+                          (["--tokens", "1,x"], "comma-separated list of integers"),
+                          (["--pipelines", "vllm"], "unknown pipeline 'vllm'"),
+                          (["--reps", "2"], "--reps must be in 3..100000")]:
+            r = subprocess.run([sys.executable, self.BENCH] + args, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
+    def test_triton_peer_interpreted(self):
+        py = torch_python()
+        if py is None or subprocess.run([py, "-c", "import triton"], capture_output=True).returncode:
+            self.skipTest("no python with torch and triton")
+        code = r"""
+import math, sys, torch
+sys.path.insert(0, sys.argv[1])
+import triton_moe as tm
+torch.manual_seed(0)
+for T, E, k, H, I in [(1, 8, 2, 64, 32), (37, 8, 2, 96, 64), (20, 128, 8, 64, 32)]:
+    x = torch.randn(T, H)
+    w13 = torch.randn(E, 2 * I, H) / math.sqrt(H)
+    w2 = torch.randn(E, H, I) / math.sqrt(I)
+    p = (torch.randn(T, E) * torch.exp(torch.randn(E))).softmax(-1)
+    tv, ti = p.topk(k, -1)
+    tv = tv / tv.sum(-1, keepdim=True)
+    out = tm.fused_experts(x, w13, w2, ti, tv)
+    ref = torch.zeros(T, H)
+    for t in range(T):
+        for j in range(k):
+            g = w13[ti[t, j]] @ x[t]
+            ref[t] += tv[t, j] * (w2[ti[t, j]] @ (torch.nn.functional.silu(g[:I]) * g[I:]))
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    BM = tm.block_m(T * k, E)
+    sid, eid, npad, nb = tm.align(ti, E, BM)
+    rows = [v for v in sid.tolist() if v < T * k]
+    assert sorted(rows) == list(range(T * k)), "align: every (token, slot) once"
+    flat = ti.reshape(-1).tolist()
+    assert all(eid[i // BM].item() == flat[v] for i, v in enumerate(sid.tolist()) if v < T * k)
+    assert all(eid[b].item() == -1 for b in range(int(npad) // BM, nb))
+    print("case", T, E, k, "err %.3g" % err)
+    assert err < 1e-5, err
+"""
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        r = subprocess.run([py, "-c", code, os.path.join(ROOT, "bench", "moe")], capture_output=True,
+                           text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("case "), 3, r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
