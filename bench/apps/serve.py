@@ -273,6 +273,8 @@ def expert_weight_shape(a, n, k):
     E, D = a.experts, a.domains
     fp8 = a.dtype == "fp8"
     elem = 1 if fp8 else model_elem(a)
+    if a.layout == "packed" and a.moe == "fused":   # ldmoe.pack_moe: bf16 tensors, plain shapes
+        return [E, n, k], E * n * k * 2
     if a.layout == "packed":
         nbytes = packed_bytes(E, n, k, D, fp8)
         return [nbytes], nbytes
@@ -476,8 +478,11 @@ class Model:
         def alloc(n, k):
             shape, _ = expert_weight_shape(a, n, k)
             return torch.empty(shape, device=dev, dtype=wdtype)
-        self.w13 = [alloc(2 * F, H) for _ in range(a.layers)]
-        self.w2 = [alloc(H, F) for _ in range(a.layers)]
+        # --moe fused --layout packed: ldmoe.pack_moe allocates the packed tensors itself; they
+        # are made below, layer by layer, before anything but the temporaries they are drawn in.
+        fused_packed = packed and a.moe == "fused"
+        self.w13 = [None if fused_packed else alloc(2 * F, H) for _ in range(a.layers)]
+        self.w2 = [None if fused_packed else alloc(H, F) for _ in range(a.layers)]
         # packed (and fp8): layer 0's weights as drawn, plain [E, N, K] (fp8: (e4m3, scales)),
         # for the reference of --check.
         self.ref_w13 = self.ref_w2 = None
@@ -488,24 +493,36 @@ class Model:
         if fp8:
             self.init_fp8(torch, a, dev, dtype)
         elif packed:
-            # Drawn as plain [E, n, k] in a temporary, then packed into the buffer allocated
-            # above (the temporary is a cudaMalloc of its own; the caching allocator reuses it).
+            # Drawn as plain [E, n, k] in a temporary, then packed (into the buffer allocated
+            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). Each temporary
+            # is a view of a buffer 2 MiB larger than the weights, so that no size rule of a
+            # policy tags it (nor does PyTorch's cache hand its block to a weight later).
             ldmoe = load_ldmoe()
             for name, n, k in expert_weights(F, H):
-                if ldmoe.packed_bytes(E, n, k, a.domains) != getattr(self, name)[0].numel():
+                if not fused_packed and \
+                        ldmoe.packed_bytes(E, n, k, a.domains) != getattr(self, name)[0].numel():
                     fail("packed size mismatch with libldmoe for E=%d N=%d K=%d D=%d"
                          % (E, n, k, a.domains), 1)
+            slack = 2 * MiB // torch.tensor([], dtype=dtype).element_size()
             for layer in range(a.layers):
                 plain = {}
                 for name, n, k in expert_weights(F, H):
-                    plain[name] = torch.empty((E, n, k), device=dev, dtype=dtype)
+                    tmp = torch.empty(E * n * k + slack, device=dev, dtype=dtype)
+                    plain[name] = tmp[:E * n * k].view(E, n, k)
                     plain[name].normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
-                    if a.moe != "fused":
+                    if not fused_packed:
                         getattr(self, name)[layer] = ldmoe.pack(plain[name], a.domains,
                                                                 out=getattr(self, name)[layer])
-                if a.moe == "fused":
-                    self.w13[layer], self.w2[layer] = pack_fused(
-                        ldmoe, plain["w13"], plain["w2"], a.domains, self.w13[layer], self.w2[layer])
+                if fused_packed:
+                    self.w13[layer], self.w2[layer] = pack_fused(ldmoe, plain["w13"], plain["w2"],
+                                                                 a.domains)
+                    for name, n, k in expert_weights(F, H):
+                        w = getattr(self, name)[layer]
+                        w = getattr(w, name, w)        # the tensor a MoePacked holds
+                        if w.numel() * w.element_size() != expert_weight_shape(a, n, k)[1]:
+                            fail("ldmoe.pack_moe made %s of %d bytes, not the %d that "
+                                 "--print-sizes lists" % (name, w.numel() * w.element_size(),
+                                                          expert_weight_shape(a, n, k)[1]), 1)
                 if layer == 0 and a.check:
                     self.ref_w13, self.ref_w2 = plain["w13"], plain["w2"]
                 del plain
@@ -688,22 +705,17 @@ def moe_grouped(torch, h, topv, topi, w13, w2, gemm):
     return rows.view(T, k, -1).sum(1).to(h.dtype)
 
 
-def pack_fused(ldmoe, w13, w2, D, out13=None, out2=None):
+def pack_fused(ldmoe, w13, w2, D):
     """w13 [E, 2F, H] and w2 [E, H, F] (plain) in the fused layer's packed layout
-    (ldmoe.pack_moe), into the buffers allocated up front where the library takes them, so
-    that an allocation policy sees the sizes --print-sizes lists."""
+    (ldmoe.pack_moe). Returns what ldmoe.moe takes as (w13, w2): the packed object and the w2
+    it holds."""
     fn = getattr(ldmoe, "pack_moe", None)
     if fn is None:
         fail("--moe fused --layout packed: this ldmoe has no pack_moe(); use --layout plain", 1)
-    params = inspect.signature(fn).parameters
-    if "out" in params and out13 is not None:
-        return fn(w13, w2, D=D, out=(out13, out2))
     packed = fn(w13, w2, D=D)
-    if out13 is not None:
-        sys.stderr.write("%s: warning: ldmoe.pack_moe takes no out=: the packed weights are "
-                         "allocations of the library's own, not the sizes --print-sizes lists\n"
-                         % PROG)
-    return packed if isinstance(packed, tuple) else (packed, packed)
+    if isinstance(packed, tuple):
+        return packed
+    return packed, getattr(packed, "w2", None)
 
 
 # ----------------------------------------------------------------------------- decode

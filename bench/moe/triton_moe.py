@@ -13,7 +13,7 @@ fp32 [T, k]) -> [T, H] bf16 in five launches, the way serving engines run an MoE
   4. GEMM over w2, the routing weight multiplied in the epilogue (fp32) -> [T*k, H]
   5. the sum over k -> [T, H] (fixed order)
 BLOCK_M follows the mean rows per expert (16, 64 or 128); the other tile sizes are tuned by
-triton.autotune per (BLOCK_M, N, K) on the GPU. TRITON_INTERPRET=1 runs it on the CPU
+triton.autotune per (BLOCK_M, N, K) on the GPU, over a short list (TILES). TRITON_INTERPRET=1 runs it on the CPU
 (one fixed configuration) for tests.
 """
 
@@ -61,32 +61,41 @@ def _align_kernel(ids_ptr, n, E, sorted_ptr, expert_ptr, npad_ptr, cursor_ptr,
         tl.store(sorted_ptr + pos, (start + offs).to(tl.int32), mask=m)
 
 
+# (BN, BK, warps, stages) tried for each BLOCK_M: small tiles with deep k steps at decode,
+# larger ones as rows per expert grow (a short list: every one is compiled and timed once per
+# (N, K, BLOCK_M) on the GPU).
+TILES = {16: [(64, 128, 4, 4), (128, 128, 4, 3), (64, 256, 4, 3), (32, 256, 4, 4)],
+         64: [(64, 64, 4, 4), (128, 64, 4, 4), (128, 128, 8, 3), (64, 128, 4, 3)],
+         128: [(128, 64, 8, 3), (256, 64, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4)]}
+
+
 def _gemm_configs():
     if INTERPRET:
         return [triton.Config({"BN": 32, "BK": 32}, num_warps=4, num_stages=1)]
-    cs = []
-    for bn in (64, 128):
-        for bk in (64, 128, 256):
-            for st in (3, 4):
-                cs.append(triton.Config({"BN": bn, "BK": bk}, num_warps=4, num_stages=st))
-    cs.append(triton.Config({"BN": 128, "BK": 64}, num_warps=8, num_stages=3))
-    cs.append(triton.Config({"BN": 256, "BK": 64}, num_warps=8, num_stages=3))
-    return cs
+    seen = sorted({t for ts in TILES.values() for t in ts})
+    return [triton.Config({"BN": bn, "BK": bk}, num_warps=w, num_stages=st) for bn, bk, w, st in seen]
 
 
 def _prune(configs, nargs, **kw):
     bm = kw.get("BM", nargs.get("BM", 64))
-    out = [c for c in configs if not (bm >= 128 and c.kwargs["BK"] > 64)
-           and not (bm <= 16 and c.num_warps > 4)]
+    want = set(TILES.get(bm, ()))
+    out = [c for c in configs if (c.kwargs["BN"], c.kwargs["BK"], c.num_warps, c.num_stages) in want]
     return out or configs[:1]
 
 
-@triton.autotune(configs=_gemm_configs(), key=["N", "K", "BM", "M_BUCKET"],
-                 prune_configs_by={"early_config_prune": _prune})
+def _bench_args():
+    """Short timing runs per configuration where this Triton's autotune takes them."""
+    import inspect
+    ps = inspect.signature(triton.autotune).parameters
+    return {"warmup": 5, "rep": 25} if "warmup" in ps and "rep" in ps else {}
+
+
+@triton.autotune(configs=_gemm_configs(), key=["N", "K", "BM"],
+                 prune_configs_by={"early_config_prune": _prune}, **_bench_args())
 @triton.jit
 def _moe_gemm_kernel(a_ptr, b_ptr, c_ptr, w_ptr, sorted_ptr, expert_ptr, npad_ptr,
                      N, K, n_rows, a_div, stride_am, stride_be, stride_bn, stride_cm,
-                     M_BUCKET, max_blocks,
+                     max_blocks,
                      MUL_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     """C[r] = A[r // a_div] . B[e(r)]^T (times w[r] if MUL_W) for the rows r of each BM block."""
     pid = tl.program_id(0)
@@ -172,7 +181,7 @@ def _gemm(a, a_div, w, c, topw, sorted_ids, expert_ids, npad, max_blocks, BM, n_
     grid = lambda meta: (max_blocks * triton.cdiv(N, meta["BN"]),)
     _moe_gemm_kernel[grid](a, w, c, topw if topw is not None else c, sorted_ids, expert_ids,
                            npad, N, K, n_rows, a_div, a.stride(0), w.stride(0), w.stride(1),
-                           c.stride(0), min(n_rows, 4096).bit_length(), max_blocks,
+                           c.stride(0), max_blocks,
                            MUL_W=topw is not None, BM=BM)
 
 
