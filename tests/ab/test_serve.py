@@ -150,14 +150,23 @@ class TestServeNoGpu(unittest.TestCase):
         for moe in ("grouped", "fused"):
             sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", moe)
             self.assertEqual(sizes, [939524096, 1879048192])   # N/D multiple of 128, K of 256: no padding
-            self.assertEqual(len(re.findall(r"^  layer\d\.w13 +1879048192 ", text, re.M)), 2)
-            self.assertEqual(len(re.findall(r"^  layer\d\.w2 +939524096 ", text, re.M)), 2)
+            self.assertEqual(len(re.findall(r"^  layer\d\.w13 +\S+ +1879048192 ", text, re.M)), 2)
+            self.assertEqual(len(re.findall(r"^  layer\d\.w2 +\S+ +939524096 ", text, re.M)), 2)
         # 8 experts, ffn 1000, hidden 520, D=2: w13 (N=2000, K=520) 8 row blocks of 128 per
         # slice (1000 rows), 12 k blocks (3 x 256 k): 2*8*8*12 boxes of 16 KiB; w2 (N=520,
         # K=1000): 3 row blocks (260 rows), 16 k blocks: 2*8*3*16.
         sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--ffn", "1000",
                                 "--hidden", "520", "--no-attention")
         self.assertEqual(sizes, [2 * 8 * 3 * 16 * 16384, 2 * 8 * 8 * 12 * 16384])
+        # --moe fused: ldmoe.pack_moe keeps the plain shapes and bytes (bf16), padding or not
+        # (H = 640: the grouped GEMM's packed w13 pads k to 768)
+        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "fused",
+                                   "--ffn", "2048", "--hidden", "640", "--no-attention")
+        self.assertEqual(sizes, [8 * 640 * 2048 * 2, 8 * 4096 * 640 * 2])
+        self.assertRegex(text, r"(?m)^  layer0\.w13 +8x4096x640 +41943040 ")
+        sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "grouped",
+                                "--ffn", "2048", "--hidden", "640", "--no-attention")
+        self.assertEqual(sizes[1], 2 * 8 * 16 * 12 * 16384)
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         self.assertTrue(os.path.exists(lib_path), "%s missing: run make" % lib_path)
