@@ -11,6 +11,7 @@
 # buffers serve.py allocates up front, so the policy tags them as it tags the others).
 # Every layout has two tagged expert weights per layer: w13 (gate and up fused) and w2.
 #   bash tests/gpu/e2e/run.sh RESULT_FILE     (make test-gpu-e2e)
+# E2E_LAYOUTS="fused torch" runs only those of split packed torch fused (default all).
 set -u
 cd "$(dirname "$0")/../../.."
 res=${1:-build/results/test-gpu-e2e}
@@ -18,7 +19,7 @@ log=${OUT:-/tmp}/e2e; mkdir -p "$log"
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-for lay in split packed torch fused; do
+for lay in ${E2E_LAYOUTS:-split packed torch fused}; do
 for st0 in stock memory full mismatch eager; do
   st=$lay-$st0
   rep=$log/report-$st.json
