@@ -44,8 +44,10 @@ same layer as the torch backend; --moe fused: ldmoe.moe, one call from the routi
 combined output), loop (one matmul per expert; reference, CPU). The router (GEMM, softmax,
 top-k, renormalized weights) is the same code in every backend.
 Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own, ldmoe.pack;
---backend ldmoe only). split and packed keep slice d in the d-th 1/D of each weight tensor,
-which is what a split placement homes in domain d.
+--backend ldmoe only; with --moe fused the fused layer's own, ldmoe.pack_moe, which keeps the
+plain shapes and bytes). split and packed keep slice d in the d-th 1/D of each weight tensor,
+which is what a split placement homes in domain d. --moe fused takes plain or packed bf16
+weights (not split, not fp8).
 
 --dtype fp8: the expert weights in float8 e4m3 with a scale per output channel (rowwise),
 quantized once at load; before every expert GEMM the tokens are quantized the same way, one
