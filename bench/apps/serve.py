@@ -439,9 +439,17 @@ class Gemm:
         if self.backend == "torch":
             return self.torch._scaled_grouped_mm(x8, w8.transpose(-2, -1), xs, ws, offs=offs,
                                                  out_dtype=self.torch.bfloat16)
-        # The dequantized reference: exact e4m3 values times their scales, in fp32.
+        # The dequantized reference: exact e4m3 values times their scales, in fp32 (by
+        # blocks of rows: no whole expert weight in fp32, see rows_fp32).
         xd = x8.float() * xs.unsqueeze(1)
-        return loop_grouped_mm(self.torch, xd, w8.float() * ws.unsqueeze(-1), offs)
+        ends = offs.tolist()
+        out = xd.new_empty((xd.shape[0], w8.shape[-2]))
+        start = 0
+        for e, end in enumerate(ends):
+            if end > start:
+                out[start:end] = matmul_rows(self.torch, xd[start:end], w8[e], ws[e])
+            start = end
+        return out
 
 
 def quantize_rowwise(torch, t):
@@ -973,37 +981,51 @@ def report_profile(a, events, nsteps, span_ms, gpu, timed_ms):
                                                    "kernels" if gpu else "operator calls"))
 
 
-def plain_fp32(torch, w):
-    """An expert weight as drawn, [E, N, K] in fp32: plain or split [D, E, N/D, K]; with
-    --dtype fp8 (e4m3, scales) dequantized."""
-    def plain(t):
-        return t.permute(1, 0, 2, 3).reshape(t.shape[1], -1, t.shape[3]) if t.dim() == 4 else t
-    if isinstance(w, tuple):
-        q, sc = w
-        sc = sc.permute(1, 0, 2).reshape(sc.shape[1], -1) if sc.dim() == 3 else sc
-        return plain(q).float() * sc.float().unsqueeze(-1)
-    return plain(w).float()
+def rows_fp32(w, scale=None, chunk=1024):
+    """w [N, K] (bf16, fp32 or e4m3) as fp32 blocks of `chunk` rows (times scale [N], one per
+    row). A reference never holds a whole expert weight in fp32: such a temporary could have
+    the size of a weight tensor of another config, which a policy's size rule would tag."""
+    for n0 in range(0, w.shape[0], chunk):
+        r = w[n0:n0 + chunk].float()
+        yield r if scale is None else r * scale[n0:n0 + chunk].float().unsqueeze(1)
+
+
+def matmul_rows(torch, x, w, scale=None):
+    """x [M, K] fp32 times (w [N, K] * scale)^T in fp32, block by block of w's rows."""
+    return torch.cat([x @ r.T for r in rows_fp32(w, scale)], dim=1)
+
+
+def expert_blocks(w, e):
+    """Expert e's rows of an expert weight, as (rows [n, K], their scales or None) in row
+    order: plain [E, N, K] or split [D, E, N/D, K]; --dtype fp8: (e4m3 weights, scales)."""
+    q, sc = w if isinstance(w, tuple) else (w, None)
+    if q.dim() == 4:
+        return [(q[d, e], None if sc is None else sc[d, e]) for d in range(q.shape[0])]
+    return [(q[e], None if sc is None else sc[e])]
 
 
 def reference_layer(torch, h, topv, topi, w13, w2, fp8=False):
     """The MoE layer written out plainly in fp32, token by expert, for --check: no sort, no
     grouped GEMM, no combine kernel. fp8: the tokens and the SwiGLU output quantized rowwise
     (and dequantized) as the FP8 backends do before each GEMM."""
-    W13, W2 = plain_fp32(torch, w13), plain_fp32(torch, w2)
-    F = W13.shape[1] // 2
-
     def q(t):
         if not fp8:
             return t
         t8, sc = quantize_rowwise(torch, t)
         return t8.float() * sc.unsqueeze(1)
+
+    def ffn(x, w, e):
+        return torch.cat([matmul_rows(torch, x, blk, sc) for blk, sc in expert_blocks(w, e)], dim=1)
     x = q(h.float())
-    out = torch.zeros((h.shape[0], W2.shape[1]), device=h.device, dtype=torch.float32)
+    out = None
     for e in topi.unique().tolist():
         rows, slots = (topi == e).nonzero(as_tuple=True)
-        g = x[rows] @ W13[e].T
-        act = q(torch.nn.functional.silu(g[:, :F]) * g[:, F:])
-        out.index_add_(0, rows, (act @ W2[e].T) * topv[rows, slots].unsqueeze(1))
+        g = ffn(x[rows], w13, e)
+        F = g.shape[1] // 2
+        y = ffn(q(torch.nn.functional.silu(g[:, :F]) * g[:, F:]), w2, e)
+        if out is None:
+            out = torch.zeros((h.shape[0], y.shape[1]), device=h.device, dtype=torch.float32)
+        out.index_add_(0, rows, y * topv[rows, slots].unsqueeze(1))
     return out
 
 
