@@ -9,9 +9,12 @@
 # never reads the map, so the split states change only where its weights live) and for
 # libldmoe's fused layer (--moe fused: ldmoe.moe over weights packed by ldmoe.pack_moe into the
 # buffers serve.py allocates up front, so the policy tags them as it tags the others).
-# Every layout has two tagged expert weights per layer: w13 (gate and up fused) and w2.
+# Every layout has two tagged expert weights per layer, w13 (gate and up fused) and w2; the
+# grouped layouts' prefill intermediates ([T*k, 2*ffn] and [T*k, ffn] bf16 at batch 32 x 256
+# tokens, top-2) have expert sizes too, so a report may count more tagged ranges, all live.
 #   bash tests/gpu/e2e/run.sh RESULT_FILE     (make test-gpu-e2e)
-# E2E_LAYOUTS="fused torch" runs only those of split packed torch fused (default all).
+# E2E_LAYOUTS="fused torch" runs only those of split packed torch fused (default all), and
+# E2E_STATES="stock full" only those states (default stock memory full mismatch eager; stock first).
 set -u
 cd "$(dirname "$0")/../../.."
 res=${1:-build/results/test-gpu-e2e}
@@ -20,7 +23,7 @@ pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 for lay in ${E2E_LAYOUTS:-split packed torch fused}; do
-for st0 in stock memory full mismatch eager; do
+for st0 in ${E2E_STATES:-stock memory full mismatch eager}; do
   st=$lay-$st0
   rep=$log/report-$st.json
   rm -f "$rep"
@@ -56,7 +59,7 @@ if st == "stock":
     assert r["state"] == "stock" and all(x["allocations"] == 0 for x in rules.values()), r
     assert "published" not in err
 else:
-    assert tagged == 2, f"{tagged} tagged allocations, not w13 and w2 of the one layer"
+    assert tagged >= 2, f"only {tagged} tagged allocations: w13 and w2 of the one layer are 2"
     assert not r["fallbacks"], r["fallbacks"]
     dev = r["devices"][0]
     if lay != "torch":  # no module of the torch backend holds the symbol
