@@ -54,7 +54,7 @@ rules = {x["name"]: x for x in r["rules"]}
 tagged = sum(x["allocations"] for x in rules.values())
 # PyTorch's caching allocator never frees its segments at exit: the weights are still the
 # program's when the report is written, so every tagged range is live, and nothing else.
-assert r["live"]["ranges"] == tagged, (r["live"], tagged)
+assert r["live"]["ranges"] == tagged, (r["live"], tagged, {n: x["allocations"] for n, x in rules.items()})
 if st == "stock":
     assert r["state"] == "stock" and all(x["allocations"] == 0 for x in rules.values()), r
     assert "published" not in err
