@@ -103,7 +103,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0, help="seed of weights, router and tokens")
     p.add_argument("--mem-gib", type=float, default=None,
                    help="GPU memory the weight sets may take (default: 60%% of what is free)")
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", default=None, metavar="PATH",
                    help="write the results as JSON to this path and as CSV next to it "
                         "(.csv); default: print only")
     a = p.parse_args(argv)
@@ -425,25 +425,42 @@ def print_table(rows, pipes):
           "t/t: torch time over that peer's = speedup over torch)")
 
 
+def file_writer():
+    """(write(path, text), what): the project's Python file layer (python/ldshim_ab/fileio.py,
+    write_file) where this checkout has it, else a plain write."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    try:
+        from ldshim_ab import fileio
+        return (lambda path, text: fileio.write_file(path, text, what="--out file")), "fileio"
+    except (ImportError, AttributeError):
+        pass
+    finally:
+        sys.path.pop(0)
+
+    def plain(path, text):
+        with open(path, "w") as f:
+            f.write(text)
+    return plain, "plain"
+
+
 def write_outputs(path, meta, rows):
-    """JSON at path and CSV beside it. Plain writes: the project's Python file layer
-    (python/ldshim_ab/fileio.py) is not on this branch yet."""
+    """JSON at path (.json added unless there) and CSV beside it (.csv)."""
     base = path[:-5] if path.endswith(".json") else path
-    with open(base + ".json", "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    with open(base + ".csv", "w") as f:
-        f.write("shape,T,E,k,H,I,touched_experts,max_load_over_mean,weight_bytes,flops,"
-                "floor_bytes_us,floor_flops_us,floor_us,pipeline,us,p10,p90,n,over_floor,"
-                "rel_err_vs_torch,ok\n")
-        for r in rows:
-            for p, d in r["pipelines"].items():
-                f.write("%s,%d,%d,%d,%d,%d,%d,%.3f,%d,%.0f,%.3f,%.3f,%.3f,%s,%s,%s,%s,%s,%s,%s,%s\n"
-                        % (r["shape"], r["T"], r["E"], r["k"], r["H"], r["I"],
-                           r["touched_experts"], r["max_load_over_mean"], r["weight_bytes"],
-                           r["flops"], r["floor_bytes_us"], r["floor_flops_us"], r["floor_us"],
-                           p, *("%.3f" % d[x] if x in d else "" for x in ("us", "p10", "p90")),
-                           d.get("n", ""), "%.4f" % d["over_floor"] if "over_floor" in d else "",
-                           "%.3g" % d["err"] if "err" in d else "", d.get("ok", "")))
+    csv = ["shape,T,E,k,H,I,touched_experts,max_load_over_mean,weight_bytes,flops,floor_bytes_us,"
+           "floor_flops_us,floor_us,pipeline,us,p10,p90,n,over_floor,rel_err_vs_torch,ok"]
+    for r in rows:
+        for p, d in r["pipelines"].items():
+            csv.append("%s,%d,%d,%d,%d,%d,%d,%.3f,%d,%.0f,%.3f,%.3f,%.3f,%s,%s,%s,%s,%s,%s,%s,%s"
+                       % (r["shape"], r["T"], r["E"], r["k"], r["H"], r["I"], r["touched_experts"],
+                          r["max_load_over_mean"], r["weight_bytes"], r["flops"],
+                          r["floor_bytes_us"], r["floor_flops_us"], r["floor_us"], p,
+                          *("%.3f" % d[x] if x in d else "" for x in ("us", "p10", "p90")),
+                          d.get("n", ""), "%.4f" % d["over_floor"] if "over_floor" in d else "",
+                          "%.3g" % d["err"] if "err" in d else "", d.get("ok", "")))
+    write, how = file_writer()
+    meta["written_by"] = how
+    write(base + ".json", json.dumps(dict(meta=meta, rows=rows), indent=1) + "\n")
+    write(base + ".csv", "\n".join(csv) + "\n")
     return base + ".json", base + ".csv"
 
 
@@ -508,7 +525,11 @@ def main(argv=None):
     for name, notes in meta["notes"].items():
         print("# %s: %s" % (name, "; ".join(notes)))
     if a.out:
-        j, c = write_outputs(a.out, meta, rows)
+        try:
+            j, c = write_outputs(a.out, meta, rows)
+        except Exception as e:  # noqa: BLE001 - OSError, or the file layer's FileError
+            log("cannot write --out %s: %s" % (a.out, e))
+            return 2
         log("wrote %s and %s" % (j, c))
     bad = [(r["shape"], r["T"], p) for r in rows for p, d in r["pipelines"].items()
            if not d.get("ok", False)]
