@@ -2,8 +2,12 @@
 """serve.py — a PyTorch MoE serving loop (Mixtral-like) for A/B runs under ldshim.
 
 Random, seeded weights; per layer RMSNorm + grouped-query attention with a KV cache + a
-top-k softmax router whose tokens are grouped by expert and run through three grouped
-GEMMs (w1, w3: [E, ffn, hidden]; w2: [E, hidden, ffn]). One prefill step over
+top-k softmax router whose tokens are grouped by expert and run through two grouped GEMMs
+(w13: [E, 2*ffn, hidden], gate rows 0..ffn-1 then up rows ffn..2*ffn-1 of every expert, as
+serving engines fuse them; w2: [E, hidden, ffn]) with SwiGLU (silu(gate) * up) between
+them; each token's expert outputs are multiplied by its routing weights in fp32 and summed
+in fp32 (moe_grouped). With --backend ldmoe --moe fused the whole expert part is one call
+of libldmoe's fused layer, ldmoe.moe (moe_fused). One prefill step over
 batch x prefill-tokens, then batched greedy decode steps. Prints, for ldshim-ab:
 
     prefill: 45.600 ms  179650.1 tok/s  (...)
@@ -35,10 +39,15 @@ the default sizes are multiples of 2 MiB, so PyTorch's caching allocator asks cu
 for exactly these sizes). Not modelled: rotary embeddings, sampling other than greedy.
 
 Backends for the expert GEMMs: torch (torch._grouped_mm, default), ldmoe (the project's
-kernels/moe/ldmoe.py over libldmoe.so), loop (one matmul per expert; reference, CPU).
+kernels/moe/ldmoe.py over libldmoe.so; --moe grouped, the default: its grouped GEMM in the
+same layer as the torch backend; --moe fused: ldmoe.moe, one call from the routing to the
+combined output), loop (one matmul per expert; reference, CPU). The router (GEMM, softmax,
+top-k, renormalized weights) is the same code in every backend.
 Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own, ldmoe.pack;
---backend ldmoe only). split and packed keep slice d in the d-th 1/D of each weight tensor,
-which is what a split placement homes in domain d.
+--backend ldmoe only; with --moe fused the fused layer's own, ldmoe.pack_moe, which keeps the
+plain shapes and bytes). split and packed keep slice d in the d-th 1/D of each weight tensor,
+which is what a split placement homes in domain d. --moe fused takes plain or packed bf16
+weights (not split, not fp8).
 
 --dtype fp8: the expert weights in float8 e4m3 with a scale per output channel (rowwise),
 quantized once at load; before every expert GEMM the tokens are quantized the same way, one
@@ -136,6 +145,11 @@ def parse_args(argv=None):
                         "of 128 and K of 256, as with the defaults)")
     p.add_argument("--domains", type=int, default=2,
                    help="D of --layout split or packed (default 2)")
+    p.add_argument("--moe", choices=("grouped", "fused"), default=None,
+                   help="MoE layer of --backend ldmoe: grouped (default: sort, gather, the grouped "
+                        "GEMMs over w13 and w2, SwiGLU, combine, as the torch backend) or fused "
+                        "(ldmoe.moe: the routed experts in one library call; bf16, --layout plain "
+                        "or packed)")
     p.add_argument("--ldmoe-mode", choices=("auto", "aware", "unaware", "static"),
                    default="auto", help="scheduling mode of --backend ldmoe (default auto: "
                    "what the shim publishes for the state)")
@@ -206,6 +220,15 @@ def parse_args(argv=None):
                     "(torch._scaled_grouped_mm and libldmoe's FP8 tiles need a CUDA GPU)")
         if a.hidden % 16 or a.ffn % 16:
             p.error("--dtype fp8 needs --hidden and --ffn divisible by 16 (e4m3 rows of 16-byte chunks)")
+    if a.moe is not None and a.backend != "ldmoe":
+        p.error("--moe %s is a choice of --backend ldmoe" % a.moe)
+    a.moe = a.moe or ("grouped" if a.backend == "ldmoe" else None)
+    if a.moe == "fused":
+        if a.layout == "split":
+            p.error("--moe fused takes --layout plain or packed (libldmoe's fused layer reads "
+                    "plain weights or its own packed layout, not split ones)")
+        if a.dtype in ("fp8", "fp32"):
+            p.error("--moe fused runs bf16 weights (use --moe grouped for --dtype %s)" % a.dtype)
     if a.layout == "packed":
         if a.backend != "ldmoe":
             p.error("--layout packed is libldmoe's layout: it needs --backend ldmoe")
@@ -252,10 +275,21 @@ def expert_weight_shape(a, n, k):
     E, D = a.experts, a.domains
     fp8 = a.dtype == "fp8"
     elem = 1 if fp8 else model_elem(a)
+    if a.layout == "packed" and a.moe == "fused":   # ldmoe.pack_moe: bf16 tensors, plain shapes
+        return [E, n, k], E * n * k * 2
     if a.layout == "packed":
         nbytes = packed_bytes(E, n, k, D, fp8)
         return [nbytes], nbytes
     return ([E, n, k] if a.layout == "plain" else [D, E, n // D, k]), E * n * k * elem
+
+
+def expert_weights(F, H):
+    """(name, N, K) of a layer's expert weights [E, N, K], in allocation order: w13 (gate and
+    up fused: rows 0..F-1 gate, F..2F-1 up) and w2."""
+    return (("w13", 2 * F, H), ("w2", H, F))
+
+
+EXPERT_NAMES = ("w13", "w2")
 
 
 def allocation_plan(a):
@@ -263,12 +297,12 @@ def allocation_plan(a):
     elem = model_elem(a)
     E, H, F = a.experts, a.hidden, a.ffn
     plan = []
-    for w, n, k in (("w1", F, H), ("w3", F, H), ("w2", H, F)):   # as Model allocates them
+    for w, n, k in expert_weights(F, H):   # as Model allocates them
         for layer in range(a.layers):
             shape, nbytes = expert_weight_shape(a, n, k)
             plan.append(("layer%d.%s" % (layer, w), shape, nbytes))
     if a.dtype == "fp8":   # fp32 scales per output channel, in the weights' row order
-        for w, n in (("w1", F), ("w3", F), ("w2", H)):
+        for w, n, _ in expert_weights(F, H):
             for layer in range(a.layers):
                 shape = [E, n] if a.layout == "plain" else [a.domains, E, n // a.domains]
                 plan.append(("layer%d.%s_scale" % (layer, w), shape, E * n * 4))
@@ -303,14 +337,14 @@ def print_sizes(a):
             ("%d (%s)" % (seg, fmt_bytes(seg)))
         print("  %-16s %-24s %14d %12s  %s" % (name, "x".join(map(str, shape)), nbytes,
                                                fmt_bytes(nbytes), sees))
-        if ".w" in name and name.split(".")[1] in ("w1", "w2", "w3"):
+        if ".w" in name and name.split(".")[1] in EXPERT_NAMES:
             expert_sizes.append(seg)
     print("# expert weights: %d tensors; policy sizes (what cudaMalloc sees):"
           % len(expert_sizes))
     for s in sorted(set(expert_sizes)):
         print("expert-size: %d  # %s" % (s, fmt_bytes(s)))
     others = {torch_segment_bytes(n)[0] for nm, _, n in plan if nm.split(".")[-1]
-              not in ("w1", "w2", "w3")}
+              not in EXPERT_NAMES}
     clash = sorted(set(expert_sizes) & others)
     if clash:
         print("# warning: other tensors share the expert size(s) %s; a size rule would tag "
@@ -351,10 +385,20 @@ class Gemm:
     `w` is [E, N, K] (plain), [D, E, N/D, K] (split) or ldmoe.PackedWeights (packed); `offs`
     int32 cumulative end offsets of each expert's rows in x (as torch._grouped_mm takes them)."""
 
-    def __init__(self, torch, backend, layout, ldmoe_mode="auto"):
+    def __init__(self, torch, backend, layout, ldmoe_mode="auto", moe=None):
         self.torch, self.backend, self.layout = torch, backend, layout
         self.ldmoe = load_ldmoe() if backend == "ldmoe" else None
         self.ldmoe_mode = ldmoe_mode
+        self.moe = moe if backend == "ldmoe" else None
+        if self.moe == "fused" and not hasattr(self.ldmoe, "moe"):
+            fail("--moe fused: this ldmoe (%s) has no moe(), libldmoe's fused layer; use --moe "
+                 "grouped" % getattr(self.ldmoe, "__file__", "?"))
+
+    def fused(self, h, topv, topi, w13, w2):
+        """The routed experts in one call of libldmoe's fused layer (--moe fused): routing
+        weights applied in its GEMM2 epilogue, the k rows of a token summed in a fixed order."""
+        return self.ldmoe.moe(h.contiguous(), w13, w2, topi.to(self.torch.int32).contiguous(),
+                              topv.contiguous(), mode=self.ldmoe_mode)
 
     def __call__(self, x, w, offs):
         t = self.torch
@@ -395,9 +439,17 @@ class Gemm:
         if self.backend == "torch":
             return self.torch._scaled_grouped_mm(x8, w8.transpose(-2, -1), xs, ws, offs=offs,
                                                  out_dtype=self.torch.bfloat16)
-        # The dequantized reference: exact e4m3 values times their scales, in fp32.
+        # The dequantized reference: exact e4m3 values times their scales, in fp32 (by
+        # blocks of rows: no whole expert weight in fp32, see rows_fp32).
         xd = x8.float() * xs.unsqueeze(1)
-        return loop_grouped_mm(self.torch, xd, w8.float() * ws.unsqueeze(-1), offs)
+        ends = offs.tolist()
+        out = xd.new_empty((xd.shape[0], w8.shape[-2]))
+        start = 0
+        for e, end in enumerate(ends):
+            if end > start:
+                out[start:end] = matmul_rows(self.torch, xd[start:end], w8[e], ws[e])
+            start = end
+        return out
 
 
 def quantize_rowwise(torch, t):
@@ -436,32 +488,58 @@ class Model:
         def alloc(n, k):
             shape, _ = expert_weight_shape(a, n, k)
             return torch.empty(shape, device=dev, dtype=wdtype)
-        self.w1 = [alloc(F, H) for _ in range(a.layers)]
-        self.w3 = [alloc(F, H) for _ in range(a.layers)]
-        self.w2 = [alloc(H, F) for _ in range(a.layers)]
-        self.ref_w1 = self.ref_w2 = None   # packed: layer 0's weights as plain [E, N, K] (--check)
+        # --moe fused --layout packed: ldmoe.pack_moe allocates the packed tensors itself; they
+        # are made below, layer by layer, before anything but the temporaries they are drawn in.
+        fused_packed = packed and a.moe == "fused"
+        self.w13 = [None if fused_packed else alloc(2 * F, H) for _ in range(a.layers)]
+        self.w2 = [None if fused_packed else alloc(H, F) for _ in range(a.layers)]
+        # packed (and fp8): layer 0's weights as drawn, plain [E, N, K] (fp8: (e4m3, scales)),
+        # for the reference of --check.
+        self.ref_w13 = self.ref_w2 = None
+        # Each expert weight is drawn from a generator of its own (seed, name, layer): the same
+        # values whatever the layout, the backend or the order in which they are drawn.
+        self.wgen = lambda name, layer: torch.Generator(device=dev).manual_seed(
+            zlib.crc32(("%d:%s:%d" % (a.seed, name, layer)).encode()))
         if fp8:
-            self.init_fp8(torch, a, dev, dtype, g)
+            self.init_fp8(torch, a, dev, dtype)
         elif packed:
-            # Drawn as plain [E, n, k] in a temporary, then packed into the buffer allocated
-            # above (the temporary is a cudaMalloc of its own; the caching allocator reuses it).
+            # Drawn as plain [E, n, k] in a temporary, then packed (into the buffer allocated
+            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). Each temporary
+            # is a view of a buffer 2 MiB larger than the weights, so that no size rule of a
+            # policy tags it (nor does PyTorch's cache hand its block to a weight later).
             ldmoe = load_ldmoe()
-            for ws, n, k, ref in ((self.w1, F, H, "ref_w1"), (self.w3, F, H, None),
-                                  (self.w2, H, F, "ref_w2")):
-                if ldmoe.packed_bytes(E, n, k, a.domains) != ws[0].numel():
+            for name, n, k in expert_weights(F, H):
+                if not fused_packed and \
+                        ldmoe.packed_bytes(E, n, k, a.domains) != getattr(self, name)[0].numel():
                     fail("packed size mismatch with libldmoe for E=%d N=%d K=%d D=%d"
                          % (E, n, k, a.domains), 1)
-                for layer in range(a.layers):
-                    tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
-                    tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
-                    ws[layer] = ldmoe.pack(tmp, a.domains, out=ws[layer])
-                    if layer == 0 and ref and a.check:
-                        setattr(self, ref, tmp)
-                    del tmp
+            slack = 2 * MiB // torch.tensor([], dtype=dtype).element_size()
+            for layer in range(a.layers):
+                plain = {}
+                for name, n, k in expert_weights(F, H):
+                    tmp = torch.empty(E * n * k + slack, device=dev, dtype=dtype)
+                    plain[name] = tmp[:E * n * k].view(E, n, k)
+                    plain[name].normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
+                    if not fused_packed:
+                        getattr(self, name)[layer] = ldmoe.pack(plain[name], a.domains,
+                                                                out=getattr(self, name)[layer])
+                if fused_packed:
+                    self.w13[layer], self.w2[layer] = pack_fused(ldmoe, plain["w13"], plain["w2"],
+                                                                 a.domains)
+                    for name, n, k in expert_weights(F, H):
+                        w = getattr(self, name)[layer]
+                        w = getattr(w, name, w)        # the tensor a MoePacked holds
+                        if w.numel() * w.element_size() != expert_weight_shape(a, n, k)[1]:
+                            fail("ldmoe.pack_moe made %s of %d bytes, not the %d that "
+                                 "--print-sizes lists" % (name, w.numel() * w.element_size(),
+                                                          expert_weight_shape(a, n, k)[1]), 1)
+                if layer == 0 and a.check:
+                    self.ref_w13, self.ref_w2 = plain["w13"], plain["w2"]
+                del plain
         else:
-            for ws, k in ((self.w1, H), (self.w3, H), (self.w2, F)):
-                for w in ws:
-                    w.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+            for name, _, k in expert_weights(F, H):
+                for layer, w in enumerate(getattr(self, name)):
+                    w.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
         self.embed = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(0, 1, generator=g)
         self.lm_head = torch.empty((a.vocab, H), device=dev, dtype=dtype).normal_(
             0, 1.0 / math.sqrt(H), generator=g)
@@ -486,22 +564,22 @@ class Model:
         self.positions = torch.arange(self.maxlen, device=dev)
         self.gen = g
 
-    def init_fp8(self, torch, a, dev, dtype, g):
+    def init_fp8(self, torch, a, dev, dtype):
         """--dtype fp8: the scales after the weight buffers (allocation_plan's order), then each
         weight drawn in a temporary of the model dtype, quantized rowwise and stored in its buffer
         in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order)."""
         E, H, F, D = a.experts, a.hidden, a.ffn, a.domains
         sshape = (lambda n: (E, n)) if a.layout == "plain" else (lambda n: (D, E, n // D))
         scales = {name: [torch.empty(sshape(n), device=dev, dtype=torch.float32) for _ in range(a.layers)]
-                  for name, n in (("w1", F), ("w3", F), ("w2", H))}
+                  for name, n, _ in expert_weights(F, H)}
         ldmoe = load_ldmoe() if a.layout == "packed" else None
-        for name, ws, n, k, ref in (("w1", self.w1, F, H, "ref_w1"), ("w3", self.w3, F, H, None),
-                                    ("w2", self.w2, H, F, "ref_w2")):
+        for name, n, k in expert_weights(F, H):
+            ws, ref = getattr(self, name), "ref_" + name
             if ldmoe is not None and ldmoe.packed_bytes(E, n, k, D, torch.float8_e4m3fn) != ws[0].numel():
                 fail("packed size mismatch with libldmoe for e4m3 E=%d N=%d K=%d D=%d" % (E, n, k, D), 1)
             for layer in range(a.layers):
                 tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
-                tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=g)
+                tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
                 q, sc = quantize_rowwise(torch, tmp)
                 del tmp
                 s = scales[name][layer]
@@ -514,7 +592,7 @@ class Model:
                         ws[layer].copy_(q.view(E, D, n // D, k).permute(1, 0, 2, 3))
                     else:
                         ws[layer] = ldmoe.pack(q, D, out=ws[layer])
-                if layer == 0 and ref and a.check and a.layout == "packed":
+                if layer == 0 and a.check and a.layout == "packed":
                     setattr(self, ref, (q, sc))
                 ws[layer] = (ws[layer], s)
                 del q, sc
@@ -578,26 +656,8 @@ class Model:
         st.lens.add_(1)
 
     def moe(self, layer, h, gemm):
-        t, a = self.t, self.a
-        T = h.shape[0]
-        probs = t.softmax((h @ self.gate[layer].T).float(), dim=-1)
-        topv, topi = t.topk(probs, a.topk, dim=-1)
-        topv = topv / topv.sum(-1, keepdim=True)
-        flat_e = topi.reshape(-1)
-        sorted_e, order = t.sort(flat_e, stable=True)
-        tok = order // a.topk
-        xs = h.index_select(0, tok)
-        # Per-expert counts without a host sync (bincount would sync to size its output).
-        counts = t.zeros(a.experts, device=h.device, dtype=t.int64)
-        counts.scatter_add_(0, flat_e, t.ones_like(flat_e))
-        offs = t.cumsum(counts, 0).to(t.int32)
-        g1 = gemm(xs, self.w1[layer], offs)
-        g3 = gemm(xs, self.w3[layer], offs)
-        y = gemm(t.nn.functional.silu(g1) * g3, self.w2[layer], offs)
-        y = y * topv.reshape(-1).index_select(0, order).unsqueeze(1).to(y.dtype)
-        out = t.zeros((T, a.hidden), device=h.device, dtype=t.float32)
-        out.index_add_(0, tok, y.float())
-        return out.to(h.dtype)
+        topv, topi = route(self.t, h, self.gate[layer], self.a.topk)
+        return moe_layer(self.t, h, topv, topi, self.w13[layer], self.w2[layer], gemm)
 
     def forward(self, ids, pos, ntok, gemm):
         """ids: [B*ntok] token ids; returns next ids [B] (greedy, from each last token)."""
@@ -609,6 +669,63 @@ class Model:
             x = x + self.moe(layer, self.rms(t, x), gemm)
         last = self.rms(t, x.view(a.batch, ntok, a.hidden)[:, -1])
         return t.argmax(last @ self.lm_head.T, dim=-1)
+
+
+def route(torch, h, gate, topk):
+    """The router, the same code in every backend: logits h @ gate^T, softmax in fp32, the
+    top-k experts of each token and their probabilities renormalized to sum to 1. Returns
+    (weights fp32 [T, k], expert ids int64 [T, k])."""
+    probs = torch.softmax((h @ gate.T).float(), dim=-1)
+    topv, topi = torch.topk(probs, topk, dim=-1)
+    return topv / topv.sum(-1, keepdim=True), topi
+
+
+def moe_layer(torch, h, topv, topi, w13, w2, gemm):
+    """The routed experts of one MoE layer: out[t] = sum_j topv[t, j] * FFN_{topi[t, j]}(h[t]),
+    FFN_e(x) = w2[e] . (silu(gate_e . x) * (up_e . x)), with w13[e] = [gate_e; up_e]. Through
+    libldmoe's fused layer when `gemm` is an ldmoe Gemm with moe "fused", else moe_grouped."""
+    if getattr(gemm, "moe", None) == "fused":
+        return gemm.fused(h, topv, topi, w13, w2)
+    return moe_grouped(torch, h, topv, topi, w13, w2, gemm)
+
+
+def moe_grouped(torch, h, topv, topi, w13, w2, gemm):
+    """The layer as a PyTorch server runs it over a grouped GEMM (`gemm`, any backend): the
+    T*k (token, expert) pairs sorted by expert, the tokens gathered, one grouped GEMM over w13,
+    SwiGLU, one over w2, each row times its routing weight in fp32, the rows put back in
+    (token, slot) order and each token's k rows summed in fp32. The sum has a fixed order (no
+    atomics): the same inputs give the same bits every run."""
+    t = torch
+    T, k = topi.shape
+    w = w13[0] if isinstance(w13, tuple) else w13     # --dtype fp8: (weights, scales)
+    E = w.E if hasattr(w, "E") else w.shape[-3]       # PackedWeights; [E, N, K]; [D, E, N/D, K]
+    flat_e = topi.reshape(-1)
+    _, order = t.sort(flat_e, stable=True)
+    xs = h.index_select(0, order // k)
+    # Per-expert counts without a host sync (bincount would sync to size its output).
+    counts = t.zeros(E, device=h.device, dtype=t.int64)
+    counts.scatter_add_(0, flat_e, t.ones_like(flat_e))
+    offs = t.cumsum(counts, 0).to(t.int32)
+    g = gemm(xs, w13, offs)
+    F = g.shape[1] // 2
+    y = gemm(t.nn.functional.silu(g[:, :F]) * g[:, F:], w2, offs)
+    y = y.float() * topv.reshape(-1).index_select(0, order).unsqueeze(1)
+    rows = t.empty_like(y)
+    rows.index_copy_(0, order, y)                     # back to (token, slot) order
+    return rows.view(T, k, -1).sum(1).to(h.dtype)
+
+
+def pack_fused(ldmoe, w13, w2, D):
+    """w13 [E, 2F, H] and w2 [E, H, F] (plain) in the fused layer's packed layout
+    (ldmoe.pack_moe). Returns what ldmoe.moe takes as (w13, w2): the packed object and the w2
+    it holds."""
+    fn = getattr(ldmoe, "pack_moe", None)
+    if fn is None:
+        fail("--moe fused --layout packed: this ldmoe has no pack_moe(); use --layout plain", 1)
+    packed = fn(w13, w2, D=D)
+    if isinstance(packed, tuple):
+        return packed
+    return packed, getattr(packed, "w2", None)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -864,31 +981,94 @@ def report_profile(a, events, nsteps, span_ms, gpu, timed_ms):
                                                    "kernels" if gpu else "operator calls"))
 
 
+def rows_fp32(w, scale=None, chunk=1024):
+    """w [N, K] (bf16, fp32 or e4m3) as fp32 blocks of `chunk` rows (times scale [N], one per
+    row). A reference never holds a whole expert weight in fp32: such a temporary could have
+    the size of a weight tensor of another config, which a policy's size rule would tag."""
+    for n0 in range(0, w.shape[0], chunk):
+        r = w[n0:n0 + chunk].float()
+        yield r if scale is None else r * scale[n0:n0 + chunk].float().unsqueeze(1)
+
+
+def matmul_rows(torch, x, w, scale=None):
+    """x [M, K] fp32 times (w [N, K] * scale)^T in fp32, block by block of w's rows."""
+    return torch.cat([x @ r.T for r in rows_fp32(w, scale)], dim=1)
+
+
+def expert_blocks(w, e):
+    """Expert e's rows of an expert weight, as (rows [n, K], their scales or None) in row
+    order: plain [E, N, K] or split [D, E, N/D, K]; --dtype fp8: (e4m3 weights, scales)."""
+    q, sc = w if isinstance(w, tuple) else (w, None)
+    if q.dim() == 4:
+        return [(q[d, e], None if sc is None else sc[d, e]) for d in range(q.shape[0])]
+    return [(q[e], None if sc is None else sc[e])]
+
+
+def reference_layer(torch, h, topv, topi, w13, w2, fp8=False):
+    """The MoE layer written out plainly in fp32, token by expert, for --check: no sort, no
+    grouped GEMM, no combine kernel. fp8: the tokens and the SwiGLU output quantized rowwise
+    (and dequantized) as the FP8 backends do before each GEMM."""
+    def q(t):
+        if not fp8:
+            return t
+        t8, sc = quantize_rowwise(torch, t)
+        return t8.float() * sc.unsqueeze(1)
+
+    def ffn(x, w, e):
+        return torch.cat([matmul_rows(torch, x, blk, sc) for blk, sc in expert_blocks(w, e)], dim=1)
+    x = q(h.float())
+    out = None
+    for e in topi.unique().tolist():
+        rows, slots = (topi == e).nonzero(as_tuple=True)
+        g = ffn(x[rows], w13, e)
+        F = g.shape[1] // 2
+        y = ffn(q(torch.nn.functional.silu(g[:, :F]) * g[:, F:]), w2, e)
+        if out is None:
+            out = torch.zeros((h.shape[0], y.shape[1]), device=h.device, dtype=torch.float32)
+        out.index_add_(0, rows, y * topv[rows, slots].unsqueeze(1))
+    return out
+
+
 def run_check(torch, model, gemm, dev, dtype):
-    """Backend vs the loop reference on layer 0's experts with a random routing."""
+    """The backend against the loop reference on layer 0 (weights as drawn, plain where the
+    backend reads them packed): each grouped GEMM alone on random rows and a random expert
+    split (--moe grouped and the torch backend), then the whole MoE layer (router, experts,
+    combine) on 64 random tokens routed by the layer's own router."""
     a = model.a
     T = 64
     g = torch.Generator(device=dev)
     g.manual_seed(a.seed + 1)
-    x = torch.randn((T * a.topk, a.hidden), device=dev, dtype=dtype, generator=g)
-    counts = torch.bincount(torch.randint(0, a.experts, (T * a.topk,), device=dev, generator=g),
-                            minlength=a.experts)
-    offs = torch.cumsum(counts, 0).to(torch.int32)
-    # packed: the reference reads layer 0's weights as drawn (plain), the backend the packed copy.
     packed = a.layout == "packed"
     ref = Gemm(torch, "loop", "plain" if packed else a.layout)
-    worst = 0.0
-    for i, w in enumerate((model.w1[0], model.w2[0])):
-        wr = (model.ref_w1, model.ref_w2)[i] if packed else w
-        xin = x if i == 0 else torch.randn((T * a.topk, a.ffn), device=dev, dtype=dtype, generator=g)
-        y, r = gemm(xin, w, offs).float(), ref(xin, wr, offs).float()
-        err = ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
-        worst = max(worst, err)
+    w13r, w2r = (model.ref_w13, model.ref_w2) if packed else (model.w13[0], model.w2[0])
     tol = 2e-2 if dtype != torch.float32 else 1e-4
     if a.dtype == "fp8":   # both sides read the same e4m3 values; bf16 output rounding, fp32 sums
         tol = 3e-2 if a.backend != "loop" else 1e-4
-    print("check: backend %s vs loop reference: max relative error %.2e (tolerance %.0e)"
-          % (a.backend, worst, tol))
+
+    def rel(y, r):
+        y, r = y.float(), r.float()
+        if not bool(torch.isfinite(y).all()):
+            return float("inf")
+        return ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
+    worst = 0.0
+    if getattr(gemm, "moe", None) != "fused":
+        counts = torch.bincount(torch.randint(0, a.experts, (T * a.topk,), device=dev, generator=g),
+                                minlength=a.experts)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        for w, wr, k in ((model.w13[0], w13r, a.hidden), (model.w2[0], w2r, a.ffn)):
+            xin = torch.randn((T * a.topk, k), device=dev, dtype=dtype, generator=g)
+            worst = max(worst, rel(gemm(xin, w, offs), ref(xin, wr, offs)))
+        print("check: backend %s vs loop reference: max relative error %.2e (tolerance %.0e; "
+              "grouped GEMMs over w13 and w2)" % (a.backend, worst, tol))
+    h = torch.randn((T, a.hidden), device=dev, dtype=dtype, generator=g)
+    topv, topi = route(torch, h, model.gate[0], a.topk)
+    y = moe_layer(torch, h, topv, topi, model.w13[0], model.w2[0], gemm)
+    r = reference_layer(torch, h, topv, topi, w13r, w2r, a.dtype == "fp8")
+    err = rel(y, r)
+    worst = max(worst, err)
+    what = "ldmoe %s" % gemm.moe if a.backend == "ldmoe" else a.backend
+    print("check: backend %s vs loop reference: max relative error %.2e (tolerance %.0e; MoE "
+          "layer, %d tokens, top-%d of %d experts)" % (what, err, tol, T, a.topk, a.experts))
     if not worst <= tol:
         fail("check failed: backend %s disagrees with the reference" % a.backend, 1)
 
@@ -938,8 +1118,8 @@ def main(argv=None):
              % torch.__version__)
 
     need = sum(n for _, _, n in allocation_plan(a))
-    if a.layout == "packed":   # the plain temporaries the weights are drawn in (Model)
-        need += (3 if a.check else 1) * a.experts * a.ffn * a.hidden * 2
+    if a.layout == "packed":   # the plain temporaries a layer's weights are drawn in (Model)
+        need += (2 if a.check else 1) * 3 * a.experts * a.ffn * a.hidden * 2
     if dev.type == "cuda":
         free, total = torch.cuda.mem_get_info(dev)
         if need * 1.3 > free:
@@ -947,7 +1127,7 @@ def main(argv=None):
                  "is free; shrink --layers/--experts/--ffn/--batch" % (need / 2**30, free / 2**30))
     if a.backend == "ldmoe" and dev.type != "cuda":
         fail("--backend ldmoe needs a CUDA device")
-    gemm = Gemm(torch, a.backend, a.layout, a.ldmoe_mode)
+    gemm = Gemm(torch, a.backend, a.layout, a.ldmoe_mode, a.moe)
     with torch.inference_mode():
         model = Model(torch, a, dev, dtype)
         name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"

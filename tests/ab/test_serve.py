@@ -94,15 +94,16 @@ class TestServeNoGpu(unittest.TestCase):
 
     def test_default_sizes_match_policies(self):
         sizes, text = expert_sizes()
-        self.assertEqual(sizes, [939524096])
-        self.assertEqual(sizes[0] % (2 * MiB), 0)
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123] ", text, re.M)), 6)
-        self.assertNotIn("warning", text)   # no other tensor has the expert size
+        self.assertEqual(sizes, [939524096, 1879048192])     # w2, w13 (gate and up fused)
+        self.assertTrue(all(x % (2 * MiB) == 0 for x in sizes))
+        self.assertEqual(len(re.findall(r"^  layer\d\.w13 +8x28672x4096 +1879048192 ", text, re.M)), 2)
+        self.assertEqual(len(re.findall(r"^  layer\d\.w2 +8x4096x14336 +939524096 ", text, re.M)), 2)
+        self.assertNotIn("warning", text)   # no other tensor has an expert size
         fp8, text8 = expert_sizes("--dtype", "fp8")   # one byte per weight: half the size
-        self.assertEqual(fp8, [sizes[0] // 2])
+        self.assertEqual(fp8, [x // 2 for x in sizes])
         self.assertNotIn("warning", text8)
-        for pol in POLICIES:   # rule experts, then rule experts-fp8
-            self.assertEqual(policy_sizes(pol), sizes + fp8, pol)
+        for pol in POLICIES:   # rule experts-w13, experts, experts-fp8: every size once
+            self.assertEqual(policy_sizes(pol), sorted(set(sizes + fp8), reverse=True), pol)
             with open(pol) as f:
                 self.assertRegex(f.read(), r"(?m)^placement\s*=\s*split")
         with open(POLICIES[1]) as f:
@@ -116,15 +117,17 @@ class TestServeNoGpu(unittest.TestCase):
         sizes, text = expert_sizes()
         fp8, text8 = expert_sizes("--dtype", "fp8")
         others = [int(m) for t in (text, text8)
-                  for m in re.findall(r"^  (?!layer\d\.w[123] )\S+ +\S+ +\d+ +\S+ MiB"
+                  for m in re.findall(r"^  (?!layer\d\.w(?:13|2) )\S+ +\S+ +\d+ +\S+ MiB"
                                       r"  (\d+) ", t, re.M)]
         self.assertGreater(len(others), 5)
+        rule = {sizes[1]: "rule experts-w13", sizes[0]: "rule experts", fp8[1]: "rule experts",
+                fp8[0]: "rule experts-fp8"}
+        self.assertEqual(sorted(rule), [448 * MiB, 896 * MiB, 1792 * MiB])
         for pol in POLICIES:
             r = subprocess.run([cli, "check", pol], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for size, want in [(sizes[0], "rule experts"), (sizes[0] - 2 * MiB, "untagged"),
-                               (sizes[0] + 2 * MiB, "untagged"), (fp8[0], "rule experts-fp8"),
-                               (fp8[0] - 2 * MiB, "untagged"), (fp8[0] + 2 * MiB, "untagged")] + \
+            for size, want in [(x, w) for x, w in rule.items()] + \
+                    [(x + d, "untagged") for x in rule for d in (-2 * MiB, 2 * MiB)] + \
                     [(o, "untagged") for o in others]:
                 r = subprocess.run([cli, "match", pol, str(size)], capture_output=True,
                                    text=True)
@@ -134,23 +137,36 @@ class TestServeNoGpu(unittest.TestCase):
     def test_shrunk_config_prints_rounded_size(self):
         sizes, _ = expert_sizes("--experts", "6", "--hidden", "1000", "--ffn", "3000",
                                 "--heads", "8", "--kv-heads", "4")
-        # 6*3000*1000*2 = 36000000 B -> the allocator rounds to 2 MiB: 18 * 2 MiB
-        self.assertEqual(sizes, [18 * 2 * MiB])
+        # w2: 6*1000*3000*2 = 36000000 B -> the allocator rounds to 2 MiB: 18 * 2 MiB;
+        # w13: 72000000 B -> 35 * 2 MiB
+        self.assertEqual(sizes, [18 * 2 * MiB, 35 * 2 * MiB])
         sizes, _ = expert_sizes("--layout", "split")
-        self.assertEqual(sizes, [939524096])   # same bytes in the split layout
+        self.assertEqual(sizes, [939524096, 1879048192])   # same bytes in the split layout
 
 
     def test_packed_layout_sizes(self):
         """--layout packed: libldmoe's packed bytes (the plain bytes for the defaults, padded
         row and k blocks otherwise), and the formula is the library's own."""
-        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe")
-        self.assertEqual(sizes, [939524096])   # N/D multiple of 128, K of 256: no padding
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123] +939524096 ", text, re.M)), 6)
-        # 8 experts, N=1000, K=520, D=2: 4 row blocks of 128 per slice (500 rows), 12 k blocks
-        # (3 x 256 k): 2*8*4*12 boxes of 16 KiB; w2 (N=520, K=1000) comes to the same.
+        for moe in ("grouped", "fused"):
+            sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", moe)
+            self.assertEqual(sizes, [939524096, 1879048192])   # N/D multiple of 128, K of 256: no padding
+            self.assertEqual(len(re.findall(r"^  layer\d\.w13 +\S+ +1879048192 ", text, re.M)), 2)
+            self.assertEqual(len(re.findall(r"^  layer\d\.w2 +\S+ +939524096 ", text, re.M)), 2)
+        # 8 experts, ffn 1000, hidden 520, D=2: w13 (N=2000, K=520) 8 row blocks of 128 per
+        # slice (1000 rows), 12 k blocks (3 x 256 k): 2*8*8*12 boxes of 16 KiB; w2 (N=520,
+        # K=1000): 3 row blocks (260 rows), 16 k blocks: 2*8*3*16.
         sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--ffn", "1000",
                                 "--hidden", "520", "--no-attention")
-        self.assertEqual(sizes, [2 * 8 * 4 * 12 * 16384])
+        self.assertEqual(sizes, [2 * 8 * 3 * 16 * 16384, 2 * 8 * 8 * 12 * 16384])
+        # --moe fused: ldmoe.pack_moe keeps the plain shapes and bytes (bf16), padding or not
+        # (H = 640: the grouped GEMM's packed w13 pads k to 768)
+        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "fused",
+                                   "--ffn", "2048", "--hidden", "640", "--no-attention")
+        self.assertEqual(sizes, [8 * 640 * 2048 * 2, 8 * 4096 * 640 * 2])
+        self.assertRegex(text, r"(?m)^  layer0\.w13 +8x4096x640 +41943040 ")
+        sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "grouped",
+                                "--ffn", "2048", "--hidden", "640", "--no-attention")
+        self.assertEqual(sizes[1], 2 * 8 * 16 * 12 * 16384)
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         self.assertTrue(os.path.exists(lib_path), "%s missing: run make" % lib_path)
@@ -158,7 +174,7 @@ class TestServeNoGpu(unittest.TestCase):
         lib = ctypes.CDLL(lib_path)
         lib.ldmoe_packed_bytes.restype = ctypes.c_size_t
         lib.ldmoe_packed_bytes.argtypes = [ctypes.c_int] * 4
-        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1000, 520, 2),
+        for E, N, K, D in [(8, 28672, 4096, 2), (8, 4096, 14336, 2), (8, 2000, 520, 2), (8, 520, 1000, 2),
                            (128, 1536, 2048, 2), (3, 64, 72, 1), (5, 384, 320, 4), (1, 8, 8, 8)]:
             self.assertEqual(s.packed_bytes(E, N, K, D), lib.ldmoe_packed_bytes(E, N, K, D),
                              (E, N, K, D))
@@ -288,6 +304,26 @@ class TestServeNoGpu(unittest.TestCase):
         self.assertEqual(out.getvalue(), "busy: not measured (torch.profiler recorded no GPU "
                                          "kernels; is CUPTI available?)\n")
 
+    def test_moe_option(self):
+        """--moe: grouped by default with --backend ldmoe, nothing for the other backends;
+        fused refused where the fused layer cannot run, with the reason."""
+        s = load_serve()
+        for args, moe in [([], None), (["--backend", "ldmoe"], "grouped"),
+                          (["--backend", "ldmoe", "--moe", "fused"], "fused"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed"], "fused")]:
+            self.assertEqual(s.parse_args(args).moe, moe, args)
+        for args, msg in [(["--moe", "fused"], "--moe fused is a choice of --backend ldmoe"),
+                          (["--moe", "grouped", "--backend", "loop"], "is a choice of --backend ldmoe"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "split"],
+                           "--moe fused takes --layout plain or packed"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--dtype", "fp8"],
+                           "--moe fused runs bf16 weights"),
+                          (["--backend", "ldmoe", "--moe", "sparse"], "invalid choice")]:
+            r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
     def test_packed_layout_errors(self):
         for args, msg in [(["--layout", "packed"], "needs --backend ldmoe"),
                           (["--layout", "packed", "--backend", "ldmoe", "--dtype", "fp32"],
@@ -306,18 +342,19 @@ class TestServeNoGpu(unittest.TestCase):
         """--dtype fp8: e4m3 expert weights (half the bf16 bytes), their scales listed after
         them, packed sizes as libldmoe's ldmoe_packed_bytes_fp8; the refusals that need no GPU."""
         sizes, text = expert_sizes("--dtype", "fp8")
-        self.assertEqual(sizes, [469762048])   # 8 x 14336 x 4096 bytes
-        self.assertEqual(len(re.findall(r"^  layer\d\.w[123]_scale +8x(14336|4096) ", text, re.M)), 6)
-        self.assertLess(text.index("layer1.w2 "), text.index("layer0.w1_scale"))   # weights first
+        self.assertEqual(sizes, [469762048, 939524096])   # 8 x 4096 x 14336, 8 x 28672 x 4096 bytes
+        self.assertEqual(len(re.findall(r"^  layer\d\.w13_scale +8x28672 ", text, re.M)), 2)
+        self.assertEqual(len(re.findall(r"^  layer\d\.w2_scale +8x4096 ", text, re.M)), 2)
+        self.assertLess(text.index("layer1.w2 "), text.index("layer0.w13_scale"))   # weights first
         sizes, _ = expert_sizes("--dtype", "fp8", "--layout", "packed", "--backend", "ldmoe")
-        self.assertEqual(sizes, [469762048])
+        self.assertEqual(sizes, [469762048, 939524096])
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         import ctypes
         lib = ctypes.CDLL(lib_path)
         lib.ldmoe_packed_bytes_fp8.restype = ctypes.c_size_t
         lib.ldmoe_packed_bytes_fp8.argtypes = [ctypes.c_int] * 4
-        for E, N, K, D in [(8, 14336, 4096, 2), (8, 4096, 14336, 2), (8, 1008, 528, 2), (3, 64, 80, 1), (1, 8, 16, 8)]:
+        for E, N, K, D in [(8, 28672, 4096, 2), (8, 4096, 14336, 2), (8, 1008, 528, 2), (3, 64, 80, 1), (1, 8, 16, 8)]:
             self.assertEqual(s.packed_bytes(E, N, K, D, fp8=True), lib.ldmoe_packed_bytes_fp8(E, N, K, D), (E, N, K, D))
         for args, msg in [(["--dtype", "fp8", "--device", "cpu", "--backend", "torch"], "use --backend loop"),
                           (["--dtype", "fp8", "--device", "cpu", "--backend", "ldmoe"], "use --backend loop"),
@@ -409,7 +446,10 @@ class TestServeRun(unittest.TestCase):
             r = self.run_tiny("--dtype", "fp8", "--layout", layout, "--check", "--no-graphs", "--no-busy")
             if r is None:
                 return
-            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error")
+            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error "
+                                       r"[0-9.e+-]+ \(tolerance 1e-04; grouped GEMMs over w13 and w2\)$")
+            self.assertRegex(r.stdout, r"(?m)^check: backend loop vs loop reference: max relative error "
+                                       r"[0-9.e+-]+ \(tolerance 1e-04; MoE layer, 64 tokens, top-2 of 4 experts\)$")
             outs[layout] = [ln for ln in r.stdout.splitlines() if ln.startswith("generated:")]
             self.assertEqual(len(outs[layout]), 1, r.stdout)
         self.assertEqual(outs["plain"], outs["split"])
@@ -483,6 +523,72 @@ class TestServeRun(unittest.TestCase):
             self.assertEqual(rows["full"]["ok"], 2)
             self.assertGreater(rows["full"]["median"], 0.0)
             self.assertEqual(rows["full"]["verdict"], "too few runs")   # 2 runs a side
+
+
+class TestBenchLayer(unittest.TestCase):
+    """bench/moe/bench_layer.py (the MoE layer benchmark, which runs serve.py's layer): its
+    options without a GPU, and its Triton peer (bench/moe/triton_moe.py) on the CPU under
+    Triton's interpreter where a python with torch and Triton is at hand (fp32: the
+    interpreter's bf16 dot is not exact)."""
+    BENCH = os.path.join(ROOT, "bench", "moe", "bench_layer.py")
+
+    def test_help_and_bad_options(self):
+        r = subprocess.run([sys.executable, self.BENCH, "--help"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for opt in ("--shapes", "--tokens", "--reps", "--quick", "--out", "--pipelines"):
+            self.assertIn(opt, r.stdout)
+        for args, msg in [(["--shapes", "llama"], "unknown shape 'llama'"),
+                          (["--tokens", "0"], "each in 1..65536"),
+                          (["--tokens", "1,x"], "comma-separated list of integers"),
+                          (["--pipelines", "vllm"], "unknown pipeline 'vllm'"),
+                          (["--reps", "2"], "--reps must be in 3..100000")]:
+            r = subprocess.run([sys.executable, self.BENCH] + args, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+
+    def test_triton_peer_interpreted(self):
+        py = torch_python()
+        if py is None or subprocess.run([py, "-c", "import triton"], capture_output=True).returncode:
+            # Without them (CI): the benchmark itself refuses clearly, and nothing is skipped.
+            r = subprocess.run([py or sys.executable, self.BENCH, "--quick"], capture_output=True,
+                               text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertRegex(r.stderr, r"bench_layer.py: (PyTorch is not installed|no CUDA GPU visible)")
+            return
+        code = r"""
+import math, sys, torch
+sys.path.insert(0, sys.argv[1])
+import triton_moe as tm
+torch.manual_seed(0)
+for T, E, k, H, I in [(1, 8, 2, 64, 32), (37, 8, 2, 96, 64), (20, 128, 8, 64, 32)]:
+    x = torch.randn(T, H)
+    w13 = torch.randn(E, 2 * I, H) / math.sqrt(H)
+    w2 = torch.randn(E, H, I) / math.sqrt(I)
+    p = (torch.randn(T, E) * torch.exp(torch.randn(E))).softmax(-1)
+    tv, ti = p.topk(k, -1)
+    tv = tv / tv.sum(-1, keepdim=True)
+    out = tm.fused_experts(x, w13, w2, ti, tv)
+    ref = torch.zeros(T, H)
+    for t in range(T):
+        for j in range(k):
+            g = w13[ti[t, j]] @ x[t]
+            ref[t] += tv[t, j] * (w2[ti[t, j]] @ (torch.nn.functional.silu(g[:I]) * g[I:]))
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    BM = tm.block_m(T * k, E)
+    sid, eid, npad, nb = tm.align(ti, E, BM)
+    rows = [v for v in sid.tolist() if v < T * k]
+    assert sorted(rows) == list(range(T * k)), "align: every (token, slot) once"
+    flat = ti.reshape(-1).tolist()
+    assert all(eid[i // BM].item() == flat[v] for i, v in enumerate(sid.tolist()) if v < T * k)
+    assert all(eid[b].item() == -1 for b in range(int(npad) // BM, nb))
+    print("case", T, E, k, "err %.3g" % err)
+    assert err < 1e-5, err
+"""
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        r = subprocess.run([py, "-c", code, os.path.join(ROOT, "bench", "moe")], capture_output=True,
+                           text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("case "), 3, r.stdout)
 
 
 if __name__ == "__main__":
