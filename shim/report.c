@@ -10,6 +10,7 @@
 #include "shim/registry.h"
 #include "shim/track.h"
 #include "shim/topology.h"
+#include "shim/vmm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -185,6 +186,15 @@ static void build(buf_t *b) {
     put(b, "  \"pool\": {\"hits\": %llu, \"misses\": %llu, \"trims\": %llu, \"cached_bytes\": %llu, \"cap\": %llu},\n",
         (unsigned long long)ps.hits, (unsigned long long)ps.misses, (unsigned long long)ps.trims,
         (unsigned long long)ps.cached_bytes, (unsigned long long)ps.cap);
+
+    /* The native backend's read-back of each fresh slice (vmm.c): pieces, and ranges
+     * discarded (their requests fell back; the fallbacks below say why). */
+    ld_readback_stats_t rb;
+    ld_vmm_readback_stats(&rb);
+    put(b, "  \"readback\": {\"right\": %llu, \"wrong_domain\": %llu, \"not_localized\": %llu, \"unverified\": %llu, "
+           "\"discarded\": %llu},\n",
+        (unsigned long long)rb.right, (unsigned long long)rb.wrong_domain, (unsigned long long)rb.not_localized,
+        (unsigned long long)rb.unverified, (unsigned long long)rb.discarded);
 
     ld_fallback_t fb[32];
     size_t nfb = ld_fallbacks(fb, 32);

@@ -4,6 +4,7 @@
 #include "shim/pool.h"
 #include "shim/registry.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,54 @@ static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, si
     CUresult r;
     LD_POOL_RETRY_OOM(d, r, dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n));
     return r;
+}
+
+/* --- read-back: is each slice homed where it was asked? ------------------------------------
+ * The reference study's discard rule: the driver's own answer
+ * (CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, 13.4+) for every piece of a fresh range; a
+ * piece homed elsewhere, or not localized (-1), discards the range and the request falls
+ * back. A driver that does not know the attribute is trusted and counted "unverified". */
+static atomic_uint_fast64_t rb_right, rb_wrong, rb_unlocalized, rb_unverified, rb_discarded;
+
+void ld_vmm_readback_stats(ld_readback_stats_t *o) {
+    o->right = atomic_load(&rb_right);
+    o->wrong_domain = atomic_load(&rb_wrong);
+    o->not_localized = atomic_load(&rb_unlocalized);
+    o->unverified = atomic_load(&rb_unverified);
+    o->discarded = atomic_load(&rb_discarded);
+}
+
+void ld_vmm_readback_reset(void) {
+    atomic_store(&rb_right, 0);
+    atomic_store(&rb_wrong, 0);
+    atomic_store(&rb_unlocalized, 0);
+    atomic_store(&rb_unverified, 0);
+    atomic_store(&rb_discarded, 0);
+}
+
+/* 0: homed in `domain` (or unverifiable); -1: not, with `why` a stable reason (the report
+ * counts fallbacks by reason) and the detail logged. */
+static int read_back(const ld_driver_t *d, CUdeviceptr p, int domain, char *why, size_t n) {
+    int got = -2;
+    CUresult rc = d->cuPointerGetAttribute ? d->cuPointerGetAttribute(&got, LD_CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, p)
+                                           : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        atomic_fetch_add(&rb_unverified, 1);
+        return 0;
+    }
+    if (got == domain) {
+        atomic_fetch_add(&rb_right, 1);
+        return 0;
+    }
+    if (got < 0) {
+        atomic_fetch_add(&rb_unlocalized, 1);
+        snprintf(why, n, "read-back: a slice is not localized (ordinal %d); discarded", got);
+    } else {
+        atomic_fetch_add(&rb_wrong, 1);
+        snprintf(why, n, "read-back: a slice is homed in another domain than asked; discarded");
+    }
+    LD_INFO("read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
+    return -1;
 }
 
 /* Grant access to `mask`'s devices other than those in r->access_mask. */
@@ -123,6 +172,13 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         snprintf(why, n, "cuMemSetAccess: %s", ld_cu_errname(rc));
         goto undo;
     }
+    if (dv->backend->verifies_home)
+        for (int i = 0; i < nslices; i++)
+            if (read_back(d, r->base + (CUdeviceptr)i * r->slice, domain_of[i], why, n) != 0) {
+                atomic_fetch_add(&rb_discarded, 1);
+                rc = CUDA_ERROR_INVALID_VALUE;
+                goto undo;
+            }
     return CUDA_SUCCESS;
 
 undo:

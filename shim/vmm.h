@@ -54,6 +54,13 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);
  * driver call (tests). Returns the bytes released. */
 uint64_t ld_vmm_trim(const ld_driver_t *d, int dev);
 
+/* The read-back of fresh slices (native backend): pieces homed as asked, homed in another
+ * domain, not localized (-1), not verifiable (the driver lacks the attribute: trusted), and
+ * ranges discarded for it (each such request fell back). */
+typedef struct { uint64_t right, wrong_domain, not_localized, unverified, discarded; } ld_readback_stats_t;
+void ld_vmm_readback_stats(ld_readback_stats_t *out);
+void ld_vmm_readback_reset(void);
+
 /* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
  * what the pool keeps and make it once more, so kept ranges never cost the program memory.
  * Only the call is repeated: whatever decided and counted the request did so once. */

@@ -385,21 +385,23 @@ FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CU
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p = (uintptr_t)dptr, base = 0;
     size_t size = 0;
-    int dev = -1, i, vmm = 0;
+    int dev = -1, i, vmm = 0, home = -1;
     void *pool = NULL;
     fk_lock();
     if ((i = fk_find_plain(p)) >= 0) {
         base = plains[i].base; size = plains[i].size; dev = plains[i].device; pool = plains[i].pool;
+        if (plains[i].kind == 1) home = plains[i].domain;     /* a localized pool's memory */
     }
     else if ((i = fk_find_map(p)) >= 0) {
         base = maps[i].base; size = maps[i].size; dev = handles[maps[i].handle].device; vmm = 1;
+        home = handles[maps[i].handle].domain;
     } else if ((i = fk_find_global(p)) >= 0) {
         base = globals[i].base; size = globals[i].size; dev = globals[i].device;
     }
     fk_unlock();
     if (dev < 0) return CUDA_ERROR_INVALID_VALUE;
     if (dev >= fk.ndevices) dev = 0;   /* imported from an MPS-derived device */
-    switch (attr) {
+    switch ((int)attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = (CUcontext)&fk.primary[dev]; break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)data = CU_MEMORYTYPE_DEVICE; break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = dptr; break;
@@ -411,6 +413,10 @@ FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CU
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned int *)data = !vmm; break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = (unsigned long long)base; break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = (CUmemoryPool)pool; break;
+    case 22:   /* LOCALITY_DOMAIN_ORDINAL (13.4): a driver that knows domains knows it */
+        if (fk.ndomains <= 0 || fk.readback_mode == 3) return CUDA_ERROR_INVALID_VALUE;
+        *(int *)data = home;
+        break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -486,6 +492,10 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
     if (over) return CUDA_ERROR_OUT_OF_MEMORY;
     int fd = fk_memfd(size, dev, domain);
     fk_lock();
+    /* FAKE_CUDA_READBACK: home a localized handle elsewhere, or nowhere. */
+    if ((int)prop->location.type == 6 && size > FK_GRANULARITY && fk.readback_mode &&
+        fk.readback_mode != 3 && (++fk.readback_seen == fk.readback_nth || !fk.readback_nth))
+        domain = fk.readback_mode == 1 ? (domain + 1) % fk.ndomains : -1;
     if (fd < 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     else r = fk_add_handle((fk_handle_t){ .used = 1, .fd = fd, .device = dev, .domain = domain,
                                           .size = size,
