@@ -1,5 +1,6 @@
 /* vmm.h — the owner of a localized range's life (doc/shim.md, "The life of a range"): one
- * reserved VA range, one physical handle per slice (from the device's backend), one access
+ * reserved VA range, physical handles of at most a chunk (ld_vmm_chunk) per slice from the
+ * device's backend, mapped back to back, one access
  * grant; its registration, free, peer grants, keeping in the pool (pool.h, which hands it
  * out again without any driver call), trimming, teardown with its context and at exit.
  *
@@ -35,6 +36,10 @@ int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base);
  * them down (not into the pool: their context dies). Returns how many there were. */
 size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
                           CUcontext first);
+
+/* Bytes per physical handle of a `slice`-byte slice on dv: LDSHIM_CHUNK, else 32 MiB where
+ * memory is localized (native, mlopart) and the whole slice on the emulated backend. */
+size_t ld_vmm_chunk(const ld_device_t *dv, size_t slice);
 
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);

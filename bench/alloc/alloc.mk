@@ -34,3 +34,10 @@ test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so $(BUILD)/fake/l
 	  $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-bench-alloc-onfake
 
 TEST_SUITES += test-bench-alloc-selftest test-bench-alloc-onfake
+
+# chunk_cycle: the create-to-free cycle by bytes per physical handle (issue 43). Driver API only.
+CHUNKCYCLE_BIN := $(BUILD)/bench/alloc/chunk_cycle
+$(CHUNKCYCLE_BIN): $(BENCHALLOC_DIR)/chunk_cycle.c shim/ldshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+ALL_TARGETS += $(CHUNKCYCLE_BIN)
