@@ -1,6 +1,7 @@
 """cases_blackwell.py — the Blackwell paths that verify themselves (issue 43), on the fake
 driver: the read-back of every native slice (FAKE_CUDA_READBACK homes memory wrongly, not at
-all, or does not know the attribute)."""
+all, or does not know the attribute); localized slices built from handles of at most a chunk
+(LDSHIM_CHUNK forces one; 32 MiB on native by default, one per slice on emulated)."""
 from run_cases import Case, Fail, report_check, stderr_matches
 
 NATIVE = {"FAKE_CUDA_DOMAINS": 2}
@@ -53,4 +54,63 @@ def cases(a):
     # The emulated backend has no home to verify: nothing is read back.
     C.append(Case("rb/emulated", "t_driver", ["alloc", "link", "8MiB"], "emulated.policy", env=NATIVE,
                   expect={"a_shim": 1, "a_domains": "-1,-1"}, checks=[readback()]))
+
+    # Chunking: handles per range at, below and above the chunk and with odd remainders; each
+    # 2 MiB page homed in its slice's domain, one range to the program; its free keeps it whole
+    # in the pool (the handles stay until exit, when the pool is drained: nothing left).
+    def chunks(name, size, handles, env, policy="chunk.policy", domains=True):
+        C.append(Case("ch/" + name, "t_driver", ["chunks", size], policy, env=env,
+                      expect={"handles": handles, "maps": handles, "pages_ok": 1 if domains else 0,
+                              "free_interior": 1, "handles_after": handles}))
+    force4 = dict(NATIVE, LDSHIM_CHUNK="4MiB")
+    chunks("below", "4MiB", 2, force4)           # 2 MiB slices < 4 MiB chunk: one each
+    chunks("at", "8MiB", 2, force4)              # 4 MiB slices = chunk
+    chunks("above", "16MiB", 4, force4)          # 8 MiB slices: 2 chunks each
+    chunks("odd", "20MiB", 6, force4)            # 10 MiB slices: 4 + 4 + 2
+    chunks("odd-unaligned", "19MiB", 6, force4)  # 9.5 -> 10 MiB slices, the same
+    chunks("native-default", "80MiB", 4, NATIVE)  # 40 MiB slices: 32 + 8 (the stride)
+    chunks("native-slice", "80MiB", 2, dict(NATIVE, LDSHIM_CHUNK="slice"))
+    chunks("emulated-default", "80MiB", 2, dict(NATIVE, LDSHIM_BACKEND="emulated"), domains=False)
+    chunks("emulated-forced", "80MiB", 4, dict(NATIVE, LDSHIM_BACKEND="emulated", LDSHIM_CHUNK="32MiB"),
+           domains=False)
+    C.append(Case("ch/bad-option", "t_driver", ["chunks", "80MiB"], "chunk.policy",
+                  env=dict(NATIVE, LDSHIM_CHUNK="32 MiB"),
+                  expect={"handles": 4, "pages_ok": 1, "handles_after": 4},
+                  checks=[stderr_matches(r"^ldshim: warning: LDSHIM_CHUNK=32 MiB is not a size", 1)]))
+    # The read-back covers every chunk: the 2nd handle homed wrongly discards the range.
+    C.append(Case("ch/readback", "t_driver", ["alloc", "link", "16MiB"], "chunk.policy",
+                  env=dict(force4, FAKE_CUDA_READBACK="wrong@2"), expect={"a_shim": 0},
+                  checks=[readback(right=1, wrong_domain=1, discarded=1)]))
+    # Address range, interior frees and a copy across the seam of a chunked range.
+    rng = {"r_shim": 1, "free_interior": 1, "free_seam": 1, "free_base": 0, "range_after_free": 500}
+    C.append(Case("ch/range", "t_driver", ["range", "20MiB"], "chunk.policy", env=force4, expect=rng))
+    # IPC refused, peer access granted over every chunk.
+    C.append(Case("ch/ipc", "t_driver", ["ipc", "16MiB", "1MiB"], "chunk.policy", env=force4,
+                  expect={"t_shim": 1, "ipc_tagged": 1, "ipc_untagged": 0}))
+    C.append(Case("ch/twodev", "t_driver", ["twodev", "20MiB"], "chunk.policy",
+                  env=dict(force4, FAKE_CUDA_DEVICES=2),
+                  expect={"d1_shim": 1, "d1_domains": "0,1", "info_device": 1, "enable_peer": 0,
+                          "access_after_dev0": 3, "access_after_dev0_last": 3}))
+
+    # The pool keeps a chunked range whole and hands it out again: one miss, then hits (the
+    # program's last 3 MiB request, tagged too, is the other miss).
+    def pooled(r):
+        if r["pool"]["misses"] != 2 or r["pool"]["hits"] != 2:
+            raise Fail("pool hits %d misses %d, expected 2 and 2" % (r["pool"]["hits"], r["pool"]["misses"]))
+    C.append(Case("ch/pool-reuse", "t_driver", ["reuse", "20MiB", 3], "chunk.policy", env=force4,
+                  expect={"done": 1}, checks=[report_check(pooled)]))
+    # Out of memory in the middle of a slice (its 2nd and its 3rd handle): every handle made so
+    # far released, the request falls back to ordinary memory.
+    for at in (2, 3):
+        C.append(Case("ch/oom-mid-slice/%d" % at, "t_driver", ["inject", "20MiB"], "chunk.policy",
+                      env=dict(force4, FAKE_CUDA_FAIL="cuMemCreate:%d" % (at + 2)),   # +2: the backend check
+                      expect={"rc": 0, "i_shim": 0, "free": 0},
+                      checks=[fallback_reason("cuMemCreate", 1)]))
+    # A pooled chunked range gives way when the program runs out of memory.
+    def trimmed(r):
+        if r["pool"]["trims"] < 1:
+            raise Fail("pool trims %d after an OOM with a full pool" % r["pool"]["trims"])
+    C.append(Case("ch/pool-trim", "t_driver", ["trim", "20MiB", "16MiB"], "chunk.policy",
+                  env=dict(force4, FAKE_CUDA_MEM_LIMIT=30 << 20), expect={"t_shim": 1, "rc": 0},
+                  checks=[report_check(trimmed)]))
     return C
