@@ -6,6 +6,7 @@
 #include "shim/device.h"
 #include "shim/json.h"
 #include "shim/ldshim.h"
+#include "shim/options.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/track.h"
@@ -195,6 +196,10 @@ static void build(buf_t *b) {
            "\"discarded\": %llu},\n",
         (unsigned long long)rb.right, (unsigned long long)rb.wrong_domain, (unsigned long long)rb.not_localized,
         (unsigned long long)rb.unverified, (unsigned long long)rb.discarded);
+    put(b, "  \"chunking\": {\"forced\": ");
+    put_str(b, ld_opt(LD_OPT_CHUNK));
+    put(b, ", \"ranges_created\": %llu, \"handles_created\": %llu},\n", (unsigned long long)rb.ranges_created,
+        (unsigned long long)rb.handles_created);
 
     ld_fallback_t fb[32];
     size_t nfb = ld_fallbacks(fb, 32);

@@ -113,6 +113,7 @@ static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, si
  * piece homed elsewhere, or not localized (-1), discards the range and the request falls
  * back. A driver that does not know the attribute is trusted and counted "unverified". */
 static atomic_uint_fast64_t rb_right, rb_wrong, rb_unlocalized, rb_unverified, rb_discarded;
+static atomic_uint_fast64_t n_created, n_handles;   /* fresh ranges and their handles */
 
 void ld_vmm_readback_stats(ld_readback_stats_t *o) {
     o->right = atomic_load(&rb_right);
@@ -120,6 +121,8 @@ void ld_vmm_readback_stats(ld_readback_stats_t *o) {
     o->not_localized = atomic_load(&rb_unlocalized);
     o->unverified = atomic_load(&rb_unverified);
     o->discarded = atomic_load(&rb_discarded);
+    o->ranges_created = atomic_load(&n_created);
+    o->handles_created = atomic_load(&n_handles);
 }
 
 void ld_vmm_readback_reset(void) {
@@ -128,6 +131,8 @@ void ld_vmm_readback_reset(void) {
     atomic_store(&rb_unlocalized, 0);
     atomic_store(&rb_unverified, 0);
     atomic_store(&rb_discarded, 0);
+    atomic_store(&n_created, 0);
+    atomic_store(&n_handles, 0);
 }
 
 /* 0: homed in `domain` (or unverifiable); -1: not, with `why` a stable reason (the report
@@ -239,6 +244,8 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
                 rc = CUDA_ERROR_INVALID_VALUE;
                 goto undo;
             }
+    atomic_fetch_add(&n_created, 1);
+    atomic_fetch_add(&n_handles, (uint64_t)npieces);
     return CUDA_SUCCESS;
 
 undo:

@@ -62,7 +62,10 @@ uint64_t ld_vmm_trim(const ld_driver_t *d, int dev);
 /* The read-back of fresh slices (native backend): pieces homed as asked, homed in another
  * domain, not localized (-1), not verifiable (the driver lacks the attribute: trusted), and
  * ranges discarded for it (each such request fell back). */
-typedef struct { uint64_t right, wrong_domain, not_localized, unverified, discarded; } ld_readback_stats_t;
+typedef struct {
+    uint64_t right, wrong_domain, not_localized, unverified, discarded;
+    uint64_t ranges_created, handles_created;   /* fresh ranges (not pool hits), their handles */
+} ld_readback_stats_t;
 void ld_vmm_readback_stats(ld_readback_stats_t *out);
 void ld_vmm_readback_reset(void);
 
