@@ -435,6 +435,55 @@ static int split_native(ld_cuDevSmResourceSplit_fn fn, int nd, const ld_compute_
     return 0;
 }
 
+/* ---- the driver's own SM sets, for the probe's check (shim/truth.c) ----------------------- */
+
+int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t nsms, uint8_t *map, char *why, size_t n) {
+    memset(map, 0xff, nsms);
+    ld_cuDevSmResourceSplit_fn fn = native_split_fn(d);
+    if (!fn || !d->cuDeviceGetDevResource || !d->cuGreenCtxCreate) {
+        snprintf(why, n, "the driver has no cuDevSmResourceSplit (CUDA < 13.1) or no green contexts");
+        return -1;
+    }
+    if (nd < 2 || nd > LDSHIM_MAX_DOMAINS) { snprintf(why, n, "%d locality domains", nd); return -1; }
+    split_t *sp = calloc(1, sizeof *sp);
+    if (!sp) { snprintf(why, n, "out of host memory"); return -1; }
+    int rc = -1;
+    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
+    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDeviceGetDevResource: %s", ld_cu_errname(r)); goto out; }
+    /* One group per domain holding all its SMs: pairs (the finest co-scheduling), and with
+     * 13.5's supplemental SMs, those beyond the domain's multiprocessor count too; a driver
+     * that refuses that flag is asked without it. */
+    ld_sm_group_params_t p[LDSHIM_MAX_DOMAINS];
+    for (int pass = 0; pass < 2; pass++) {
+        memset(p, 0, sizeof p);
+        for (int i = 0; i < nd; i++) {
+            p[i].flags = LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID |
+                         (pass == 0 ? LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS : 0u);
+            p[i].localityDomainId = (unsigned)i;
+            p[i].coscheduledSmCount = 2;
+        }
+        memset(sp->res, 0, sizeof sp->res);
+        if ((r = fn(sp->res, (unsigned)nd, &sp->all, &sp->rem, 0, p)) == CUDA_SUCCESS) break;
+    }
+    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplit by locality domain: %s", ld_cu_errname(r)); goto out; }
+    marker_t m;
+    if (marker_open(d, dev, nsms, &m, why, n) != 0) goto out;
+    rc = 0;
+    for (int i = 0; i < nd && rc == 0; i++) {
+        ld_smmask_t got;
+        if (measure_one(&m, &sp->res[i], &got, why, n) != 0) { rc = -1; break; }
+        for (uint32_t sm = 0; sm < nsms; sm++) {
+            if (!ld_smmask_has(&got, sm)) continue;
+            if (map[sm] != 0xff) { snprintf(why, n, "SM %u is in the groups of domains %u and %d", sm, map[sm], i); rc = -1; break; }
+            map[sm] = (uint8_t)i;
+        }
+    }
+    marker_close(&m);
+out:
+    free(sp);
+    return rc;
+}
+
 /* ---- groups cache ----------------------------------------------------------------------- */
 
 static int groups_key(const ld_driver_t *d, CUdevice dev, const split_t *sp, ld_groups_key_t *k) {

@@ -128,6 +128,14 @@ static void build(buf_t *b) {
                 for (uint32_t i = 0; i < t.num_sms && i < LDSHIM_MAX_SMS; i++) put(b, "%s%u", i ? "," : "", t.sm_domain[i]);
                 put(b, "]}");
             }
+            /* Which of the driver's own sources existed, how the measured map agreed, which
+             * map was published (truth.h). */
+            ld_truth_t tr;
+            if (ld_topology_truth(dev, &tr) == 0) {
+                char tj[2048];
+                ld_truth_json(&tr, tj, sizeof tj);
+                put(b, ", \"truth\": %s", tj);
+            }
         } else {
             put(b, ", \"probe\": null");
         }

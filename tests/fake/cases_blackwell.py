@@ -1,8 +1,12 @@
 """cases_blackwell.py — the Blackwell paths that verify themselves (issue 43), on the fake
 driver: the read-back of every native slice (FAKE_CUDA_READBACK homes memory wrongly, not at
 all, or does not know the attribute); localized slices built from handles of at most a chunk
-(LDSHIM_CHUNK forces one; 32 MiB on native by default, one per slice on emulated)."""
+(LDSHIM_CHUNK forces one; 32 MiB on native by default, one per slice on emulated); the probe
+checked against the driver's own answer (split by locality domain, attribute 157,
+%locality_domain_id through FAKE_CUDA_PTX95) in every combination, the policy's
+topology_source choosing the published map when they disagree."""
 from run_cases import Case, Fail, report_check, stderr_matches
+from cases_compute import plant, sides
 
 NATIVE = {"FAKE_CUDA_DOMAINS": 2}
 PLACED = {"a_shim": 1, "a_slices": 2, "a_domains": "0,1", "a_expect": "0,1"}
@@ -113,4 +117,83 @@ def cases(a):
     C.append(Case("ch/pool-trim", "t_driver", ["trim", "20MiB", "16MiB"], "chunk.policy",
                   env=dict(force4, FAKE_CUDA_MEM_LIMIT=30 << 20), expect={"t_shim": 1, "rc": 0},
                   checks=[report_check(trimmed)]))
+
+    # Truth sources. The planted cache is the probe's (valid) measurement; the fake's sides
+    # (TPC t -> t mod 2 unless FAKE_CUDA_SM_SIDES) are the driver's answer.
+    halves = "0" * 66 + "1" * 66
+    ptx = dict(NATIVE, FAKE_CUDA_PTX95=1)
+
+    def truth(published, split=None, count=None, ldid=None, disagree=False, source=None, sm_domain=None,
+              domains=2):
+        """split/ldid: (state, agree, compared) or a state; count: (state, agree)."""
+        def fn(r):
+            d = r["devices"][0]
+            t = d.get("truth")
+            if not isinstance(t, dict):
+                raise Fail("report: device 0 has no truth section")
+            if t["driver_domains"] != domains:
+                raise Fail("truth.driver_domains %s, expected %d" % (t["driver_domains"], domains))
+            for name, want in (("split", split), ("count", count), ("ldid", ldid)):
+                got = t["sources"][name]
+                want = want if isinstance(want, tuple) else (want or "absent",)
+                if got["state"] != want[0]:
+                    raise Fail("truth.%s %s (%s), expected %s" % (name, got["state"], got["why"], want[0]))
+                if not got["why"]:
+                    raise Fail("truth.%s says no why" % name)
+                if len(want) > 1 and (got["agree"], got.get("compared")) [:len(want) - 1] != want[1:]:
+                    raise Fail("truth.%s agree/compared %s/%s, expected %s" % (name, got["agree"], got["compared"],
+                                                                             want[1:]))
+            if t["disagree"] != disagree:
+                raise Fail("truth.disagree %s, expected %s" % (t["disagree"], disagree))
+            if t["published"] != published:
+                raise Fail("truth.published %s, expected %s" % (t["published"], published))
+            if source is not None and d["probe"]["source"] != source:
+                raise Fail("probe.source %s, expected %s" % (d["probe"]["source"], source))
+            if sm_domain is not None and "".join(map(str, d["published"]["sm_domain"])) != sm_domain:
+                raise Fail("published sm_domain %s, expected %s" % (d["published"]["sm_domain"], sm_domain))
+        return report_check(fn)
+
+    args = ["alloc", "link", "8MiB"]
+    # Hopper (no locality domains): every source absent, the probe's map published.
+    C.append(Case("truth/none", "t_driver", args, "emulated.policy", wrap=plant(),
+                  expect={"a_shim": 1}, checks=[truth("probe", domains=0, source="cache", sm_domain=sides())]))
+    # All present and agreeing with the measurement: the probe's map stands.
+    C.append(Case("truth/agree", "t_driver", args, "truth_driver.policy", env=ptx, wrap=plant(),
+                  checks=[truth("probe", split=("ok", 132, 132), count=("ok", 2), ldid=("ok", 132, 132),
+                                source="cache", sm_domain=sides())]))
+    # The measurement disagrees: the driver's map is published (default), or the probe's.
+    warn_drv = stderr_matches(r"^ldshim: warning: device 0: the probe's map disagrees .*publishing the driver's", 1)
+    C.append(Case("truth/disagree/driver", "t_driver", args, "truth_driver.policy", env=ptx, wrap=plant(phys=halves),
+                  checks=[truth("split", split=("ok", 68, 132), count=("ok", 2), ldid=("ok", 68, 132),
+                                disagree=True, source="driver", sm_domain=sides()), warn_drv]))
+    C.append(Case("truth/disagree/probe", "t_driver", args, "truth_probe.policy", env=ptx, wrap=plant(phys=halves),
+                  checks=[truth("probe", split=("ok", 68, 132), count=("ok", 2), ldid=("ok", 68, 132),
+                                disagree=True, source="cache", sm_domain=halves),
+                          stderr_matches(r"^ldshim: warning: device 0: .*publishing the probe's", 1)]))
+    # Only %locality_domain_id disagrees (on SM 0): the split, which agrees, is the driver's map.
+    odd = "10" + sides()[2:]
+    C.append(Case("truth/disagree/ldid-only", "t_driver", args, "truth_driver.policy",
+                  env=dict(ptx, FAKE_CUDA_LDID_SIDES=odd), wrap=plant(),
+                  checks=[truth("split", split=("ok", 132, 132), count=("ok", 2), ldid=("ok", 131, 132),
+                                disagree=True, source="driver", sm_domain=sides())]))
+    # The split refused: %locality_domain_id alone is the driver's map.
+    C.append(Case("truth/split-refused", "t_driver", args, "truth_driver.policy",
+                  env=dict(ptx, FAKE_CUDA_FAIL="cuDevSmResourceSplit:1+"), wrap=plant(phys=halves),
+                  checks=[truth("ldid", split="failed", count=("ok", 2), ldid=("ok", 68, 132), disagree=True,
+                                source="driver", sm_domain=sides())]))
+    # A driver that rejects the PTX 9.5 marker: a reason, not an error.
+    C.append(Case("truth/ldid-rejected", "t_driver", args, "truth_driver.policy", env=NATIVE, wrap=plant(),
+                  expect={"a_shim": 1},
+                  checks=[truth("probe", split=("ok", 132, 132), count=("ok", 2), ldid="failed", source="cache")]))
+    # Attribute 157 says 70 SMs a domain; the measurement has 66 in each.
+    C.append(Case("truth/count-disagrees", "t_driver", args, "truth_driver.policy",
+                  env=dict(ptx, FAKE_CUDA_LD_SMCOUNT=70), wrap=plant(),
+                  checks=[truth("probe", split=("ok", 132, 132), count=("ok", 0), ldid=("ok", 132, 132),
+                                source="cache")]))
+    # No measurement (the probe fell back to the even map): the driver's map, whatever the policy.
+    for pol in ("driver", "probe"):
+        C.append(Case("truth/no-measurement/%s" % pol, "t_driver", args, "truth_%s.policy" % pol,
+                      env=dict(ptx, FAKE_CUDA_SM_SIDES=halves),
+                      checks=[truth("split", split=("ok", 68, 132), count=("ok", 2), ldid=("ok", 68, 132),
+                                    disagree=True, source="driver", sm_domain=halves)]))
     return C

@@ -337,6 +337,18 @@ FAKE_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice de
         if (fk.ndomains <= 0) return CUDA_ERROR_INVALID_VALUE;
         *v = fk.ndomains;
         break;
+    case 157: {  /* LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT: $FAKE_CUDA_LD_SMCOUNT, else the smallest side's */
+        if (fk.ndomains <= 0) return CUDA_ERROR_INVALID_VALUE;
+        int n = fk_env_int("FAKE_CUDA_LD_SMCOUNT", -1);
+        if (n < 0) {
+            int per[8] = {0};
+            for (int s = 0; s < fk.nsms; s++) per[fk.side[s]]++;
+            n = per[0];
+            for (int d = 1; d < fk.ndomains && d < 8; d++) if (per[d] < n) n = per[d];
+        }
+        *v = n;
+        break;
+    }
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
