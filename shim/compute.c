@@ -272,7 +272,8 @@ typedef struct {
 } marker_t;
 
 static void marker_close(marker_t *m) {
-    if (m->seen) m->d->cuMemFree_v2(m->seen);
+    /* Retried once: a transient failure must not leave the counters allocated. */
+    if (m->seen && m->d->cuMemFree_v2(m->seen) != CUDA_SUCCESS) m->d->cuMemFree_v2(m->seen);
     if (m->lib) m->d->cuLibraryUnload(m->lib);
     memset(m, 0, sizeof *m);
 }

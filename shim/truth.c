@@ -69,8 +69,8 @@ static int ldid_map(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint8_t *
     rc = reached ? 0 : -1;
 done:
     if (st) d->cuStreamDestroy_v2(st);
-    if (out) d->cuMemFree_v2(out);
-    if (mod) d->cuModuleUnload(mod);
+    if (out && d->cuMemFree_v2(out) != CUDA_SUCCESS) d->cuMemFree_v2(out);   /* once more: never leak it */
+    if (mod && d->cuModuleUnload(mod) != CUDA_SUCCESS) d->cuModuleUnload(mod);
     free(host);
     return rc;
 }
