@@ -63,17 +63,17 @@ static void at_exit(void) {
 /* 0: the backend's default; SIZE_MAX: one per slice; else the forced bytes. */
 static size_t forced_chunk(void) {
     static atomic_int state;                  /* 0 unread, 1 read */
-    static size_t value;
-    if (atomic_load_explicit(&state, memory_order_acquire)) return value;
+    static atomic_size_t value;
+    if (atomic_load_explicit(&state, memory_order_acquire)) return atomic_load_explicit(&value, memory_order_relaxed);
     const char *s = ld_opt(LD_OPT_CHUNK);
     size_t v = 0;
     uint64_t b;
     if (s && (!strcmp(s, "slice") || !strcmp(s, "0"))) v = SIZE_MAX;
     else if (s && ld_parse_size(s, strlen(s), &b) == 0 && b > 0 && b <= kChunkMax) v = (size_t)b;
     else if (s) LD_WARN("LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
-    value = v;                                /* every thread computes the same value */
+    atomic_store_explicit(&value, v, memory_order_relaxed);   /* every thread computes the same value */
     atomic_store_explicit(&state, 1, memory_order_release);
-    return value;
+    return v;
 }
 
 /* Bytes per handle of a `slice`-byte slice on dv (a multiple of the granularity). */

@@ -159,7 +159,7 @@ CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx);
 CUresult fk_graph_record(fk_graph_t *g, const fk_launch_t *l);
 
 /* CUDA 13.1's cuDevSmResourceSplit (absent from the 13.0 headers), for fake_proc.c. */
-typedef struct fk_group_params fk_group_params_t;
+typedef ld_sm_group_params_t fk_group_params_t;   /* the toolkit's own from CUDA 13.4 (cuda_compat.h) */
 CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
                               CUdevResource *remainder, unsigned int flags, fk_group_params_t *params);
 
