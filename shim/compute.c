@@ -342,7 +342,7 @@ static int marker_run(marker_t *m, CUgreenCtx g, CUcontext gctx, uint32_t expect
         snprintf(why, n, "the marker reached %u of the group's %u SMs", ld_smmask_count(out), expect);
     }
     if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
-    d->cuStreamDestroy_v2(st);
+    if (d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);   /* once more: never leak it */
     free(seen);
     return rc;
 }
@@ -359,7 +359,7 @@ static int measure_one(marker_t *m, CUdevResource *res, ld_smmask_t *out, char *
     int rc = -1;
     if ((r = d->cuCtxFromGreenCtx(&gc, g)) != CUDA_SUCCESS) snprintf(why, n, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
     else rc = marker_run(m, g, gc, res->sm.smCount, out, why, n);
-    d->cuGreenCtxDestroy(g);
+    if (d->cuGreenCtxDestroy(g) != CUDA_SUCCESS) d->cuGreenCtxDestroy(g);   /* once more: never leak it */
     return rc;
 }
 

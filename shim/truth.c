@@ -68,7 +68,7 @@ static int ldid_map(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint8_t *
     snprintf(why, n, "%%locality_domain_id read on %u of %u SMs", reached, nsms);
     rc = reached ? 0 : -1;
 done:
-    if (st) d->cuStreamDestroy_v2(st);
+    if (st && d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);
     if (out && d->cuMemFree_v2(out) != CUDA_SUCCESS) d->cuMemFree_v2(out);   /* once more: never leak it */
     if (mod && d->cuModuleUnload(mod) != CUDA_SUCCESS) d->cuModuleUnload(mod);
     free(host);
