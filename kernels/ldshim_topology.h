@@ -37,7 +37,9 @@ enum ldshim_topology_source {
     LDSHIM_SOURCE_EVEN      = 1,   /* TPC t -> domain t mod D, no measurement            */
     LDSHIM_SOURCE_ANCHORED  = 2,   /* pointer chase against memory of known home          */
     LDSHIM_SOURCE_CLUSTERED = 3,   /* correlation clustering of per-line L2 latency       */
-    LDSHIM_SOURCE_CACHE     = 4    /* reused from the per-GPU cache (of one of the above) */
+    LDSHIM_SOURCE_CACHE     = 4,   /* reused from the per-GPU cache (of one of the above) */
+    LDSHIM_SOURCE_DRIVER    = 5    /* the driver's own answer (split by locality domain, or
+                                    * %locality_domain_id), where it disagreed with a probe */
 };
 
 typedef struct ldshim_topology {

@@ -9,6 +9,7 @@ const char *const ld_pol_state_words[LD_STATE_COUNT] = { "stock", "memory", "ful
 const char *const ld_pol_backend_words[5] = { "auto", "native", "mlopart", "emulated", "off" };
 const char *const ld_pol_probe_words[5]   = { "auto", "anchored", "clustered", "even", "off" };
 const char *const ld_pol_map_words[2]     = { "balanced", "physical" };
+const char *const ld_pol_topology_source_words[2] = { "driver", "probe" };
 const char *const ld_pol_api_words[LD_API_COUNT] = { "any", "runtime", "driver", "async", "vmm", "pitch", "managed" };
 const char *const ld_pol_onoff_words[2]   = { "off", "on" };
 
@@ -38,6 +39,7 @@ const char *ld_state_name(ld_state_t s)         { return NAME_OF(ld_pol_state_wo
 const char *ld_backend_name(ld_backend_kind_t b) { return NAME_OF(ld_pol_backend_words, b); }
 const char *ld_probe_name(ld_probe_mode_t m)    { return NAME_OF(ld_pol_probe_words, m); }
 const char *ld_map_name(ld_map_mode_t m)        { return NAME_OF(ld_pol_map_words, m); }
+const char *ld_topology_source_name(ld_topology_source_t s) { return NAME_OF(ld_pol_topology_source_words, s); }
 const char *ld_api_name(ld_api_t a)             { return NAME_OF(ld_pol_api_words, a); }
 
 /* The spelling the file uses for `state`, exactly (case-sensitive, no blanks). */

@@ -15,19 +15,19 @@
 
 
 enum { K_STATE, K_BACKEND, K_PROBE, K_MAP, K_STRICT, K_POOL, K_MIN_SPLIT,
-       K_COMPUTE, K_COMPUTE_SPLIT, K_COMPUTE_SMS, K_DOMAIN, K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
+       K_COMPUTE, K_COMPUTE_SPLIT, K_COMPUTE_SMS, K_DOMAIN, K_TOPOLOGY_SOURCE, K_SIZE, K_API, K_OCCURRENCE, K_PLACEMENT, K_COUNT };
 
 static const struct { const char *name; int rule; } kKeys[K_COUNT] = {
     [K_STATE] = { "state", 0 },   [K_BACKEND] = { "backend", 0 }, [K_PROBE] = { "probe", 0 },
     [K_MAP] = { "map", 0 },       [K_STRICT] = { "strict", 0 },   [K_POOL] = { "pool", 0 },
     [K_MIN_SPLIT] = { "min_split", 0 }, [K_COMPUTE] = { "compute", 0 },
     [K_COMPUTE_SPLIT] = { "compute_split", 0 }, [K_COMPUTE_SMS] = { "compute_sms", 0 },
-    [K_DOMAIN] = { "domain", 0 },
+    [K_DOMAIN] = { "domain", 0 }, [K_TOPOLOGY_SOURCE] = { "topology_source", 0 },
     [K_SIZE] = { "size", 1 },     [K_API] = { "api", 1 },  [K_OCCURRENCE] = { "occurrence", 1 },
     [K_PLACEMENT] = { "placement", 1 },
 };
 static const char kGlobalKeys[] = "state, backend, probe, map, strict, pool, min_split, compute, "
-                                  "compute_split, compute_sms, domain";
+                                  "compute_split, compute_sms, domain, topology_source";
 static const char kRuleKeys[]   = "size, api, occurrence, placement";
 
 typedef struct {
@@ -268,6 +268,10 @@ static int parse_value(parser_t *P, int key, size_t vs, size_t ve) {
         if (parse_enum(P, key, vs, ve, ld_pol_map_words, 2, &v) != 0) return -1;
         g->map = (ld_map_mode_t)v;
         return 0;
+    case K_TOPOLOGY_SOURCE:
+        if (parse_enum(P, key, vs, ve, ld_pol_topology_source_words, 2, &v) != 0) return -1;
+        g->topology_source = (ld_topology_source_t)v;
+        return 0;
     case K_STRICT:
         if (parse_enum(P, key, vs, ve, ld_pol_onoff_words, 2, &v) != 0) return -1;
         g->strict = v;
@@ -334,6 +338,7 @@ static const char *value_hint(int key) {
     case K_BACKEND: return "auto, native, mlopart, emulated or off";
     case K_PROBE: return "auto, anchored, clustered, even or off";
     case K_MAP: return "balanced or physical";
+    case K_TOPOLOGY_SOURCE: return "driver or probe";
     case K_STRICT: return "on or off";
     case K_COMPUTE: return "all, domain:N or spread:K";
     case K_COMPUTE_SPLIT: return "aligned, fine or backfill";
@@ -544,6 +549,7 @@ void ld_policy_init(ld_policy_t *p) {
     p->backend = LD_BACKEND_AUTO;
     p->probe = LD_PROBE_AUTO;
     p->map = LD_MAP_BALANCED;
+    p->topology_source = LD_TOPOLOGY_SOURCE_DRIVER;
     p->strict = 0;
     p->pool_cap = UINT64_C(4) << 30;
     p->min_split = UINT64_C(4) << 20;

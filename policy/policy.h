@@ -59,6 +59,10 @@ typedef enum { LD_BACKEND_AUTO = 0, LD_BACKEND_NATIVE, LD_BACKEND_MLOPART, LD_BA
 typedef enum { LD_PROBE_AUTO = 0, LD_PROBE_ANCHORED, LD_PROBE_CLUSTERED, LD_PROBE_EVEN,
                LD_PROBE_OFF } ld_probe_mode_t;
 typedef enum { LD_MAP_BALANCED = 0, LD_MAP_PHYSICAL } ld_map_mode_t;
+/* Which SM -> domain map is published when the driver's own answer (a split by locality
+ * domain, %locality_domain_id) and the probe's measurement disagree: the driver's (default;
+ * the measurement is kept as the check) or the probe's. */
+typedef enum { LD_TOPOLOGY_SOURCE_DRIVER = 0, LD_TOPOLOGY_SOURCE_PROBE } ld_topology_source_t;
 
 /* Compute placement: every kernel of the process on all SMs, on the SMs of domain N, or on
  * K SMs taken evenly from every domain (the equal-SM-count control). */
@@ -100,6 +104,7 @@ typedef struct {
     ld_backend_kind_t backend;         /* default auto                                    */
     ld_probe_mode_t   probe;           /* default auto                                    */
     ld_map_mode_t     map;             /* default balanced                                */
+    ld_topology_source_t topology_source; /* default driver                               */
     int               strict;          /* default 0                                       */
     uint64_t          pool_cap;        /* default 4 GiB                                   */
     uint64_t          min_split;       /* default 4 MiB                                   */
@@ -155,6 +160,7 @@ const char *ld_state_name(ld_state_t s);
 const char *ld_backend_name(ld_backend_kind_t b);
 const char *ld_probe_name(ld_probe_mode_t m);
 const char *ld_map_name(ld_map_mode_t m);
+const char *ld_topology_source_name(ld_topology_source_t s);
 const char *ld_api_name(ld_api_t a);
 /* Parse one enum word as the file does; -1 if unknown. Used for LDSHIM_STATE etc. */
 int ld_state_parse(const char *s);

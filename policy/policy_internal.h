@@ -13,6 +13,7 @@ extern const char *const ld_pol_state_words[LD_STATE_COUNT];
 extern const char *const ld_pol_backend_words[5];
 extern const char *const ld_pol_probe_words[5];
 extern const char *const ld_pol_map_words[2];
+extern const char *const ld_pol_topology_source_words[2];
 extern const char *const ld_pol_api_words[LD_API_COUNT];
 extern const char *const ld_pol_onoff_words[2];     /* "off", "on" */
 extern const char *const ld_pol_split_words[3];     /* policy/compute.c */

@@ -400,6 +400,7 @@ void ld_alloc_reset(void) {
     atomic_store(&n_fallback, 0);
     memset(fb, 0, sizeof fb);
     n_fb = 0;
+    ld_vmm_readback_reset();
     ld_track_reset();
 }
 

@@ -50,7 +50,7 @@ static int native_available(const ld_driver_t *d, CUdevice dev, int ndomains, ch
 
 const ld_backend_ops_t ld_backend_native = {
     .kind = LD_BACKEND_NATIVE, .name = "native", .available = native_available,
-    .create = native_create, .localizes = 1, .shutdown = NULL,
+    .create = native_create, .localizes = 1, .verifies_home = 1, .shutdown = NULL,
 };
 
 /* --- emulated ------------------------------------------------------------------------ */

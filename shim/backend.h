@@ -27,6 +27,11 @@ typedef struct ld_backend_ops {
                        CUmemGenericAllocationHandle *out, char *why, size_t n);
     /* 1 if memory from this backend is physically localized (native, mlopart). */
     int localizes;
+    /* 1 if each slice's home is read back (CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL) and
+     * a slice homed elsewhere discarded: native only. The 13.5 header documents the ordinal
+     * for memory localized with the locality-domain location type; for MLOPart's derived
+     * devices (one domain each, as the shim sees them) it says nothing (doc/shim.md). */
+    int verifies_home;
     /* Release whatever the backend holds (helper processes); called at exit and in a
      * forked child (where it must only forget, not signal, the parent's helpers). */
     void (*shutdown)(int in_child);

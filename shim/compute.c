@@ -272,7 +272,8 @@ typedef struct {
 } marker_t;
 
 static void marker_close(marker_t *m) {
-    if (m->seen) m->d->cuMemFree_v2(m->seen);
+    /* Retried once: a transient failure must not leave the counters allocated. */
+    if (m->seen && m->d->cuMemFree_v2(m->seen) != CUDA_SUCCESS) m->d->cuMemFree_v2(m->seen);
     if (m->lib) m->d->cuLibraryUnload(m->lib);
     memset(m, 0, sizeof *m);
 }
@@ -341,7 +342,7 @@ static int marker_run(marker_t *m, CUgreenCtx g, CUcontext gctx, uint32_t expect
         snprintf(why, n, "the marker reached %u of the group's %u SMs", ld_smmask_count(out), expect);
     }
     if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
-    d->cuStreamDestroy_v2(st);
+    if (d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);   /* once more: never leak it */
     free(seen);
     return rc;
 }
@@ -358,7 +359,7 @@ static int measure_one(marker_t *m, CUdevResource *res, ld_smmask_t *out, char *
     int rc = -1;
     if ((r = d->cuCtxFromGreenCtx(&gc, g)) != CUDA_SUCCESS) snprintf(why, n, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
     else rc = marker_run(m, g, gc, res->sm.smCount, out, why, n);
-    d->cuGreenCtxDestroy(g);
+    if (d->cuGreenCtxDestroy(g) != CUDA_SUCCESS) d->cuGreenCtxDestroy(g);   /* once more: never leak it */
     return rc;
 }
 
@@ -433,6 +434,55 @@ static int split_native(ld_cuDevSmResourceSplit_fn fn, int nd, const ld_compute_
     sp->native = 1;
     snprintf(sp->desc, sizeof sp->desc, "domain:%s:%u", ld_split_name(method), p[0].smCount);
     return 0;
+}
+
+/* ---- the driver's own SM sets, for the probe's check (shim/truth.c) ----------------------- */
+
+int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t nsms, uint8_t *map, char *why, size_t n) {
+    memset(map, 0xff, nsms);
+    ld_cuDevSmResourceSplit_fn fn = native_split_fn(d);
+    if (!fn || !d->cuDeviceGetDevResource || !d->cuGreenCtxCreate) {
+        snprintf(why, n, "the driver has no cuDevSmResourceSplit (CUDA < 13.1) or no green contexts");
+        return -1;
+    }
+    if (nd < 2 || nd > LDSHIM_MAX_DOMAINS) { snprintf(why, n, "%d locality domains", nd); return -1; }
+    split_t *sp = calloc(1, sizeof *sp);
+    if (!sp) { snprintf(why, n, "out of host memory"); return -1; }
+    int rc = -1;
+    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
+    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDeviceGetDevResource: %s", ld_cu_errname(r)); goto out; }
+    /* One group per domain holding all its SMs: pairs (the finest co-scheduling), and with
+     * 13.5's supplemental SMs, those beyond the domain's multiprocessor count too; a driver
+     * that refuses that flag is asked without it. */
+    ld_sm_group_params_t p[LDSHIM_MAX_DOMAINS];
+    for (int pass = 0; pass < 2; pass++) {
+        memset(p, 0, sizeof p);
+        for (int i = 0; i < nd; i++) {
+            p[i].flags = LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID |
+                         (pass == 0 ? LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS : 0u);
+            p[i].localityDomainId = (unsigned)i;
+            p[i].coscheduledSmCount = 2;
+        }
+        memset(sp->res, 0, sizeof sp->res);
+        if ((r = fn(sp->res, (unsigned)nd, &sp->all, &sp->rem, 0, p)) == CUDA_SUCCESS) break;
+    }
+    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplit by locality domain: %s", ld_cu_errname(r)); goto out; }
+    marker_t m;
+    if (marker_open(d, dev, nsms, &m, why, n) != 0) goto out;
+    rc = 0;
+    for (int i = 0; i < nd && rc == 0; i++) {
+        ld_smmask_t got;
+        if (measure_one(&m, &sp->res[i], &got, why, n) != 0) { rc = -1; break; }
+        for (uint32_t sm = 0; sm < nsms; sm++) {
+            if (!ld_smmask_has(&got, sm)) continue;
+            if (map[sm] != 0xff) { snprintf(why, n, "SM %u is in the groups of domains %u and %d", sm, map[sm], i); rc = -1; break; }
+            map[sm] = (uint8_t)i;
+        }
+    }
+    marker_close(&m);
+out:
+    free(sp);
+    return rc;
 }
 
 /* ---- groups cache ----------------------------------------------------------------------- */

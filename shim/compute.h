@@ -145,6 +145,12 @@ int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_com
                                 uint32_t cap, const ld_probe_result_t *probe, const char *cache_dir,
                                 int use_cache, ld_compute_info_t *out);
 
+/* The driver's own answer to "which SMs are in which locality domain" (shim/truth.c): split
+ * the device's SMs with cuDevSmResourceSplit, one group per domain, and learn each group's
+ * SMs with the marker kernel. map[s] = domain, 0xff for an SM in no group. Needs dev's
+ * context current. 0, or -1 with `why` (no such split, the driver refused, no marker). */
+int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t nsms, uint8_t *map, char *why, size_t n);
+
 /* Forked child: forget everything (no driver call), after the fork lock was released. */
 void ld_compute_reset(void);
 void ld_compute_lock_for_fork(void);

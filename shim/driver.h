@@ -97,7 +97,8 @@
     X(cuDeviceGetMemPool, (CUmemoryPool *, CUdevice)) \
     X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
     X(cuMemAdvise_v2, (CUdeviceptr, size_t, CUmem_advise, CUmemLocation)) \
-    X(cuStreamGetDevice, (CUstream, CUdevice *))
+    X(cuStreamGetDevice, (CUstream, CUdevice *)) \
+    X(cuPointerGetAttribute, (void *, CUpointer_attribute, CUdeviceptr))
 
 typedef struct ld_driver {
 #define LD_DRIVER_FIELD(name, args) CUresult (*name) args;

@@ -60,6 +60,8 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
       "primary|green: what cuCtxGetCurrent answers while bound")                                                 \
     X(COMPUTE_SMCOUNT, WORD, USER, "device",                                                                     \
       "device|bound: the SM-count attribute of a bound device")                                                  \
+    X(CHUNK, WORD, USER, "32MiB on native and mlopart, slice on emulated",                                       \
+      "bytes per physical handle of a localized slice (a size, or slice: one handle per slice)")               \
     X(PROBE_FORCE, FLAG, USER, "off",                                                                            \
       "set (not 0|no|off|false): re-probe instead of using the topology cache")                                  \
     X(PROBE_DUMP, PATH, USER, "none",                                                                            \

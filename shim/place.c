@@ -134,7 +134,7 @@ static void follow(const ld_driver_t *d, CUdevice dev, CUmemoryPool def, CUmemor
         }
         for (int a = 0; a < ndev; a++) {
             if (a == dev) continue;
-            CUmemLocation loc = { CU_MEM_LOCATION_TYPE_DEVICE, a };
+            CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = a };   /* 13.4+: id is in a union */
             CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
             if (d->cuMemPoolGetAccess(&f, def, &loc) != CUDA_SUCCESS || (f == CU_MEM_ACCESS_FLAGS_PROT_NONE && !pass))
                 continue;   /* a new pool grants no peer access */

@@ -23,9 +23,10 @@ typedef struct {
     int device;
     int nslices;
     uint64_t slice;
+    uint64_t chunk;             /* bytes per handle: a range is reused with its handles */
     int domain_of[LD_MAX_SLICES];
 } shape_t;
-_Static_assert(sizeof(shape_t) == 2 * sizeof(int) + sizeof(uint64_t) + LD_MAX_SLICES * sizeof(int),
+_Static_assert(sizeof(shape_t) == 2 * sizeof(int) + 2 * sizeof(uint64_t) + LD_MAX_SLICES * sizeof(int),
                "shape_t must have no padding: its bytes are the hash key");
 
 typedef struct kept {
@@ -50,11 +51,12 @@ static int ever_kept;                      /* under mu: ld_pool_keep's *first */
 static uint64_t cached[LD_MAX_DEVICES];     /* reserved bytes kept per device */
 static atomic_uint_fast64_t hits, misses, trims;
 
-static void shape_of(shape_t *k, int dev, int nslices, size_t slice, const int *domain_of) {
+static void shape_of(shape_t *k, int dev, int nslices, size_t slice, size_t chunk, const int *domain_of) {
     memset(k, 0, sizeof *k);
     k->device = dev;
     k->nslices = nslices;
     k->slice = slice;
+    k->chunk = chunk && chunk < slice ? chunk : 0;   /* one handle per slice, however said */
     for (int i = 0; i < nslices && i < LD_MAX_SLICES; i++) k->domain_of[i] = domain_of[i];
 }
 
@@ -70,6 +72,7 @@ static uint64_t mix(uint64_t x) {
 }
 static unsigned shape_hash(const shape_t *k) {
     uint64_t h = mix(k->slice ^ ((uint64_t)(uint32_t)k->device << 32 | (uint32_t)k->nslices));
+    h = mix(h ^ k->chunk);
     for (int i = 0; i < k->nslices && i < LD_MAX_SLICES; i++) h = mix(h ^ (uint32_t)k->domain_of[i]);
     return (unsigned)h;
 }
@@ -97,9 +100,9 @@ static void free_buckets(bucket_t *b) {
     }
 }
 
-int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out) {
+int ld_pool_take(int dev, int nslices, size_t slice, size_t chunk, const int *domain_of, ld_range_t *out) {
     shape_t key;
-    shape_of(&key, dev, nslices, slice, domain_of);
+    shape_of(&key, dev, nslices, slice, chunk, domain_of);
     unsigned hv = shape_hash(&key);
     bucket_t *b = NULL;
     pthread_mutex_lock(&mu);
@@ -131,7 +134,7 @@ int ld_pool_keep(const ld_range_t *r, int *first) {
     if (!k) return -1;
     k->r = *r;
     shape_t key;
-    shape_of(&key, dev, r->nslices, r->slice, r->domain_of);
+    shape_of(&key, dev, r->nslices, r->slice, r->chunk, r->domain_of);
     unsigned hv = shape_hash(&key);
     bucket_t *b = NULL;
     pthread_mutex_lock(&mu);
@@ -244,6 +247,7 @@ void ld_pool_reset(void) {
         while (b->ranges) {
             kept_t *k = b->ranges;
             b->ranges = k->next;
+            free(k->r.handles);
             free(k);
         }
         HASH_DEL(table, b);

@@ -1,6 +1,6 @@
 /* pool.h — freed localized ranges kept whole (VA reserved, slices mapped, access granted)
- * for reuse by the next request of the same shape: (device, slice count, slice bytes,
- * domain of each slice). A take is one hash lookup by shape (uthash, internal to pool.c)
+ * for reuse by the next request of the same shape: (device, slice count, slice bytes, bytes
+ * per handle, domain of each slice). A take is one hash lookup by shape (uthash, internal to pool.c)
  * and returns the most recently kept range of that shape.
  *
  * Creating localized memory is slow (10-13x an ordinary allocation above 32 MiB on B300)
@@ -22,7 +22,7 @@
 
 /* Take a kept range of this shape. 0 and *out filled on a hit (out->size is stale: the
  * caller sets it), -1 on a miss. */
-int ld_pool_take(int dev, int nslices, size_t slice, const int *domain_of, ld_range_t *out);
+int ld_pool_take(int dev, int nslices, size_t slice, size_t chunk, const int *domain_of, ld_range_t *out);
 
 /* Offer a freed range. 0 if the pool kept it (the caller must not tear it down), with
  * *first (if not NULL) 1 when it is the first range this process kept; -1 if the caller

@@ -552,9 +552,9 @@ int ld_probe_result_json(const ld_probe_result_t *r, char *buf, size_t n) {
     uint32_t nsms = r->num_sms > LDSHIM_MAX_SMS ? LDSHIM_MAX_SMS : r->num_sms;
     uint32_t nd = r->num_domains > LDSHIM_MAX_DOMAINS ? LDSHIM_MAX_DOMAINS : r->num_domains;
     uint32_t src = (r->published.flags & LDSHIM_TOPO_SOURCE_MASK) >> LDSHIM_TOPO_SOURCE_SHIFT;
-    static const char *const srcs[] = { "none", "even", "anchored", "clustered", "cache" };
+    static const char *const srcs[] = { "none", "even", "anchored", "clustered", "cache", "driver" };
     jput(&j, "{\"mode\":\"%s\",\"source\":\"%s\",\"from_cache\":%s,\"attempts\":%d,\"valid\":%s,\"verdict\":",
-         mode_name(r->mode_used), src < 5 ? srcs[src] : "unknown", r->from_cache ? "true" : "false",
+         mode_name(r->mode_used), src < 6 ? srcs[src] : "unknown", r->from_cache ? "true" : "false",
          r->attempts, r->valid ? "true" : "false");
     jstr(&j, r->verdict);
     jput(&j, ",\"num_sms\":%u,\"num_domains\":%u,\"near_cycles\":%.1f,\"far_cycles\":%.1f,"

@@ -28,7 +28,13 @@ typedef struct ld_range {
     int         backend;       /* ld_backend_kind_t that created the handles             */
     int         domain_of[LD_MAX_SLICES];          /* physical domain of each slice      */
     unsigned long long access_mask;                /* devices granted access (bit per device) */
+    /* Physical handles: each slice is `per_slice` handles of `chunk` bytes (the last one the
+     * remainder), mapped back to back. One per slice: handle[i]; more: handles[i * per_slice
+     * + j], a heap array owned by the range (freed at its teardown; copies share it). */
+    size_t      chunk;
+    int         per_slice;
     CUmemGenericAllocationHandle handle[LD_MAX_SLICES];
+    CUmemGenericAllocationHandle *handles;
 } ld_range_t;
 
 /* Insert a copy of *r. Returns 0, or -1 if it overlaps a live range or memory is short. */

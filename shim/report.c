@@ -6,10 +6,12 @@
 #include "shim/device.h"
 #include "shim/json.h"
 #include "shim/ldshim.h"
+#include "shim/options.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/track.h"
 #include "shim/topology.h"
+#include "shim/vmm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -126,6 +128,14 @@ static void build(buf_t *b) {
                 for (uint32_t i = 0; i < t.num_sms && i < LDSHIM_MAX_SMS; i++) put(b, "%s%u", i ? "," : "", t.sm_domain[i]);
                 put(b, "]}");
             }
+            /* Which of the driver's own sources existed, how the measured map agreed, which
+             * map was published (truth.h). */
+            ld_truth_t tr;
+            if (ld_topology_truth(dev, &tr) == 0) {
+                char tj[2048];
+                ld_truth_json(&tr, tj, sizeof tj);
+                put(b, ", \"truth\": %s", tj);
+            }
         } else {
             put(b, ", \"probe\": null");
         }
@@ -185,6 +195,19 @@ static void build(buf_t *b) {
     put(b, "  \"pool\": {\"hits\": %llu, \"misses\": %llu, \"trims\": %llu, \"cached_bytes\": %llu, \"cap\": %llu},\n",
         (unsigned long long)ps.hits, (unsigned long long)ps.misses, (unsigned long long)ps.trims,
         (unsigned long long)ps.cached_bytes, (unsigned long long)ps.cap);
+
+    /* The native backend's read-back of each fresh slice (vmm.c): pieces, and ranges
+     * discarded (their requests fell back; the fallbacks below say why). */
+    ld_readback_stats_t rb;
+    ld_vmm_readback_stats(&rb);
+    put(b, "  \"readback\": {\"right\": %llu, \"wrong_domain\": %llu, \"not_localized\": %llu, \"unverified\": %llu, "
+           "\"discarded\": %llu},\n",
+        (unsigned long long)rb.right, (unsigned long long)rb.wrong_domain, (unsigned long long)rb.not_localized,
+        (unsigned long long)rb.unverified, (unsigned long long)rb.discarded);
+    put(b, "  \"chunking\": {\"forced\": ");
+    put_str(b, ld_opt(LD_OPT_CHUNK));
+    put(b, ", \"ranges_created\": %llu, \"handles_created\": %llu},\n", (unsigned long long)rb.ranges_created,
+        (unsigned long long)rb.handles_created);
 
     ld_fallback_t fb[32];
     size_t nfb = ld_fallbacks(fb, 32);

@@ -6,6 +6,7 @@
 #include "shim/hash.h"
 #include "shim/log.h"
 #include "shim/image.h"
+#include "shim/truth.h"
 #include "shim/vmm.h"
 
 #include <pthread.h>
@@ -20,6 +21,7 @@ enum { PROBE_NONE = 0, PROBE_RUNNING = 1, PROBE_PUBLISHED = 2 };
 static atomic_int probe_state[LD_MAX_DEVICES];        /* PROBE_* */
 static ld_probe_result_t results[LD_MAX_DEVICES];
 static ldshim_topology_t published[LD_MAX_DEVICES];
+static ld_truth_t truths[LD_MAX_DEVICES];             /* the driver's answer, after the probe */
 
 /* Recorded modules and libraries, a uthash table keyed by (kind, handle): every unload the
  * program makes (most are of modules never recorded) is one lookup, not a walk of a list.
@@ -216,6 +218,8 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
             LD_WARN("device %d: topology probe could not query the device; no map published", dev);
             atomic_store(&probe_state[dev], PROBE_NONE);
         } else {
+            /* The driver's own answer where it has one; by the policy it may replace the map. */
+            ld_truth_check(d, dev, ld_cfg.policy.topology_source, ld_cfg.policy.map, res, &truths[dev]);
             ldshim_topology_t t = res->published;
             apply_state(&t);
             pthread_mutex_lock(&mods_mu);
@@ -306,6 +310,13 @@ int ld_topology_get(int dev, ldshim_topology_t *out) {
         *out = published[dev];
         pthread_mutex_unlock(&mods_mu);
     }
+    return 0;
+}
+
+int ld_topology_truth(int dev, ld_truth_t *out) {
+    if (dev < 0 || dev >= LD_MAX_DEVICES || atomic_load(&probe_state[dev]) != PROBE_PUBLISHED || !truths[dev].checked)
+        return -1;
+    *out = truths[dev];
     return 0;
 }
 

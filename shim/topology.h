@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include "shim/driver.h"
 #include "shim/probe.h"
+#include "shim/truth.h"
 
 /* `is_primary`: ctx is dev's primary context (it gets the compute binding, compute.h). */
 void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, int is_current, int is_primary);
@@ -32,6 +33,8 @@ void ld_topology_forget_module(int kind, void *handle);
 int ld_topology_get(int dev, ldshim_topology_t *out);
 /* The probe result of `dev` for the report; 0 if the probe ran. */
 int ld_topology_result(int dev, ld_probe_result_t *out);
+/* The driver-truth check of dev's probe (truth.h), once published: 0 and *out, else -1. */
+int ld_topology_truth(int dev, ld_truth_t *out);
 
 /* Forked child: forget probe results and modules, after the fork lock was released. */
 void ld_topology_reset(void);

@@ -1,9 +1,11 @@
 /* vmm.c — one localized range = reserve + per-slice create/map + one access grant. */
 #include "shim/vmm.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/pool.h"
 #include "shim/registry.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +50,114 @@ static void at_exit(void) {
     if (!ld_pool_empty()) ld_vmm_trim(ld_driver(), -1);
 }
 
+/* --- chunking: a slice of at most `chunk` bytes per physical handle ------------------------
+ * Localized memory beyond the driver's 32 MiB contiguity stride (the study's
+ * PMA_LOCALIZED_MEMORY_ALLOC_STRIDE) is created one 2 MiB page at a time, 5.7 ms for 1 GiB on
+ * B300 against 26 us at 32 MiB: handles of at most 32 MiB, mapped back to back, keep every
+ * cuMemCreate on the fast side of it. Emulated memory has no stride: one handle per slice.
+ * LDSHIM_CHUNK forces a size (or `slice`). */
+#define kLocalizedChunk ((size_t)32 << 20)   /* the study's stride */
+#define kChunkMax       ((uint64_t)1 << 40)  /* bound on LDSHIM_CHUNK */
+#define kMaxPieces      4096                 /* handles per slice: beyond, the chunk grows */
+
+/* 0: the backend's default; SIZE_MAX: one per slice; else the forced bytes. */
+static size_t forced_chunk(void) {
+    static atomic_int state;                  /* 0 unread, 1 read */
+    static atomic_size_t value;
+    if (atomic_load_explicit(&state, memory_order_acquire)) return atomic_load_explicit(&value, memory_order_relaxed);
+    const char *s = ld_opt(LD_OPT_CHUNK);
+    size_t v = 0;
+    uint64_t b;
+    if (s && (!strcmp(s, "slice") || !strcmp(s, "0"))) v = SIZE_MAX;
+    else if (s && ld_parse_size(s, strlen(s), &b) == 0 && b > 0 && b <= kChunkMax) v = (size_t)b;
+    else if (s) LD_WARN("LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
+    atomic_store_explicit(&value, v, memory_order_relaxed);   /* every thread computes the same value */
+    atomic_store_explicit(&state, 1, memory_order_release);
+    return v;
+}
+
+/* Bytes per handle of a `slice`-byte slice on dv (a multiple of the granularity). */
+static size_t chunk_for(const ld_device_t *dv, size_t slice) {
+    size_t c = forced_chunk();
+    if (!c) c = dv->backend->localizes ? kLocalizedChunk : SIZE_MAX;
+    if (c >= slice) return slice;
+    if (c < slice / kMaxPieces) c = slice / kMaxPieces + 1;
+    c = (c + dv->gran - 1) / dv->gran * dv->gran;
+    return c < slice ? c : slice;
+}
+
+static CUmemGenericAllocationHandle *piece_handle(ld_range_t *r, int k) {
+    return r->handles ? &r->handles[k] : &r->handle[k];
+}
+static CUdeviceptr piece_base(const ld_range_t *r, int k) {
+    return r->base + (CUdeviceptr)(k / r->per_slice) * r->slice + (CUdeviceptr)(k % r->per_slice) * r->chunk;
+}
+static size_t piece_bytes(const ld_range_t *r, int k) {
+    size_t off = (size_t)(k % r->per_slice) * r->chunk;
+    return r->slice - off < r->chunk ? r->slice - off : r->chunk;
+}
+
+size_t ld_vmm_chunk(const ld_device_t *dv, size_t slice) { return chunk_for(dv, slice); }
+
 /* Physical handle for one slice (the pool gives back what it keeps on out-of-memory). */
 static CUresult get_handle(const ld_driver_t *d, ld_device_t *dv, int domain, size_t bytes,
                            CUmemGenericAllocationHandle *h, char *why, size_t n) {
     CUresult r;
     LD_POOL_RETRY_OOM(d, r, dv->backend->create(d, dv->ordinal, domain, bytes, h, why, n));
     return r;
+}
+
+/* --- read-back: is each slice homed where it was asked? ------------------------------------
+ * The reference study's discard rule: the driver's own answer
+ * (CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, 13.4+) for every piece of a fresh range; a
+ * piece homed elsewhere, or not localized (-1), discards the range and the request falls
+ * back. A driver that does not know the attribute is trusted and counted "unverified". */
+static atomic_uint_fast64_t rb_right, rb_wrong, rb_unlocalized, rb_unverified, rb_discarded;
+static atomic_uint_fast64_t n_created, n_handles;   /* fresh ranges and their handles */
+
+void ld_vmm_readback_stats(ld_readback_stats_t *o) {
+    o->right = atomic_load(&rb_right);
+    o->wrong_domain = atomic_load(&rb_wrong);
+    o->not_localized = atomic_load(&rb_unlocalized);
+    o->unverified = atomic_load(&rb_unverified);
+    o->discarded = atomic_load(&rb_discarded);
+    o->ranges_created = atomic_load(&n_created);
+    o->handles_created = atomic_load(&n_handles);
+}
+
+void ld_vmm_readback_reset(void) {
+    atomic_store(&rb_right, 0);
+    atomic_store(&rb_wrong, 0);
+    atomic_store(&rb_unlocalized, 0);
+    atomic_store(&rb_unverified, 0);
+    atomic_store(&rb_discarded, 0);
+    atomic_store(&n_created, 0);
+    atomic_store(&n_handles, 0);
+}
+
+/* 0: homed in `domain` (or unverifiable); -1: not, with `why` a stable reason (the report
+ * counts fallbacks by reason) and the detail logged. */
+static int read_back(const ld_driver_t *d, CUdeviceptr p, int domain, char *why, size_t n) {
+    int got = -2;
+    CUresult rc = d->cuPointerGetAttribute ? d->cuPointerGetAttribute(&got, LD_CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, p)
+                                           : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        atomic_fetch_add(&rb_unverified, 1);
+        return 0;
+    }
+    if (got == domain) {
+        atomic_fetch_add(&rb_right, 1);
+        return 0;
+    }
+    if (got < 0) {
+        atomic_fetch_add(&rb_unlocalized, 1);
+        snprintf(why, n, "read-back: a slice is not localized (ordinal %d); discarded", got);
+    } else {
+        atomic_fetch_add(&rb_wrong, 1);
+        snprintf(why, n, "read-back: a slice is homed in another domain than asked; discarded");
+    }
+    LD_INFO("read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
+    return -1;
 }
 
 /* Grant access to `mask`'s devices other than those in r->access_mask. */
@@ -86,7 +190,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     unsigned long long mask = ld_device_access_mask(dv->ordinal);
-    if (ld_pool_take(dv->ordinal, nslices, slice, domain_of, r) == 0) {
+    if (ld_pool_take(dv->ordinal, nslices, slice, chunk_for(dv, slice), domain_of, r) == 0) {
         r->size = size;
         if (ld_vmm_grant(d, r, mask) == CUDA_SUCCESS) return CUDA_SUCCESS;
         ld_vmm_teardown(d, r);                /* a peer grant failed: build a fresh one */
@@ -98,23 +202,33 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     r->slice = slice;
     r->reserved = reserved;
     r->backend = dv->backend->kind;
+    r->chunk = chunk_for(dv, slice);
+    r->per_slice = (int)((slice + r->chunk - 1) / r->chunk);
+    int npieces = nslices * r->per_slice;
+    if (r->per_slice > 1 && !(r->handles = calloc((size_t)npieces, sizeof *r->handles))) {
+        snprintf(why, n, "no host memory for %d handles", npieces);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
 
     CUresult rc;
     LD_POOL_RETRY_OOM(d, rc, d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0));
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemAddressReserve: %s", ld_cu_errname(rc));
+        free(r->handles);
+        r->handles = NULL;
         return rc;
     }
+    for (int i = 0; i < nslices; i++) r->domain_of[i] = domain_of[i];
     int created = 0, mapped = 0;
-    for (int i = 0; i < nslices; i++, created++) {
-        r->domain_of[i] = domain_of[i];
-        rc = get_handle(d, dv, domain_of[i], r->slice, &r->handle[i], why, n);
+    for (int k = 0; k < npieces; k++, created++) {
+        rc = get_handle(d, dv, domain_of[k / r->per_slice], piece_bytes(r, k), piece_handle(r, k), why, n);
         if (rc != CUDA_SUCCESS) goto undo;
     }
-    for (int i = 0; i < nslices; i++, mapped++) {
-        rc = d->cuMemMap(r->base + (CUdeviceptr)i * r->slice, r->slice, 0, r->handle[i], 0);
+    for (int k = 0; k < npieces; k++, mapped++) {
+        rc = d->cuMemMap(piece_base(r, k), piece_bytes(r, k), 0, *piece_handle(r, k), 0);
         if (rc != CUDA_SUCCESS) {
-            snprintf(why, n, "cuMemMap(slice %d): %s", i, ld_cu_errname(rc));
+            if (r->per_slice == 1) snprintf(why, n, "cuMemMap(slice %d): %s", k, ld_cu_errname(rc));
+            else snprintf(why, n, "cuMemMap(slice %d, piece %d): %s", k / r->per_slice, k % r->per_slice, ld_cu_errname(rc));
             goto undo;
         }
     }
@@ -123,29 +237,44 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         snprintf(why, n, "cuMemSetAccess: %s", ld_cu_errname(rc));
         goto undo;
     }
+    if (dv->backend->verifies_home)
+        for (int k = 0; k < npieces; k++)
+            if (read_back(d, piece_base(r, k), domain_of[k / r->per_slice], why, n) != 0) {
+                atomic_fetch_add(&rb_discarded, 1);
+                rc = CUDA_ERROR_INVALID_VALUE;
+                goto undo;
+            }
+    atomic_fetch_add(&n_created, 1);
+    atomic_fetch_add(&n_handles, (uint64_t)npieces);
     return CUDA_SUCCESS;
 
 undo:
-    for (int i = 0; i < mapped; i++) unmap(d, r->base + (CUdeviceptr)i * r->slice, r->slice);
-    for (int i = 0; i < created; i++) release(d, r->handle[i]);
+    for (int k = 0; k < mapped; k++) unmap(d, piece_base(r, k), piece_bytes(r, k));
+    for (int k = 0; k < created; k++) release(d, *piece_handle(r, k));
     address_free(d, r->base, r->reserved);
+    free(r->handles);
+    r->handles = NULL;
     r->base = 0;
     return rc;
 }
 
 void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
-    for (int i = 0; i < r->nslices; i++) {
-        CUresult rc = unmap(d, r->base + (CUdeviceptr)i * r->slice, r->slice);
+    ld_range_t x = *r;                       /* piece_handle wants a writable record */
+    int npieces = x.nslices * (x.per_slice > 0 ? x.per_slice : 1);
+    if (x.per_slice <= 0) x.per_slice = 1, x.chunk = x.slice;
+    for (int k = 0; k < npieces; k++) {
+        CUresult rc = unmap(d, piece_base(&x, k), piece_bytes(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemUnmap(0x%llx, slice %d): %s", (unsigned long long)r->base, i, ld_cu_errname(rc));
+            LD_WARN("cuMemUnmap(0x%llx, piece %d): %s", (unsigned long long)x.base, k, ld_cu_errname(rc));
     }
-    for (int i = 0; i < r->nslices; i++) {
-        CUresult rc = release(d, r->handle[i]);
+    for (int k = 0; k < npieces; k++) {
+        CUresult rc = release(d, *piece_handle(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemRelease(slice %d of 0x%llx): %s", i, (unsigned long long)r->base, ld_cu_errname(rc));
+            LD_WARN("cuMemRelease(piece %d of 0x%llx): %s", k, (unsigned long long)x.base, ld_cu_errname(rc));
     }
-    CUresult rc = address_free(d, r->base, r->reserved);
-    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)r->base, ld_cu_errname(rc));
+    CUresult rc = address_free(d, x.base, x.reserved);
+    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)x.base, ld_cu_errname(rc));
+    free(x.handles);
 }
 
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r) {

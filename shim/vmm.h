@@ -1,5 +1,6 @@
 /* vmm.h — the owner of a localized range's life (doc/shim.md, "The life of a range"): one
- * reserved VA range, one physical handle per slice (from the device's backend), one access
+ * reserved VA range, physical handles of at most a chunk (ld_vmm_chunk) per slice from the
+ * device's backend, mapped back to back, one access
  * grant; its registration, free, peer grants, keeping in the pool (pool.h, which hands it
  * out again without any driver call), trimming, teardown with its context and at exit.
  *
@@ -36,6 +37,10 @@ int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base);
 size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, void *), void *arg,
                           CUcontext first);
 
+/* Bytes per physical handle of a `slice`-byte slice on dv: LDSHIM_CHUNK, else 32 MiB where
+ * memory is localized (native, mlopart) and the whole slice on the emulated backend. */
+size_t ld_vmm_chunk(const ld_device_t *dv, size_t slice);
+
 /* Give a freed range to the pool, or tear it down when the pool does not keep it. */
 void ld_vmm_release(const ld_driver_t *d, const ld_range_t *r);
 
@@ -53,6 +58,16 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r);
 /* Tear down what the pool keeps for `dev` (-1: every device); d NULL: forget it without a
  * driver call (tests). Returns the bytes released. */
 uint64_t ld_vmm_trim(const ld_driver_t *d, int dev);
+
+/* The read-back of fresh slices (native backend): pieces homed as asked, homed in another
+ * domain, not localized (-1), not verifiable (the driver lacks the attribute: trusted), and
+ * ranges discarded for it (each such request fell back). */
+typedef struct {
+    uint64_t right, wrong_domain, not_localized, unverified, discarded;
+    uint64_t ranges_created, handles_created;   /* fresh ranges (not pool hits), their handles */
+} ld_readback_stats_t;
+void ld_vmm_readback_stats(ld_readback_stats_t *out);
+void ld_vmm_readback_reset(void);
 
 /* Make a driver allocation call (an expression assigned to `r`); on out-of-memory give back
  * what the pool keeps and make it once more, so kept ranges never cost the program memory.

@@ -18,6 +18,13 @@ $(BENCHALLOC_BIN): $(BENCHALLOC_DIR)/bench_alloc.c shim/ldshim.h kernels/ldshim_
 
 ALL_TARGETS += $(BENCHALLOC_BIN)
 
+# chunk_cycle: the create-to-free cycle by bytes per physical handle (issue 43). Driver API only.
+CHUNKCYCLE_BIN := $(BUILD)/bench/alloc/chunk_cycle
+$(CHUNKCYCLE_BIN): $(BENCHALLOC_DIR)/chunk_cycle.c shim/ldshim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+ALL_TARGETS += $(CHUNKCYCLE_BIN)
+
 .PHONY: bench-alloc test-bench-alloc-selftest test-bench-alloc-onfake
 bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
 	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' bash $(BENCHALLOC_DIR)/run.sh \
@@ -28,7 +35,7 @@ test-bench-alloc-selftest: $(BENCHALLOC_BIN) | $(RESULTS)
 	  $(RESULTS)/test-bench-alloc-selftest
 
 # bench_alloc against the fake driver (tests/fake) under the real shim: modes and validity checks.
-test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 \
+test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(CHUNKCYCLE_BIN) $(BUILD)/libldshim.so $(BUILD)/fake/libcuda.so.1 \
                          $(BUILD)/fake/libcudart.so.13 | $(RESULTS)
 	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh $(BENCHALLOC_DIR)/onfake.sh $(BENCHALLOC_BIN) \
 	  $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-bench-alloc-onfake

@@ -43,6 +43,19 @@ case_ neg/untagged-tagged 1 3 "67108864	50	.*INVALID:tagged" cold.policy --mode 
 case_ neg/pool-no-shim 2 0 "" - --mode pool --iters 30
 grep -q "needs libldshim.so preloaded" "$tmp/e" || { f=$((f + 1)); echo "FAIL neg/pool-no-shim: no message"; }
 
+# chunk_cycle (bench/alloc/chunk_run.sh) on the fake's simulated cost: 1 GiB in 32 MiB handles
+# (32 of them) is cheaper than one handle, and the one-handle cycle is the study's (within 5%).
+cbin=$(dirname "$bench")/chunk_cycle
+if FAKE_CUDA_DOMAINS=2 LDSHIM_BACKEND=native LDSHIM_PRELOAD_PREFIX="${LDSHIM_PRELOAD_PREFIX:-}" \
+     bash "$here/chunk_run.sh" "$lib" "$cbin" 1 3 >"$tmp/c" 2>"$tmp/e" &&
+   awk -F'\t' '$1 == "row" && $4 == 1073741824 { s[$3] = $7; h[$3] = $8 }
+                END { exit !(h["32MiB"] == 32 && s["32MiB"] < 0.5 * s["slice"] &&
+                             s["slice"] > 0.95 * 11543.4 && s["slice"] < 1.05 * 11543.4) }' "$tmp/c"; then
+  p=$((p + 1)); echo "ok   chunk-cycle-simulated"
+else
+  f=$((f + 1)); echo "FAIL chunk-cycle-simulated: $(grep 1073741824 "$tmp/c" | tr '\n' '|') $(tail -2 "$tmp/e" | tr '\n' '|')"
+fi
+
 echo "test-bench-alloc-onfake: $p passed, $f failed"
 echo "$p $f" >"$result"
 [ "$f" -eq 0 ]

@@ -59,6 +59,10 @@ int fakecuda_last_launch(unsigned char out[256], unsigned *grid);
  * *teardowns, how often its last reference went; -1 for a bad device. */
 int fakecuda_primary_refs(int dev, int *teardowns);
 
+/* Simulated nanoseconds the VMM calls have cost so far (fake_mem.c's model of the study's
+ * Tables 6 and 7: fixed per call, per 2 MiB page of a localized handle above 32 MiB). */
+unsigned long long fakecuda_sim_ns(void);
+
 /* Threads sleeping inside cuDeviceGetUuid_v2 now (FAKE_CUDA_UUID_DELAY). */
 int fakecuda_uuid_sleepers(void);
 

@@ -3,7 +3,7 @@
  *
  * Environment (read once): FAKE_CUDA_DEVICES (1), $CUDA_MPS_PIPE_DIRECTORY/fakecuda-devices
  * (overrides the count: an MPS client seeing MLOPart-derived devices), FAKE_CUDA_SMS (132),
- * FAKE_CUDA_DOMAINS (unset: attribute 149 unsupported), FAKE_CUDA_VERSION (13000),
+ * FAKE_CUDA_DOMAINS (unset: attribute 149 unsupported), FAKE_CUDA_READBACK (fake_internal.h), FAKE_CUDA_VERSION (13000),
  * FAKE_CUDA_FAIL, FAKE_CUDA_MEM_LIMIT, FAKE_CUDA_REPORT, FAKE_CUDA_UUID_DELAY (<ms>[@<device>]
  * [:<calls>]: cuDeviceGetUuid_v2 sleeps that long, on that device, in its first <calls> calls,
  * so a test can hold a thread inside the shim's probe or binding build). See doc/testing.md.
@@ -127,6 +127,15 @@ static void fk_setup_once(void) {
         if (end == caps || v < 0) break;
         fk.groups_cap[i] = (int)v;
         caps = *end == ',' ? end + 1 : end;
+    }
+    const char *rb = getenv("FAKE_CUDA_READBACK");
+    if (rb && *rb) {
+        static const char *modes[] = {"", "wrong", "unlocalized", "unknown"};
+        size_t len = strcspn(rb, "@");
+        for (int m = 1; m < 4; m++)
+            if (len == strlen(modes[m]) && !strncmp(rb, modes[m], len)) fk.readback_mode = m;
+        if (!fk.readback_mode) fprintf(stderr, "fakecuda: ignoring bad FAKE_CUDA_READBACK '%s'\n", rb);
+        if (rb[len] == '@') fk.readback_nth = (int)strtol(rb + len + 1, NULL, 10);
     }
     const char *split = getenv("FAKE_CUDA_SPLIT");
     fk.split_straddle = split && !strcmp(split, "straddle");
@@ -328,6 +337,18 @@ FAKE_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice de
         if (fk.ndomains <= 0) return CUDA_ERROR_INVALID_VALUE;
         *v = fk.ndomains;
         break;
+    case 157: {  /* LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT: $FAKE_CUDA_LD_SMCOUNT, else the smallest side's */
+        if (fk.ndomains <= 0) return CUDA_ERROR_INVALID_VALUE;
+        int n = fk_env_int("FAKE_CUDA_LD_SMCOUNT", -1);
+        if (n < 0) {
+            int per[8] = {0};
+            for (int s = 0; s < fk.nsms; s++) per[fk.side[s]]++;
+            n = per[0];
+            for (int d = 1; d < fk.ndomains && d < 8; d++) if (per[d] < n) n = per[d];
+        }
+        *v = n;
+        break;
+    }
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;

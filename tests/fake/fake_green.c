@@ -184,10 +184,6 @@ FAKE_API CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned in
 }
 
 /* CUDA 13.1+ (parameters per group), answering locality-domain groups (13.4) only. */
-struct fk_group_params {
-    unsigned smCount, coscheduledSmCount, preferredCoscheduledSmCount, flags, localityDomainId, reserved[11];
-};
-
 FAKE_API CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
                                       CUdevResource *remainder, unsigned int flags, fk_group_params_t *params) {
     FK_ENTER("cuDevSmResourceSplit", CUDA_ERROR_INVALID_VALUE);

@@ -69,6 +69,12 @@ typedef struct {
     int uuid_delay_dev;        /*   sleeps that long (on that device only; -1: every device), */
     int uuid_delay_calls;      /*   in its first <calls> calls there (0: every call)          */
     unsigned char peer[FK_MAX_DEVICES][FK_MAX_DEVICES];   /* peer[a][b]: a may access b */
+    /* $FAKE_CUDA_READBACK=MODE[@N]: how localized (type-6) handles larger than one granule
+     * (not the backend's one-page availability check) are homed and read back. MODE wrong:
+     * homed in the next domain; unlocalized: not localized (ordinal -1); unknown: the
+     * pointer attribute LOCALITY_DOMAIN_ORDINAL is not known (it is known iff
+     * FAKE_CUDA_DOMAINS is set). @N: only the Nth such handle (1-based); else every one. */
+    int readback_mode, readback_nth, readback_seen;
     pthread_mutex_t lock;
 } fk_state_t;
 
@@ -153,7 +159,7 @@ CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx);
 CUresult fk_graph_record(fk_graph_t *g, const fk_launch_t *l);
 
 /* CUDA 13.1's cuDevSmResourceSplit (absent from the 13.0 headers), for fake_proc.c. */
-typedef struct fk_group_params fk_group_params_t;
+typedef ld_sm_group_params_t fk_group_params_t;   /* the toolkit's own from CUDA 13.4 (cuda_compat.h) */
 CUresult cuDevSmResourceSplit(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input,
                               CUdevResource *remainder, unsigned int flags, fk_group_params_t *params);
 

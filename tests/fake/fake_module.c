@@ -50,6 +50,8 @@ int fk_is_real_image(const void *image) {
     return strncmp(s, "//", 2) == 0 || strncmp(s, ".version", 8) == 0;   /* PTX */
 }
 
+static CUresult fk_ldid_kernel(CUfunction *f, const char *name);   /* below, with the kernels */
+
 static void fk_module_free(fk_module_t *m) {
     if (!m) return;
     for (int i = 0; i < m->nglobals; i++) {
@@ -126,9 +128,29 @@ static CUresult fk_parse(const char *s, int device, fk_module_t **out) {
     return CUDA_SUCCESS;
 }
 
+/* $FAKE_CUDA_PTX95=1: a driver that JIT-compiles PTX ISA 9.5 (CUDA 13.5). PTX text of that
+ * version that reads %locality_domain_id loads as a module offering ldtruth_domain_id, which
+ * writes 1 + the domain of the SM each block "ran" on ($FAKE_CUDA_LDID_SIDES: one digit per
+ * SM, else the SM's side). Any other real image still gives NO_BINARY_FOR_GPU. */
+static int fk_ptx95(const void *image) {
+    const char *s = image, *e = memchr(image, 0, FK_MAX_IMAGE);
+    const char *on = getenv("FAKE_CUDA_PTX95");
+    return on && !strcmp(on, "1") && e && strstr(s, ".version 9.5") && strstr(s, "%locality_domain_id") &&
+           strstr(s, ".entry ldtruth_domain_id");
+}
+
 static CUresult fk_load(CUmodule *mod, const void *image) {
     if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
     FK_CURRENT(c);
+    if (fk_is_real_image(image) && fk_ptx95(image)) {
+        fk_module_t *m = calloc(1, sizeof *m);
+        if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+        m->magic = FK_MOD_MAGIC;
+        m->device = c->device;
+        m->real = 2;
+        *mod = (CUmodule)m;
+        return CUDA_SUCCESS;
+    }
     if (fk_is_real_image(image)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
     if (!memchr(image, 0, FK_MAX_IMAGE)) return CUDA_ERROR_INVALID_IMAGE;
     fk_module_t *m;
@@ -172,6 +194,7 @@ FAKE_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule h, const char *nam
     fk_module_t *m = fk_mod(h);
     if (!f || !name) return CUDA_ERROR_INVALID_VALUE;
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (m->real == 2) return fk_ldid_kernel(f, name);
     for (int i = 0; i < m->nfuncs; i++)
         if (strcmp(m->funcs[i].name, name) == 0) { *f = (CUfunction)&m->funcs[i]; return CUDA_SUCCESS; }
     return CUDA_ERROR_NOT_FOUND;
@@ -202,11 +225,24 @@ FAKE_API CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v
 
 typedef struct { uint32_t magic; int kind; char name[FK_NAME]; } fk_kernel_t;
 #define FK_KERNEL_MAGIC 0x4E4E4E4Eu
-enum { FK_K_CLEAR = 1, FK_K_MARKER = 2 };
+enum { FK_K_CLEAR = 1, FK_K_MARKER = 2, FK_K_LDID = 3 };
 static fk_kernel_t fk_kernels[] = {
     { FK_KERNEL_MAGIC, FK_K_CLEAR, "ldprobe_clear" },
     { FK_KERNEL_MAGIC, FK_K_MARKER, "ldprobe_sm_marker" },
 };
+static fk_kernel_t fk_ldid = { FK_KERNEL_MAGIC, FK_K_LDID, "ldtruth_domain_id" };
+
+static CUresult fk_ldid_kernel(CUfunction *f, const char *name) {
+    if (strcmp(name, fk_ldid.name)) return CUDA_ERROR_NOT_FOUND;
+    *f = (CUfunction)&fk_ldid;
+    return CUDA_SUCCESS;
+}
+
+static int fk_ldid_of(int sm) {
+    const char *o = getenv("FAKE_CUDA_LDID_SIDES");
+    if (o && (size_t)sm < strlen(o) && o[sm] >= '0' && o[sm] <= '7') return o[sm] - '0';
+    return fk.side[sm];
+}
 
 static __thread uint64_t fk_last_sms[FK_MASK_WORDS];
 static __thread int fk_last_valid;
@@ -234,6 +270,11 @@ CUresult fk_launch_now(const fk_launch_t *l, fk_ctx_t *ctx) {
     for (int s = 0; s < FK_MAX_SMS; s++)
         if ((ctx->sms[s >> 6] >> (s & 63)) & 1) sms[n++] = s;
     if (!n) return CUDA_ERROR_INVALID_CONTEXT;
+    if (k->kind == FK_K_LDID) {
+        for (unsigned b = 0; b < l->grid; b++)
+            if ((uint32_t)sms[b % (unsigned)n] < l->a1) p[sms[b % (unsigned)n]] = (uint32_t)fk_ldid_of(sms[b % (unsigned)n]) + 1;
+        return CUDA_SUCCESS;
+    }
     for (unsigned b = 0; b < l->grid; b++) {
         uint32_t sm = (uint32_t)sms[b % (unsigned)n];
         p[sm < l->a1 ? sm : l->a1]++;

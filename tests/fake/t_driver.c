@@ -36,7 +36,8 @@ static const char *usage =
     "                        libraries loaded again; then device 1's context: which got its map\n"
     "  trimcreate T U        pooled tagged range, then cuMemCreate of U under a memory limit\n"
     "  ctxdestroy T          destroy a context holding a live and a pooled tagged range\n"
-    "  ptrattr SIZE          RANGE_START_ADDR/RANGE_SIZE of a pointer in the last slice\n";
+    "  ptrattr SIZE          RANGE_START_ADDR/RANGE_SIZE of a pointer in the last slice\n"
+    "  chunks SIZE           a tagged range's live handles and maps, every 2 MiB page's domain\n";
 
 static CUcontext ctx0;
 
@@ -332,6 +333,36 @@ static int case_reuse(size_t size, int n) {
     return 0;
 }
 
+/* A chunked range (LDSHIM_CHUNK): handles and mappings live while it is, every 2 MiB page
+ * homed in its slice's domain, the whole range usable and answered as one. */
+static int case_chunks(size_t size) {
+    int c0[5], c[5];
+    t_fake.counts(c0);
+    CUdeviceptr p = 0;
+    CHECK_RC(cuMemAlloc_v2(&p, size), CUDA_SUCCESS);
+    ldshim_ptr_info_t in;
+    CHECK(t_is_shim(p, &in));
+    t_fake.counts(c);
+    printf("handles=%d\nmaps=%d\n", c[1] - c0[1], c[3] - c0[3]);
+    int ok = 1;
+    for (uint64_t off = 0; off < in.reserved; off += 2u << 20) {
+        int want = in.domain_of[off / in.slice], got = t_fake.domain_of((void *)(uintptr_t)(p + off));
+        if (got != want) { fprintf(stderr, "t_driver: page at +%llu in domain %d, slice says %d\n",
+                                   (unsigned long long)off, got, want); ok = 0; }
+    }
+    printf("pages_ok=%d\n", ok);
+    t_fill_check(p, size, 5);
+    CUdeviceptr base = 0;
+    size_t sz = 0;
+    CHECK_RC(cuMemGetAddressRange_v2(&base, &sz, p + size - 1), CUDA_SUCCESS);
+    CHECK(base == p && sz == size);
+    printf("free_interior=%d\n", (int)cuMemFree_v2(p + (2u << 20)));
+    CHECK_RC(cuMemFree_v2(p), CUDA_SUCCESS);
+    t_fake.counts(c);
+    printf("handles_after=%d\n", c[1] - c0[1]);
+    return 0;
+}
+
 static int case_twodev(size_t size) {
     int n = 0;
     CHECK_RC(cuDeviceGetCount(&n), CUDA_SUCCESS);
@@ -551,6 +582,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "sync")) { ARGS(1); rc = case_sync(t_size(argv[2])); }
     else if (!strcmp(c, "ipc")) { ARGS(2); rc = case_ipc(t_size(argv[2]), t_size(argv[3])); }
     else if (!strcmp(c, "inject")) { ARGS(1); rc = case_inject(t_size(argv[2])); }
+    else if (!strcmp(c, "chunks")) { ARGS(1); rc = case_chunks(t_size(argv[2])); }
     else if (!strcmp(c, "oom")) { ARGS(1); rc = case_oom(t_size(argv[2])); }
     else if (!strcmp(c, "stock")) { ARGS(2); rc = case_stock(t_size(argv[2]), t_size(argv[3])); }
     else if (!strcmp(c, "threads")) {

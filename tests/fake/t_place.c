@@ -166,7 +166,7 @@ static int case_all(size_t size) {
     CUdeviceptr v;
     CHECK_RC(cuMemAddressReserve(&v, size, 0, 0, 0), CUDA_SUCCESS);
     CHECK_RC(cuMemMap(v, size, 0, h, 0), CUDA_SUCCESS);
-    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 }, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CHECK_RC(cuMemSetAccess(v, size, &acc, 1), CUDA_SUCCESS);
     show("vmm", v, size);
     CHECK_RC(cuMemUnmap(v, size), CUDA_SUCCESS);
@@ -262,7 +262,7 @@ static void set_int(CUmemoryPool p, CUmemPool_attribute a, int v) {
     CHECK_RC(cuMemPoolSetAttribute(p, a, &v), CUDA_SUCCESS);
 }
 static void peer_access(CUmemoryPool p, CUmemAccess_flags f) {
-    CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, 1 }, f };
+    CUmemAccessDesc d = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1 }, .flags = f };
     CHECK_RC(cuMemPoolSetAccess(p, &d, 1), CUDA_SUCCESS);
 }
 

@@ -65,7 +65,7 @@ static int case_vmm(void) {
     CHECK_RC(cuMemMap(va + 8 * MiB, 4 * MiB, 0, h[0], 0), CUDA_ERROR_INVALID_VALUE);   /* outside */
     CHECK_RC(cuMemMap(va, 4 * MiB, 0, h[0], 0), CUDA_SUCCESS);
     CHECK(cuMemMap(va + 2 * MiB, 4 * MiB, 0, h[1], 0) != CUDA_SUCCESS);   /* overlap */
-    CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemAccessDesc ad = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 }, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CHECK_RC(cuMemSetAccess(va, 8 * MiB, &ad, 1), CUDA_ERROR_INVALID_VALUE);   /* half unmapped */
     CHECK_RC(cuMemMap(va + 4 * MiB, 4 * MiB, 0, h[1], 0), CUDA_SUCCESS);
     counts_are(0, 2, 1, 2);
@@ -153,7 +153,7 @@ static int case_share(void) {
     t_fake.counts(n);
     CHECK(n[1] == 2 && n[4] == 0);
     CUdeviceptr a = 0, b = 0;
-    CUmemAccessDesc ad = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemAccessDesc ad = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 }, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CHECK_RC(cuMemAddressReserve(&a, 2 * MiB, 0, 0, 0), CUDA_SUCCESS);
     CHECK_RC(cuMemAddressReserve(&b, 2 * MiB, 0, 0, 0), CUDA_SUCCESS);
     CHECK_RC(cuMemMap(a, 2 * MiB, 0, h, 0), CUDA_SUCCESS);

@@ -36,7 +36,7 @@ static int run(int nshapes) {
         x = x * 1103515245u + 12345u;
         int i = (int)((x >> 8) % (unsigned)nshapes);
         ld_range_t out;
-        if (ld_pool_take(0, 2, (size_t)(i + 1) << 21, dom, &out) != 0 || ld_pool_keep(&out, NULL) != 0) return -1;
+        if (ld_pool_take(0, 2, (size_t)(i + 1) << 21, 0, dom, &out) != 0 || ld_pool_keep(&out, NULL) != 0) return -1;
     }
     printf("%5d shapes: %6.0f ns per take + keep\n", nshapes, (now_ns() - t0) / PAIRS);
     ld_pool_drain(-1, NULL, NULL);

@@ -69,6 +69,7 @@ static void test_defaults(void) {
     CU_ASSERT_EQUAL(p.backend, LD_BACKEND_AUTO);
     CU_ASSERT_EQUAL(p.probe, LD_PROBE_AUTO);
     CU_ASSERT_EQUAL(p.map, LD_MAP_BALANCED);
+    CU_ASSERT_EQUAL(p.topology_source, LD_TOPOLOGY_SOURCE_DRIVER);
     CU_ASSERT_EQUAL(p.strict, 0);
     CU_ASSERT_EQUAL(p.pool_cap, 4ull << 30);
     CU_ASSERT_EQUAL(p.min_split, 4ull << 20);
@@ -117,6 +118,11 @@ static void test_globals(void) {
     CU_ASSERT_EQUAL(g_pol.strict, 1);
     CU_ASSERT_EQUAL(g_pol.pool_cap, 0);
     CU_ASSERT_EQUAL(g_pol.min_split, 2u << 20);
+    CU_ASSERT_EQUAL(g_pol.topology_source, LD_TOPOLOGY_SOURCE_DRIVER);
+    EXPECT_OK("topology_source = probe\n");
+    CU_ASSERT_EQUAL(g_pol.topology_source, LD_TOPOLOGY_SOURCE_PROBE);
+    EXPECT_OK("topology_source = driver\n");
+    CU_ASSERT_EQUAL(g_pol.topology_source, LD_TOPOLOGY_SOURCE_DRIVER);
     const char *states[] = { "stock", "memory", "full", "mismatch" };
     for (int i = 0; i < 4; i++) {
         char t[64];
@@ -301,6 +307,7 @@ static void test_enum_choices(void) {
     EXPECT_ERR("backend = cuda\n", 1, 11, "bad value 'cuda' for backend, expected auto, native, mlopart, emulated or off");
     EXPECT_ERR("probe = fast\n", 1, 9, "bad value 'fast' for probe, expected auto, anchored, clustered, even or off");
     EXPECT_ERR("map = even\n", 1, 7, "bad value 'even' for map, expected balanced or physical");
+    EXPECT_ERR("topology_source = both\n", 1, 19, "bad value 'both' for topology_source, expected driver or probe");
     EXPECT_ERR("strict = yes\n", 1, 10, "bad value 'yes' for strict, expected off or on");
     EXPECT_ERR("strict = 1\n", 1, 10, "expected off or on");
     EXPECT_ERR("state = full stock\n", 1, 14, "unexpected 's' after the value");

@@ -227,15 +227,18 @@ static void test_vmm_layout(void) {
     ld_range_t r;
     char why[160];
     int dom[2] = {0, 1};
-    /* 96 MiB + 1 byte over 2 domains -> slices of 50 MiB (rounded to 2 MiB) */
+    /* 96 MiB + 1 byte over 2 domains -> slices of 50 MiB (rounded to 2 MiB), each of a 32 MiB
+     * and an 18 MiB handle (localized memory: 32 MiB chunks) */
     CU_ASSERT_EQUAL(ld_vmm_create(&mock, &dev0, 96 * MB + 1, 2, dom, &r, why, sizeof why), CUDA_SUCCESS);
     CU_ASSERT_EQUAL(r.slice, 50 * MB);
     CU_ASSERT_EQUAL(r.reserved, 100 * MB);
     CU_ASSERT_EQUAL(last_reserve, 100 * MB);
     CU_ASSERT_EQUAL(r.domain_of[0], 0);
     CU_ASSERT_EQUAL(r.domain_of[1], 1);
-    CU_ASSERT_EQUAL(live_handles, 2);
-    CU_ASSERT_EQUAL(live_maps, 2);
+    CU_ASSERT_EQUAL(r.chunk, 32 * MB);
+    CU_ASSERT_EQUAL(r.per_slice, 2);
+    CU_ASSERT_EQUAL(live_handles, 4);
+    CU_ASSERT_EQUAL(live_maps, 4);
     CU_ASSERT_EQUAL(access_count, 1);
     ld_vmm_release(&mock, &r);
     CU_ASSERT_EQUAL(live_handles, 0);
@@ -491,7 +494,7 @@ static void test_pool_shapes(void) {
             for (int j = 0; j < LD_MAX_SLICES; j++) dom[j] = j < s->ns ? s->dom[j] : 1000 + rand() % 7;
             ld_range_t out;
             memset(&out, 0, sizeof out);
-            CU_ASSERT_EQUAL_FATAL(ld_pool_take(s->dev, s->ns, s->slice, dom, &out), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_take(s->dev, s->ns, s->slice, 0, dom, &out), 0);
             CU_ASSERT(same_shape(&out, s->dev, s->ns, s->slice, s->dom));
             CU_ASSERT_EQUAL(out.base, base[order[i]][k]);        /* most recent first */
             CU_ASSERT_EQUAL(out.reserved, (size_t)s->ns * s->slice);
@@ -505,18 +508,18 @@ static void test_pool_shapes(void) {
     CU_ASSERT_EQUAL(st.hits - hits0, NSHAPES * PER_SHAPE);
     CU_ASSERT_EQUAL(st.misses, misses0);
     ld_range_t out;
-    for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out), -1);
+    for (int i = 0; i < NSHAPES; i++) CU_ASSERT_EQUAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, 0, sh[i].dom, &out), -1);
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.misses - misses0, NSHAPES);
     /* A shape that differs from a kept one in one field only is another shape. */
     int d01[2] = {0, 1}, d10[2] = {1, 0};
     ld_range_t r = shaped(1, 2, 4 * MB, d01);
     CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
-    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d10, &out), -1);
-    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 2 * MB, d01, &out), -1);
-    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 4 * MB, d01, &out), -1);
-    CU_ASSERT_EQUAL(ld_pool_take(1, 1, 4 * MB, d01, &out), -1);
-    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, d01, &out), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, 0, d10, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 2 * MB, 0, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 4 * MB, 0, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 1, 4 * MB, 0, d01, &out), -1);
+    CU_ASSERT_EQUAL(ld_pool_take(1, 2, 4 * MB, 0, d01, &out), 0);
     CU_ASSERT_EQUAL(out.base, r.base);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
 }
@@ -540,7 +543,7 @@ static void test_pool_accounting(void) {
     ld_pool_stats(&st);
     CU_ASSERT_EQUAL(st.cached_bytes, 16 * MB);
     ld_range_t out;
-    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d10, &out), 0);   /* b: dev 0 back to 4 MiB */
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, 0, d10, &out), 0);   /* b: dev 0 back to 4 MiB */
     CU_ASSERT_EQUAL(out.base, b.base);
     CU_ASSERT_EQUAL(ld_pool_keep(&c, NULL), 0);          /* 6 */
     CU_ASSERT_EQUAL(ld_pool_keep(&e, NULL), 0);          /* 8 */
@@ -617,7 +620,7 @@ static void test_pool_trim_device(void) {
     CU_ASSERT_EQUAL(afrees - af0, dev1_ranges);
     for (int i = 0; i < NSHAPES; i++) {
         ld_range_t out;
-        int rc = ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out);
+        int rc = ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, 0, sh[i].dom, &out);
         CU_ASSERT_EQUAL(rc, sh[i].dev == 1 ? -1 : 0);
         if (rc == 0) {
             CU_ASSERT_EQUAL(out.base, r[i][1].base);
@@ -648,7 +651,7 @@ static void test_pool_contains(void) {
         CU_ASSERT_EQUAL(ld_pool_contains(r[i].base - 1), 0);
     }
     ld_range_t out;
-    CU_ASSERT_EQUAL(ld_pool_take(sh[5].dev, sh[5].ns, sh[5].slice, sh[5].dom, &out), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(sh[5].dev, sh[5].ns, sh[5].slice, 0, sh[5].dom, &out), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[5].base), 0);
     CU_ASSERT_EQUAL(ld_pool_contains(r[6].base), 1);
     ld_vmm_trim(NULL, -1);
@@ -669,7 +672,7 @@ static void test_pool_fork(void) {
         CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r[i], NULL), 0);
     }
     ld_range_t out;
-    CU_ASSERT_EQUAL(ld_pool_take(9, 1, 2 * MB, sh[0].dom, &out), -1);    /* a miss the child forgets */
+    CU_ASSERT_EQUAL(ld_pool_take(9, 1, 2 * MB, 0, sh[0].dom, &out), -1);    /* a miss the child forgets */
     ld_pool_stats_t before;
     ld_pool_stats(&before);
     fflush(stdout);
@@ -687,10 +690,10 @@ static void test_pool_fork(void) {
         for (int i = 0; i < NSHAPES; i++)
             if (ld_pool_contains(r[i].base)) bad |= 4;
         if (afrees + unmaps + releases != calls) bad |= 8;           /* no driver call */
-        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != -1) bad |= 16;
+        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, 0, sh[0].dom, &out) != -1) bad |= 16;
         ld_range_t mine = shaped(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom);
         if (ld_pool_keep(&mine, NULL) != 0) bad |= 32;
-        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, sh[0].dom, &out) != 0 || out.base != mine.base) bad |= 64;
+        if (ld_pool_take(sh[0].dev, sh[0].ns, sh[0].slice, 0, sh[0].dom, &out) != 0 || out.base != mine.base) bad |= 64;
         if (ld_vmm_trim(NULL, -1) != 0 || afrees + unmaps + releases != calls) bad |= 128;
         _exit(bad);
     }
@@ -730,7 +733,7 @@ static void test_pool_out_of_memory(void) {
     /* and the table works afterwards */
     ld_range_t first = shaped(0, 1, 2 * MB, d0), out;
     CU_ASSERT_EQUAL(ld_pool_keep(&first, NULL), 0);
-    CU_ASSERT_EQUAL(ld_pool_take(0, 1, 2 * MB, d0, &out), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 1, 2 * MB, 0, d0, &out), 0);
     CU_ASSERT_EQUAL(out.base, first.base);
     /* Growth of the bucket array: new shapes are added with their third allocation (only the
      * growth makes one) failing, until one growth fails; that shape is refused, every shape
@@ -761,7 +764,7 @@ static void test_pool_out_of_memory(void) {
     CU_ASSERT(grew);
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), (size_t)n);
     for (int i = 0; i < n; i++) {
-        CU_ASSERT_EQUAL(ld_pool_take(i % 3, 1, (size_t)(i + 1) * 2 * MB, d0, &out), 0);
+        CU_ASSERT_EQUAL(ld_pool_take(i % 3, 1, (size_t)(i + 1) * 2 * MB, 0, d0, &out), 0);
         CU_ASSERT_EQUAL(out.base, bases[i]);
     }
     CU_ASSERT_EQUAL(ld_pool_shape_count(NULL), 0);
@@ -777,11 +780,11 @@ static void test_pool_cycle_allocates_nothing(void) {
     int d01[2] = {0, 1};
     ld_range_t r = shaped(0, 2, 2 * MB, d01), out;
     CU_ASSERT_EQUAL(ld_pool_keep(&r, NULL), 0);
-    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
+    CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, 0, d01, &out), 0);
     arm_malloc_failure(1 << 30);               /* count, never fail */
     for (int i = 0; i < 1000; i++) {
         CU_ASSERT_EQUAL(ld_pool_keep(&out, NULL), 0);
-        CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, d01, &out), 0);
+        CU_ASSERT_EQUAL(ld_pool_take(0, 2, 2 * MB, 0, d01, &out), 0);
     }
     int calls = malloc_calls;
     disarm_malloc_failure();
@@ -803,7 +806,7 @@ static void test_pool_cycle_allocates_nothing(void) {
         b200[i] = x.base;
     }
     for (int i = 0; i < NS; i++) {
-        CU_ASSERT_EQUAL_FATAL(ld_pool_take(i % 2, 1, (size_t)(i + 1) * 2 * MB, d01, &out), 0);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_take(i % 2, 1, (size_t)(i + 1) * 2 * MB, 0, d01, &out), 0);
         CU_ASSERT_EQUAL(out.base, b200[i]);
         size_t live = ld_pool_shape_count(&entries);
         CU_ASSERT_EQUAL(live, (size_t)(NS - 1 - i));
@@ -847,7 +850,7 @@ static void test_pool_random_model(void) {
             bytes += r.reserved;
         } else if (what < 98) {
             ld_range_t out;
-            int rc = ld_pool_take(t->dev, t->ns, t->slice, t->dom, &out);
+            int rc = ld_pool_take(t->dev, t->ns, t->slice, 0, t->dom, &out);
             CU_ASSERT_EQUAL_FATAL(rc, depth[i] ? 0 : -1);
             if (rc == 0) {
                 CU_ASSERT_EQUAL_FATAL(out.base, stack[i][--depth[i]]);
@@ -880,7 +883,7 @@ static void test_pool_random_model(void) {
     for (int i = 0; i < S; i++)
         while (depth[i]) {
             ld_range_t out;
-            CU_ASSERT_EQUAL_FATAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, sh[i].dom, &out), 0);
+            CU_ASSERT_EQUAL_FATAL(ld_pool_take(sh[i].dev, sh[i].ns, sh[i].slice, 0, sh[i].dom, &out), 0);
             CU_ASSERT_EQUAL_FATAL(out.base, stack[i][--depth[i]]);
         }
     size_t entries = 0;
@@ -913,8 +916,8 @@ static void *pool_thread(void *arg) {
         memcpy(s.domain_of, shared, sizeof shared);
         if (ld_pool_keep(&r, NULL) != 0 || ld_pool_keep(&s, NULL) != 0) return (void *)1;
         if (!ld_pool_contains(r.base + MB)) return (void *)2;
-        if (ld_pool_take((int)t, 2, 2 * MB, mine, &out) != 0 || out.base != r.base) return (void *)3;
-        if (ld_pool_take(63, 2, 2 * MB, shared, &out) != 0 || out.device != 63 || out.domain_of[0] != 0)
+        if (ld_pool_take((int)t, 2, 2 * MB, 0, mine, &out) != 0 || out.base != r.base) return (void *)3;
+        if (ld_pool_take(63, 2, 2 * MB, 0, shared, &out) != 0 || out.device != 63 || out.domain_of[0] != 0)
             return (void *)4;
     }
     return NULL;
