@@ -81,6 +81,7 @@ CUDA_GENCODE ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,co
                 -gencode=arch=compute_100,code=compute_100
 
 ALL_TARGETS :=
+TEST_TARGETS :=
 NEEDS_ALL :=
 TEST_SUITES :=
 GPU_TEST_SUITES :=
@@ -109,8 +110,11 @@ FORCE:
 
 # Component fragments. shim/shim.mk links every shim/*.c plus $(SHIM_EXTRA_OBJS) (the
 # embedded probe fatbin from kernels/kernels.mk) into build/libldshim.so.
-include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk tests/*.mk tests/*/*.mk \
-                         tests/*/*/*.mk bench/*.mk bench/*/*.mk))
+# The product's fragments first, then the benchmarks' and the tests', so that those may name the
+# product's variables in their prerequisites.
+include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk))
+include $(sort $(wildcard bench/*.mk bench/*/*.mk bench/*/*/*.mk))
+include $(sort $(wildcard tests/*.mk tests/*/*.mk tests/*/*/*.mk))
 
 real-all: $(ALL_TARGETS)
 
@@ -134,7 +138,7 @@ $(BUILD) $(RESULTS):
 
 # `make test`: every CPU suite, then one summary line. -k semantics: a failing suite does
 # not stop the others; the summary fails if any suite failed or wrote no result.
-test: $(ALL_TARGETS)
+test: $(ALL_TARGETS) $(TEST_TARGETS)
 	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
 	@rc=0; for s in $(TEST_SUITES); do $(MAKE) --no-print-directory $$s || rc=1; done; \
 	  sh tests/summarize.sh $(RESULTS) $(TEST_SUITES) || rc=1; exit $$rc
@@ -148,7 +152,7 @@ test-gpu:
 	  $(MAKE) --no-print-directory test-gpu-run; \
 	else echo "test-gpu: skipped: no GPU ($(words $(GPU_TEST_SUITES)) suites not run; LDSHIM_GPU=1 runs them anyway)"; fi
 
-test-gpu-run: $(ALL_TARGETS)
+test-gpu-run: $(ALL_TARGETS) $(TEST_TARGETS)
 	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
 	@rc=0; for s in $(GPU_TEST_SUITES); do $(MAKE) --no-print-directory $$s || rc=1; done; \
 	  sh tests/summarize.sh $(RESULTS) $(GPU_TEST_SUITES) || rc=1; exit $$rc
