@@ -111,6 +111,13 @@ def check_compute(applied, sm_count=None, per_domain=None, reason=None, split=No
     return report_check(fn)
 
 
+def state_is(want):
+    def fn(rep):
+        if rep["state"] != want:
+            raise Fail("report: state %r, expected %r" % (rep["state"], want))
+    return fn
+
+
 def cases(a):
     C = []
     plant1 = plant()
@@ -128,10 +135,27 @@ def cases(a):
         C.append(Case("n/paths/%s" % st, "t_compute", ["paths"], "compute.policy", env={"LDSHIM_STATE": st},
                       wrap=plant1, quiet=True,
                       checks=[lambda r, res: same_as_noshim(r, res, Case("", "t_compute", ["paths"], shim=False))]))
-    # LDSHIM_COMPUTE without a state that binds (no policy: stock) binds nothing, and says so.
-    C.append(Case("n/paths/compute-in-stock", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "domain:0"},
+    # LDSHIM_COMPUTE=domain:N alone (no policy, no state) means compute-only in domain N: every
+    # path bound; asked for by name, stock stays pass-through; a placement that is not a
+    # domain (spread:K) with no state binds nothing, and says so.
+    alone = dict(bound, attr_sms=NSMS, topo_bound_sms=64, topo_sm_bound=64, topo_domain=1)
+    for tag in ("null", "legacy", "stream", "nbstream", "pts", "ptsz", "graph"):
+        alone["%s_sms" % tag] = 64
+        alone["%s_side" % tag] = 1
+    C.append(Case("n/paths/compute-alone-binds", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "domain:1"},
+                  wrap=plant1, expect=alone,
+                  checks=[check_compute("domain:1", 64, [0, 64], split="aligned"),
+                          report_check(state_is("compute-only"))]))
+    C.append(Case("n/paths/policy-compute-alone-binds", "t_compute", ["paths"], "compute_nostate.policy",
+                  wrap=plant1, expect=alone,
+                  checks=[check_compute("domain:1", 64, [0, 64], split="aligned"),
+                          report_check(state_is("compute-only"))]))
+    C.append(Case("n/paths/compute-in-named-stock", "t_compute", ["paths"],
+                  env={"LDSHIM_COMPUTE": "domain:0", "LDSHIM_STATE": "stock"}, wrap=plant1, quiet=True,
+                  checks=[lambda r, res: same_as_noshim(r, res, Case("", "t_compute", ["paths"], shim=False))]))
+    C.append(Case("n/paths/spread-in-stock", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "spread:32"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0},
-                  checks=[stderr_matches(r"^ldshim: warning: compute = domain:0 is ignored in state stock", 1)]))
+                  checks=[stderr_matches(r"^ldshim: warning: compute = spread:32 is ignored in state stock", 1)]))
     C.append(Case("n/paths/all", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "all"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0,
                                        "attr_sms": NSMS}))
