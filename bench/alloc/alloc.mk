@@ -16,8 +16,10 @@ $(BENCHALLOC_BIN): $(BENCHALLOC_DIR)/bench_alloc.c shim/ldshim.h kernels/ldshim_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(BENCHALLOC_LIBS)
 
-ALL_TARGETS += $(BENCHALLOC_BIN)
+BENCH_TARGETS += $(BENCHALLOC_BIN)
+TEST_TARGETS  += $(BENCHALLOC_BIN)
 
+#: bench-alloc     GPU: the allocation micro-benchmark under libldshim (bench/alloc/run.sh)
 .PHONY: bench-alloc test-bench-alloc-selftest test-bench-alloc-onfake
 bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
 	LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' bash $(BENCHALLOC_DIR)/run.sh \
@@ -33,4 +35,3 @@ test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so $(BUILD)/fake/l
 	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh $(BENCHALLOC_DIR)/onfake.sh $(BENCHALLOC_BIN) \
 	  $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-bench-alloc-onfake
 
-TEST_SUITES += test-bench-alloc-selftest test-bench-alloc-onfake

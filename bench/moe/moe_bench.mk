@@ -1,10 +1,9 @@
 # bench/moe/moe_bench.mk — the MoE benchmark (bench/moe/bench_moe.py over the lab library,
-# bench/moe/lab/lab.mk) and its GPU programs, and the CPU check of its host-only tools.
+# bench/moe/lab/lab.mk) and its GPU programs (its host-only tools' CPU checks: tests/bench/bench.mk).
 #
 #   make bench-moe                  benchmark vs torch._grouped_mm and cuBLAS (needs the GPU)
 #   make build/moe/libstreamfloor.so   the benchmark's one-launch streaming floor peer
 #   make build/moe/pattern_probe    weight streaming by access pattern (bench/moe/pattern_probe.cu)
-#   make test-bench-moe-tools       gpc_rates.py against its recorded output, and its bad-input errors
 
 # The benchmark's floor peer (bench/moe/stream_floor.cu): sm_90a only (it uses bulk copies).
 LDMOE_FLOOR_LIB := $(LDMOE_BUILD)/libstreamfloor.so
@@ -22,12 +21,9 @@ $(LDMOE_PATTERN_PROBE): bench/moe/pattern_probe.cu
 
 # The tile sweeps need the lab's tiles: the lab library runs them all, AUTO's included (the same
 # kernels as libldmoe.so, make sass-identity).
-.PHONY: bench-moe test-bench-moe-tools
+#: bench-moe       GPU: libldmoe vs torch._grouped_mm and cuBLAS (bench/moe/bench_moe.py)
+.PHONY: bench-moe
 bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
-test-bench-moe-tools: | $(RESULTS)
-	@$(PYTHON) bench/moe/test_tools.py $(RESULTS)/test-bench-moe-tools
-
-ALL_TARGETS += $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES += test-bench-moe-tools
+BENCH_TARGETS += $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)

@@ -101,7 +101,6 @@ test-moe-py: $(LDMOE_LIB) | $(RESULTS)
 
 ALL_TARGETS     += $(LDMOE_LIB)
 TEST_TARGETS    += $(LDMOE_CPU_TEST) $(LDMOE_SCHED_TEST)
-TEST_SUITES     += test-moe test-moe-sched test-moe-abi test-moe-py test-moe-order test-moe-layout
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
 INSTALL_PYMODS  += $(LDMOE_DIR)/ldmoe.py

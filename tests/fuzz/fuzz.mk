@@ -25,6 +25,10 @@ $(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classif
 	@mkdir -p $(@D)
 	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c -o $@ -lm
 
+TEST_TARGETS += $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN)
+
+#: fuzz-load       libFuzzer run over policy files and the configuration, FUZZ_SECONDS (60)
+#: fuzz-cache      libFuzzer run over the topology cache reader, FUZZ_SECONDS (60)
 .PHONY: fuzz-load fuzz-cache test-fuzz-files
 fuzz-load: $(FUZZ_LOAD_BIN)
 	@mkdir -p $(BUILD)/fuzz/load
@@ -54,4 +58,3 @@ test-fuzz-files: $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN) | $(RESULTS)
 	  else f=$$((f + 1)); echo "test-fuzz-files: fuzz_$$t FAILED"; tail -40 $(BUILD)/fuzz/files/$$t.log; fi; \
 	done; echo "$$p $$f" > $(RESULTS)/test-fuzz-files; [ $$f -eq 0 ]
 
-TEST_SUITES += test-fuzz-files

@@ -41,6 +41,9 @@ $(BUILD)/lab/diag/ldmoe_lab.o: $(LDMOE_LAB_DIR)/ldmoe_lab.cu $(LDMOE_LAB_DEPS)
 $(LDMOE_LAB_DIAG_LIB): $(BUILD)/lab/diag/ldmoe_lab.o $(LDMOE_LAB_DIR)/ldmoe_lab.map
 	$(LDMOE_LAB_LINK)
 
+#: lab-moe         build/lab/libldmoe_lab.so: libldmoe with every tile, counters, timeline, tune bits
+#: lab-moe-diag    build/lab/diag/libldmoe_lab.so: the lab with the diagnostic bits compiled in
+#: sass-identity   both libraries' kernels against bench/moe/sass/baseline.txt (needs a cuobjdump)
 .PHONY: lab-moe lab-moe-diag sass-identity
 lab-moe: $(LDMOE_LAB_LIB)
 lab-moe-diag: $(LDMOE_LAB_DIAG_LIB)
@@ -61,6 +64,8 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
                        tests/unit/cunit_main.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
+
+LAB_TEST_TARGETS += $(LDMOE_LAB_LIB) $(LDMOE_LAB_CPU_TEST)
 
 .PHONY: test-moe-lab test-moe-tiles test-gpu-moe test-gpu-moe-bound
 test-moe-lab: $(LDMOE_LAB_CPU_TEST) | $(RESULTS)
@@ -93,5 +98,3 @@ test-gpu-moe-bound: $(LDMOE_LIB) $(LDMOE_LAB_LIB) $(SHIM_LIB) | $(RESULTS)
 	$(call ldmoe_gpu_runs,$(RESULTS)/test-gpu-moe-bound,LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0,--quick)
 
 
-TEST_SUITES     += test-moe-lab test-moe-tiles
-GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
