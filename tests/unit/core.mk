@@ -2,7 +2,7 @@
 # and `make bench-pool`, the pool table's CPU micro-benchmark.
 CORE_TEST_BIN := $(BUILD)/tests/test_shim_core
 CORE_TEST_OBJS := $(addprefix $(BUILD)/shim/,registry.o pool.o vmm.o device.o log.o config.o driver.o image.o \
-                    compute.o compute_plan.o probe_cache.o probe_classify.o json.o options.o)
+                    compute.o compute_groups.o compute_streams.o compute_plan.o probe_cache.o probe_classify.o json.o options.o)
 
 # --wrap: the objects' malloc and calloc calls reach the test's __wrap_*, which can fail one on
 # request (the pool's out-of-memory test); the shim itself is linked without it.
