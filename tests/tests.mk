@@ -44,6 +44,7 @@ TEST_SUITES += test-moe-abi              # ldmoe.py's and ldmoe_lab.py's ctypes 
 TEST_SUITES += test-moe-py               # ldmoe.py's FP8 side and the CPU references of the GPU tests
 TEST_SUITES += test-moe-order            # bench_moe.py's call orders are balanced
 TEST_SUITES += test-moe-layout           # the product's sources know nothing of the lab; one definition per tune bit
+TEST_SUITES += test-moe-exports          # libldmoe.so's tile table and exports agree with ldmoe.h, ldmoe.py, ldmoe.map
 
 # ---- CPU: tools, benchmarks' host code, packaging, the build -------------------------------
 TEST_SUITES += test-ab                   # ldshim-ab against fake programs, and end to end over the fake driver

@@ -12,6 +12,7 @@
 #                                with torch: this one, or $LDMOE_TEST_PYTHON / $SERVE_TEST_PYTHON)
 #   make test-moe-order          bench_moe.py's call orders are balanced (bench/moe/call_order.py)
 #   make test-moe-layout         the product's sources know nothing of the lab; one definition per tune bit
+#   make test-moe-exports        libldmoe.so's tile table and exports agree with ldmoe.h, ldmoe.py, ldmoe.map
 
 LDMOE_DIR      := kernels/moe
 LDMOE_BUILD    := $(BUILD)/moe
@@ -75,7 +76,7 @@ $(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/impl/scheduler.c
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -pthread -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
 
-.PHONY: test-moe test-moe-sched test-moe-abi test-moe-py test-moe-order test-moe-layout
+.PHONY: test-moe test-moe-sched test-moe-abi test-moe-py test-moe-order test-moe-layout test-moe-exports
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
 
@@ -89,6 +90,11 @@ test-moe-abi: | $(RESULTS)
 # bench_moe.py's call orders (bench/moe/call_order.py): every cycle balanced (no GPU, no torch).
 test-moe-order: | $(RESULTS)
 	$(PYTHON) tests/moe/test_call_order.py $(RESULTS)/test-moe-order
+
+# libldmoe.so's tile table and exports against ldmoe.h, ldmoe.py and ldmoe.map (the lab's part:
+# test-moe-tiles, bench/moe/lab/lab.mk).
+test-moe-exports: $(LDMOE_LIB) | $(RESULTS)
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/moe/test_tile_list.py --product $(RESULTS)/test-moe-exports
 
 # The product's sources know nothing of the lab; each variant bit is defined once (tests/moe/test_layout.py).
 test-moe-layout: | $(RESULTS)
