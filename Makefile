@@ -1,12 +1,17 @@
 # ldshim — top-level build.
 #
 # Each component keeps its rules in its own fragment (policy/policy.mk, shim/shim.mk,
-# kernels/*.mk, tests/*.mk, bench/bench.mk, tools/tools.mk). A fragment appends to:
-#   ALL_TARGETS        files `make` builds
-#   NEEDS_ALL          targets that need every one of them first (install tests, docs)
-#   TEST_SUITES        phony targets run by `make test` (CPU only); each writes
-#                      $(RESULTS)/<suite> holding "<passed> <failed>"
-#   GPU_TEST_SUITES    phony targets run by `make test-gpu` (needs a GPU), same contract
+# kernels/*.mk, kernels/moe/moe.mk, tools/*.mk; bench/*/*.mk; tests/*/*.mk), read in that order:
+# the product's, then the benchmarks' and the lab's, then the tests'. A fragment appends to:
+#   ALL_TARGETS        the product: what `make` builds (the two libraries, the tools, the
+#                      MLOPart helper, the man pages) and `make install` installs from
+#   TEST_TARGETS       programs the test suites need, built by `make test` / `make test-gpu`
+#                      before the suites run; LAB_TEST_TARGETS: the same for the lab's suites
+#   BENCH_TARGETS      benchmark programs, built by `make bench`
+#   NEEDS_ALL          targets that need the whole product first (install tests, docs)
+# Test suites are registered in one place, tests/tests.mk (TEST_SUITES, LAB_TEST_SUITES,
+# GPU_TEST_SUITES; it says how to add one). `make help` lists the public targets: the lines
+# "#: TARGET  what it does" of the Makefile and the fragments, and the suites of tests/tests.mk.
 #   INSTALL_SOLIBS     shared libraries build/libX.so, installed as versioned objects
 #                      (libX.so.$(VERSION), soname libX.so.$(SOVERSION), and the two links)
 #   INSTALL_LIBS       other files for $(LIBDIR) (programs the libraries start)
@@ -81,6 +86,10 @@ CUDA_GENCODE ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,co
                 -gencode=arch=compute_100,code=compute_100
 
 ALL_TARGETS :=
+TEST_TARGETS :=
+LAB_TEST_TARGETS :=
+BENCH_TARGETS :=
+LAB_TEST_SUITES :=
 NEEDS_ALL :=
 TEST_SUITES :=
 GPU_TEST_SUITES :=
@@ -93,7 +102,16 @@ INSTALL_PYMODS :=
 INSTALL_MANS :=
 INSTALL_PCS :=
 
-.PHONY: all test test-gpu test-gpu-run install uninstall clean fuzz help FORCE
+#: all             the product: libldshim.so, libldmoe.so, the tools, the MLOPart helper, man pages
+#: test            every CPU suite of tests/tests.mk, then one summary line (SAN=1: ASan+UBSan, in build-san/)
+#: test-lab        the CPU suites of the lab build of libldmoe (compiles it: a few minutes)
+#: test-gpu        every GPU suite (skipped, exit 0, without a usable NVIDIA GPU)
+#: bench           every benchmark program (running them needs the GPU: the bench-* targets)
+#: install         PREFIX=/usr/local [DESTDIR=staging]; `make uninstall` takes the same arguments
+#: uninstall       remove what `make install` put there
+#: clean           remove $(BUILD)
+#: help            this list
+.PHONY: all test test-lab test-gpu test-gpu-run bench install uninstall clean fuzz help FORCE
 all: real-all
 
 # $(BUILD)/gen/ldshim_build.h: LDSHIM_BUILD_VERSION and LDSHIM_BUILD_REVISION for the tools'
@@ -109,8 +127,11 @@ FORCE:
 
 # Component fragments. shim/shim.mk links every shim/*.c plus $(SHIM_EXTRA_OBJS) (the
 # embedded probe fatbin from kernels/kernels.mk) into build/libldshim.so.
-include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk tests/*.mk tests/*/*.mk \
-                         tests/*/*/*.mk bench/*.mk bench/*/*.mk))
+# The product's fragments first, then the benchmarks' and the tests', so that those may name the
+# product's variables in their prerequisites.
+include $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk))
+include $(sort $(wildcard bench/*.mk bench/*/*.mk bench/*/*/*.mk))
+include $(sort $(wildcard tests/*.mk tests/*/*.mk tests/*/*/*.mk))
 
 real-all: $(ALL_TARGETS)
 
@@ -132,9 +153,10 @@ $(NEEDS_ALL): $(ALL_TARGETS)
 $(BUILD) $(RESULTS):
 	@mkdir -p $@
 
+# The suites: $(RESULTS)/<suite> holds "<passed> <failed>" (tests/tests.mk).
 # `make test`: every CPU suite, then one summary line. -k semantics: a failing suite does
 # not stop the others; the summary fails if any suite failed or wrote no result.
-test: $(ALL_TARGETS)
+test: $(ALL_TARGETS) $(TEST_TARGETS)
 	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
 	@rc=0; for s in $(TEST_SUITES); do $(MAKE) --no-print-directory $$s || rc=1; done; \
 	  sh tests/summarize.sh $(RESULTS) $(TEST_SUITES) || rc=1; exit $$rc
@@ -148,10 +170,19 @@ test-gpu:
 	  $(MAKE) --no-print-directory test-gpu-run; \
 	else echo "test-gpu: skipped: no GPU ($(words $(GPU_TEST_SUITES)) suites not run; LDSHIM_GPU=1 runs them anyway)"; fi
 
-test-gpu-run: $(ALL_TARGETS)
+test-gpu-run: $(ALL_TARGETS) $(TEST_TARGETS)
 	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
 	@rc=0; for s in $(GPU_TEST_SUITES); do $(MAKE) --no-print-directory $$s || rc=1; done; \
 	  sh tests/summarize.sh $(RESULTS) $(GPU_TEST_SUITES) || rc=1; exit $$rc
+
+# `make test-lab`: the CPU suites that need the lab build of libldmoe (bench/moe/lab), which
+# `make test` does not compile (it would compile every product kernel a second time).
+test-lab: $(ALL_TARGETS) $(LAB_TEST_TARGETS)
+	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
+	@rc=0; for s in $(LAB_TEST_SUITES); do $(MAKE) --no-print-directory $$s || rc=1; done; \
+	  sh tests/summarize.sh $(RESULTS) $(LAB_TEST_SUITES) || rc=1; exit $$rc
+
+bench: $(BENCH_TARGETS)
 
 # ---- install / uninstall ------------------------------------------------------------------
 BINDIR       ?= $(PREFIX)/bin
@@ -224,10 +255,14 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
+# `make help`: the "#: " lines of the Makefile and the fragments (the build's own targets first),
+# then every registered suite with its comment in tests/tests.mk.
+HELP_FILES := Makefile $(sort $(wildcard policy/*.mk kernels/*.mk kernels/*/*.mk shim/*.mk tools/*.mk \
+                bench/*.mk bench/*/*.mk bench/*/*/*.mk tests/*/*.mk tests/*/*/*.mk))
 help:
-	@echo "make            build libldshim.so, libldmoe.so, tools"
-	@echo "make test       CPU test suites (SAN=1 for ASan/UBSan)"
-	@echo "make test-gpu   GPU test suites (skipped, exit 0, without a usable NVIDIA GPU)"
-	@echo "make fuzz       libFuzzer run of the policy parser"
-	@echo "make install PREFIX=/usr/local [DESTDIR=staging]   (make uninstall: the same arguments)"
+	@echo "Targets (make help; options: SAN=1 BUILD=dir PREFIX=dir DESTDIR=dir NVCC=... CUDA_HOME=... PYTHON=...):"
+	@sed -n 's/^#: \([^ ]*\)  */  \1|/p' $(HELP_FILES) | awk -F'|' '{ printf "  %-28s %s\n", substr($$1, 3), $$2 }'
+	@echo "Test suites (tests/tests.mk; each also runs alone as make NAME):"
+	@sed -n 's/^\(LAB_\|GPU_\)\{0,1\}TEST_SUITES *+= *\([^ ]*\) *# *\(.*\)/\1|\2|\3/p' tests/tests.mk | \
+	  awk -F'|' '{ k = $$1 == "GPU_" ? "gpu" : $$1 == "LAB_" ? "lab" : "cpu"; printf "  %-28s [%s] %s\n", $$2, k, $$3 }'
 	@echo "pip install .   ldshim-ab and the ldmoe module (with the libraries, after make)"

@@ -29,6 +29,7 @@ $(POLICY_TEST_BIN): tests/unit/test_policy.c tests/unit/cunit_main.h $(POLICY_OB
 	$(CC) $(CFLAGS) $< $(POLICY_OBJS) -o $@ $(LDFLAGS) -lcunit
 
 # The suite also drives the ldshim-policy tool, found through LDSHIM_POLICY_CLI.
+#: fuzz            libFuzzer run of the policy parser for FUZZ_SECONDS (60)
 .PHONY: test-policy
 test-policy: $(POLICY_TEST_BIN) $(POLICY_CLI) | $(RESULTS)
 	LDSHIM_POLICY_CLI=$(POLICY_CLI) $(POLICY_TEST_BIN) $(RESULTS)/test-policy
@@ -68,6 +69,6 @@ test-policy-fuzz: $(POLICY_FUZZ_BIN) | $(RESULTS)
 	else echo "0 1" > $(RESULTS)/test-policy-fuzz; tail -40 $(BUILD)/fuzz/smoke.log; exit 1; fi
 
 ALL_TARGETS  += $(POLICY_OBJS) $(POLICY_CLI)
+TEST_TARGETS += $(POLICY_TEST_BIN)
 INSTALL_BINS += $(POLICY_CLI)
-TEST_SUITES  += test-policy test-policy-fuzz
 INSTALL_DATA += policy/examples/moe.policy

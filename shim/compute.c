@@ -16,12 +16,14 @@
  *   that makes it current meanwhile waits for it rather than running unbound.
  * - A green context goes only with the primary (reset, the program's last release before
  *   exit); the calling thread gets the primary current first, and the destroyed handles keep
- *   answering the primary (retire) for threads that still have one current. At exit nothing
+ *   answering the primary (ld_context_retire) for threads that still have one current. At exit nothing
  *   is destroyed (at_exit).
  * - No shim lock is held across a driver call, except the per-thread stream list's lock
  *   around stream/context destruction at thread exit, reset and exit, where nothing else can
  *   wait on it. */
 #include "shim/compute.h"
+#include "shim/compute_groups.h"
+#include "shim/compute_streams.h"
 #include "shim/log.h"
 #include "shim/probe_cache.h"
 
@@ -32,14 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-extern const unsigned char ld_probe_fatbin[] __attribute__((weak, visibility("hidden")));
-
-#define MARKER_HOLD_NS   20000u   /* each marker CTA holds its SM this long: spreads a launch */
-#define MARKER_WAVES     4u       /* marker CTAs per SM of the group                          */
-#define MARKER_TRIES     3        /* relaunches of a marker that missed SMs                   */
 #define BIND_WAIT_MS     10000    /* longest a thread waits for another's binding build       */
-#define GROUPS_FILE_MAX  (LD_MAX_SM_GROUPS * 96 + 512)
-#define TLS_SLOTS        8        /* devices one thread can hold per-thread streams on        */
 
 enum { B_NONE = 0, B_BUILDING = 1, B_BOUND = 2, B_UNBOUND = 3 };
 
@@ -58,7 +53,6 @@ typedef struct {
 static binding_t B[LD_MAX_DEVICES];
 static atomic_ullong bound_mask;     /* bit d: B[d] is B_BOUND                               */
 static atomic_int building;          /* bindings being built                                 */
-static atomic_uint gen[LD_MAX_DEVICES];   /* bumped when a device's streams are destroyed   */
 static pthread_mutex_t wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wait_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int launch_warned;
@@ -71,464 +65,13 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+CUcontext ld_compute_primary(int dev) { return atomic_load(&B[dev].primary); }
+
 static ld_compute_opts_t opt;   /* written by ld_compute_configure before any CUDA call */
 
 void ld_compute_configure(const ld_compute_opts_t *o) { opt = *o; }
 
 int ld_compute_requested(void) { return opt.requested && opt.compute.kind != LD_COMPUTE_ALL; }
-
-/* ---- per-thread streams (and per-thread green contexts) -------------------------------- */
-
-typedef struct { int dev; unsigned gen; CUstream stream; CUgreenCtx green; CUcontext gctx; } slot_t;
-typedef struct tblock {
-    slot_t slot[TLS_SLOTS];
-    int n;
-    struct tblock *prev, *next;
-} tblock_t;
-
-/* A per-thread green context whose thread exited. Streams, events and modules the thread
- * created in it may still be used by other threads, so it lives on until a reset (or the end
- * of the process), and the next thread that needs one takes it (so the number never exceeds
- * the threads alive at once). */
-typedef struct idle_green { struct idle_green *next; int dev; unsigned gen; CUgreenCtx green; CUcontext gctx; } idle_t;
-
-static pthread_mutex_t blocks_mu = PTHREAD_MUTEX_INITIALIZER;
-static tblock_t *blocks;
-static idle_t *idle;                 /* blocks_mu                                             */
-static pthread_key_t block_key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static int key_ok;
-static __thread tblock_t *t_block;
-
-/* ---- retired green contexts ------------------------------------------------------------ */
-
-/* A green context destroyed at a reset (or the last release) may still be current on a
- * thread that never made the primary current again; what that thread is told stays the
- * primary. A handle the driver hands out again (a new context at the same address) leaves
- * the list. */
-#define RETIRED_MAX 256
-static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct { CUcontext gctx, primary; } retired[RETIRED_MAX];
-static int retired_next;
-static atomic_int nretired;          /* entries in use                                       */
-
-static void retire(CUcontext gctx, CUcontext primary) {
-    if (!gctx || !primary) return;
-    pthread_mutex_lock(&retired_mu);
-    if (!retired[retired_next].gctx) atomic_fetch_add(&nretired, 1);
-    retired[retired_next].gctx = gctx;
-    retired[retired_next].primary = primary;
-    retired_next = (retired_next + 1) % RETIRED_MAX;
-    pthread_mutex_unlock(&retired_mu);
-}
-
-static CUcontext retired_primary(CUcontext c) {
-    CUcontext p = NULL;
-    pthread_mutex_lock(&retired_mu);
-    for (int i = 0; i < RETIRED_MAX && !p; i++)
-        if (retired[i].gctx == c) p = retired[i].primary;
-    pthread_mutex_unlock(&retired_mu);
-    return p;
-}
-
-void ld_compute_forget_handle(CUcontext c) {
-    if (!c || !atomic_load(&nretired)) return;
-    pthread_mutex_lock(&retired_mu);
-    for (int i = 0; i < RETIRED_MAX; i++)
-        if (retired[i].gctx == c) {
-            retired[i].gctx = retired[i].primary = NULL;
-            atomic_fetch_sub(&nretired, 1);
-        }
-    pthread_mutex_unlock(&retired_mu);
-}
-
-static void destroy_slot(const ld_driver_t *d, slot_t *s) {
-    if (s->stream) d->cuStreamDestroy_v2(s->stream);
-    if (s->gctx && s->dev >= 0) retire(s->gctx, atomic_load(&B[s->dev].primary));
-    if (s->green && d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(s->green);
-    memset(s, 0, sizeof *s);
-    s->dev = -1;
-}
-
-/* Thread exit: its streams go (a stream with work left is released by the driver when the
- * work is done), its green contexts wait for the next thread (idle_t), and its block leaves
- * the list. */
-static void block_dtor(void *p) {
-    tblock_t *b = p;
-    const ld_driver_t *d = ld_driver();
-    pthread_mutex_lock(&blocks_mu);
-    if (b->prev) b->prev->next = b->next;
-    else if (blocks == b) blocks = b->next;
-    if (b->next) b->next->prev = b->prev;
-    for (int i = 0; i < b->n; i++) {
-        slot_t *s = &b->slot[i];
-        if (!d || s->dev < 0 || s->gen != atomic_load(&gen[s->dev])) continue;
-        idle_t *x = s->green ? malloc(sizeof *x) : NULL;
-        if (x) {
-            *x = (idle_t){ idle, s->dev, s->gen, s->green, s->gctx };
-            idle = x;
-            s->green = NULL;
-            s->gctx = NULL;
-        }
-        destroy_slot(d, s);
-    }
-    pthread_mutex_unlock(&blocks_mu);
-    free(b);
-    t_block = NULL;
-}
-
-static void make_key(void) { key_ok = pthread_key_create(&block_key, block_dtor) == 0; }
-
-static tblock_t *my_block(void) {
-    if (t_block) return t_block;
-    pthread_once(&key_once, make_key);
-    if (!key_ok) return NULL;
-    tblock_t *b = calloc(1, sizeof *b);
-    if (!b) return NULL;
-    for (int i = 0; i < TLS_SLOTS; i++) b->slot[i].dev = -1;
-    pthread_mutex_lock(&blocks_mu);
-    b->next = blocks;
-    if (blocks) blocks->prev = b;
-    blocks = b;
-    pthread_mutex_unlock(&blocks_mu);
-    pthread_setspecific(block_key, b);
-    t_block = b;
-    return b;
-}
-
-/* This thread's slot for `dev` (current generation), creating it when `create`. */
-static slot_t *my_slot(int dev, int create) {
-    tblock_t *b = t_block ? t_block : (create ? my_block() : NULL);
-    if (!b) return NULL;
-    unsigned g = atomic_load(&gen[dev]);
-    slot_t *free_slot = NULL;
-    for (int i = 0; i < b->n; i++) {
-        slot_t *s = &b->slot[i];
-        if (s->dev == dev && s->gen == g) return s;
-        if (!free_slot && (s->dev < 0 || s->gen != atomic_load(&gen[s->dev]))) free_slot = s;
-    }
-    if (!create) return NULL;
-    if (!free_slot) {
-        if (b->n == TLS_SLOTS) return NULL;
-        free_slot = &b->slot[b->n++];
-    }
-    pthread_mutex_lock(&blocks_mu);
-    memset(free_slot, 0, sizeof *free_slot);
-    free_slot->dev = dev;
-    free_slot->gen = g;
-    pthread_mutex_unlock(&blocks_mu);
-    return free_slot;
-}
-
-/* Destroy every thread's streams/contexts of `dev` (-1: all devices) and invalidate them. */
-static void destroy_thread_objects(const ld_driver_t *d, int dev) {
-    pthread_mutex_lock(&blocks_mu);
-    for (tblock_t *b = blocks; b; b = b->next)
-        for (int i = 0; i < b->n; i++) {
-            slot_t *s = &b->slot[i];
-            if (s->dev < 0 || (dev >= 0 && s->dev != dev) || s->gen != atomic_load(&gen[s->dev])) continue;
-            destroy_slot(d, s);
-        }
-    for (idle_t **pp = &idle; *pp;) {
-        idle_t *x = *pp;
-        if (dev >= 0 && x->dev != dev) { pp = &x->next; continue; }
-        *pp = x->next;
-        if (x->gen == atomic_load(&gen[x->dev])) {
-            retire(x->gctx, atomic_load(&B[x->dev].primary));
-            if (d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(x->green);
-        }
-        free(x);
-    }
-    for (int k = 0; k < LD_MAX_DEVICES; k++)
-        if (dev < 0 || k == dev) atomic_fetch_add(&gen[k], 1);
-    pthread_mutex_unlock(&blocks_mu);
-}
-
-/* The device whose per-thread green context (of any thread, or idle) `c` is; -1 if none. */
-static int thread_owner(CUcontext c) {
-    int dev = -1;
-    pthread_mutex_lock(&blocks_mu);
-    for (tblock_t *b = blocks; b && dev < 0; b = b->next)
-        for (int i = 0; i < b->n; i++) {
-            const slot_t *s = &b->slot[i];
-            if (s->dev >= 0 && s->gctx == c && s->gen == atomic_load(&gen[s->dev])) { dev = s->dev; break; }
-        }
-    for (const idle_t *x = idle; x && dev < 0; x = x->next)
-        if (x->gctx == c && x->gen == atomic_load(&gen[x->dev])) dev = x->dev;
-    pthread_mutex_unlock(&blocks_mu);
-    return dev;
-}
-
-/* ---- the marker kernel ------------------------------------------------------------------ */
-
-typedef struct {
-    const ld_driver_t *d;
-    CUdevice dev;
-    CUlibrary lib;
-    CUkernel clear, marker;
-    CUdeviceptr seen;
-    uint32_t nsms;
-    unsigned smem;
-} marker_t;
-
-static void marker_close(marker_t *m) {
-    /* Retried once: a transient failure must not leave the counters allocated. */
-    if (m->seen && m->d->cuMemFree_v2(m->seen) != CUDA_SUCCESS) m->d->cuMemFree_v2(m->seen);
-    if (m->lib) m->d->cuLibraryUnload(m->lib);
-    memset(m, 0, sizeof *m);
-}
-
-static int marker_open(const ld_driver_t *d, CUdevice dev, uint32_t nsms, marker_t *m, char *why, size_t n) {
-    memset(m, 0, sizeof *m);
-    m->d = d;
-    m->dev = dev;
-    m->nsms = nsms;
-    if (!ld_probe_fatbin) { snprintf(why, n, "the marker kernel is not built into this library"); return -1; }
-    if (!d->cuLibraryLoadData || !d->cuLibraryGetKernel || !d->cuLibraryUnload) {
-        snprintf(why, n, "the driver lacks context-independent loading (cuLibraryLoadData, CUDA >= 12.0)");
-        return -1;
-    }
-    CUresult r = d->cuLibraryLoadData(&m->lib, ld_probe_fatbin, NULL, NULL, 0, NULL, NULL, 0);
-    if (r != CUDA_SUCCESS) { m->lib = NULL; snprintf(why, n, "loading the marker kernel: %s", ld_cu_errname(r)); return -1; }
-    if ((r = d->cuLibraryGetKernel(&m->clear, m->lib, "ldprobe_clear")) != CUDA_SUCCESS ||
-        (r = d->cuLibraryGetKernel(&m->marker, m->lib, "ldprobe_sm_marker")) != CUDA_SUCCESS) {
-        snprintf(why, n, "finding the marker kernel: %s", ld_cu_errname(r));
-        marker_close(m);
-        return -1;
-    }
-    int optin = 0;
-    d->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
-    m->smem = optin > 0 ? (unsigned)optin : 48u * 1024u;
-    if (d->cuKernelSetAttribute &&
-        d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)m->smem, m->marker, dev) != CUDA_SUCCESS)
-        m->smem = 48u * 1024u;   /* more CTAs per SM then; the relaunches still cover the group */
-    if ((r = d->cuMemAlloc_v2(&m->seen, (nsms + 1) * sizeof(uint32_t))) != CUDA_SUCCESS) {
-        m->seen = 0;
-        snprintf(why, n, "marker counters: %s", ld_cu_errname(r));
-        marker_close(m);
-        return -1;
-    }
-    return 0;
-}
-
-/* Launch the marker in green context `g` (CUcontext gctx) and collect the SMs it ran on.
- * `expect`: the SMs the group should have (0: unknown). Returns 0, or -1 with why. */
-static int marker_run(marker_t *m, CUgreenCtx g, CUcontext gctx, uint32_t expect, ld_smmask_t *out, char *why, size_t n) {
-    const ld_driver_t *d = m->d;
-    memset(out, 0, sizeof *out);
-    uint32_t *seen = malloc((m->nsms + 1) * sizeof *seen);
-    if (!seen) { snprintf(why, n, "out of host memory"); return -1; }
-    CUstream st = NULL;
-    CUresult r = d->cuGreenCtxStreamCreate(&st, g, CU_STREAM_NON_BLOCKING, 0);
-    if (r != CUDA_SUCCESS) { free(seen); snprintf(why, n, "cuGreenCtxStreamCreate: %s", ld_cu_errname(r)); return -1; }
-    int pushed = d->cuCtxPushCurrent_v2(gctx) == CUDA_SUCCESS;
-    int rc = -1;
-    uint32_t nseen = m->nsms + 1, hold = MARKER_HOLD_NS;
-    unsigned grid = MARKER_WAVES * (expect ? expect : m->nsms);
-    for (int t = 0; t < MARKER_TRIES; t++) {
-        void *cargs[] = { &m->seen, &nseen };
-        void *margs[] = { &m->seen, &m->nsms, &hold };
-        if ((r = d->cuLaunchKernel((CUfunction)m->clear, 1, 1, 1, 256, 1, 1, 0, st, cargs, NULL)) != CUDA_SUCCESS ||
-            (r = d->cuLaunchKernel((CUfunction)m->marker, grid, 1, 1, 32, 1, 1, m->smem, st, margs, NULL)) != CUDA_SUCCESS ||
-            (r = d->cuStreamSynchronize(st)) != CUDA_SUCCESS ||
-            (r = d->cuMemcpyDtoH_v2(seen, m->seen, nseen * sizeof *seen)) != CUDA_SUCCESS) {
-            snprintf(why, n, "running the marker kernel: %s", ld_cu_errname(r));
-            break;
-        }
-        for (uint32_t s = 0; s < m->nsms; s++)
-            if (seen[s]) ld_smmask_set(out, s);
-        if (seen[m->nsms]) { snprintf(why, n, "the marker saw %u SM ids beyond %u", seen[m->nsms], m->nsms); break; }
-        if (!expect || ld_smmask_count(out) >= expect) { rc = 0; break; }
-        snprintf(why, n, "the marker reached %u of the group's %u SMs", ld_smmask_count(out), expect);
-    }
-    if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
-    if (d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);   /* once more: never leak it */
-    free(seen);
-    return rc;
-}
-
-/* Measure the SMs of one resource (a group, or the remainder). */
-static int measure_one(marker_t *m, CUdevResource *res, ld_smmask_t *out, char *why, size_t n) {
-    const ld_driver_t *d = m->d;
-    CUdevResourceDesc desc;
-    CUgreenCtx g = NULL;
-    CUcontext gc = NULL;
-    CUresult r = d->cuDevResourceGenerateDesc(&desc, res, 1);
-    if (r == CUDA_SUCCESS) r = d->cuGreenCtxCreate(&g, desc, m->dev, CU_GREEN_CTX_DEFAULT_STREAM);
-    if (r != CUDA_SUCCESS) { snprintf(why, n, "green context for one SM group: %s", ld_cu_errname(r)); return -1; }
-    int rc = -1;
-    if ((r = d->cuCtxFromGreenCtx(&gc, g)) != CUDA_SUCCESS) snprintf(why, n, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
-    else rc = marker_run(m, g, gc, res->sm.smCount, out, why, n);
-    if (d->cuGreenCtxDestroy(g) != CUDA_SUCCESS) d->cuGreenCtxDestroy(g);   /* once more: never leak it */
-    return rc;
-}
-
-/* ---- splits ------------------------------------------------------------------------------ */
-
-typedef struct {
-    CUdevResource all;
-    CUdevResource res[LD_MAX_SM_GROUPS];
-    CUdevResource rem;
-    ld_sm_groups_t g;
-    int native, fine;
-    char desc[48];            /* cache key part: "bycount:8:0", "domain:aligned:0"          */
-} split_t;
-
-static ld_cuDevSmResourceSplit_fn native_split_fn(const ld_driver_t *d) {
-    return d->handle ? (ld_cuDevSmResourceSplit_fn)ld_real_dlsym(d->handle, "cuDevSmResourceSplit") : NULL;
-}
-
-/* Groups of cuDevSmResourceSplitByCount: aligned/backfill at the minimum partition, fine with
- * co-scheduling ignored (smaller groups, no large clusters). */
-static int split_bycount(const ld_driver_t *d, ld_split_t method, split_t *sp, char *why, size_t n) {
-    unsigned flags = method == LD_SPLIT_FINE ? CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING : 0u;
-    unsigned minc = method == LD_SPLIT_FINE ? 2u : sp->all.sm.minSmPartitionSize;
-    if (!minc) minc = 2;
-    unsigned ng = sp->all.sm.smCount / minc;
-    if (ng > LD_MAX_SM_GROUPS) ng = LD_MAX_SM_GROUPS;
-    memset(sp->res, 0, sizeof sp->res);
-    memset(&sp->rem, 0, sizeof sp->rem);
-    CUresult r = d->cuDevSmResourceSplitByCount(sp->res, &ng, &sp->all, &sp->rem, flags, minc);
-    if (r != CUDA_SUCCESS && method == LD_SPLIT_FINE) {
-        LD_INFO("compute: fine split (%u SMs, co-scheduling ignored) refused: %s; using the aligned split", minc,
-                ld_cu_errname(r));
-        return split_bycount(d, LD_SPLIT_ALIGNED, sp, why, n);
-    }
-    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplitByCount(%u): %s", minc, ld_cu_errname(r)); return -1; }
-    memset(&sp->g, 0, sizeof sp->g);
-    sp->g.ngroups = (int)ng;
-    for (unsigned i = 0; i < ng; i++) { sp->g.count[i] = sp->res[i].sm.smCount; sp->g.domain[i] = -1; }
-    snprintf(sp->desc, sizeof sp->desc, "bycount:%u:%u", minc, flags);
-    sp->fine = flags != 0;
-    return 0;
-}
-
-/* CUDA >= 13.4: one group per locality domain, told by the driver (CCCL's three methods). */
-static int split_native(ld_cuDevSmResourceSplit_fn fn, int nd, const ld_compute_t *req,
-                        ld_split_t method, uint32_t cap, split_t *sp, char *why, size_t n) {
-    ld_sm_group_params_t p[LDSHIM_MAX_DOMAINS];
-    memset(p, 0, sizeof p);
-    uint32_t total = sp->all.sm.smCount;
-    for (int i = 0; i < nd; i++) {
-        p[i].flags = LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID;
-        p[i].localityDomainId = (unsigned)i;
-        uint32_t want = 0;
-        if (req->kind == LD_COMPUTE_SPREAD) want = req->sms / (uint32_t)nd;
-        else if (cap) want = cap;
-        if (method == LD_SPLIT_FINE || method == LD_SPLIT_BACKFILL) p[i].coscheduledSmCount = 2;
-        if (method == LD_SPLIT_BACKFILL) {
-            p[i].flags |= LD_CU_DEV_SM_RESOURCE_GROUP_BACKFILL;
-            if (!want) want = total / (uint32_t)nd;
-        }
-        unsigned align = p[i].coscheduledSmCount ? p[i].coscheduledSmCount : sp->all.sm.smCoscheduledAlignment;
-        if (want && align) want -= want % align;
-        p[i].smCount = want;
-    }
-    memset(sp->res, 0, sizeof sp->res);
-    memset(&sp->rem, 0, sizeof sp->rem);
-    CUresult r = fn(sp->res, (unsigned)nd, &sp->all, &sp->rem, 0, p);
-    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplit by locality domain: %s", ld_cu_errname(r)); return -1; }
-    memset(&sp->g, 0, sizeof sp->g);
-    sp->g.ngroups = nd;
-    for (int i = 0; i < nd; i++) { sp->g.count[i] = sp->res[i].sm.smCount; sp->g.domain[i] = (int8_t)i; }
-    sp->native = 1;
-    snprintf(sp->desc, sizeof sp->desc, "domain:%s:%u", ld_split_name(method), p[0].smCount);
-    return 0;
-}
-
-/* ---- the driver's own SM sets, for the probe's check (shim/truth.c) ----------------------- */
-
-int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t nsms, uint8_t *map, char *why, size_t n) {
-    memset(map, 0xff, nsms);
-    ld_cuDevSmResourceSplit_fn fn = native_split_fn(d);
-    if (!fn || !d->cuDeviceGetDevResource || !d->cuGreenCtxCreate) {
-        snprintf(why, n, "the driver has no cuDevSmResourceSplit (CUDA < 13.1) or no green contexts");
-        return -1;
-    }
-    if (nd < 2 || nd > LDSHIM_MAX_DOMAINS) { snprintf(why, n, "%d locality domains", nd); return -1; }
-    split_t *sp = calloc(1, sizeof *sp);
-    if (!sp) { snprintf(why, n, "out of host memory"); return -1; }
-    int rc = -1;
-    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
-    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDeviceGetDevResource: %s", ld_cu_errname(r)); goto out; }
-    /* One group per domain holding all its SMs: pairs (the finest co-scheduling), and with
-     * 13.5's supplemental SMs, those beyond the domain's multiprocessor count too; a driver
-     * that refuses that flag is asked without it. */
-    ld_sm_group_params_t p[LDSHIM_MAX_DOMAINS];
-    for (int pass = 0; pass < 2; pass++) {
-        memset(p, 0, sizeof p);
-        for (int i = 0; i < nd; i++) {
-            p[i].flags = LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID |
-                         (pass == 0 ? LD_CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS : 0u);
-            p[i].localityDomainId = (unsigned)i;
-            p[i].coscheduledSmCount = 2;
-        }
-        memset(sp->res, 0, sizeof sp->res);
-        if ((r = fn(sp->res, (unsigned)nd, &sp->all, &sp->rem, 0, p)) == CUDA_SUCCESS) break;
-    }
-    if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplit by locality domain: %s", ld_cu_errname(r)); goto out; }
-    marker_t m;
-    if (marker_open(d, dev, nsms, &m, why, n) != 0) goto out;
-    rc = 0;
-    for (int i = 0; i < nd && rc == 0; i++) {
-        ld_smmask_t got;
-        if (measure_one(&m, &sp->res[i], &got, why, n) != 0) { rc = -1; break; }
-        for (uint32_t sm = 0; sm < nsms; sm++) {
-            if (!ld_smmask_has(&got, sm)) continue;
-            if (map[sm] != 0xff) { snprintf(why, n, "SM %u is in the groups of domains %u and %d", sm, map[sm], i); rc = -1; break; }
-            map[sm] = (uint8_t)i;
-        }
-    }
-    marker_close(&m);
-out:
-    free(sp);
-    return rc;
-}
-
-/* ---- groups cache ----------------------------------------------------------------------- */
-
-static int groups_key(const ld_driver_t *d, CUdevice dev, const split_t *sp, ld_groups_key_t *k) {
-    memset(k, 0, sizeof *k);
-    CUuuid u;
-    if (d->cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return -1;
-    const unsigned char *b = (const unsigned char *)u.bytes;
-    snprintf(k->uuid, sizeof k->uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    d->cuDriverGetVersion(&k->driver_version);
-    k->num_sms = sp->all.sm.smCount;
-    snprintf(k->split, sizeof k->split, "%s", sp->desc);
-    return 0;
-}
-
-static int groups_load(const char *dir, const ld_groups_key_t *k, const split_t *sp, ld_sm_groups_t *g) {
-    char name[256], path[4096], why[512];
-    if (ld_groups_cache_name(k, name, sizeof name) || snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-        return -1;
-    char *buf = malloc(GROUPS_FILE_MAX + 1);
-    if (!buf) return -1;
-    size_t len = 0;
-    int rc = ld_cache_read_file(path, buf, GROUPS_FILE_MAX, &len, why, sizeof why);
-    if (rc == LD_CACHE_HIT) rc = ld_groups_cache_parse(buf, len, k, g, why, sizeof why) == 0 ? 0 : -2;
-    else rc = rc == LD_CACHE_MISS ? -1 : -2;
-    free(buf);
-    if (rc == 0 && g->ngroups != sp->g.ngroups) { snprintf(why, sizeof why, "%.300s: stale (group count)", path); rc = -2; }
-    for (int i = 0; rc == 0 && i < g->ngroups; i++)
-        if (g->count[i] != sp->g.count[i]) { snprintf(why, sizeof why, "%.300s: stale (group %d size)", path, i); rc = -2; }
-    if (rc == -2) LD_WARN("compute: ignoring SM-group cache: %s", why);
-    return rc;
-}
-
-static void groups_store(const char *dir, const ld_groups_key_t *k, const ld_sm_groups_t *g) {
-    char name[256], path[4096], why[200];
-    if (ld_groups_cache_name(k, name, sizeof name) || snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-        return;
-    char *buf = malloc(GROUPS_FILE_MAX);
-    if (!buf) return;
-    int len = ld_groups_cache_format(k, g, buf, GROUPS_FILE_MAX);
-    if (len > 0 && ld_cache_write_file(dir, path, buf, (size_t)len, why, sizeof why) != 0)
-        LD_INFO("compute: SM-group cache not written: %s", why);
-    free(buf);
-}
 
 /* ---- building a binding ----------------------------------------------------------------- */
 
@@ -586,8 +129,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         snprintf(info->reason, sizeof info->reason, "the driver has no green contexts (CUDA >= 12.4 needed)");
         return -1;
     }
-    split_t *sp = calloc(1, sizeof *sp);
-    marker_t m;
+    ld_sm_split_t *sp = calloc(1, sizeof *sp);
+    ld_marker_t m;
     memset(&m, 0, sizeof m);
     int rc = -1, have_marker = 0;
     if (!sp) { snprintf(info->reason, sizeof info->reason, "out of host memory"); return -1; }
@@ -596,7 +139,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     info->device_sms = sp->all.sm.smCount;
     uint32_t nsms = info->device_sms < LDSHIM_MAX_SMS ? info->device_sms : LDSHIM_MAX_SMS;
     int nd = ld_native_domain_count(d, dev);
-    ld_cuDevSmResourceSplit_fn nfn = native_split_fn(d);
+    ld_cuDevSmResourceSplit_fn nfn = ld_split_native_fn(d);
     const uint8_t *map = NULL;
     uint8_t label_map[LDSHIM_MAX_SMS];
     ld_compute_t req = *o->req;
@@ -605,7 +148,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     if (nd >= 2 && nfn) {
         if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN) req.domain = (req.domain + 1) % nd;
         ld_compute_t whole = { LD_COMPUTE_DOMAIN, 0, 0 };
-        if (split_native(nfn, nd, auto_spread || o->equalize ? &whole : &req, o->method, cap, sp, why, sizeof why))
+        if (ld_split_native(nfn, nd, auto_spread || o->equalize ? &whole : &req, o->method, cap, sp, why, sizeof why))
             goto done;
         if (auto_spread || o->equalize) {
             /* Equal SM counts: every domain's group sized like the smallest (one more split). */
@@ -615,7 +158,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
             if (!k) { snprintf(why, sizeof why, "the driver's split by locality domain left a domain without SMs"); goto done; }
             if (auto_spread) req.sms = k;
             if (!cap || k < cap) cap = k;
-            if (split_native(nfn, nd, &req, o->method, cap, sp, why, sizeof why)) goto done;
+            if (ld_split_native(nfn, nd, &req, o->method, cap, sp, why, sizeof why)) goto done;
         }
         snprintf(info->method, sizeof info->method, "driver split by locality domain (%s)", ld_split_name(o->method));
     } else {
@@ -623,7 +166,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         nd = (int)pr->num_domains;
         /* mismatch-ld binds the domain after X: shifted once here, not per attempt below. */
         if (o->next_domain && req.kind == LD_COMPUTE_DOMAIN && nd > 0) req.domain = (req.domain + 1) % nd;
-        if (split_bycount(d, o->method, sp, why, sizeof why)) goto done;
+        if (ld_split_bycount(d, o->method, sp, why, sizeof why)) goto done;
         snprintf(info->method, sizeof info->method, "cuDevSmResourceSplitByCount, %u-SM groups%s",
                  sp->g.ngroups ? sp->g.count[0] : 0, sp->fine ? ", co-scheduling ignored" : "");
     }
@@ -632,24 +175,24 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
      * final check contradicts is measured again, once. */
     char dir[4096] = "";
     ld_groups_key_t key;
-    int cached = 0, keyed = groups_key(d, dev, sp, &key) == 0;
+    int cached = 0, keyed = ld_groups_key(d, dev, sp, &key) == 0;
     if (o->use_cache && keyed && ld_cache_dir(o->cache_dir, dir, sizeof dir) == 0 && !o->force) {
         ld_sm_groups_t g;
-        if (groups_load(dir, &key, sp, &g) == 0) {
+        if (ld_groups_load(dir, &key, sp, &g) == 0) {
             for (int i = 0; i < g.ngroups; i++) sp->g.sms[i] = g.sms[i];
             cached = 1;
         }
     }
-    if (marker_open(d, dev, nsms, &m, why, sizeof why) == 0) have_marker = 1;
+    if (ld_marker_open(d, dev, nsms, &m, why, sizeof why) == 0) have_marker = 1;
     for (int attempt = 0;; attempt++) {
         if (!cached) {
             if (!have_marker) goto done;
             /* The remainder is never bound, so it is not measured. */
             for (int i = 0; i < sp->g.ngroups; i++)
-                if (measure_one(&m, &sp->res[i], &sp->g.sms[i], why, sizeof why)) goto done;
+                if (ld_marker_measure(&m, &sp->res[i], &sp->g.sms[i], why, sizeof why)) goto done;
             char w2[160];
             if (ld_sm_groups_check(&sp->g, nsms, w2, sizeof w2)) { snprintf(why, sizeof why, "SM groups: %s", w2); goto done; }
-            if (o->use_cache && keyed && dir[0]) groups_store(dir, &key, &sp->g);
+            if (o->use_cache && keyed && dir[0]) ld_groups_store(dir, &key, &sp->g);
         }
         info->groups_from_cache = cached;
         if (sp->native) {
@@ -712,7 +255,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         }
         ld_smmask_t got;
         char w2[200];
-        int mr = marker_run(&m, out->green, out->gctx, info->plan.count, &got, w2, sizeof w2);
+        int mr = ld_marker_run(&m, out->green, out->gctx, info->plan.count, &got, w2, sizeof w2);
         t_phase = now_ms();
         info->verify_ms += t_phase - t_made;
         if (mr != 0) {
@@ -742,7 +285,7 @@ done:
         memset(out, 0, sizeof *out);
         snprintf(info->reason, sizeof info->reason, "%s", why);
     }
-    if (have_marker) marker_close(&m);
+    if (have_marker) ld_marker_close(&m);
     free(sp);
     info->elapsed_ms = now_ms() - t0;
     return rc;
@@ -754,7 +297,7 @@ done:
 static int mine_here(int dev, CUcontext c) {
     if (!c) return 0;
     if (B[dev].gctx == c) return 1;
-    slot_t *s = opt.thread_contexts ? my_slot(dev, 0) : NULL;
+    ld_thread_slot_t *s = opt.thread_contexts ? ld_thread_slot(dev, 0) : NULL;
     return s && s->gctx == c;
 }
 
@@ -845,31 +388,16 @@ static int settled_state(binding_t *b) {
 static CUcontext thread_context(const ld_driver_t *d, int dev) {
     binding_t *b = &B[dev];
     if (!opt.thread_contexts) return b->gctx;
-    slot_t *s = my_slot(dev, 1);
+    ld_thread_slot_t *s = ld_thread_slot(dev, 1);
     if (!s) return b->gctx;
-    if (!s->gctx) {
-        pthread_mutex_lock(&blocks_mu);
-        for (idle_t **pp = &idle; *pp; pp = &(*pp)->next) {
-            idle_t *x = *pp;
-            if (x->dev != dev || x->gen != s->gen) continue;
-            *pp = x->next;
-            s->green = x->green;
-            s->gctx = x->gctx;
-            free(x);
-            break;
-        }
-        pthread_mutex_unlock(&blocks_mu);
-    }
+    if (!s->gctx) ld_thread_slot_take_idle(s);
     if (!s->gctx) {
         CUgreenCtx g = NULL;
         CUcontext c = NULL;
         if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
         if (d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->cuGreenCtxDestroy(g); return b->gctx; }
         ld_compute_forget_handle(c);
-        pthread_mutex_lock(&blocks_mu);
-        s->green = g;
-        s->gctx = c;
-        pthread_mutex_unlock(&blocks_mu);
+        ld_thread_slot_set_context(s, g, c);
     }
     return s->gctx;
 }
@@ -908,27 +436,24 @@ CUcontext ld_compute_unbind(CUcontext c) {
         if (B[dev].gctx == c) return prim;
         if (opt.thread_contexts) {
             if (c == prim) return c;
-            slot_t *s = my_slot(dev, 0);
+            ld_thread_slot_t *s = ld_thread_slot(dev, 0);
             if (s && s->gctx == c) return prim;
             maybe_other = 1;
         }
     }
     /* A stream, or memory, made on another thread answers that thread's green context. */
     if (maybe_other) {
-        int dev = thread_owner(c);
+        int dev = ld_thread_context_owner(c);
         if (dev >= 0) return atomic_load(&B[dev].primary);
     }
-    if (atomic_load_explicit(&nretired, memory_order_relaxed)) {
-        CUcontext p = retired_primary(c);
-        if (p) return p;
-    }
-    return c;
+    CUcontext p = ld_context_retired_primary(c);
+    return p ? p : c;
 }
 
 int ld_compute_owns(int dev, CUcontext c) {
     if (dev < 0 || dev >= LD_MAX_DEVICES || !c || !(atomic_load(&bound_mask) & (1ull << dev))) return 0;
     if (B[dev].gctx == c) return 1;
-    return opt.thread_contexts && thread_owner(c) == dev;
+    return opt.thread_contexts && ld_thread_context_owner(c) == dev;
 }
 
 CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
@@ -941,9 +466,9 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
         binding_t *b = &B[dev];
-        slot_t *sl = NULL;
-        if (b->gctx != cur && !(opt.thread_contexts && (sl = my_slot(dev, 0)) && sl->gctx == cur)) continue;
-        if (!sl) sl = my_slot(dev, 1);
+        ld_thread_slot_t *sl = NULL;
+        if (b->gctx != cur && !(opt.thread_contexts && (sl = ld_thread_slot(dev, 0)) && sl->gctx == cur)) continue;
+        if (!sl) sl = ld_thread_slot(dev, 1);
         if (!sl) {
             LD_DEBUG("compute: no per-thread stream slot left on this thread; using the legacy stream");
             return CU_STREAM_LEGACY;
@@ -953,9 +478,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
             /* Blocking, like the per-thread default stream (it synchronizes with the legacy
              * stream); created with the bound context current, so it belongs to it. */
             if (d->cuStreamCreate(&ns, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return CU_STREAM_LEGACY;
-            pthread_mutex_lock(&blocks_mu);
-            sl->stream = ns;
-            pthread_mutex_unlock(&blocks_mu);
+            ld_thread_slot_set_stream(sl, ns);
         }
         return sl->stream;
     }
@@ -1021,11 +544,11 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     CUcontext prim = atomic_load(&b->primary), cur = NULL;
     /* This thread runs on the green context: it has the primary current again, as it would
      * without the shim, before that context goes (other threads' stay; they are told the
-     * primary, see retire). */
+     * primary, see ld_context_retire). */
     if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->cuCtxSetCurrent(prim);
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
-    destroy_thread_objects(d, dev);
-    retire(b->gctx, prim);
+    ld_thread_objects_destroy(d, dev);
+    ld_context_retire(b->gctx, prim);
     if (b->green) d->cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
@@ -1089,7 +612,6 @@ void ld_compute_reset(void) {
         B[dev].gctx = NULL;
         atomic_store(&B[dev].primary, NULL);
         atomic_store(&B[dev].state, B_NONE);
-        atomic_fetch_add(&gen[dev], 1);   /* this thread's slots are the parent's: stale */
     }
     for (int dev = 0; dev < LD_MAX_DEVICES; dev++) {
         atomic_store(&B[dev].unbound_ctx, 0);
@@ -1097,25 +619,16 @@ void ld_compute_reset(void) {
     }
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;   /* no thread of the child waits on it */
     wait_cv = c;
-    memset(retired, 0, sizeof retired);             /* the child has no contexts */
-    while (idle) {
-        idle_t *x = idle;
-        idle = x->next;
-        free(x);
-    }
-    retired_next = 0;
-    atomic_store(&nretired, 0);
+    ld_thread_objects_reset();   /* this thread's slots are the parent's: stale; no contexts */
     atomic_store(&launch_warned, 0);
     for (int dev = 0; dev < LD_MAX_DEVICES; dev++) atomic_store(&wait_warned[dev], 0);
 }
 
 void ld_compute_lock_for_fork(void) {
     pthread_mutex_lock(&wait_mu);
-    pthread_mutex_lock(&blocks_mu);
-    pthread_mutex_lock(&retired_mu);
+    ld_thread_objects_lock();
 }
 void ld_compute_unlock_after_fork(void) {
-    pthread_mutex_unlock(&retired_mu);
-    pthread_mutex_unlock(&blocks_mu);
+    ld_thread_objects_unlock();
     pthread_mutex_unlock(&wait_mu);
 }

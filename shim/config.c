@@ -246,13 +246,22 @@ int ld_config_load(void) {
         else if (strcmp(env.compute_smcount, "device"))
             LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
     }
+    /* A compute placement of domain:N and no state named anywhere (LDSHIM_STATE, the policy's
+     * `state =`) means "bind to domain N": compute-only there. A policy with rules keeps its
+     * default, full (its rules ask for memory placement; full binds compute too), and a stock
+     * that was asked for by name stays pure pass-through. */
+    if (!env.state[0] && !ld_cfg.policy.state_set && !ld_cfg.policy_error[0] && ld_cfg.policy.n_rules == 0 &&
+        ld_cfg.compute.kind == LD_COMPUTE_DOMAIN) {
+        ld_cfg.state = LD_STATE_COMPUTE_ONLY;
+        ld_cfg.domain = (int)ld_cfg.compute.domain;
+        ld_cfg.compute.kind = LD_COMPUTE_ALL;   /* compute-only sets the placement (resolve_state) */
+    }
     resolve_state();
-    /* LDSHIM_COMPUTE alone (no policy, no state) leaves the default state, stock, which binds
-     * nothing: say so. A stock that was asked for (an A/B baseline) stays silent. */
+    /* Any other placement with no state (no policy: stock) binds nothing: say so. */
     if (ld_cfg.state == LD_STATE_STOCK && !env.state[0] && !env.policy_set && ld_cfg.compute.kind != LD_COMPUTE_ALL) {
         char a[32];
         LD_WARN("compute = %s is ignored in state stock (no policy and no LDSHIM_STATE); set "
-                "LDSHIM_STATE=compute-only (or full, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));
+                "LDSHIM_STATE=full (or sm-control, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));
     }
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
                              ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,

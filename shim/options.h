@@ -34,7 +34,7 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
 #define LD_OPTIONS(X)                                                                                            \
     X(POLICY, PATH, USER, "none: nothing is tagged",                                                             \
       "policy file (doc/policy.md); a relative path is taken from the directory the process started in")         \
-    X(STATE, WORD, USER, "the policy's state; stock without a policy",                                           \
+    X(STATE, WORD, USER, "the policy's state; without one: compute-only for compute domain:N, else stock",      \
       "stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|sm-control; overrides the policy") \
     X(DOMAIN, NUMBER, USER, "the policy's domain (0)",                                                           \
       "domain X of the study states, 0..7")                                                                      \
@@ -49,7 +49,7 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
     X(REPORT, PATH, USER, "none",                                                                                \
       "JSON report written at exit; %p expands to the pid")                                                      \
     X(COMPUTE, WORD, USER, "the policy's compute (all)",                                                         \
-      "all|domain:N|spread:K; overrides the policy's compute")                                                   \
+      "all|domain:N|spread:K; overrides the policy's compute; domain:N with no state named: compute-only in N") \
     X(COMPUTE_SPLIT, WORD, USER, "the policy's compute_split (aligned)",                                         \
       "aligned|fine|backfill: how SM groups are carved")                                                         \
     X(COMPUTE_SMS, NUMBER, USER, "the policy's compute_sms (0: no cap)",                                         \

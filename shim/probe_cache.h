@@ -48,7 +48,7 @@ int ld_cache_load(const char *dir, const ld_cache_key_t *key, ld_probe_result_t 
 int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_result_t *r,
                    char *why, size_t n);
 
-/* The file I/O under both, also used for other per-GPU cache files (shim/compute.c):
+/* The file I/O under both, also used for other per-GPU cache files (shim/compute_groups.c):
  * read a whole file of at most `cap` bytes into buf (cap + 1 bytes, NUL-terminated):
  * LD_CACHE_HIT and *len, LD_CACHE_MISS when absent, LD_CACHE_BAD with `why`; write `len`
  * bytes to `path` (inside `dir`, created mode 0700 if needed) atomically (temporary file of

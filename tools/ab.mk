@@ -15,7 +15,7 @@ AB_NULL_SO  := $(BUILD)/tests/ab/libabnull.so
 AB_CFLAGS   := $(filter-out $(SAN_FLAGS),$(CFLAGS))
 
 ALL_TARGETS   += $(AB_BIN)
-TEST_SUITES   += test-ab
+TEST_TARGETS  += $(AB_NULL_SO)
 INSTALL_BINS  += $(AB_BIN)
 INSTALL_DATA  += policy/examples/serve.policy bench/apps/serve.py
 

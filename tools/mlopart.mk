@@ -35,18 +35,19 @@ $(MLO_OBJ)/helper_main.o: tools/ldshim-mlopart-helper.c $(MLO_HDRS) $(BUILD_INFO
 $(MLO_HELPER): $(MLO_OBJ)/helper_main.o $(MLO_OBJ)/mlopart_mps.o $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/options.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -pthread
 
-# Bench (bench/mlopart/): per-request cost of the helper vs in-process cuMemCreate. Its rules
-# live here because the top Makefile reads bench/*.mk, not bench/*/*.mk.
+# Bench (bench/mlopart/): per-request cost of the helper vs in-process cuMemCreate, beside the
+# objects it links.
 #   make bench-mlopart        on the GPU machine: table to stdout and $(OUT) when set
 MLOB_BIN  := $(MLO_DIR)/mlopart_bench
 MLOB_OBJS := $(addprefix $(MLO_OBJ)/,mlopart_client.o mlopart_proto.o driver.o log.o options.o)
 
-ALL_TARGETS += $(MLOB_BIN)
+BENCH_TARGETS += $(MLOB_BIN)
 
 $(MLOB_BIN): bench/mlopart/mlopart_bench.c $(MLOB_OBJS) $(MLO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(MLOB_OBJS) $(LDFLAGS) -ldl -pthread
 
+#: bench-mlopart   GPU: per-request cost of the MLOPart helper vs in-process cuMemCreate
 .PHONY: bench-mlopart
 bench-mlopart: $(MLOB_BIN) $(MLO_HELPER)
 	sh bench/mlopart/run.sh --bin $(MLOB_BIN) --helper $(MLO_HELPER)

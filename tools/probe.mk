@@ -10,7 +10,7 @@
 # embedded kernels from kernels/kernels.mk ($(PROBE_KERN_OBJ)).
 
 PROBE_HOST_OBJS := $(BUILD)/shim/probe.o $(BUILD)/shim/probe_classify.o $(BUILD)/shim/probe_cache.o \
-                   $(BUILD)/shim/driver.o $(BUILD)/shim/log.o $(BUILD)/shim/json.o $(BUILD)/shim/compute.o \
+                   $(BUILD)/shim/driver.o $(BUILD)/shim/log.o $(BUILD)/shim/json.o $(BUILD)/shim/compute.o $(BUILD)/shim/compute_groups.o $(BUILD)/shim/compute_streams.o \
                    $(BUILD)/shim/compute_plan.o $(BUILD)/shim/options.o
 PROBE_TOOL      := $(BUILD)/bin/ldshim-probe
 PROBE_UNIT      := $(BUILD)/probe/test_probe
@@ -18,9 +18,8 @@ PROBE_GPU_DIR   := $(BUILD)/probe/gpu
 PROBE_BENCH     := $(BUILD)/probe/bench_probe
 
 ALL_TARGETS  += $(PROBE_TOOL)
+TEST_TARGETS += $(PROBE_UNIT)
 INSTALL_BINS += $(PROBE_TOOL)
-TEST_SUITES  += test-probe
-GPU_TEST_SUITES += test-gpu-probe
 
 $(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXTRA_OBJS) $(BUILD_INFO_H)
 	@mkdir -p $(@D)
@@ -36,6 +35,7 @@ $(PROBE_UNIT): $(PROBE_UNIT_SRCS) shim/json.h shim/options.h shim/probe.h shim/p
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(PROBE_UNIT_SRCS) $(PROBE_KERN_OBJ) $(LDFLAGS) -lcunit -lm
 
+#: probe-bench     GPU: the probe's cost at context creation (bench/probe/run.sh)
 .PHONY: test-probe test-gpu-probe probe-gpu-build probe-bench
 test-probe: $(PROBE_UNIT) | $(RESULTS)
 	@$(PROBE_UNIT) $(RESULTS)/test-probe

@@ -16,14 +16,16 @@ $(BENCHALLOC_BIN): $(BENCHALLOC_DIR)/bench_alloc.c shim/ldshim.h kernels/ldshim_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(BENCHALLOC_LIBS)
 
-ALL_TARGETS += $(BENCHALLOC_BIN)
+BENCH_TARGETS += $(BENCHALLOC_BIN)
+TEST_TARGETS  += $(BENCHALLOC_BIN)
 
+#: bench-alloc     GPU: the allocation micro-benchmark under libldshim (bench/alloc/run.sh)
 # chunk_cycle: the create-to-free cycle by bytes per physical handle (issue 43). Driver API only.
 CHUNKCYCLE_BIN := $(BUILD)/bench/alloc/chunk_cycle
 $(CHUNKCYCLE_BIN): $(BENCHALLOC_DIR)/chunk_cycle.c shim/ldshim.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
-ALL_TARGETS += $(CHUNKCYCLE_BIN)
+BENCH_TARGETS += $(CHUNKCYCLE_BIN)
 
 .PHONY: bench-alloc test-bench-alloc-selftest test-bench-alloc-onfake
 bench-alloc: $(BENCHALLOC_BIN) $(BUILD)/libldshim.so
@@ -40,4 +42,3 @@ test-bench-alloc-onfake: $(BENCHALLOC_BIN) $(CHUNKCYCLE_BIN) $(BUILD)/libldshim.
 	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh $(BENCHALLOC_DIR)/onfake.sh $(BENCHALLOC_BIN) \
 	  $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-bench-alloc-onfake
 
-TEST_SUITES += test-bench-alloc-selftest test-bench-alloc-onfake

@@ -3,4 +3,4 @@ BENCH_COMPUTE_LL := $(BUILD)/bench/compute/launch_latency
 $(BENCH_COMPUTE_LL): bench/compute/launch_latency.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 $(CUDA_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -o $@ $<
-ALL_TARGETS += $(BENCH_COMPUTE_LL)
+BENCH_TARGETS += $(BENCH_COMPUTE_LL)

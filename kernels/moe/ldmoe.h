@@ -78,7 +78,7 @@ enum ldmoe_mode {
 };
 
 /* The tiles of this library, one line each: X(value, NAME, weight rows, tokens). This list is the
- * one source of enum ldmoe_tile below, of the library's tile table (ldmoe_api.cu) and of
+ * one source of enum ldmoe_tile below, of the library's tile table (impl/library.cuh) and of
  * ldmoe.py's TILES (name = NAME in lower case without underscores; tests/moe/test_tile_list.py
  * fails when they disagree). The library ships exactly the tiles that AUTO can pick
  * (ldmoe_heuristics.h); the others, kept for experiments, are in the lab build

@@ -8,7 +8,6 @@
 
 CUDA135_INC ?= $(or $(LDSHIM_CUDA135_INCLUDE),.ci/cache/cuda-13.5/nvidia/cu13/include)
 COMPAT_DIR  := $(BUILD)/compat
-TEST_SUITES += test-compat
 
 .PHONY: test-compat
 # compat/ptx: shim/truth_ptx.h's PTX 9.5 marker, with its one 9.5 register swapped for %smid,

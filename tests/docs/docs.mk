@@ -7,4 +7,3 @@
 test-doc-budget: | $(RESULTS)
 	@$(PYTHON) tests/docs/check_budget.py --result $(RESULTS)/test-doc-budget
 
-TEST_SUITES += test-doc-budget

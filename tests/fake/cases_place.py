@@ -92,14 +92,14 @@ def cases(a):
     C = []
     native = {"FAKE_CUDA_DOMAINS": 2, "LDSHIM_BACKEND": "native", "T_COUNTS": 1}
     stock_where = where(-1, -1, -1, -1, -1, -1)
-    C.append(Case("p/noshim", "t_place", ["all", "8MiB"], shim=False, expect=dict(stock_where, **kinds())))
-    C.append(Case("p/stock", "t_place", ["all", "8MiB"], "place.policy", env=dict(native, LDSHIM_STATE="stock",
+    C.append(Case("place/noshim", "t_place", ["all", "8MiB"], shim=False, expect=dict(stock_where, **kinds())))
+    C.append(Case("place/stock", "t_place", ["all", "8MiB"], "place.policy", env=dict(native, LDSHIM_STATE="stock",
                                                                               T_COUNTS=None),
                   expect=dict(stock_where, alloc_shim=0, pitch_shim=0, counts="0,0,0,0", **kinds()), quiet=True))
     probe_only = stderr_only(r"^ldshim: warning: (probe: |compute: |rule 'w': falling back)")
     for x in (0, 1):
         for st in ("memory-only", "full-ld", "mismatch-ld"):
-            C.append(Case("p/native/%s/d%d" % (st, x), "t_place", ["all", "8MiB"], "place.policy",
+            C.append(Case("place/native/%s/d%d" % (st, x), "t_place", ["all", "8MiB"], "place.policy",
                           env=dict(native, LDSHIM_STATE=st, LDSHIM_DOMAIN=x),
                           expect=dict(where(x, x, x, -1, x, x), alloc_shim=1, pitch_shim=1, vmm_shim=0,
                                       counts="6,6,1,1", **kinds(1, 1), **tagged(1, 1, 1, 0, 1, 1)),
@@ -108,25 +108,25 @@ def cases(a):
                                   stderr_matches(r"an allocation from a pool the program created: not moved", 1),
                                   probe_only]))
     for st in ("compute-only", "sm-control"):
-        C.append(Case("p/native/%s" % st, "t_place", ["all", "8MiB"], "place.policy",
+        C.append(Case("place/native/%s" % st, "t_place", ["all", "8MiB"], "place.policy",
                       env=dict(native, LDSHIM_STATE=st, LDSHIM_DOMAIN=1),
                       expect=dict(stock_where, alloc_shim=0, pitch_shim=0, counts="0,0,7,7", **kinds(),
                                   **tagged(0, 0, 0, 0, 0, 0)),
                       checks=[reconcile(placed={"driver": 0, "vmm": 0, "async": 0, "pitch": 0, "managed": 0})]))
     # The split family: split is cuMemAlloc's; the other apis pass through, said once.
-    C.append(Case("p/native/full-split", "t_place", ["all", "8MiB"], "place.policy",
+    C.append(Case("place/native/full-split", "t_place", ["all", "8MiB"], "place.policy",
                   env=dict(native, LDSHIM_STATE="full"),
                   expect=dict(where("0,1", -1, -1, -1, -1, -1), alloc_shim=1, pitch_shim=0, counts="1,1,6,6",
                               **kinds(1, 0), **tagged(1, 0, 0, 0, 0, 0)),
                   checks=[stderr_matches(r"split placement applies to cuMemAlloc only", 1),
                           reconcile(placed={"driver": 1, "vmm": 0})]))
-    C.append(Case("p/native/rule-domain1", "t_place", ["all", "8MiB"], "place_domain.policy", env=native,
+    C.append(Case("place/native/rule-domain1", "t_place", ["all", "8MiB"], "place_domain.policy", env=native,
                   expect=dict(where(1, 1, 1, -1, 1, 1), alloc_shim=1, pitch_shim=1, counts="6,6,1,1", **kinds(1, 1),
                               **tagged(1, 1, 1, 0, 1, 1)),
                   checks=[reconcile(placed={"driver": 1, "vmm": 1, "async": 2, "pitch": 1, "managed": 1})]))
     # A domain the GPU does not have: nothing is placed, and the reason is given; the pitched
     # request gets the program's own cuMemAllocPitch.
-    C.append(Case("p/native/no-such-domain", "t_place", ["all", "8MiB"], "place.policy",
+    C.append(Case("place/native/no-such-domain", "t_place", ["all", "8MiB"], "place.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=5),
                   expect=dict(stock_where, alloc_shim=0, pitch_shim=0, counts="0,0,7,7", **kinds(),
                               **tagged(0, 0, 0, 0, 0, 0)),
@@ -134,7 +134,7 @@ def cases(a):
                           reconcile(placed={"driver": 0, "vmm": 0, "async": 0, "pitch": 0, "managed": 0})]))
     # Below min_split a range is not made: cuMemAlloc and cuMemAllocPitch pass through as the
     # program's own calls; the apis that are not ranges are placed.
-    C.append(Case("p/native/below-min-split", "t_place", ["all", "8MiB"], "place_minsplit.policy",
+    C.append(Case("place/native/below-min-split", "t_place", ["all", "8MiB"], "place_minsplit.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1),
                   expect=dict(where(-1, 1, 1, -1, -1, 1), alloc_shim=0, pitch_shim=0, counts="4,4,3,3", **kinds(),
                               **tagged(0, 1, 1, 0, 0, 1)),
@@ -143,7 +143,7 @@ def cases(a):
     # The emulated backend (Hopper): cuMemAlloc and pitched requests become shim ranges of
     # ordinary memory; the others are counted as placed with no physical effect, and their
     # frees as tagged frees.
-    C.append(Case("p/emulated/memory-only", "t_place", ["all", "8MiB"], "place.policy",
+    C.append(Case("place/emulated/memory-only", "t_place", ["all", "8MiB"], "place.policy",
                   env={"LDSHIM_BACKEND": "emulated", "LDSHIM_STATE": "memory-only", "LDSHIM_DOMAIN": 1,
                        "T_COUNTS": 1},
                   expect=dict(stock_where, alloc_shim=1, pitch_shim=1, counts="6,6,1,1", **kinds(1, 1),
@@ -155,24 +155,24 @@ def cases(a):
     def kept(r):
         if (r["live"]["ranges"], r["live"]["placed_elsewhere"]) != (1, 2):
             raise Fail("live at exit %s, expected 1 range and 2 placed elsewhere" % r["live"])
-    C.append(Case("p/emulated/kept-at-exit", "t_place", ["keep", "8MiB"], "place.policy",
+    C.append(Case("place/emulated/kept-at-exit", "t_place", ["keep", "8MiB"], "place.policy",
                   env={"LDSHIM_BACKEND": "emulated", "LDSHIM_STATE": "memory-only"}, zero_counts=False,
                   expect={"counts": "3,0,0,0"}, checks=[report_check(kept)]))
     # A failure of the placed call: the program gets its own call's memory, counted once.
     for name in ("cuMemCreate:1", "cuMemPoolCreate:1", "cuMemAllocFromPoolAsync:1", "cuMemAdvise_v2:1"):
-        C.append(Case("p/native/fault/%s" % name, "t_place", ["all", "8MiB"], "place.policy",
+        C.append(Case("place/native/fault/%s" % name, "t_place", ["all", "8MiB"], "place.policy",
                       env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=0, FAKE_CUDA_FAIL=name),
                       checks=[reconcile(), stderr_matches(r"falling back to an ordinary allocation")]))
     # The pitched request's range fails (no pool, so it is made anew: cuMemCreate calls 1-2 are
     # the native backend's check at device setup, 3 cuMemAlloc's range, 4 the program's
     # handle): the program's own cuMemAllocPitch, not a cuMemAlloc of pitch x height.
-    C.append(Case("p/native/fault/pitch-range", "t_place", ["all", "8MiB"], "nopool.policy",
+    C.append(Case("place/native/fault/pitch-range", "t_place", ["all", "8MiB"], "nopool.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=0, FAKE_CUDA_FAIL="cuMemCreate:5"),
                   expect=dict(alloc_shim=1, pitch_shim=0, pitch_domain=-1, **kinds(1, 0)),
                   checks=[reconcile(placed={"pitch": 0}), api_counts("pitch", requests=1, fallbacks=1),
                           stderr_matches(r"falling back to an ordinary allocation")]))
     # No backend (native asked for, the driver reports no domains): every api falls back.
-    C.append(Case("p/native/no-backend", "t_place", ["all", "8MiB"], "place.policy",
+    C.append(Case("place/native/no-backend", "t_place", ["all", "8MiB"], "place.policy",
                   env={"LDSHIM_BACKEND": "native", "LDSHIM_STATE": "memory-only", "T_COUNTS": 1},
                   expect=dict(stock_where, alloc_shim=0, pitch_shim=0, counts="0,0,7,7", **kinds(),
                               **tagged(0, 0, 0, 0, 0, 0)),
@@ -182,7 +182,7 @@ def cases(a):
     # trimmed. The range cuMemAlloc's 8 MiB leaves in the pool fills the 12 MiB the fake
     # has, so the first cuMemCreate (occurrence 1: untagged) succeeds only after the trim,
     # and stays untagged; the second is the one tagged.
-    C.append(Case("p/native/oom-retry", "t_place", ["oom", "8MiB"], "place_occ.policy",
+    C.append(Case("place/native/oom-retry", "t_place", ["oom", "8MiB"], "place_occ.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1, FAKE_CUDA_MEM_LIMIT=12 * MiB),
                   expect={"alloc_shim": 1, "vmm1_rc": 0, "vmm1_domain": -1, "vmm2_rc": 0, "vmm2_domain": 1,
                           "counts": "2,2,1,1"},
@@ -197,33 +197,33 @@ def cases(a):
                "threshold_later": 12345, "opportunistic_later": 1, "def_used": 8 * MiB, "def_used_freed": 0,
                "def_reserved_kept": 8 * MiB, "def_used_high": 8 * MiB, "def_used_high_reset": 0,
                "def_reserved_trimmed": 0}
-    C.append(Case("p/pools/noshim", "t_place", ["pools", "8MiB"], shim=False, env=two,
+    C.append(Case("place/pools/noshim", "t_place", ["pools", "8MiB"], shim=False, env=two,
                   expect=dict(follows, async_domain=-1, own_pool=0)))
     for x in (0, 1):
-        C.append(Case("p/pools/native/d%d" % x, "t_place", ["pools", "8MiB"], "place.policy",
+        C.append(Case("place/pools/native/d%d" % x, "t_place", ["pools", "8MiB"], "place.policy",
                       env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=x, **two),
                       expect=dict(follows, async_domain=x, own_pool=1, counts="1,1,0,0"),
                       checks=[reconcile(placed={"async": 1}), probe_only]))
     # Threads racing to make the device's pool: one wins, the others' pools are destroyed.
-    C.append(Case("p/pools/race", "t_place", ["race", 4, "8MiB"], "place.policy",
+    C.append(Case("place/pools/race", "t_place", ["race", 4, "8MiB"], "place.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1, FAKE_CUDA_POOL_CREATE_DELAY_MS=300),
                   expect={"same_pool": 1, "pools_live": 1, "counts": "4,4,0,0"},
                   checks=[out_at_least("pools_created", 2), reconcile(placed={"async": 4})]))
     # A reset destroys the shim's pools (and counts what it took as freed); the next
     # allocation makes a new one.
-    C.append(Case("p/pools/reset/noshim", "t_place", ["reset", "8MiB"], shim=False,
+    C.append(Case("place/pools/reset/noshim", "t_place", ["reset", "8MiB"], shim=False,
                   expect={"before_domain": -1, "after_domain": -1, "pools_before_reset": 0, "pools_after_reset": 0}))
-    C.append(Case("p/pools/reset", "t_place", ["reset", "8MiB"], "place.policy",
+    C.append(Case("place/pools/reset", "t_place", ["reset", "8MiB"], "place.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=0),
                   expect={"before_domain": 0, "after_domain": 0, "before_tagged": 1, "after_tagged": 1,
                           "pools_before_reset": 1, "pools_after_reset": 0, "live_tagged_after_reset": 0,
                           "counts": "3,3,0,0"},
                   checks=[reconcile(placed={"async": 3})]))
     # A forked child makes its own pool and destroys only that one at its exit.
-    C.append(Case("p/pools/fork/noshim", "t_place", ["fork", "8MiB"], shim=False,
+    C.append(Case("place/pools/fork/noshim", "t_place", ["fork", "8MiB"], shim=False,
                   expect={"parent_domain": -1, "child_domain": -1, "child_own_pool": 0, "child_status": 0,
                           "child_pools_at_exit": 0, "parent_pools_at_exit": 0}))
-    C.append(Case("p/pools/fork", "t_place", ["fork", "8MiB"], "place.policy",
+    C.append(Case("place/pools/fork", "t_place", ["fork", "8MiB"], "place.policy",
                   env=dict(native, LDSHIM_STATE="memory-only", LDSHIM_DOMAIN=1),
                   expect={"parent_domain": 1, "child_domain": 1, "child_own_pool": 1, "child_status": 0,
                           "child_pools_at_exit": 1, "parent_pools_at_exit": 0},

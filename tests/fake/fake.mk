@@ -24,9 +24,8 @@ FAKE_POLICIES := $(wildcard tests/fake/policies/*.policy)
 # Iterations of the thread stress case (scaled down under SAN=1).
 FAKE_STRESS_ITERS ?= $(if $(filter 1,$(SAN)),1000,10000)
 
-ALL_TARGETS += $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/libcudart.so \
+TEST_TARGETS += $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/libcudart.so \
                $(FAKE_CUDART_A) $(FAKE_PROGS)
-TEST_SUITES += test-fake
 
 $(FAKE_DIR)/obj/%.o: tests/fake/%.c $(FAKE_HDRS)
 	@mkdir -p $(@D)
@@ -72,6 +71,7 @@ $(FAKE_DIR)/t_runtime: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS)
 $(FAKE_DIR)/t_runtime_static: tests/fake/t_runtime.c tests/fake/t_common.h $(FAKE_HDRS) $(FAKE_CUDART_A)
 	$(CC) $(CFLAGS) -DFAKE_STATIC_CUDART $< -o $@ $(LDFLAGS) $(FAKE_CUDART_A) -pthread -ldl
 
+#: fake-selftest   the fake CUDA driver and runtime alone, without the shim
 .PHONY: test-fake fake-selftest
 # The whole suite: needs build/libldshim.so (the shim core's target).
 test-fake: $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_CUDART) $(FAKE_DIR)/libcudart.so $(FAKE_PROGS) \
@@ -95,6 +95,7 @@ TSAN_TARGETS = $(TSAN_BUILD)/libldshim.so $(TSAN_BUILD)/fake/libcuda.so.1 $(TSAN
                $(TSAN_BUILD)/fake/t_runtime $(TSAN_BUILD)/fake/t_runtime_static $(TSAN_BUILD)/fake/t_vmm \
                $(TSAN_BUILD)/fake/t_compute $(TSAN_BUILD)/fake/t_place $(TSAN_BUILD)/fake/t_stress \
                $(TSAN_BUILD)/bin/ldshim-probe
+#: test-tsan       the fake-driver cases under ThreadSanitizer (build-tsan/)
 .PHONY: test-tsan
 test-tsan: | $(RESULTS)
 	CFLAGS=-fsanitize=thread LDFLAGS=-fsanitize=thread $(MAKE) --no-print-directory SAN=0 BUILD=$(TSAN_BUILD) $(TSAN_TARGETS)

@@ -10,6 +10,13 @@ the run), stderr, the LDSHIM_REPORT JSON and the fake driver's live counts at ex
 unless the case says otherwise). Cases named "*/noshim" and "fake/*" run without the shim:
 they pin down the fake's own behaviour (the baseline every shim case is compared with).
 
+Case names say what they check: the first component is the area, the rest the program, size or
+variant. Areas: resolve/ (every way an allocation reaches the driver), untagged/, pointers/
+(interior pointers, ranges, attributes), free/ (free synchronizes), ipc/, failure/ (injected
+failures, out of memory), stock/, memory/ (threads, fork, two devices), bad-policy/, report/,
+publish/ (the topology symbol), compute/ (cases_compute.py), place/ (cases_place.py), rel/
+(cases_reliability.py), fake/ (the fake alone).
+
 Prints "ok <name>" or "FAIL <name>: <why>" per case; writes "<passed> <failed>" to --result.
 See doc/testing.md for how to add a case.
 """
@@ -321,108 +328,108 @@ def cases(a):
     C.append(Case("fake/mps-devices", "t_vmm", ["init"], shim=False, env={"CUDA_MPS_PIPE_DIRECTORY": "@MPS"},
                   expect={"devices": 3}))
 
-    # a. every resolution path reaches the shim for a tagged size.
+    # resolve/: every resolution path reaches the shim for a tagged size.
     for how in ("link", "dlsym", "gpa12000", "gpa13000", "gpaptds", "gpaold"):
-        C.append(Case("a/%s/noshim" % how, "t_driver", ["alloc", how, "8MiB"], shim=False,
+        C.append(Case("resolve/%s/noshim" % how, "t_driver", ["alloc", how, "8MiB"], shim=False,
                       expect={"a_shim": 0, "a_domains": -1}))
-        C.append(Case("a/%s/emulated" % how, "t_driver", ["alloc", how, "8MiB"], "emulated.policy",
+        C.append(Case("resolve/%s/emulated" % how, "t_driver", ["alloc", how, "8MiB"], "emulated.policy",
                       expect=dict(split_emul, plain_after_free=0)))
-        C.append(Case("a/%s/native" % how, "t_driver", ["alloc", how, "8MiB"], "native.policy", env=native,
+        C.append(Case("resolve/%s/native" % how, "t_driver", ["alloc", how, "8MiB"], "native.policy", env=native,
                       expect=split_native, checks=[report_check(check_native_report)]))
-    C.append(Case("a/link/mismatch", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+    C.append(Case("resolve/link/mismatch", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(native, LDSHIM_STATE="mismatch"),
                   expect={"a_shim": 1, "a_domains": "1,0", "a_expect": "1,0"}))
-    C.append(Case("a/link/memory-state", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+    C.append(Case("resolve/link/memory-state", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(native, LDSHIM_STATE="memory"), expect=split_native))
     # api = runtime | driver: cudart's requests are "runtime", direct driver calls "driver".
-    C.append(Case("a/api/driver-vs-runtime-rule", "t_driver", ["alloc", "link", "8MiB"], "api.policy",
+    C.append(Case("resolve/api/driver-vs-runtime-rule", "t_driver", ["alloc", "link", "8MiB"], "api.policy",
                   expect={"a_shim": 0}))
-    C.append(Case("a/api/driver-rule", "t_driver", ["alloc", "link", "16MiB"], "api.policy",
+    C.append(Case("resolve/api/driver-rule", "t_driver", ["alloc", "link", "16MiB"], "api.policy",
                   expect={"a_shim": 1, "a_rule": "drv_only"}))
     # What cuGetProcAddress hands out counts as "runtime" (cudart's path; a program calling it
     # directly cannot be told apart from static cudart).
-    C.append(Case("a/api/gpa-counts-as-runtime", "t_driver", ["alloc", "gpa13000", "8MiB"], "api.policy",
+    C.append(Case("resolve/api/gpa-counts-as-runtime", "t_driver", ["alloc", "gpa13000", "8MiB"], "api.policy",
                   expect={"a_shim": 1, "a_rule": "rt_only"}))
     for prog in ("t_runtime", "t_runtime_static"):
-        C.append(Case("a/api/%s-rule" % prog, prog, ["alloc", "8MiB"], "api.policy",
+        C.append(Case("resolve/api/%s-rule" % prog, prog, ["alloc", "8MiB"], "api.policy",
                       expect={"a_shim": 1, "a_rule": "rt_only"}))
-        C.append(Case("a/api/%s-vs-driver-rule" % prog, prog, ["alloc", "16MiB"], "api.policy",
+        C.append(Case("resolve/api/%s-vs-driver-rule" % prog, prog, ["alloc", "16MiB"], "api.policy",
                       expect={"a_shim": 0}))
-    C.append(Case("a/link/range-rule", "t_driver", ["alloc", "link", "32MiB"], "native.policy", env=native,
+    C.append(Case("resolve/link/range-rule", "t_driver", ["alloc", "link", "32MiB"], "native.policy", env=native,
                   expect=split_native))
     for prog in ("t_runtime", "t_runtime_static"):
-        C.append(Case("a/%s/noshim" % prog, prog, ["alloc", "8MiB"], shim=False,
+        C.append(Case("resolve/%s/noshim" % prog, prog, ["alloc", "8MiB"], shim=False,
                       expect={"a_shim": 0, "attr_type": 2, "attr_device": 0}))
-        C.append(Case("a/%s/emulated" % prog, prog, ["alloc", "8MiB"], "emulated.policy",
+        C.append(Case("resolve/%s/emulated" % prog, prog, ["alloc", "8MiB"], "emulated.policy",
                       expect=dict(split_emul, attr_type=2, attr_device=0)))
-        C.append(Case("a/%s/native" % prog, prog, ["alloc", "8MiB"], "native.policy", env=native,
+        C.append(Case("resolve/%s/native" % prog, prog, ["alloc", "8MiB"], "native.policy", env=native,
                       expect=split_native))
         for how in ("default", "byversion"):
-            C.append(Case("a/%s/entry-%s" % (prog, how), prog, ["entry", how, "8MiB"], "native.policy",
+            C.append(Case("resolve/%s/entry-%s" % (prog, how), prog, ["entry", how, "8MiB"], "native.policy",
                           env=native, expect=split_native))
 
     # Placement variants and occurrences (rules.policy).
-    C.append(Case("a/rules/domain-pin", "t_driver", ["seq", "12MiB", 1], "rules.policy", env=native,
+    C.append(Case("resolve/rules/domain-pin", "t_driver", ["seq", "12MiB", 1], "rules.policy", env=native,
                   expect={"s1_shim": 1, "s1_domains": 1, "s1_expect": 1, "s1_rule": "pinned"}))
-    C.append(Case("a/rules/domain-pin-mismatch", "t_driver", ["seq", "12MiB", 1], "rules.policy",
+    C.append(Case("resolve/rules/domain-pin-mismatch", "t_driver", ["seq", "12MiB", 1], "rules.policy",
                   env=dict(native, LDSHIM_STATE="mismatch"), expect={"s1_shim": 1, "s1_domains": 0}))
-    C.append(Case("a/rules/occurrence", "t_driver", ["seq", "10MiB", 4], "rules.policy", env=native,
+    C.append(Case("resolve/rules/occurrence", "t_driver", ["seq", "10MiB", 4], "rules.policy", env=native,
                   expect={"s1_shim": 0, "s2_shim": 1, "s2_domains": "0,1", "s3_shim": 0, "s4_shim": 1,
                           "s4_rule": "occ"}))
-    C.append(Case("a/rules/placement-stock", "t_driver", ["seq", "14MiB", 1], "rules.policy", env=native,
+    C.append(Case("resolve/rules/placement-stock", "t_driver", ["seq", "14MiB", 1], "rules.policy", env=native,
                   expect={"s1_shim": 0, "s1_domains": -1}))
 
     def below_min_split(r):
         t = rule_of(r, "tiny")
         if t["matched"] != 1 or t["allocations"] != 0:
             raise Fail("rule tiny: matched %d allocations %d, expected 1 0" % (t["matched"], t["allocations"]))
-    C.append(Case("a/rules/below-min-split", "t_driver", ["seq", "2MiB", 1], "rules.policy", env=native,
+    C.append(Case("resolve/rules/below-min-split", "t_driver", ["seq", "2MiB", 1], "rules.policy", env=native,
                   expect={"s1_shim": 0, "s1_domains": -1}, checks=[report_check(below_min_split)]))
 
-    # b. untagged sizes and per-thread variants pass through untouched.
+    # untagged/: untagged sizes and per-thread variants pass through untouched.
     pt = {"u_shim": 0, "u_domains": -1, "ptds_sym": "cuMemcpyHtoD_v2_ptds", "ptds_lib": "libcuda.so.1",
           "ptds_same_as_dlsym": 1, "ptds_dtoh_sym": "cuMemcpyDtoH_v2_ptds"}
-    C.append(Case("b/passthru/noshim", "t_driver", ["passthru", "1MiB"], shim=False, expect=pt))
-    C.append(Case("b/passthru", "t_driver", ["passthru", "1MiB"], "emulated.policy", expect=pt))
-    C.append(Case("b/passthru-6MiB", "t_driver", ["passthru", "6MiB"], "emulated.policy", expect=pt))
+    C.append(Case("untagged/passthru/noshim", "t_driver", ["passthru", "1MiB"], shim=False, expect=pt))
+    C.append(Case("untagged/passthru", "t_driver", ["passthru", "1MiB"], "emulated.policy", expect=pt))
+    C.append(Case("untagged/passthru-6MiB", "t_driver", ["passthru", "6MiB"], "emulated.policy", expect=pt))
 
-    # c. interior pointers, free of base / interior, the seam.
+    # pointers/: interior pointers, free of base / interior, the seam.
     rng = {"r_shim": 1, "free_interior": 1, "free_seam": 1, "free_base": 0, "range_after_free": 500}
-    C.append(Case("c/range/noshim", "t_driver", ["range", "8MiB"], shim=False,
+    C.append(Case("pointers/range/noshim", "t_driver", ["range", "8MiB"], shim=False,
                   expect=dict(rng, r_shim=0)))
-    C.append(Case("c/range/emulated", "t_driver", ["range", "8MiB"], "emulated.policy", expect=rng))
-    C.append(Case("c/range/native-32MiB", "t_driver", ["range", "32MiB"], "native.policy", env=native, expect=rng))
+    C.append(Case("pointers/range/emulated", "t_driver", ["range", "8MiB"], "emulated.policy", expect=rng))
+    C.append(Case("pointers/range/native-32MiB", "t_driver", ["range", "32MiB"], "native.policy", env=native, expect=rng))
     for prog in ("t_runtime", "t_runtime_static"):
-        C.append(Case("c/%s/free" % prog, prog, ["free", "8MiB"], "emulated.policy",
+        C.append(Case("pointers/%s/free" % prog, prog, ["free", "8MiB"], "emulated.policy",
                       expect={"f_shim": 1, "free_interior": 1, "free_base": 0}))
 
-    # d. a shim free synchronizes like cudaFree.
-    C.append(Case("d/sync", "t_driver", ["sync", "8MiB"], "emulated.policy", expect={"shim": 1},
+    # free/: a shim free synchronizes like cudaFree.
+    C.append(Case("free/sync", "t_driver", ["sync", "8MiB"], "emulated.policy", expect={"shim": 1},
                   checks=[out_at_least("syncs", 1)]))
-    C.append(Case("d/sync-cudaFree", "t_runtime", ["alloc", "8MiB"], "emulated.policy", expect={"a_shim": 1},
+    C.append(Case("free/sync-cudaFree", "t_runtime", ["alloc", "8MiB"], "emulated.policy", expect={"a_shim": 1},
                   checks=[out_at_least("free_syncs", 1)]))
 
-    # e. legacy IPC refused on shim memory with a message naming the rule.
+    # ipc/: legacy IPC refused on shim memory with a message naming the rule.
     ipc_rule = stderr_matches(r"^ldshim: warning: cuIpcGetMemHandle\(0x[0-9a-f]+\): memory placed by rule 'weights' ")
-    C.append(Case("e/ipc/noshim", "t_driver", ["ipc", "8MiB", "1MiB"], shim=False,
+    C.append(Case("ipc/noshim", "t_driver", ["ipc", "8MiB", "1MiB"], shim=False,
                   expect={"t_shim": 0, "ipc_tagged": 0, "ipc_untagged": 0}))
-    C.append(Case("e/ipc/driver", "t_driver", ["ipc", "8MiB", "1MiB"], "emulated.policy",
+    C.append(Case("ipc/driver", "t_driver", ["ipc", "8MiB", "1MiB"], "emulated.policy",
                   expect={"t_shim": 1, "ipc_tagged": 1, "ipc_untagged": 0}, checks=[ipc_rule]))
     for prog in ("t_runtime", "t_runtime_static"):
-        C.append(Case("e/ipc/%s" % prog, prog, ["ipc", "8MiB", "1MiB"], "emulated.policy",
+        C.append(Case("ipc/%s" % prog, prog, ["ipc", "8MiB", "1MiB"], "emulated.policy",
                       expect={"t_shim": 1, "ipc_tagged": 1, "ipc_untagged": 0}, checks=[ipc_rule]))
 
-    # f. failure injection: the app still gets memory; OOM only when stock would see it.
+    # failure/: failure injection: the app still gets memory; OOM only when stock would see it.
     for fail in ("cuMemCreate:1", "cuMemCreate:2", "cuMemCreate:1+", "cuMemMap:1", "cuMemMap:2",
                  "cuMemSetAccess:1", "cuMemSetAccess:1+", "cuMemAddressReserve:1"):
-        C.append(Case("f/inject/" + fail, "t_driver", ["inject", "8MiB"], "nopool.policy",
+        C.append(Case("failure/inject/" + fail, "t_driver", ["inject", "8MiB"], "nopool.policy",
                       env={"FAKE_CUDA_FAIL": fail},
                       expect={"rc": 0, "i_shim": 0, "i_domains": -1, "free": 0},
                       checks=[report_check(check_fallback_report)]))
     for prog, args in (("t_driver", ["oom", "8MiB"]), ("t_runtime", ["oom", "8MiB"])):
         lim = {"FAKE_CUDA_MEM_LIMIT": 6 * MiB}
-        C.append(Case("f/oom/%s/noshim" % prog, prog, args, shim=False, env=lim, expect={"rc": 2}))
-        C.append(Case("f/oom/%s" % prog, prog, args, "nopool.policy", env=lim, expect={"rc": 2}))
+        C.append(Case("failure/oom/%s/noshim" % prog, prog, args, shim=False, env=lim, expect={"rc": 2}))
+        C.append(Case("failure/oom/%s" % prog, prog, args, "nopool.policy", env=lim, expect={"rc": 2}))
 
     # Pooled physical memory never costs the app memory: on OOM the pool is trimmed and the
     # request retried (an untagged request, and a tagged one of another slice size).
@@ -432,106 +439,106 @@ def cases(a):
             raise Fail("pool trims %d after an OOM with a full pool" % r["pool"]["trims"])
     for u in ("4MiB", "16MiB"):
         lim = {"FAKE_CUDA_MEM_LIMIT": 20 * MiB if u == "16MiB" else 10 * MiB}
-        C.append(Case("f/pool-trim/%s/noshim" % u, "t_driver", ["trim", "8MiB", u], shim=False, env=lim,
+        C.append(Case("failure/pool-trim/%s/noshim" % u, "t_driver", ["trim", "8MiB", u], shim=False, env=lim,
                       expect={"t_shim": 0, "rc": 0}))
-        C.append(Case("f/pool-trim/%s" % u, "t_driver", ["trim", "8MiB", u], "emulated.policy", env=lim,
+        C.append(Case("failure/pool-trim/%s" % u, "t_driver", ["trim", "8MiB", u], "emulated.policy", env=lim,
                       expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
 
     # The pool also gives way to allocation APIs the shim does not place (cuMemCreate here).
     lim = {"FAKE_CUDA_MEM_LIMIT": 12 * MiB}
-    C.append(Case("f/pool-trim/cuMemCreate/noshim", "t_driver", ["trimcreate", "8MiB", "8MiB"], shim=False,
+    C.append(Case("failure/pool-trim/cuMemCreate/noshim", "t_driver", ["trimcreate", "8MiB", "8MiB"], shim=False,
                   env=lim, expect={"t_shim": 0, "rc": 0}))
-    C.append(Case("f/pool-trim/cuMemCreate", "t_driver", ["trimcreate", "8MiB", "8MiB"], "emulated.policy",
+    C.append(Case("failure/pool-trim/cuMemCreate", "t_driver", ["trimcreate", "8MiB", "8MiB"], "emulated.policy",
                   env=lim, expect={"t_shim": 1, "rc": 0}, checks=[report_check(trimmed)]))
 
     # Pointer attributes answer the whole range (the driver alone answers one slice).
-    C.append(Case("c/ptrattr", "t_driver", ["ptrattr", "8MiB"], "emulated.policy",
+    C.append(Case("pointers/ptrattr", "t_driver", ["ptrattr", "8MiB"], "emulated.policy",
                   expect={"attr_start_ok": 1, "attr_size_ok": 1, "attrs_ok": 1}))
-    C.append(Case("c/ptrattr/untagged", "t_driver", ["ptrattr", "1MiB"], "emulated.policy",
+    C.append(Case("pointers/ptrattr/untagged", "t_driver", ["ptrattr", "1MiB"], "emulated.policy",
                   expect={"attr_start_ok": 1, "attr_size_ok": 1, "attrs_ok": 1}))
 
     # A destroyed context takes its tagged ranges (live and pooled) with it.
-    C.append(Case("c/ctxdestroy", "t_driver", ["ctxdestroy", "8MiB"], "emulated.policy",
+    C.append(Case("pointers/ctxdestroy", "t_driver", ["ctxdestroy", "8MiB"], "emulated.policy",
                   expect={"live_shim": 1, "after_destroy_shim": 0, "after_destroy_handles": 0,
                           "after_destroy_mappings": 0}))
 
-    # g. stock state: identical to no shim, silent.
+    # stock/: stock state: identical to no shim, silent.
     for prog in ("t_driver", "t_runtime", "t_runtime_static"):
-        base = Case("g/stock/%s/noshim" % prog, prog, ["stock", "8MiB", "1MiB"], shim=False)
-        C.append(Case("g/stock/%s" % prog, prog, ["stock", "8MiB", "1MiB"], "emulated.policy",
+        base = Case("stock/named/%s/noshim" % prog, prog, ["stock", "8MiB", "1MiB"], shim=False)
+        C.append(Case("stock/named/%s" % prog, prog, ["stock", "8MiB", "1MiB"], "emulated.policy",
                       env={"LDSHIM_STATE": "stock"}, quiet=True,
                       checks=[lambda r, res, b=base: same_as_noshim(r, res, b)]))
-    C.append(Case("g/no-policy", "t_driver", ["stock", "8MiB", "1MiB"], None, quiet=True,
+    C.append(Case("stock/no-policy", "t_driver", ["stock", "8MiB", "1MiB"], None, quiet=True,
                   checks=[lambda r, res: same_as_noshim(
                       r, res, Case("", "t_driver", ["stock", "8MiB", "1MiB"], shim=False))]))
 
-    # h. threads.
-    C.append(Case("h/threads", "t_driver", ["threads", 16, a.stress_iters, "4MiB", "1MiB"], "emulated.policy",
+    # memory/threads: threads.
+    C.append(Case("memory/threads", "t_driver", ["threads", 16, a.stress_iters, "4MiB", "1MiB"], "emulated.policy",
                   env={"T_EXPECT_TAGGED": 1}, expect={"cycles": 16 * a.stress_iters},
                   timeout=600 if a.san else 120))
 
-    # i. fork after first use.
-    C.append(Case("i/fork", "t_driver", ["fork", "8MiB"], "emulated.policy",
+    # memory/fork: fork after first use.
+    C.append(Case("memory/fork", "t_driver", ["fork", "8MiB"], "emulated.policy",
                   expect={"parent_shim": 1, "child_shim": 1, "child_status": 0},
                   checks=[stderr_only(r"^ldshim: warning: probe: ")]))
 
-    # j. bad policies.
-    C.append(Case("j/bad-syntax", "t_driver", ["alloc", "link", "8MiB"], "bad_syntax.policy",
+    # bad-policy/: bad policies.
+    C.append(Case("bad-policy/bad-syntax", "t_driver", ["alloc", "link", "8MiB"], "bad_syntax.policy",
                   expect={"a_shim": 0, "a_domains": -1},
                   checks=[ldshim_lines(1, r"^ldshim: error: \S+:\d+:\d+: "),
                           stderr_matches(r"^ldshim: error: \S*bad_syntax\.policy:5:1[34]: \S")]))
-    C.append(Case("j/strict", "t_driver", ["alloc", "link", "8MiB"], "strict_bad.policy", rc=3,
+    C.append(Case("bad-policy/strict", "t_driver", ["alloc", "link", "8MiB"], "strict_bad.policy", rc=3,
                   zero_counts=False,
                   checks=[stderr_matches(r"^ldshim: error: \S*strict_bad\.policy:6:\d+: \S"),
                           no_stdout]))
-    C.append(Case("j/missing", "t_driver", ["alloc", "link", "8MiB"], "/nonexistent/ldshim-test.policy",
+    C.append(Case("bad-policy/missing", "t_driver", ["alloc", "link", "8MiB"], "/nonexistent/ldshim-test.policy",
                   expect={"a_shim": 0, "a_domains": -1},
                   checks=[ldshim_lines(1, r"^ldshim: error: \S+:\d+:\d+: "),
                           stderr_matches(r"^ldshim: error: /nonexistent/ldshim-test\.policy:0:0: ")]))
 
-    # k. the report.
-    C.append(Case("k/report", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
+    # report/: the report.
+    C.append(Case("report/written", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
                   checks=[report_check(check_reuse_report)]))
 
     # A wrapper that never touches CUDA (here a shell that outlives the program) must not
     # replace the program's report with an empty one.
-    C.append(Case("k/report/wrapper", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
+    C.append(Case("report/written/wrapper", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",
                   wrap=["/bin/sh", "-c", '"$0" "$@"; status=$?; exit $status'],
                   checks=[report_check(check_reuse_report)]))
 
     for prog, args, api in (("t_driver", ["alloc", "link", "8MiB"], "driver"),
                             ("t_runtime", ["alloc", "8MiB"], "runtime"),
                             ("t_runtime_static", ["alloc", "8MiB"], "runtime")):
-        C.append(Case("k/discover/%s" % prog, prog, args, "discover.policy", expect={"a_shim": 0},
+        C.append(Case("report/discover/%s" % prog, prog, args, "discover.policy", expect={"a_shim": 0},
                       checks=[report_check(lambda r, api=api: check_discover_report(r, api))]))
 
-    # l. two devices, peer access.
+    # memory/twodev: two devices, peer access.
     two = {"FAKE_CUDA_DEVICES": 2}
-    C.append(Case("l/twodev/noshim", "t_driver", ["twodev", "8MiB"], shim=False, env=two,
+    C.append(Case("memory/twodev/noshim", "t_driver", ["twodev", "8MiB"], shim=False, env=two,
                   expect={"d1_shim": 0, "d1_device": 1, "enable_peer": 0, "access_after_dev0": 3}))
-    C.append(Case("l/twodev", "t_driver", ["twodev", "8MiB"], "emulated.policy", env=two,
+    C.append(Case("memory/twodev", "t_driver", ["twodev", "8MiB"], "emulated.policy", env=two,
                   expect={"d1_shim": 1, "d1_device": "1,1", "info_device": 1, "access_before_dev1": 3,
                           "access_before_dev0": 0,
                           "enable_peer": 0, "access_after_dev0": 3, "access_after_dev0_last": 3}))
-    C.append(Case("l/twodev/native", "t_driver", ["twodev", "8MiB"], "native.policy",
+    C.append(Case("memory/twodev/native", "t_driver", ["twodev", "8MiB"], "native.policy",
                   env=dict(two, FAKE_CUDA_DOMAINS=2),
                   expect={"d1_shim": 1, "d1_device": "1,1", "d1_domains": "0,1", "info_device": 1,
                           "enable_peer": 0, "access_after_dev0": 3}))
 
     # Publication of the topology symbol into a loaded module (probe falls back on the fake).
-    C.append(Case("m/publish/noshim", "t_driver", ["publish"], shim=False,
+    C.append(Case("publish/module/noshim", "t_driver", ["publish"], shim=False,
                   expect={"magic_ok": 0, "lib_magic_ok": 0, "bad_image": 200}))
-    C.append(Case("m/publish", "t_driver", ["publish"], "emulated.policy",
+    C.append(Case("publish/module", "t_driver", ["publish"], "emulated.policy",
                   expect={"magic_ok": 1, "lib_magic_ok": 1, "num_sms": 132, "bad_image": 200}))
     # 96 modules and 96 libraries, 32 of each unloaded, 32 libraries loaded again: the
     # shim's table of recorded modules (keyed by kind and handle) follows every unload, so
     # device 1's map reaches exactly the 96 libraries still loaded and no unloaded handle is
     # asked for the symbol (the debug log names each attempt).
     many = dict(two, LDSHIM_LOG="debug")
-    C.append(Case("m/publish/many/noshim", "t_driver", ["publishmany", 96], shim=False, env=many,
+    C.append(Case("publish/many/noshim", "t_driver", ["publishmany", 96], shim=False, env=many,
                   expect={"published_at_load": 0, "libs_live": 96, "libs_mapped": 0, "mods_live": 64,
                           "mods_mapped": 0}))
-    C.append(Case("m/publish/many", "t_driver", ["publishmany", 96], "emulated.policy", env=many,
+    C.append(Case("publish/many", "t_driver", ["publishmany", 96], "emulated.policy", env=many,
                   expect={"published_at_load": 2 * 96 + 32, "libs_live": 96, "libs_mapped": 96, "mods_live": 64,
                           "mods_mapped": 0},
                   checks=[ldshim_lines(96, r"published device 1 map into library "),
@@ -574,7 +581,17 @@ def main():
     passed = failed = 0
     t0 = time.time()
     try:
-        for c in cases(a):
+        all_cases = cases(a)
+        # A name says what its case checks: an area, then the program or variant (see the
+        # docstring); two cases never share one.
+        names = [c.name for c in all_cases]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        terse = sorted(n for n in names if len(n.split("/")[0]) < 3)
+        if dup or terse:
+            print("FAIL case names: %s" % "; ".join(["duplicated: " + ", ".join(dup)] * bool(dup) +
+                                                 ["no area named: " + ", ".join(terse[:5])] * bool(terse)))
+            failed += 1
+        for c in all_cases:
             if a.only_noshim and c.shim:
                 continue
             if a.filter and not re.search(a.filter, c.name):

@@ -26,6 +26,10 @@ $(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classif
 	@mkdir -p $(@D)
 	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c -o $@ -lm
 
+TEST_TARGETS += $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN)
+
+#: fuzz-load       libFuzzer run over policy files and the configuration, FUZZ_SECONDS (60)
+#: fuzz-cache      libFuzzer run over the topology cache reader, FUZZ_SECONDS (60)
 .PHONY: fuzz-load fuzz-cache test-fuzz-files
 fuzz-load: $(FUZZ_LOAD_BIN)
 	@mkdir -p $(BUILD)/fuzz/load
@@ -55,7 +59,6 @@ test-fuzz-files: $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN) | $(RESULTS)
 	  else f=$$((f + 1)); echo "test-fuzz-files: fuzz_$$t FAILED"; tail -40 $(BUILD)/fuzz/files/$$t.log; fi; \
 	done; echo "$$p $$f" > $(RESULTS)/test-fuzz-files; [ $$f -eq 0 ]
 
-TEST_SUITES += test-fuzz-files
 
 # ldshim-ab's report/histogram reader (tests/fuzz/fuzz_ab_report.py). Python has no libFuzzer
 # here (atheris is not installed), so it is a seeded mutational loop, bounded by time or count:
@@ -73,4 +76,3 @@ test-fuzz-ab: | $(RESULTS)
 	@if $(PYTHON) tests/fuzz/fuzz_ab_report.py --runs $(FUZZ_AB_RUNS) --seed 1 --out $(BUILD)/fuzz/ab; then \
 	  echo "1 0" > $(RESULTS)/test-fuzz-ab; else echo "0 1" > $(RESULTS)/test-fuzz-ab; exit 1; fi
 
-TEST_SUITES += test-fuzz-ab

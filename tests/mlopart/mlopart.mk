@@ -3,7 +3,7 @@
 # script tests/mlopart/fake-mps-control. Each case checks that no helper, supervisor or
 # daemon process and no private directory is left behind.
 
-# (This file is read before tools/mlopart.mk, which builds the objects: name them here.)
+# (The objects are tools/mlopart.mk's; named here as that file names them.)
 MLO_T_OBJS   := $(addprefix $(BUILD)/mlopart/obj/,backend_mlopart.o mlopart_client.o \
                   mlopart_proto.o driver.o log.o options.o)
 MLO_T_HELPER := $(BUILD)/ldshim-mlopart-helper
@@ -13,15 +13,16 @@ $(MLO_TEST): tests/mlopart/test_mlopart.c tests/unit/cunit_main.h $(MLO_T_OBJS) 
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(MLO_T_OBJS) $(LDFLAGS) -lcunit -ldl -pthread
 
+TEST_TARGETS += $(MLO_TEST)
+
 .PHONY: test-mlopart
 test-mlopart: $(MLO_TEST) $(MLO_T_HELPER) $(BUILD)/fake/libcuda.so.1 | $(RESULTS)
 	LD_LIBRARY_PATH=$(BUILD)/fake LDSHIM_MLOPART_HELPER=$(MLO_T_HELPER) \
 	  LDSHIM_MPS_CONTROL=$(CURDIR)/tests/mlopart/fake-mps-control \
 	  $(MLO_TEST) $(RESULTS)/test-mlopart
 
-TEST_SUITES += test-mlopart
 
-# ---- GPU suite (tests/gpu/mlopart/, whose fragment the top Makefile would not read) ------
+# ---- GPU suite (tests/gpu/mlopart/) ---------------------------------------------------------
 #   make test-gpu-mlopart        on the GPU machine, part of `make test-gpu` (run.sh --help)
 #   make test-mlopart-selftest   CPU, part of `make test`: the GPU program builds and parses
 #                                its arguments; the bench runs on the fake driver; a fake
@@ -51,5 +52,3 @@ test-mlopart-selftest: $(MLOGPU_BIN) $(MLOGPU_PRE) $(MLO_T_HELPER) $(BUILD)/mlop
                        $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/t_driver $(BUILD)/libldshim.so | $(RESULTS)
 	@PRELOAD_PREFIX='$(PRELOAD_PREFIX)' sh tests/mlopart/selftest.sh $(BUILD) $(RESULTS)/test-mlopart-selftest
 
-GPU_TEST_SUITES += test-gpu-mlopart
-TEST_SUITES     += test-mlopart-selftest

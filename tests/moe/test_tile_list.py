@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""test_tile_list.py RESULT_FILE — the tile lists and the exports of libldmoe agree (no GPU).
+"""test_tile_list.py [--product] RESULT_FILE — the tile lists and the exports of libldmoe agree (no GPU).
 
 One list is the source of the tiles (kernels/moe/ldmoe.h LDMOE_TILE_LIST, bench/moe/lab/ldmoe_lab.h
 LDMOE_LAB_TILE_LIST); this checks every reader of it: ldmoe.py's TILES (a copy, since the pip
 package has no header), ldmoe_lab.py's TILES, the two libraries' tile tables (through
 ldmoe_tile_info, which answers without a GPU), and the libraries' exports against ldmoe.h's and
 ldmoe_lab.h's declarations (nm). $LDMOE_LIB and $LDMOE_LAB_LIB name the libraries (default:
-build/libldmoe.so, build/lab/libldmoe_lab.so). Writes "<passed> <failed>" to RESULT_FILE; exit 1
-when a check failed."""
+build/libldmoe.so, build/lab/libldmoe_lab.so). --product: only what needs no lab library (make
+test, which does not build the lab: test-moe-exports). Writes "<passed> <failed>" to RESULT_FILE;
+exit 1 when a check failed."""
 import ctypes
 import os
 import re
@@ -51,6 +52,9 @@ def tile_geometry(lib, value):
 
 
 def main():
+    product_only = sys.argv[1:2] == ["--product"]
+    if product_only:
+        del sys.argv[1]
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(sys.argv) == 2 else 2
@@ -72,12 +76,14 @@ def main():
     values = [v[0] for v in product.values()] + [v[0] for v in lab.values()] + [v[0] for v in fp8.values()]
     check(len(set(values)) == len(values) and not (set(product) & set(lab) or set(fp8) & (set(product) | set(lab))),
           "values and names unique across the three lists")
-    check(all(0 < v < 32 for v in values), "values in 1..31 (ldmoe_api.cu keeps a 32-bit mask per device)")
+    check(all(0 < v < 32 for v in values), "values in 1..31 (impl/library.cuh keeps a 32-bit mask per device)")
     check(ldmoe_lab.TILES == dict([("auto", 0)] + [(n, v[0]) for n, v in list(product.items()) + list(lab.items())]),
           "ldmoe_lab.py TILES is both lists")
 
     plib = ctypes.CDLL(product_lib)
     plib.ldmoe_tile_info.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3
+    if product_only:
+        return product_checks(plib, product_lib, product, lab, fp8, values)
     llib = ldmoe_lab._load()
     for name, (v, bm, bn) in sorted(product.items(), key=lambda t: t[1][0]):
         check(tile_geometry(plib, v) == (bm, bn), "product library has %s (%d): %dx%d" % (name, v, bm, bn),
@@ -119,7 +125,33 @@ def main():
     check(all(hasattr(ldmoe_lab, n) for n in ldmoe.__all__), "ldmoe_lab has every name of ldmoe.__all__",
           "missing %s" % [n for n in ldmoe.__all__ if not hasattr(ldmoe_lab, n)])
 
-    print("test-moe-tiles: %d passed, %d failed" % (PASSED, FAILED))
+    return finish("test-moe-tiles")
+
+
+def product_checks(plib, product_lib, product, lab, fp8, values):
+    """The product library alone: its tile table, its refusals, its exports."""
+    for name, (v, bm, bn) in sorted(product.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) == (bm, bn), "product library has %s (%d): %dx%d" % (name, v, bm, bn),
+              str(tile_geometry(plib, v)))
+    for name, (v, bm, bn) in sorted(lab.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) is None, "product library refuses lab tile %s (%d)" % (name, v))
+    for name, (v, bm, bn) in sorted(fp8.items(), key=lambda t: t[1][0]):
+        check(tile_geometry(plib, v) == (bm, bn), "product library has FP8 tile %s (%d): %dx%d" % (name, v, bm, bn),
+              str(tile_geometry(plib, v)))
+    others = [t for t in range(-2, 40) if t != 0 and t not in values]
+    check(all(tile_geometry(plib, t) is None for t in others), "the product library takes no value outside the lists")
+    api = declared(os.path.join(ROOT, "kernels", "moe", "ldmoe.h"))
+    got = exported(product_lib)
+    check(len(api) == 16 and got == api, "libldmoe.so exports exactly ldmoe.h's functions",
+          "extra %s, missing %s" % (sorted(got - api), sorted(api - got)))
+    with open(os.path.join(ROOT, "kernels", "moe", "ldmoe.map")) as f:
+        mapped = set(re.findall(r"^\s*(ldmoe_\w+);", f.read(), re.M))
+    check(mapped == api, "ldmoe.map names exactly ldmoe.h's functions")
+    return finish("test-moe-exports")
+
+
+def finish(suite):
+    print("%s: %d passed, %d failed" % (suite, PASSED, FAILED))
     with open(sys.argv[1], "w") as f:
         f.write("%d %d\n" % (PASSED, FAILED))
     return 1 if FAILED else 0

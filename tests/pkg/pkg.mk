@@ -16,8 +16,8 @@
 PKG_TEST_ENV = PKG_BUILD=$(abspath $(BUILD)) PKG_MAKE='$(MAKE)' PKG_PYTHON='$(PYTHON)' PKG_CC='$(CC)' \
                PKG_GIT_REVISION='$(GIT_REVISION)' CUDA_HOME='$(CUDA_HOME)'
 PKG_ONEGPU   := $(BUILD)/tests/pkg/libonegpu.so
-# (tools/*.mk is read after this file: its targets are named here, and the suites that need
-# the whole build get it through NEEDS_ALL, which the top Makefile expands last)
+# (the suites that need the whole product get it through NEEDS_ALL, which the top Makefile
+# expands last)
 PKG_TOOLS    := $(BUILD)/bin/ldshim-ab $(BUILD)/bin/ldshim-policy $(BUILD)/bin/ldshim-probe \
                 $(BUILD)/ldshim-mlopart-helper $(BUILD_INFO_H) \
                 $(addprefix $(BUILD)/man/,ldshim-ab.1 ldshim-policy.1 ldshim-probe.1) \
@@ -53,8 +53,4 @@ test-pkg-gpu-standin: | $(RESULTS)
 test-pkg-gpu-standin-fails: | $(RESULTS)
 	@echo "0 1" > $(RESULTS)/$@; exit 1
 
-ALL_TARGETS += $(PKG_ONEGPU)
-TEST_SUITES += test-pkg-tools
-ifneq ($(SAN),1)
-TEST_SUITES += test-pkg-install test-pkg-python test-pkg-gpu-skip test-docs
-endif
+TEST_TARGETS += $(PKG_ONEGPU)

@@ -3,6 +3,7 @@
 COMPUTE_TEST_BIN := $(BUILD)/tests/test_compute
 COMPUTE_TEST_OBJS := $(addprefix $(BUILD)/shim/,compute_plan.o probe_cache.o probe_classify.o options.o)
 
+TEST_TARGETS += $(COMPUTE_TEST_BIN)
 $(COMPUTE_TEST_BIN): tests/unit/test_compute.c tests/unit/cunit_main.h $(COMPUTE_TEST_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(COMPUTE_TEST_OBJS) $(POLICY_OBJS) $(LDFLAGS) -lcunit -lm
@@ -11,7 +12,6 @@ $(COMPUTE_TEST_BIN): tests/unit/test_compute.c tests/unit/cunit_main.h $(COMPUTE
 test-compute: $(COMPUTE_TEST_BIN) | $(RESULTS)
 	$(COMPUTE_TEST_BIN) $(RESULTS)/test-compute
 
-TEST_SUITES += test-compute
 
 # Every entry point of cuda.h that takes a stream is hooked or listed as not needing it.
 .PHONY: test-stream-hooks
@@ -19,4 +19,3 @@ test-stream-hooks: $(BUILD)/libldshim.so | $(RESULTS)
 	$(PYTHON) tests/unit/stream_hooks.py --lib $(BUILD)/libldshim.so --cuda-include $(CUDA_INC) \
 	  --result $(RESULTS)/test-stream-hooks
 
-TEST_SUITES += test-stream-hooks

@@ -1,9 +1,38 @@
-// ldmoe_lab.cu — the lab build of libldmoe (ldmoe_lab.h): kernels/moe/ldmoe_api.cu compiled with
-// the lab's tiles added to the tile table, and the lab's entry points.
+// ldmoe_lab.cu — the lab build of libldmoe (ldmoe_lab.h): the product's kernels and host side
+// (kernels/moe/impl/library.cuh) instantiated with the lab's policy: more tiles, the KParams'
+// per-tile counters, timeline and variant bits set from the lab's entry points, and, in the
+// diagnostic build (-DLDMOE_LAB_DIAG, bench/moe/lab/lab.mk), every kernel compiled with the
+// diagnostic bits' code (impl/variants.h LDMOE_TUNE_DIAG_*).
+#include <stdint.h>
 #include "bench/moe/lab/ldmoe_lab.h"
-#include "kernels/moe/impl/tile_shapes.cuh"
+#include "kernels/moe/impl/variants.h"
 
 namespace ldmoe {
+
+// A tile shape whose kernel also compiles the diagnostic bits' code (impl/params.cuh diag_of).
+template <class C> struct Diag : C { static constexpr bool DIAG = true; };
+
+struct TileCfg;
+struct Library {
+#ifdef LDMOE_LAB_DIAG
+    template <class C> using Kernel = Diag<C>;
+    static constexpr uint32_t kKnownBits = LDMOE_TUNE_ALL | LDMOE_TUNE_DIAG_ALL;
+#else
+    template <class C> using Kernel = C;
+    static constexpr uint32_t kKnownBits = LDMOE_TUNE_ALL;
+#endif
+    static TileCfg extra_tile(int tile);
+    static const char *version();
+};
+
+}  // namespace ldmoe
+
+#include "kernels/moe/impl/library.cuh"
+
+namespace ldmoe {
+
+// The kernel shape of every tile of LDMOE_LAB_TILE_LIST (the template arguments as in
+// impl/tile_shapes.cuh).
 
 // The kernel shape of every tile of LDMOE_LAB_TILE_LIST (the template arguments as in
 // impl/tile_shapes.cuh).
@@ -23,38 +52,41 @@ using LabShape_WS_128x16 = WsCfg<128, 16, 5, 2, true>;         // decode, 160 Ki
 using LabShape_WS_256x64 = WsCfg<256, 64, 5, 1, true>;         // decode, 160 KiB in flight
 using LabShape_WS_128x64_K1 = WsCfg<128, 64, 9, 1, true>;      // decode, nine 64-k stages: 144 KiB in flight
 
+
+TileCfg Library::extra_tile(int tile) {
+    switch (tile) {
+#define LDMOE_LAB_TILE_CASE_(value, name, bm, bn) \
+    case LDMOE_LAB_TILE_##name: return describe<Kernel<LabShape_##name>, bm, bn>();
+        LDMOE_LAB_TILE_LIST(LDMOE_LAB_TILE_CASE_)
+#undef LDMOE_LAB_TILE_CASE_
+    default: return TileCfg{};
+    }
+}
+
+#ifdef LDMOE_LAB_DIAG
+const char *Library::version() { return LDMOE_VERSION_TEXT " [lab build, diagnostic]"; }
+#else
+const char *Library::version() { return LDMOE_VERSION_TEXT " [lab build]"; }
+#endif
+
 }  // namespace ldmoe
 
-#define LDMOE_BUILD_TAG " [lab build]"
-#include "kernels/moe/ldmoe_api.cu"
-
-static_assert(LDMOE_TUNE_SCALAR_EPILOGUE == kTuneScalarEpilogue && LDMOE_TUNE_TOKENS_NORMAL == kTuneTokensNormal &&
-                  LDMOE_TUNE_WEIGHTS_NORMAL == kTuneWeightsNormal && LDMOE_TUNE_STREAM_STORES == kTuneStreamStores &&
-                  LDMOE_TUNE_DYNAMIC_ONLY == kTuneDynamicOnly && LDMOE_TUNE_NO_DEPENDENT == kTuneNoDependent,
-              "ldmoe_lab.h's tune bits are the kernels'");
-#ifdef LDMOE_DIAG
-static_assert(LDMOE_TUNE_DIAG_NO_MMA == kDiagNoMma && LDMOE_TUNE_DIAG_NO_STORE == kDiagNoStore &&
-                  LDMOE_TUNE_DIAG_NO_TOKENS == kDiagNoTokens && LDMOE_TUNE_DIAG_HALF_TOKENS == kDiagHalfTokens &&
-                  LDMOE_TUNE_DIAG_NO_SCALE_MATH == kDiagNoScaleMath,
-              "ldmoe_lab.h's diagnostic bits are the kernels'");
-static const uint32_t kLabTuneKnown = kTuneAll | kDiagNoMma | kDiagNoStore | kDiagNoTokens | kDiagHalfTokens |
-                                      kDiagNoScaleMath;
-#else
-static const uint32_t kLabTuneKnown = kTuneAll;
-#endif
+static int check_extras(uint32_t tune, const uint32_t *debug_tiles, int64_t debug_cap) {
+    if (tune & ~Library::kKnownBits) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", tune);
+    if (debug_tiles && debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
+    return LDMOE_OK;
+}
 
 LDMOE_API int ldmoe_lab_grouped_mm(const ldmoe_lab_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    if (p->tune & ~kLabTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
-    if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
-    return grouped_mm(&p->base, LabArgs{p->debug_tiles, p->debug_cap, p->tune, p->trace});
+    int rc = check_extras(p->tune, p->debug_tiles, p->debug_cap);
+    return rc ? rc : grouped_mm(&p->base, LaunchExtras{p->debug_tiles, p->debug_cap, p->tune, p->trace});
 }
 
 LDMOE_API int ldmoe_lab_grouped_mm_fp8(const ldmoe_lab_fp8_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    if (p->tune & ~kLabTuneKnown) return fail(LDMOE_ERR_INVALID_ARG, "tune 0x%x has unknown bits", p->tune);
-    if (p->debug_tiles && p->debug_cap <= 0) return fail(LDMOE_ERR_INVALID_ARG, "debug_tiles given with debug_cap <= 0");
-    return grouped_mm_fp8(&p->fp8, LabArgs{p->debug_tiles, p->debug_cap, p->tune, p->trace});
+    int rc = check_extras(p->tune, p->debug_tiles, p->debug_cap);
+    return rc ? rc : grouped_mm_fp8(&p->fp8, LaunchExtras{p->debug_tiles, p->debug_cap, p->tune, p->trace});
 }
 
 static ldshim_topology_t g_saved[LDMOE_MAX_DEVICES];

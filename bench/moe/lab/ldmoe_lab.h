@@ -7,14 +7,16 @@
  *   - the tiles AUTO never picks (LDMOE_LAB_TILE_LIST), accepted wherever a tile is taken;
  *   - per-tile counters, a launch timeline and variant bits (ldmoe_lab_grouped_mm);
  *   - an override of the published SM->domain map (ldmoe_lab_set_topology).
- * The diagnostic build (build/lab/diag/libldmoe_lab.so, `make lab-moe-diag`, -DLDMOE_DIAG) adds
- * two tune bits that remove the math or the stores; its results are wrong by design, and ptxas
- * serializes its wgmmas, so compare its variants with each other only.
+ * The diagnostic build (build/lab/diag/libldmoe_lab.so, `make lab-moe-diag`) compiles every kernel
+ * with the LDMOE_TUNE_DIAG_* bits (kernels/moe/impl/variants.h), which remove the math, the
+ * stores or the token loads; its results are wrong by design, and ptxas serializes its wgmmas, so
+ * compare its variants with each other only.
  */
 #ifndef LDMOE_LAB_H
 #define LDMOE_LAB_H
 
 #include "kernels/moe/ldmoe.h"
+#include "kernels/moe/impl/variants.h"   /* LDMOE_TUNE_*: the kernels' variant bits */
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,7 +61,8 @@ typedef struct ldmoe_lab_params {
      * atomics per tile. */
     uint32_t      *debug_tiles;
     int64_t        debug_cap;
-    /* LDMOE_TUNE_* bits: kernel variants for same-process A/B runs; 0 is the tuned default. */
+    /* LDMOE_TUNE_* bits (kernels/moe/impl/variants.h): kernel variants for same-process A/B runs;
+     * 0 is the tuned default. LDMOE_TUNE_DIAG_* only in the diagnostic build. */
     uint32_t       tune;
     /* When non-NULL, a device array of 8 uint64 per CTA (grid = SM count) that the
      * warp-specialized tiles fill with a timeline of the launch, %globaltimer nanoseconds:
@@ -69,30 +72,8 @@ typedef struct ldmoe_lab_params {
     uint64_t      *trace;
 } ldmoe_lab_params_t;
 
-/* ldmoe_lab_params_t.tune bits (the kernels' kTune*, kernels/moe/impl/params.cuh). */
-#define LDMOE_TUNE_SCALAR_EPILOGUE 0x1u  /* store from registers, not via shared memory (staged tiles)  */
-#define LDMOE_TUNE_TOKENS_NORMAL   0x2u  /* decode tiles: token boxes evict-normal in L2, not evict-last */
-#define LDMOE_TUNE_WEIGHTS_NORMAL  0x4u  /* decode tiles: weight boxes evict-normal in L2               */
-#define LDMOE_TUNE_STREAM_STORES   0x8u  /* staged epilogue: st.global.cs (evict-first) output stores   */
-#define LDMOE_TUNE_DYNAMIC_ONLY    0x10u /* aware/unaware: claim every tile from the counters (no static
-                                            waves in SM order first; see doc/moe.md)                  */
-#define LDMOE_TUNE_NO_DEPENDENT    0x20u /* FP8: launch the GEMM as an ordinary kernel, not as a
-                                            programmatic dependent of the stream's previous one        */
-#define LDMOE_TUNE_LATE_TAIL       0x200u /* in a queue's last wave, claim the next tile when the current
-                                            one is done, in every launch (default: FP8 kernels where
-                                            experts have several m-blocks, i.e. prefill)              */
-#define LDMOE_TUNE_EARLY_TAIL      0x400u /* ... one tile ahead in every launch, as before 2026-12-04   */
-/* Diagnostic build only: the warp-specialized tiles issue no wgmma / store no output. */
-#define LDMOE_TUNE_DIAG_NO_MMA     0x40000000u
-#define LDMOE_TUNE_DIAG_NO_STORE   0x20000000u
-/* Diagnostic build only, decode tiles: no token boxes loaded / loaded on even k-steps only. */
-#define LDMOE_TUNE_DIAG_NO_TOKENS   0x10000000u
-#define LDMOE_TUNE_DIAG_HALF_TOKENS 0x08000000u
-/* Diagnostic build only, FP8 block scales: no scale math (the scales still come with each stage). */
-#define LDMOE_TUNE_DIAG_NO_SCALE_MATH  0x02000000u
-
 /* ldmoe_grouped_mm_ex with the lab's arguments. Errors as there, and LDMOE_ERR_INVALID_ARG for
- * unknown tune bits or debug_tiles with debug_cap <= 0. */
+ * tune bits this build does not know or debug_tiles with debug_cap <= 0. */
 int ldmoe_lab_grouped_mm(const ldmoe_lab_params_t *p);
 
 /* ldmoe_grouped_mm_fp8's arguments and the lab's (as in ldmoe_lab_params_t). */

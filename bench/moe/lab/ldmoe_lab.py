@@ -23,14 +23,21 @@ from ldmoe import LdmoeError, PackedWeights, _check, _fp8_params, _need, _params
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.join(_HERE, "..", "..", "..")
 
-TUNE_SCALAR_EPILOGUE, TUNE_TOKENS_NORMAL, TUNE_WEIGHTS_NORMAL, TUNE_STREAM_STORES, TUNE_DYNAMIC_ONLY = \
-    0x1, 0x2, 0x4, 0x8, 0x10
-TUNE_NO_DEPENDENT = 0x20   # FP8: an ordinary launch, not a programmatic dependent one
-TUNE_LATE_TAIL = 0x200   # in a queue's last wave, claim the next tile when the current one is done (every launch)
-TUNE_EARLY_TAIL = 0x400   # ... one tile ahead (every launch; the default but in FP8 prefill)
-TUNE_DIAG_NO_MMA, TUNE_DIAG_NO_STORE = 0x40000000, 0x20000000   # diagnostic build only
-TUNE_DIAG_NO_TOKENS, TUNE_DIAG_HALF_TOKENS = 0x10000000, 0x08000000   # diagnostic build only (decode tiles)
-TUNE_DIAG_NO_SCALE_MATH = 0x02000000   # diagnostic build only (FP8 block)
+
+
+def read_tune_bits(path):
+    """{NAME: value} of the '#define LDMOE_TUNE_NAME 0x...u' lines of a C header."""
+    with open(path) as f:
+        bits = {n: int(v, 16) for n, v in re.findall(r"^#define\s+LDMOE_TUNE_(\w+)\s+(0x[0-9a-fA-F]+)u\b", f.read(), re.M)}
+    if not bits:
+        raise LdmoeError("%s: no LDMOE_TUNE_* bits" % path)
+    return bits
+
+
+# The kernels' variant bits, TUNE_<NAME> (TUNE_DIAG_* in the diagnostic build only), from their
+# one definition.
+TUNE_BITS = read_tune_bits(os.path.join(_ROOT, "kernels", "moe", "impl", "variants.h"))
+globals().update({"TUNE_" + n: v for n, v in TUNE_BITS.items()})
 MAX_SMS = ldmoe.MAX_SMS
 MAX_DOMAINS = ldmoe.MAX_DOMAINS
 TOPOLOGY_MAGIC = ldmoe.TOPOLOGY_MAGIC

@@ -16,6 +16,7 @@
 #include "kernels/moe/impl/params.cuh"
 #include "kernels/moe/impl/sched_setup.cuh"
 #include "kernels/moe/impl/loader.cuh"
+#include "kernels/moe/impl/tile.cuh"
 
 namespace ldmoe {
 
@@ -45,7 +46,7 @@ struct Cfg {
     static constexpr bool CLAIMER_SMEM = false;                  // scheduler state in registers (Loader)
     static constexpr int CHUNK = BN;                              // one token box per k-block
     static constexpr int WG_ACC = BM / 2;                         // f32 accumulators per thread
-    static constexpr bool WARP_SPECIALIZED = false;               // grouped_mm_kernel (ldmoe_api.cu)
+    static constexpr bool WARP_SPECIALIZED = false;               // grouped_mm_kernel (impl/library.cuh)
     static_assert(WG || (WM % 16 == 0 && WN % 8 == 0), "warp tile");
     static_assert(WG || NI == 1 || NI % 2 == 0, "B fragments load in pairs");
     static_assert(!WG || (THREADS == 256 && BN == 128 && (BM == 128 || BM == 256)), "wgmma tile");

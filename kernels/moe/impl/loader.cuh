@@ -14,6 +14,7 @@
 #include "kernels/moe/impl/ptx.cuh"
 #include "kernels/moe/impl/params.cuh"
 #include "kernels/moe/impl/sched_setup.cuh"
+#include "kernels/moe/impl/tile.cuh"
 
 namespace ldmoe {
 
@@ -73,7 +74,7 @@ struct Loader : LoaderRec<fp8_scaling_of<C>::value != 0> {
         // expert: the prefill shapes); with one m-block per expert (decode) they only cost the
         // balance of the dynamic claims, so they are off there (doc/moe.md).
         const bool shared_weights = pre[kp.E] > kp.E;
-        const int64_t waves = (kp.tune & kTuneDynamicOnly) || mode == kModeStatic || !shared_weights ? 0 :
+        const int64_t waves = (kp.tune & LDMOE_TUNE_DYNAMIC_ONLY) || mode == kModeStatic || !shared_weights ? 0 :
             ldmoe_static_waves(total, (int32_t)gridDim.x, pq, sh.qranks, mode == kModeAware ? D : 1);
         // The last wave's claims wait for the tile's end in the FP8 kernels where experts have
         // several m-blocks (prefill): the claim's latency hides under a ring of long stages, and
@@ -82,15 +83,15 @@ struct Loader : LoaderRec<fp8_scaling_of<C>::value != 0> {
         // the bf16 prefill tile lost as much as the FP8 ones gained (doc/moe.md), so both keep
         // the claim one tile ahead.
         constexpr bool kFp8 = fp8_scaling_of<C>::value != 0;
-        ts.late_tail = (kp.tune & kTuneLateTail) || (kFp8 && shared_weights && !(kp.tune & kTuneEarlyTail));
+        ts.late_tail = (kp.tune & LDMOE_TUNE_LATE_TAIL) || (kFp8 && shared_weights && !(kp.tune & LDMOE_TUNE_EARLY_TAIL));
         ts.cl().init(kp.ctr, mode, D, sh.my_dom, sh.rank, (int32_t)gridDim.x, pq, total, sh.qranks, sh.qbase, allow,
                    waves, (int32_t)blockIdx.x);
         if (sh.early_q >= 0) ts.cl().preclaimed(sh.early_q, sh.early_v);
         k = 0;
         if constexpr (C::STREAM_W) {
-            const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & kTuneWeightsNormal);
+            const bool w_first = pre[kp.E] <= kp.E && !(kp.tune & LDMOE_TUNE_WEIGHTS_NORMAL);
             pol_w = w_first ? policy_evict_first() : policy_evict_normal();
-            pol_x = (kp.tune & kTuneTokensNormal) ? policy_evict_normal() : policy_evict_last();
+            pol_x = (kp.tune & LDMOE_TUNE_TOKENS_NORMAL) ? policy_evict_normal() : policy_evict_last();
         }
         tk = ts.first();
         set_tile();
@@ -129,9 +130,8 @@ struct Loader : LoaderRec<fp8_scaling_of<C>::value != 0> {
         fence_proxy_async();   // earlier generic reads of this stage before the async-proxy write
         constexpr uint32_t kBox = C::CHUNK * kRowBytes;
         bool no_x = false;
-#ifdef LDMOE_DIAG
-        no_x = C::STREAM_W && ((p->tune & kDiagNoTokens) || ((p->tune & kDiagHalfTokens) && (k & 1)));
-#endif
+        if constexpr (diag_of<C>::value)
+            no_x = C::STREAM_W && ((p->tune & LDMOE_TUNE_DIAG_NO_TOKENS) || ((p->tune & LDMOE_TUNE_DIAG_HALF_TOKENS) && (k & 1)));
         uint32_t scl_bytes = 0;
         if constexpr (kBlockScales) scl_bytes = C::SCL_TX;
         mbar_expect_tx(bar, (uint32_t)C::A_BYTES + scl_bytes +

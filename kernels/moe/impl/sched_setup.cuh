@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/impl/params.cuh"
+#include "kernels/moe/impl/scheduler.cuh"
 
 namespace ldmoe {
 
@@ -40,7 +41,7 @@ struct SchedShared {
 };
 
 // SM order key: the position at which the hardware handed each SM a CTA in a one-CTA-per-SM probe
-// launch (ldmoe_api.cu writes it once per device, on the first launch's stream). Ranks follow
+// launch (impl/library.cuh writes it once per device, on the first launch's stream). Ranks follow
 // (key, smid); all zeros (not probed yet) means plain SM-id order. Only ever a performance hint:
 // the scheduler stays exactly-once whatever the keys say. (Defined here; one translation unit.)
 __device__ uint16_t g_sm_key[LDSHIM_MAX_SMS];

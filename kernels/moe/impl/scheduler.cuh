@@ -8,7 +8,7 @@
 //   - prefix: the first n_q * W tiles, n_q = SMs of domain q in the map (unaware: all), W waves.
 //     "Rank" r of queue q owns tiles r, r + n_q, r + 2 n_q, ... (W of them). A CTA computes its
 //     rank from its SM's position in the SM order key (the order in which the hardware hands out
-//     the CTAs of a launch: GPC by GPC, see ldmoe_api.cu) among the SMs of its domain, so that
+//     the CTAs of a launch: GPC by GPC, see impl/library.cuh) among the SMs of its domain, so that
 //     consecutive tiles (the m-blocks of one weight block) run at the same time on SMs of one GPC
 //     and share its L2 traffic; where the GPU is power-capped, L2 traffic costs SM clock (doc/moe.md
 //     has the sector counts). The Loader turns the static waves off where each expert has one

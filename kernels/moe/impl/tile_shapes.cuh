@@ -1,5 +1,5 @@
 // impl/tile_shapes.cuh — the kernel shape behind every tile of ldmoe.h's LDMOE_TILE_LIST, named
-// Shape_<NAME> after it (ldmoe_api.cu builds its tile table from the list and these names).
+// Shape_<NAME> after it (impl/library.cuh builds its tile table from the list and these names).
 //
 // Cfg<BM weight rows, BN tokens, warps along M, warps along N, stages, wgmma, k-blocks per stage>
 // (all_warps.cuh); WsCfg<BM, BN, stages, k-blocks per stage, weights on the MMA's M side,

@@ -11,7 +11,7 @@
 // Epilogues: decode tiles where it fits stage the output in shared memory per consumer
 // warpgroup and write whole lines (store_staged; named barriers 1 and 2); prefill with EPIW hands
 // a copy of the tile to the epilogue warps (named barriers 3 and 4); otherwise registers are
-// stored directly. kTuneScalarEpilogue selects the direct stores at run time.
+// stored directly. LDMOE_TUNE_SCALAR_EPILOGUE selects the direct stores at run time.
 //
 // Two mbarriers per stage. full[s] completes when the producer's arrive (with the stage's byte
 // count) and the TMA bytes have landed; the producer writes the stage's tile ticket to shared
@@ -36,6 +36,7 @@
 #include "kernels/moe/impl/params.cuh"
 #include "kernels/moe/impl/sched_setup.cuh"
 #include "kernels/moe/impl/loader.cuh"
+#include "kernels/moe/impl/tile.cuh"
 
 namespace ldmoe {
 
@@ -57,7 +58,7 @@ struct WsCfg {
     static_assert(CHUNK == BN || (WA && (BN / 4) % CHUNK == 0 && CHUNK % 8 == 0 && (BN / 4) % 8 == 0),
                   "token boxes: decode orientation, whole 1024-byte swizzle atoms, chunks fill BN/4");
     static constexpr int THREADS = 384;                       // producer + two consumer warpgroups
-    static constexpr bool WARP_SPECIALIZED = true;            // grouped_mm_ws_kernel (ldmoe_api.cu)
+    static constexpr bool WARP_SPECIALIZED = true;            // grouped_mm_ws_kernel (impl/library.cuh)
     static constexpr int A_SUB = BM * kRowBytes, B_SUB = BN * kRowBytes;   // one k-block
     static constexpr int A_BYTES = KSUB * A_SUB, B_BYTES = KSUB * B_SUB;
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -168,7 +169,7 @@ __device__ __forceinline__ void store_staged(const KParams &p, const Tile &t, co
     constexpr int CPR = C::MI * 64 * 2 / 16;   // chunks per token row of this warpgroup
     constexpr int ROWS = 2 * NA;               // token rows acc holds
     constexpr int PASS = ROWS < C::EPI_ROWS ? ROWS : C::EPI_ROWS;   // token rows per pass through buf
-    const bool cs = p.tune & kTuneStreamStores;
+    const bool cs = p.tune & LDMOE_TUNE_STREAM_STORES;
     #pragma unroll
     for (int t0 = 0; t0 < ROWS; t0 += PASS) {
         named_bar_sync(kStagedBar + cw, 128);   // the previous copy-out has read buf
@@ -323,9 +324,7 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, int nk,
         rot = first_kstep(t.wrow_idx / C::BM, nk);
     }
     [[maybe_unused]] bool no_scale_math = false;
-#ifdef LDMOE_DIAG
-    no_scale_math = p.tune & kDiagNoScaleMath;
-#endif
+    if constexpr (diag_of<C>::value) no_scale_math = p.tune & LDMOE_TUNE_DIAG_NO_SCALE_MATH;
     auto fence_acc = [&]() {
         #pragma unroll
         for (int a = 0; a < AM; ++a) wg_fence_acc(acc[a]);
@@ -362,9 +361,8 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, int nk,
         const uint32_t base = smem_u32(ring + s * C::STAGE_BYTES);
         #pragma unroll
         for (int sub = 0; sub < C::KSUB; ++sub) {
-#ifdef LDMOE_DIAG
-            if (p.tune & kDiagNoMma) continue;
-#endif
+            if constexpr (diag_of<C>::value)
+                if (p.tune & LDMOE_TUNE_DIAG_NO_MMA) continue;
             #pragma unroll
             for (int mg = 0; mg < C::MI; mg += AM) {   // m64 blocks mg .. mg + AM - 1
                 fence_acc();
@@ -443,13 +441,13 @@ __device__ __forceinline__ void run_tile_fp8(const KParams &p, int nk,
             }
         }
     }
-#ifdef LDMOE_DIAG
-    if (p.tune & kDiagNoStore) {
-        if (tid == 128) debug_count(p, t.gid, my_dom);
-        return;
+    if constexpr (diag_of<C>::value) {
+        if (p.tune & LDMOE_TUNE_DIAG_NO_STORE) {
+            if (tid == 128) debug_count(p, t.gid, my_dom);
+            return;
+        }
     }
-#endif
-    if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
+    if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
         store_staged<C, NA>(p, t, sum, smem_u32(epi + cw * C::EPI_WG), cw, wt);
     else
         store_direct_wa<C, NA>(p, t, sum, cw, warp & 3, lane);
@@ -478,7 +476,7 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
     // that the atomic's latency (a contended atomic) overlaps the rest of the setup instead of
     // following it. Prefill keeps its static ranks first (ClaimerT).
     // The FP8 kernels are launched as programmatic dependents of the stream's previous kernel
-    // (ldmoe_api.cu launch): until the setup's griddep_wait they touch nothing that kernel may
+    // (impl/library.cuh launch): until the setup's griddep_wait they touch nothing that kernel may
     // write (tokens, scales, offsets, the counters, the output). The bf16 kernels are launched as
     // before.
     constexpr bool kDependent = fp8_scaling_of<C>::value != 0;
@@ -573,12 +571,12 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             // One stage's wgmmas (4 x KSUB x MI of k16); `first` zeroes acc (the tile's first k-step).
             auto mma_stage = [&](int st, bool first) {
                 const uint32_t base = smem_u32(ring + st * C::STAGE_BYTES);
-#ifdef LDMOE_DIAG
-                if (p.tune & kDiagNoMma) {
-                    wg_commit();
-                    return;
+                if constexpr (diag_of<C>::value) {
+                    if (p.tune & LDMOE_TUNE_DIAG_NO_MMA) {
+                        wg_commit();
+                        return;
+                    }
                 }
-#endif
                 fence_all();
                 wg_fence();
                 #pragma unroll
@@ -610,18 +608,18 @@ __device__ void grouped_mm_ws_body(const KParams &p, const ldshim_topology_t *to
             fence_all();
             if (lane == 0) mbar_arrive(smem_u32(&s_empty[prev]));
             const Tile t = make_tile(p, prefix, C::BM, C::BN, mode, per_queue, tk);
-#ifdef LDMOE_DIAG
-            if (p.tune & kDiagNoStore) {
-                if (tid == 128) debug_count(p, t.gid, sh.my_dom);
-                return;
+            if constexpr (diag_of<C>::value) {
+                if (p.tune & LDMOE_TUNE_DIAG_NO_STORE) {
+                    if (tid == 128) debug_count(p, t.gid, sh.my_dom);
+                    return;
+                }
             }
-#endif
             if constexpr (C::WA) {
-                if (C::EPI_STAGED && !(p.tune & kTuneScalarEpilogue))
+                if (C::EPI_STAGED && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE))
                     store_staged<C, NA>(p, t, acc, smem_u32(epi + cw * C::EPI_WG), cw, tid - 128 * (cw + 1));
                 else
                     store_direct_wa<C, NA>(p, t, acc, cw, warp & 3, lane);
-            } else if (C::EPIW && !(p.tune & kTuneScalarEpilogue)) {
+            } else if (C::EPIW && !(p.tune & LDMOE_TUNE_SCALAR_EPILOGUE)) {
                 stage_prefill<C>(acc, smem_u32(epi), cw, warp & 3, lane, tk, &s_epi_tk);
             } else {
                 const int g = lane >> 2, q = lane & 3;

@@ -50,6 +50,4 @@ test-gpu-compute-selftest: $(COMPGPU_PROGS) $(COMPGPU_FATBIN) $(BUILD)/fake/libc
 	  then ok=$$((ok+1)); else echo "FAIL python syntax"; bad=$$((bad+1)); fi; \
 	echo "$$ok $$bad" > $(RESULTS)/test-gpu-compute-selftest; echo "test-gpu-compute-selftest: $$ok passed, $$bad failed"; [ $$bad -eq 0 ]
 
-ALL_TARGETS     += $(COMPGPU_PROGS) $(COMPGPU_FATBIN)
-GPU_TEST_SUITES += test-gpu-compute
-TEST_SUITES     += test-gpu-compute-selftest
+TEST_TARGETS    += $(COMPGPU_PROGS) $(COMPGPU_FATBIN)

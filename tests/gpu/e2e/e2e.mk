@@ -2,4 +2,3 @@
 .PHONY: test-gpu-e2e
 test-gpu-e2e: $(BUILD)/libldshim.so $(BUILD)/libldmoe.so | $(RESULTS)
 	bash tests/gpu/e2e/run.sh $(RESULTS)/test-gpu-e2e
-GPU_TEST_SUITES += test-gpu-e2e

@@ -3,10 +3,8 @@
 .PHONY: test-gpu-multi
 test-gpu-multi: $(BUILD)/libldshim.so $(BUILD)/libldmoe.so | $(RESULTS)
 	bash tests/gpu/multi/run.sh $(RESULTS)/test-gpu-multi
-GPU_TEST_SUITES += test-gpu-multi
 
 # CPU self-test of the suite's logic (part of `make test`).
 .PHONY: test-gpu-multi-selftest
 test-gpu-multi-selftest: | $(RESULTS)
 	bash tests/gpu/multi/selftest.sh $(RESULTS)/test-gpu-multi-selftest
-TEST_SUITES += test-gpu-multi-selftest

@@ -6,7 +6,7 @@
 #   make test-gpu-shim-onfake     CPU (part of `make test`): leak_cycle against the fake driver
 #                                 under the real shim, with negative controls
 #
-# The GPU programs are in ALL_TARGETS so a parallel `make` builds them before the suites run.
+# The GPU programs are in TEST_TARGETS so a parallel `make test` builds them before the suites run.
 
 SHIMGPU_DIR  := tests/gpu/shim
 SHIMGPU_BIN  := $(BUILD)/tests/gpu/shim
@@ -55,6 +55,4 @@ test-gpu-shim-onfake: $(SHIMGPU_FAKE_LEAK) $(BUILD)/libldshim.so $(BUILD)/fake/l
 	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' PYTHON='$(PYTHON)' sh $(SHIMGPU_DIR)/onfake.sh \
 	  $(SHIMGPU_FAKE_LEAK) $(BUILD)/libldshim.so $(BUILD)/fake $(RESULTS)/test-gpu-shim-onfake
 
-ALL_TARGETS     += $(SHIMGPU_PROGS)
-GPU_TEST_SUITES += test-gpu-shim
-TEST_SUITES     += test-gpu-shim-selftest test-gpu-shim-onfake
+TEST_TARGETS    += $(SHIMGPU_PROGS)

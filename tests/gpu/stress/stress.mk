@@ -20,18 +20,17 @@ $(STRESS_GPU_BIN): tests/fake/t_stress.c tests/fake/t_common.h shim/cuda_compat.
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DT_REAL_CUDA $< -o $@ $(LDFLAGS) -L$(CUDA_HOME)/lib64/stubs -lcuda -pthread -ldl
 
+#: test-gpu-sanitize  GPU: compute-sanitizer memcheck and racecheck over SANITIZE_SUITES
 .PHONY: test-gpu-stress test-gpu-sanitize test-gpu-stress-selftest
 test-gpu-stress: $(STRESS_GPU_BIN) $(BUILD)/libldshim.so | $(RESULTS)
 	@LDSHIM_PRELOAD_PREFIX='$(PRELOAD_PREFIX)' bash tests/gpu/stress/run.sh --bin $(STRESS_GPU_BIN) \
 	  --lib $(BUILD)/libldshim.so --seconds $(STRESS_SECONDS) --results $(RESULTS)/test-gpu-stress
 
-test-gpu-sanitize: $(ALL_TARGETS) | $(RESULTS)
+test-gpu-sanitize: $(ALL_TARGETS) $(TEST_TARGETS) $(LAB_TEST_TARGETS) | $(RESULTS)
 	@bash tests/gpu/stress/sanitize.sh --results $(RESULTS)/test-gpu-sanitize --logs $(BUILD)/sanitize \
 	  $(SANITIZE_SUITES)
 
 test-gpu-stress-selftest: $(STRESS_GPU_BIN) $(BUILD)/fake/libcuda.so.1 | $(RESULTS)
 	@sh tests/gpu/stress/selftest.sh $(STRESS_GPU_BIN) $(BUILD)/fake $(RESULTS)/test-gpu-stress-selftest
 
-ALL_TARGETS     += $(STRESS_GPU_BIN)
-GPU_TEST_SUITES += test-gpu-stress
-TEST_SUITES     += test-gpu-stress-selftest
+TEST_TARGETS    += $(STRESS_GPU_BIN)

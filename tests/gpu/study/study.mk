@@ -22,5 +22,3 @@ test-gpu-study-selftest: $(BUILD)/libldshim.so | $(RESULTS)
 	  then ok=$$((ok+1)); else echo "FAIL run.py accepts an unknown state"; bad=$$((bad+1)); fi; \
 	echo "$$ok $$bad" > $(RESULTS)/test-gpu-study-selftest; echo "test-gpu-study-selftest: $$ok passed, $$bad failed"; [ $$bad -eq 0 ]
 
-GPU_TEST_SUITES += test-gpu-study
-TEST_SUITES     += test-gpu-study-selftest

@@ -2,7 +2,7 @@
 """CPU tests of bench/nccl/: nccl_bench.py (options, rank environments, the NCCL log parser,
 result checks), sweep.py and run.sh.
 
-    python3 bench/nccl/test_nccl_bench.py [RESULT_FILE]
+    python3 tests/bench/test_nccl_bench.py [RESULT_FILE]
 
 PyTorch is not needed: without it the tests that start ranks check that they get as far as
 the clear "PyTorch is not installed" error (and ldshim-ab's record of those failed runs). With
@@ -26,10 +26,11 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-BENCH = os.path.join(HERE, "nccl_bench.py")
-SWEEP = os.path.join(HERE, "sweep.py")
-RUN_SH = os.path.join(HERE, "run.sh")
-POLICY = os.path.join(HERE, "nccl.policy")
+NCCL = os.path.join(ROOT, "bench", "nccl")
+BENCH = os.path.join(NCCL, "nccl_bench.py")
+SWEEP = os.path.join(NCCL, "sweep.py")
+RUN_SH = os.path.join(NCCL, "run.sh")
+POLICY = os.path.join(NCCL, "nccl.policy")
 SAMPLE = os.path.join(HERE, "testdata", "nccl-info-sample.txt")
 TINY = ["--backend", "gloo", "--device", "cpu", "--sizes", "64KiB..256KiB", "--factor", "4",
         "--warmup", "1", "--iters", "3", "--summary", "allreduce:64KiB"]
