@@ -36,34 +36,34 @@ def cases(a):
     C = []
     # Read-back: right (both slices verified), wrong home and no home (discarded: the request
     # falls back to ordinary memory, nothing left behind), attribute unknown (trusted).
-    C.append(Case("rb/right", "t_driver", ["alloc", "link", "8MiB"], "native.policy", env=NATIVE, expect=PLACED,
+    C.append(Case("readback/right", "t_driver", ["alloc", "link", "8MiB"], "native.policy", env=NATIVE, expect=PLACED,
                   checks=[readback(right=2)]))
     fell = {"a_shim": 0, "a_domains": -1}
-    C.append(Case("rb/wrong", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+    C.append(Case("readback/wrong", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(NATIVE, FAKE_CUDA_READBACK="wrong"), expect=fell,
                   checks=[readback(wrong_domain=1, discarded=1), fallback_reason("another domain", 1),
                           stderr_matches(r"^ldshim: warning: .*read-back: a slice is homed in another domain", 1)]))
-    C.append(Case("rb/unlocalized", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+    C.append(Case("readback/unlocalized", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(NATIVE, FAKE_CUDA_READBACK="unlocalized"), expect=fell,
                   checks=[readback(not_localized=1, discarded=1), fallback_reason("not localized", 1)]))
-    C.append(Case("rb/unknown", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
+    C.append(Case("readback/unknown", "t_driver", ["alloc", "link", "8MiB"], "native.policy",
                   env=dict(NATIVE, FAKE_CUDA_READBACK="unknown"), expect=PLACED,
                   checks=[readback(unverified=2)]))
     # Only the second slice of the first range is homed wrongly: that request falls back,
     # the next is placed and verified.
-    C.append(Case("rb/wrong-one-slice", "t_driver", ["seq", "8MiB", 2], "native.policy",
+    C.append(Case("readback/wrong-one-slice", "t_driver", ["seq", "8MiB", 2], "native.policy",
                   env=dict(NATIVE, FAKE_CUDA_READBACK="wrong@2"),
                   expect={"s1_shim": 0, "s2_shim": 1, "s2_domains": "0,1"},
                   checks=[readback(right=3, wrong_domain=1, discarded=1), fallback_reason("another domain", 1)]))
     # The emulated backend has no home to verify: nothing is read back.
-    C.append(Case("rb/emulated", "t_driver", ["alloc", "link", "8MiB"], "emulated.policy", env=NATIVE,
+    C.append(Case("readback/emulated", "t_driver", ["alloc", "link", "8MiB"], "emulated.policy", env=NATIVE,
                   expect={"a_shim": 1, "a_domains": "-1,-1"}, checks=[readback()]))
 
     # Chunking: handles per range at, below and above the chunk and with odd remainders; each
     # 2 MiB page homed in its slice's domain, one range to the program; its free keeps it whole
     # in the pool (the handles stay until exit, when the pool is drained: nothing left).
     def chunks(name, size, handles, env, policy="chunk.policy", domains=True):
-        C.append(Case("ch/" + name, "t_driver", ["chunks", size], policy, env=env,
+        C.append(Case("chunk/" + name, "t_driver", ["chunks", size], policy, env=env,
                       expect={"handles": handles, "maps": handles, "pages_ok": 1 if domains else 0,
                               "free_interior": 1, "handles_after": handles}))
     force4 = dict(NATIVE, LDSHIM_CHUNK="4MiB")
@@ -77,21 +77,21 @@ def cases(a):
     chunks("emulated-default", "80MiB", 2, dict(NATIVE, LDSHIM_BACKEND="emulated"), domains=False)
     chunks("emulated-forced", "80MiB", 4, dict(NATIVE, LDSHIM_BACKEND="emulated", LDSHIM_CHUNK="32MiB"),
            domains=False)
-    C.append(Case("ch/bad-option", "t_driver", ["chunks", "80MiB"], "chunk.policy",
+    C.append(Case("chunk/bad-option", "t_driver", ["chunks", "80MiB"], "chunk.policy",
                   env=dict(NATIVE, LDSHIM_CHUNK="32 MiB"),
                   expect={"handles": 4, "pages_ok": 1, "handles_after": 4},
                   checks=[stderr_matches(r"^ldshim: warning: LDSHIM_CHUNK=32 MiB is not a size", 1)]))
     # The read-back covers every chunk: the 2nd handle homed wrongly discards the range.
-    C.append(Case("ch/readback", "t_driver", ["alloc", "link", "16MiB"], "chunk.policy",
+    C.append(Case("chunk/readback", "t_driver", ["alloc", "link", "16MiB"], "chunk.policy",
                   env=dict(force4, FAKE_CUDA_READBACK="wrong@2"), expect={"a_shim": 0},
                   checks=[readback(right=1, wrong_domain=1, discarded=1)]))
     # Address range, interior frees and a copy across the seam of a chunked range.
     rng = {"r_shim": 1, "free_interior": 1, "free_seam": 1, "free_base": 0, "range_after_free": 500}
-    C.append(Case("ch/range", "t_driver", ["range", "20MiB"], "chunk.policy", env=force4, expect=rng))
+    C.append(Case("chunk/range", "t_driver", ["range", "20MiB"], "chunk.policy", env=force4, expect=rng))
     # IPC refused, peer access granted over every chunk.
-    C.append(Case("ch/ipc", "t_driver", ["ipc", "16MiB", "1MiB"], "chunk.policy", env=force4,
+    C.append(Case("chunk/ipc", "t_driver", ["ipc", "16MiB", "1MiB"], "chunk.policy", env=force4,
                   expect={"t_shim": 1, "ipc_tagged": 1, "ipc_untagged": 0}))
-    C.append(Case("ch/twodev", "t_driver", ["twodev", "20MiB"], "chunk.policy",
+    C.append(Case("chunk/twodev", "t_driver", ["twodev", "20MiB"], "chunk.policy",
                   env=dict(force4, FAKE_CUDA_DEVICES=2),
                   expect={"d1_shim": 1, "d1_domains": "0,1", "info_device": 1, "enable_peer": 0,
                           "access_after_dev0": 3, "access_after_dev0_last": 3}))
@@ -101,12 +101,12 @@ def cases(a):
     def pooled(r):
         if r["pool"]["misses"] != 2 or r["pool"]["hits"] != 2:
             raise Fail("pool hits %d misses %d, expected 2 and 2" % (r["pool"]["hits"], r["pool"]["misses"]))
-    C.append(Case("ch/pool-reuse", "t_driver", ["reuse", "20MiB", 3], "chunk.policy", env=force4,
+    C.append(Case("chunk/pool-reuse", "t_driver", ["reuse", "20MiB", 3], "chunk.policy", env=force4,
                   expect={"done": 1}, checks=[report_check(pooled)]))
     # Out of memory in the middle of a slice (its 2nd and its 3rd handle): every handle made so
     # far released, the request falls back to ordinary memory.
     for at in (2, 3):
-        C.append(Case("ch/oom-mid-slice/%d" % at, "t_driver", ["inject", "20MiB"], "chunk.policy",
+        C.append(Case("chunk/oom-mid-slice/%d" % at, "t_driver", ["inject", "20MiB"], "chunk.policy",
                       env=dict(force4, FAKE_CUDA_FAIL="cuMemCreate:%d" % (at + 2)),   # +2: the backend check
                       expect={"rc": 0, "i_shim": 0, "free": 0},
                       checks=[fallback_reason("cuMemCreate", 1)]))
@@ -114,7 +114,7 @@ def cases(a):
     def trimmed(r):
         if r["pool"]["trims"] < 1:
             raise Fail("pool trims %d after an OOM with a full pool" % r["pool"]["trims"])
-    C.append(Case("ch/pool-trim", "t_driver", ["trim", "20MiB", "16MiB"], "chunk.policy",
+    C.append(Case("chunk/pool-trim", "t_driver", ["trim", "20MiB", "16MiB"], "chunk.policy",
                   env=dict(force4, FAKE_CUDA_MEM_LIMIT=30 << 20), expect={"t_shim": 1, "rc": 0},
                   checks=[report_check(trimmed)]))
 

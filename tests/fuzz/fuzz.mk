@@ -66,6 +66,7 @@ test-fuzz-files: $(FUZZ_LOAD_BIN) $(FUZZ_CACHE_BIN) | $(RESULTS)
 #   make test-fuzz-ab   in `make test`: FUZZ_AB_RUNS (20000: a few seconds) inputs, seed 1
 FUZZ_AB_RUNS ?= 20000
 
+#: fuzz-ab         seeded mutational fuzz of ldshim-ab's report/histogram reader, FUZZ_SECONDS (60)
 .PHONY: fuzz-ab test-fuzz-ab
 fuzz: fuzz-ab
 fuzz-ab:
