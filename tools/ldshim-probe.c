@@ -12,6 +12,7 @@
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/compute.h"
 #include "shim/driver.h"
+#include "shim/file.h"
 #include "shim/json.h"
 #include "shim/log.h"
 #include "shim/probe.h"
@@ -206,44 +207,27 @@ static void print_compute(const ld_probe_result_t *r, const ld_compute_info_t *c
 
 /* ---- offline classification of a LDSHIM_PROBE_DUMP file ---------------------------- */
 
-/* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order). */
+/* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order), read
+ * through the file layer (a regular file of at most LD_DUMP_MAX_BYTES, lines of at most
+ * LD_DUMP_MAX_LINE bytes) and parsed with every bound checked (ld_dump_parse). */
 static int classify_file(const char *path, int nd, int json) {
-    FILE *f = fopen(path, "re");
-    if (!f) { perror(path); return 2; }
-    size_t cap = 1u << 20, n = 0;
-    float *v = malloc(cap * sizeof *v);
-    char *line = NULL;
-    size_t lcap = 0;
-    uint32_t rows = 0, cols = 0, doms = 0;
-    int bad = !v;
-    while (!bad && getline(&line, &lcap, f) > 0) {
-        char *p = strchr(line, ',');
-        if (!p) continue;
-        p++;
-        if (*p == 'd') {                                  /* anchored: domain column */
-            uint32_t d = (uint32_t)strtoul(p + 1, &p, 10);
-            if (d + 1 > doms) doms = d + 1;
-            if (*p == ',') p++;
-        }
-        uint32_t c = 0;
-        for (char *e; *p && *p != '\n'; p = *e == ',' ? e + 1 : e, c++) {
-            double x = strtod(p, &e);
-            if (e == p) { bad = 1; break; }
-            if (n == cap) { bad = 1; break; }
-            v[n++] = (float)x;
-        }
-        if (cols && c != cols) bad = 1;
-        cols = c;
-        rows++;
-    }
-    free(line);
-    fclose(f);
-    uint32_t nsms = doms ? rows / doms : rows;
-    if (bad || !rows || !cols || nsms > LDSHIM_MAX_SMS) {
-        fprintf(stderr, "ldshim-probe: %s: not a LDSHIM_PROBE_DUMP matrix\n", path);
-        free(v);
+    char why[320], shown[256];
+    char *text = NULL;
+    size_t len = 0;
+    if (ld_file_read(path, LD_DUMP_MAX_BYTES, LD_DUMP_MAX_LINE, 0, &text, &len, why, sizeof why) != LD_FILE_OK) {
+        fprintf(stderr, "ldshim-probe: --classify %s: %s\n", ld_file_printable(path, shown, sizeof shown), why);
         return 2;
     }
+    ld_dump_t m;
+    int prc = ld_dump_parse(text, len, &m, why, sizeof why);
+    free(text);
+    if (prc != 0) {
+        fprintf(stderr, "ldshim-probe: --classify %s: not a LDSHIM_PROBE_DUMP matrix: %s\n",
+                ld_file_printable(path, shown, sizeof shown), why);
+        return 2;
+    }
+    uint32_t doms = m.ndomains, nsms = m.nsms, cols = m.cols;
+    float *v = m.v;
     ld_probe_result_t r;
     memset(&r, 0, sizeof r);
     ld_classify_t c;

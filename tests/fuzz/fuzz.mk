@@ -20,10 +20,10 @@ $(FUZZ_LOAD_BIN): tests/fuzz/fuzz_load.c shim/config.c shim/log.c shim/options.c
 	@mkdir -p $(@D)
 	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_load.c shim/config.c shim/log.c shim/options.c $(POLICY_SRCS) -o $@
 
-$(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c shim/probe_cache.h \
-                   shim/probe_classify.h shim/probe.h
+$(FUZZ_CACHE_BIN): tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c shim/file.c shim/probe_cache.h \
+                   shim/probe_classify.h shim/probe.h shim/file.h
 	@mkdir -p $(@D)
-	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c -o $@ -lm
+	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_cache.c shim/probe_cache.c shim/probe_classify.c shim/options.c shim/file.c -o $@ -lm
 
 .PHONY: fuzz-load fuzz-cache test-fuzz-files
 fuzz-load: $(FUZZ_LOAD_BIN)

@@ -5,7 +5,7 @@
 
 # (This file is read before tools/mlopart.mk, which builds the objects: name them here.)
 MLO_T_OBJS   := $(addprefix $(BUILD)/mlopart/obj/,backend_mlopart.o mlopart_client.o \
-                  mlopart_proto.o driver.o log.o options.o)
+                  mlopart_proto.o driver.o log.o options.o file.o)
 MLO_T_HELPER := $(BUILD)/ldshim-mlopart-helper
 MLO_TEST     := $(BUILD)/mlopart/test_mlopart
 
