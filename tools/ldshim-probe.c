@@ -15,6 +15,7 @@
 #include "shim/file.h"
 #include "shim/json.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/probe.h"
 #include "shim/probe_classify.h"
 
@@ -32,7 +33,7 @@ static void usage(FILE *f) {
           "  --force         ignore the cache (a valid result rewrites it); also\n"
           "                  LDSHIM_PROBE_FORCE=1\n"
           "  --no-cache      neither read nor write the cache\n"
-          "  --cache-dir D   cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
+          "  --cache-dir DIR cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
           "                  ~/.cache/ldshim)\n"
           "  --compute P     also build the compute binding P (domain:N | spread:K) the shim would\n"
           "                  apply, and draw its SMs; --compute-split aligned|fine|backfill and\n"
@@ -43,6 +44,12 @@ static void usage(FILE *f) {
           "  -h, --help      this text\n"
           "  --version       the version and git revision of this build\n"
           "Log level: LDSHIM_LOG=error|warn|info|debug (stderr).\n", f);
+}
+
+/* A command-line value for a message: escape codes and other control bytes as \xNN. */
+static const char *shown(const char *s) {
+    static char buf[200];
+    return ld_file_printable(s, buf, sizeof buf);
 }
 
 /* ---- memory for the anchored mode -------------------------------------------------- */
@@ -380,42 +387,57 @@ int main(int argc, char **argv) {
     compute_req_t creq;
     memset(&creq, 0, sizeof creq);
     const char *classify = NULL;
-    char *end;
+    uint64_t num;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (parse_mode(optarg, &o.mode)) {
-                fprintf(stderr, "ldshim-probe: --mode %s: expected auto, anchored, clustered or even\n", optarg);
+                fprintf(stderr, "ldshim-probe: --mode %s: expected auto, anchored, clustered or even\n", shown(optarg));
                 return 2;
             }
             break;
         case 'p':
             if (!strcmp(optarg, "balanced")) o.map = LD_MAP_BALANCED;
             else if (!strcmp(optarg, "physical")) o.map = LD_MAP_PHYSICAL;
-            else { fprintf(stderr, "ldshim-probe: --map %s: expected balanced or physical\n", optarg); return 2; }
+            else { fprintf(stderr, "ldshim-probe: --map %s: expected balanced or physical\n", shown(optarg)); return 2; }
             break;
         case 'd':
-            only = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || only < 0) { fprintf(stderr, "ldshim-probe: --device %s: expected a device number >= 0\n", optarg); return 2; }
-            break;
-        case 'n':
-            o.ndomains = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || o.ndomains < 1 || o.ndomains > LDSHIM_MAX_DOMAINS) {
-                fprintf(stderr, "ldshim-probe: --domains %s: expected 1..%d\n", optarg, LDSHIM_MAX_DOMAINS);
+            if (ld_parse_uint(optarg, 0, 65535, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --device %s: expected a device number 0..65535\n", shown(optarg));
                 return 2;
             }
+            only = (int)num;
+            break;
+        case 'n':
+            if (ld_parse_uint(optarg, 1, LDSHIM_MAX_DOMAINS, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --domains %s: expected 1..%d\n", shown(optarg), LDSHIM_MAX_DOMAINS);
+                return 2;
+            }
+            o.ndomains = (int)num;
             break;
         case 'f': o.force = 1; break;
         case 'N': o.use_cache = 0; break;
-        case 'c': o.cache_dir = optarg; break;
+        case 'c':
+            if (!*optarg || strlen(optarg) > LD_OPT_PATH_MAX) {
+                fprintf(stderr, "ldshim-probe: --cache-dir: expected a directory path of 1..%d bytes\n", LD_OPT_PATH_MAX);
+                return 2;
+            }
+            o.cache_dir = optarg;
+            break;
         case 'j': json = 1; break;
-        case 'C': classify = optarg; break;
+        case 'C':
+            if (!*optarg || strlen(optarg) > LD_OPT_PATH_MAX) {
+                fprintf(stderr, "ldshim-probe: --classify: expected a file path of 1..%d bytes\n", LD_OPT_PATH_MAX);
+                return 2;
+            }
+            classify = optarg;
+            break;
         case 'K': {
             size_t bad;
             char why[160];
             if (ld_compute_scan(optarg, strlen(optarg), &creq.req, &bad, why, sizeof why) != 0 ||
                 creq.req.kind == LD_COMPUTE_ALL) {
-                fprintf(stderr, "ldshim-probe: --compute %s: %s\n", optarg,
+                fprintf(stderr, "ldshim-probe: --compute %s: %s\n", shown(optarg),
                         creq.req.kind == LD_COMPUTE_ALL ? "expected domain:N or spread:K" : why);
                 return 2;
             }
@@ -424,19 +446,17 @@ int main(int argc, char **argv) {
         }
         case 'S': {
             int m = ld_split_parse(optarg);
-            if (m < 0) { fprintf(stderr, "ldshim-probe: --compute-split %s: expected aligned, fine or backfill\n", optarg); return 2; }
+            if (m < 0) { fprintf(stderr, "ldshim-probe: --compute-split %s: expected aligned, fine or backfill\n", shown(optarg)); return 2; }
             creq.split = (ld_split_t)m;
             break;
         }
-        case 'Q': {
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (*end || end == optarg || v > LDSHIM_COMPUTE_MAX_SMS) {
-                fprintf(stderr, "ldshim-probe: --compute-sms %s: expected 0..%d\n", optarg, LDSHIM_COMPUTE_MAX_SMS);
+        case 'Q':
+            if (ld_parse_uint(optarg, 0, LDSHIM_COMPUTE_MAX_SMS, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --compute-sms %s: expected 0..%d\n", shown(optarg), LDSHIM_COMPUTE_MAX_SMS);
                 return 2;
             }
-            creq.cap = (uint32_t)v;
+            creq.cap = (uint32_t)num;
             break;
-        }
         case 'h': usage(stdout); return 0;
         case 'V': printf("ldshim-probe %s (git %s)\n", LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION); return 0;
         default: usage(stderr); return 2;
@@ -444,6 +464,8 @@ int main(int argc, char **argv) {
     }
     if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
     ld_log_init();
+    for (int i = 0; i < LD_OPT_COUNT; i++)   /* values options.c refused whole: one line each */
+        if (ld_opt_refused((ld_opt_t)i)) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
     if (classify) return classify_file(classify, o.ndomains > 0 ? o.ndomains : 2, json);
     const ld_driver_t *d = ld_driver();
     if (!d) {
