@@ -107,10 +107,25 @@ static int make_parents(const char *dir) {
     return 0;
 }
 
+static int open_parent(const char *path, unsigned flags, const char **base, int *absent, char *why, size_t wn);
+
 int ld_file_open_dir(const char *path, unsigned flags, char *why, size_t wn) {
     if (!path || !*path) { WHY("no directory named"); errno = EINVAL; return -1; }
     if (strlen(path) >= 4096) { WHY("the path is longer than 4095 bytes"); errno = ENAMETOOLONG; return -1; }
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 && errno == ENOENT) {
+        /* A new directory only where nobody else can replace it: not in a directory others
+         * may write without the sticky bit. */
+        const char *base;
+        int absent, pfd = open_parent(path, 0, &base, &absent, NULL, 0);
+        if (pfd >= 0) {
+            int bad = dir_is_parent(pfd, 0, why, wn);
+            close(pfd);
+            if (bad) { errno = EPERM; return -1; }
+        }
+        errno = ENOENT;
+    }
+    if (dfd < 0 && errno == ENOENT && (flags & LD_FILE_EXISTING)) { WHY("%s", err_text(ENOENT)); return -1; }
     if (dfd < 0 && errno == ENOENT) {
         if (flags & LD_FILE_MKDIR) {
             if (make_parents(path) != 0 && errno != EEXIST) { WHY("cannot create it: %s", err_text(errno)); return -1; }

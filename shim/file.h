@@ -39,6 +39,7 @@
 #define LD_FILE_MKDIR    0x10u   /* write/dir: create missing directories (0700)                */
 #define LD_FILE_SHARED   0x20u   /* dir: a new directory gets 0755 under the umask (not 0700)   */
 #define LD_FILE_NUL_OK   0x40u   /* read: NUL bytes allowed (default: refused, text files)      */
+#define LD_FILE_EXISTING 0x80u   /* dir: check an existing directory only; absent: -1, ENOENT   */
 
 enum { LD_FILE_OK = 0, LD_FILE_ABSENT = 1, LD_FILE_ERR = -1 };
 

@@ -4,10 +4,12 @@
  * runs without LD_PRELOAD. Exit status: 0 every probed device has a map (measured, cached
  * or the even fallback), 1 a device could not be probed, 2 bad usage, 3 no driver or GPU.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/compute.h"
@@ -423,6 +425,18 @@ int main(int argc, char **argv) {
                 return 2;
             }
             o.cache_dir = optarg;
+            /* An existing cache directory must be ours and writable by nobody else (a link,
+             * a FIFO, a file or another user's directory is refused now, not at the write);
+             * an absent one is created 0700 when a result is stored. */
+            {
+                char why[300];
+                int dfd = ld_file_open_dir(optarg, LD_FILE_EXISTING, why, sizeof why);
+                if (dfd < 0 && errno != ENOENT) {
+                    fprintf(stderr, "ldshim-probe: --cache-dir %s: %s\n", shown(optarg), why);
+                    return 2;
+                }
+                if (dfd >= 0) close(dfd);
+            }
             break;
         case 'j': json = 1; break;
         case 'C':
