@@ -68,6 +68,8 @@ def strict_cases():
 
 def relative_cases(a):
     C = []
+    # The program starts elsewhere: the preload list must not depend on the directory.
+    pre = {"LD_PRELOAD": ":".join(os.path.abspath(x) for x in a.preload.split(":") if x)}
     here = os.path.dirname(os.path.abspath(__file__))
     # The program starts in d and chdir's to / before its first CUDA call: the report goes to
     # d/relrep.json (the start directory), never /relrep.json.
@@ -80,13 +82,13 @@ def relative_cases(a):
         if not os.path.isfile(os.path.join(d, "relrep-ldshim-hard.json")):
             raise Fail("no report in the start directory %s" % d)
     C.append(Case("hard/relative/report", "t_stress", ["chdir-alloc", "/", "8MiB"], "emulated.policy",
-                  env={"LDSHIM_REPORT": "relrep-ldshim-hard.json"},
+                  env=dict(pre, LDSHIM_REPORT="relrep-ldshim-hard.json"),
                   wrap=["sh", "-c", IN_DIR, d], checks=[report_in_start_dir]))
     # The policy, relative to the start directory, is read although the program chdir'd.
     p = _dir("rel-policy")
     shutil.copy(os.path.join(here, "policies", "emulated.policy"), os.path.join(p, "rel.policy"))
     C.append(Case("hard/relative/policy", "t_stress", ["chdir-alloc", "/", "8MiB"], "rel.policy",
-                  env={"LDSHIM_POLICY": "rel.policy"}, expect={"a_shim": 1},
+                  env=dict(pre, LDSHIM_POLICY="rel.policy"), expect={"a_shim": 1},
                   wrap=["sh", "-c", IN_DIR, p]))
     return C
 
