@@ -26,9 +26,9 @@ check() {   # case-name log rc kind(link|fifo)
     [ "$(sha256sum < "$victim")" = "$want" ] || { bad "$c" "the victim changed"; return; }
     if [ "$kind" = link ]; then [ -L "$name" ] || { bad "$c" "the planted link is gone"; return; }
     else [ -p "$name" ] || { bad "$c" "the planted FIFO is gone"; return; }; fi
-    n=$(grep -c 'LDSHIM_PROBE_DUMP' "$log")
+    n=$(grep -c '^ldshim: .*LDSHIM_PROBE_DUMP' "$log")
     [ "$n" = 1 ] || { bad "$c" "$n LDSHIM_PROBE_DUMP lines, expected 1"; return; }
-    ok "$c (rc $rc; $(grep 'LDSHIM_PROBE_DUMP' "$log" | head -1))"
+    ok "$c (rc $rc; $(grep '^ldshim: .*LDSHIM_PROBE_DUMP' "$log" | head -1))"
 }
 
 for kind in link fifo; do
