@@ -32,6 +32,9 @@ $(FUZZ_CLASSIFY_BIN): tests/fuzz/fuzz_classify.c shim/probe_classify.c shim/prob
 	@mkdir -p $(@D)
 	$(POLICY_FUZZ_CC) $(FUZZ_FILE_FLAGS) tests/fuzz/fuzz_classify.c shim/probe_classify.c -o $@ -lm
 
+# `make fuzz` runs the --classify input's fuzzer too (issue 41), before the policy parser's.
+fuzz: fuzz-classify
+
 .PHONY: fuzz-load fuzz-cache fuzz-classify test-fuzz-files
 fuzz-classify: $(FUZZ_CLASSIFY_BIN)
 	@mkdir -p $(BUILD)/fuzz/classify
