@@ -9,7 +9,8 @@ Inputs, enumerated so that a new one cannot be missed:
   * every row of tools/path_flags.tsv, and every tool's --help is scanned for path inputs
     (metavar FILE, DIR or PATH): one the registry lacks fails the matrix.
 
-Targets: a link planted to a victim file (ours, and one owned by another user), a dangling
+Targets: a link planted to a victim file (ours; another user's file; a link `nobody` plants
+with setpriv in a sticky world-writable directory, to our private file), a dangling
 link, a FIFO, /dev/zero, a directory, a 10 GiB sparse file, a path inside an unwritable
 directory, one inside a world-writable directory without the sticky bit (another user's), a
 path longer than 4 KiB.
@@ -65,19 +66,22 @@ SAFETY_ONLY = {"LDSHIM_PROBE_DUMP"}
 # user's directory says so. 0 or 1 line.
 MAY_BE_SILENT = {"LDSHIM_CACHE_DIR"}
 
-TARGETS = ["link-victim", "link-victim-other-user", "dangling-link", "fifo", "dev-zero", "directory",
+TARGETS = ["link-victim", "link-victim-other-user", "link-planted-by-nobody", "dangling-link", "fifo", "dev-zero", "directory",
            "sparse-10GiB", "in-unwritable-dir", "in-world-writable-dir", "path-4KiB"]
 
 # What an input does with each target: "refuse" (one message, refusal status), "accept" (no
 # message, success) or "either" (root may write where others may not; both are safe).
 EXPECT = {
-    "read": {"link-victim": "either", "link-victim-other-user": "either", "dangling-link": "refuse",
+    "read": {"link-victim": "either", "link-victim-other-user": "either", "link-planted-by-nobody": "either",
+             "dangling-link": "refuse",
              "fifo": "refuse", "dev-zero": "refuse", "directory": "refuse", "sparse-10GiB": "refuse",
              "in-unwritable-dir": "refuse", "in-world-writable-dir": "refuse", "path-4KiB": "refuse"},
-    "write": {"link-victim": "refuse", "link-victim-other-user": "refuse", "dangling-link": "refuse",
+    "write": {"link-victim": "refuse", "link-victim-other-user": "refuse", "link-planted-by-nobody": "refuse",
+              "dangling-link": "refuse",
               "fifo": "refuse", "dev-zero": "accept", "directory": "refuse", "sparse-10GiB": "accept",
               "in-unwritable-dir": "either", "in-world-writable-dir": "refuse", "path-4KiB": "refuse"},
-    "dir": {"link-victim": "refuse", "link-victim-other-user": "refuse", "dangling-link": "refuse",
+    "dir": {"link-victim": "refuse", "link-victim-other-user": "refuse", "link-planted-by-nobody": "refuse",
+            "dangling-link": "refuse",
             "fifo": "refuse", "dev-zero": "refuse", "directory": "accept", "sparse-10GiB": "refuse",
             "in-unwritable-dir": "either", "in-world-writable-dir": "refuse", "path-4KiB": "refuse"},
 }
@@ -183,6 +187,19 @@ class Matrix:
                 os.chown(victim, NOBODY, NOBODY)
                 os.chown(victim_dir, NOBODY, NOBODY)
                 os.lchown(path, NOBODY, NOBODY)
+        elif target == "link-planted-by-nobody":
+            # The attack of a shared /tmp: another user plants the link in a sticky, world-
+            # writable directory, pointing at this user's private file.
+            if not self.root_user or not shutil.which("setpriv"):
+                return None, "needs root and setpriv to plant the link as nobody"
+            os.chmod(inside, 0o1777)
+            for d in (cell_dir, ):
+                os.chmod(d, 0o755)
+            p = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", "ln", "-s",
+                                victim_dir if direction == "dir" else victim, path],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+            if p.returncode != 0 or os.lstat(path).st_uid != NOBODY:
+                return None, "setpriv could not plant the link as nobody: %s" % p.stdout.strip()
         elif target == "dangling-link":
             ghost = os.path.join(victim_dir, "created-through-link")
             os.symlink(ghost, path)
