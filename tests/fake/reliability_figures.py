@@ -79,6 +79,7 @@ def main():
         "policy_parser": fuzz_units(os.path.join(a.build, "fuzz", "smoke.log")),
         "policy_file_and_config": fuzz_units(os.path.join(a.build, "fuzz", "files", "load.log")),
         "topology_cache": fuzz_units(os.path.join(a.build, "fuzz", "files", "cache.log")),
+        "probe_dump_classify": fuzz_units(os.path.join(a.build, "fuzz", "files", "classify.log")),
     }
     # The hostile-path matrix (issue 41), run now: its cell count grows with every path input.
     fd, hfig = tempfile.mkstemp(prefix="ldshim-hostile-fig-", suffix=".json")
