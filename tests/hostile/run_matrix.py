@@ -66,6 +66,9 @@ SAFETY_ONLY = {"LDSHIM_PROBE_DUMP"}
 # user's directory says so. 0 or 1 line.
 MAY_BE_SILENT = {"LDSHIM_CACHE_DIR"}
 
+# A refused input's exit status: 2 (usage), except where a tool documents another.
+REFUSE_STATUS = {"ldshim-policy": 1}
+
 TARGETS = ["link-victim", "link-victim-other-user", "link-planted-by-nobody", "dangling-link", "fifo", "dev-zero", "directory",
            "sparse-10GiB", "in-unwritable-dir", "in-world-writable-dir", "path-4KiB"]
 
@@ -119,7 +122,7 @@ class Matrix:
     def __init__(self, a):
         self.a = a
         self.build = os.path.abspath(a.build)
-        self.bin = os.path.join(self.build, "bin")
+        self.bin = os.path.abspath(a.bin) if a.bin else os.path.join(self.build, "bin")
         self.fake = os.path.join(self.build, "fake")
         self.root_user = os.geteuid() == 0
         self.passed = self.failed = self.skipped = 0
@@ -136,18 +139,33 @@ class Matrix:
         return [l.split()[0] for l in out.splitlines() if len(l.split()) >= 2 and l.split()[1] == "path"]
 
     def registry(self):
+        """Rows (tool, flag, direction, template) of tools/path_flags.tsv (or --registry)."""
         rows = []
-        with open(os.path.join(ROOT, "tools", "path_flags.tsv")) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip() or line.startswith("#"):
-                    continue
-                cols = line.rstrip("\n").split("\t")
-                if len(cols) != 5 or cols[2] not in EXPECT or not cols[3].isdigit() or "{PATH}" not in cols[4]:
-                    self.say_fail("registry", "tools/path_flags.tsv:%d: expected tool, flag, read|write|dir, "
-                                  "refusal status, command with {PATH}" % n)
-                    continue
-                rows.append(cols)
+        with open(self.a.registry) as f:
+            lines = f.read().splitlines()
+        if not lines or lines[0].split("\t") != ["tool", "flag", "direction", "template"]:
+            self.say_fail("registry", "%s: the first line must be the header tool, flag, direction, template"
+                          % self.a.registry)
+            return rows
+        for n, line in enumerate(lines[1:], 2):
+            if not line.strip() or line.startswith("#"):
+                continue
+            cols = line.split("\t")
+            if len(cols) != 4 or cols[2] not in EXPECT or "{PATH}" not in cols[3] or \
+                    self.command_word(cols[3]) != cols[0]:
+                self.say_fail("registry", "%s:%d: expected tool, flag, read|write|dir, and a command that "
+                              "starts with the tool and holds {PATH}" % (self.a.registry, n))
+                continue
+            rows.append(cols)
         return rows
+
+    @staticmethod
+    def command_word(template):
+        """The command's first word after any VAR=value assignments."""
+        for w in template.split():
+            if "=" not in w:
+                return w
+        return ""
 
     def help_path_inputs(self, tool):
         """(flag) of every path input a tool's --help shows: `--flag FILE|DIR|PATH` or a
@@ -249,7 +267,10 @@ class Matrix:
             cmd = cell.command(path)
             t0 = time.time()
             try:
-                p = subprocess.run(cmd, shell=isinstance(cmd, str), env=env, cwd=tmp, stdout=subprocess.PIPE,
+                # The cell runs in aux/, where a tool's own products (ldshim-ab's default output
+                # directory) may go: only the hostile input is under test.
+                p = subprocess.run(cmd, shell=isinstance(cmd, str), env=env, cwd=os.path.join(tmp, "aux"),
+                                   stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, timeout=self.timeout, start_new_session=True)
             except subprocess.TimeoutExpired:
                 self.say_fail(name, "did not finish within %d s" % self.timeout)
@@ -340,15 +361,23 @@ class Matrix:
                     env, 0, True)
 
     def tool_cell(self, row):
-        tool, flag, direction, refuse_rc, template = row
-        py = sys.executable
+        tool, flag, direction, template = row
+        exe = os.path.join(self.bin, tool)
 
         def command(path):
             q = "'" + path.replace("'", "'\\''") + "'"
-            return (template.replace("{BIN}", self.bin).replace("{PYTHON}", py).replace("{FAKE}", self.fake)
-                    .replace("{PATH}", q))
-        return Cell("%s %s (%s)" % (tool, flag, direction), direction, None, command,
-                    lambda path, tmp: {"XDG_CACHE_HOME": os.path.join(tmp, "xdg"), "HOME": tmp}, int(refuse_rc), False)
+            words, out, done = template.split(" "), [], False
+            for w in words:          # the tool word becomes the build's copy
+                if not done and "=" not in w:
+                    w, done = "'" + exe + "'", True
+                out.append(w)
+            return " ".join(out).replace("{PATH}", q)
+
+        def env(path, tmp):
+            # The fake driver for tools that look for a GPU (ldshim-probe --cache-dir).
+            return {"XDG_CACHE_HOME": os.path.join(tmp, "xdg"), "HOME": tmp, "LD_LIBRARY_PATH": self.fake}
+        return Cell("%s %s (%s)" % (tool, flag, direction), direction, None, command, env,
+                    REFUSE_STATUS.get(tool, 2), False)
 
     def main(self):
         cells = []
@@ -363,7 +392,8 @@ class Matrix:
         # (b) the registry, and every tool's --help against it
         rows = self.registry()
         registered = {(r[0], r[1]) for r in rows}
-        tools = sorted(f for f in os.listdir(self.bin) if os.access(os.path.join(self.bin, f), os.X_OK))
+        tools = sorted(f for f in os.listdir(self.bin) if os.access(os.path.join(self.bin, f), os.X_OK)
+                       and not f.startswith("."))
         for tool in tools:
             for flag in sorted(self.help_path_inputs(tool)):
                 if (tool, flag) not in registered:
@@ -402,6 +432,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--preload", help="LD_PRELOAD value for the shim cells (default BUILD/libldshim.so)")
     ap.add_argument("--result")
+    ap.add_argument("--registry", default=os.path.join(ROOT, "tools", "path_flags.tsv"))
+    ap.add_argument("--bin", help="the tools' directory (default BUILD/bin)")
     ap.add_argument("--figures", help="write the cell counts as JSON here")
     ap.add_argument("--san", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true")
