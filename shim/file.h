@@ -19,8 +19,10 @@
  *
  * Directories the project writes into (the probe dump, caches, kept logs) are created new
  * (0700, or 0755 with LD_FILE_SHARED) or accepted when they exist, are no symbolic link, are
- * the user's, and are writable by nobody else. A world- or group-writable directory may hold
- * a file the project writes (a report in /tmp) only when its sticky bit is set.
+ * the user's, and are writable by nobody else; a new one is not made inside a directory
+ * others may write without the sticky bit. A directory writable by everyone (or by a group,
+ * when it is another user's) holds a file the project writes (a report in /tmp) only when its
+ * sticky bit is set.
  *
  * Errors are values: -1 (or LD_FILE_ABSENT) and one line in `why`, without the path (the
  * caller names the file and says what it does next). errno is preserved for callers that
