@@ -214,42 +214,42 @@ INSTALLED_FILES = \
 pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 
 install: $(ALL_TARGETS)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGINCDIR) $(DESTDIR)$(PKGDATADIR) \
-	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR)
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(PKGINCDIR)" "$(DESTDIR)$(PKGDATADIR)" \
+	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(PKGCONFIGDIR)" "$(DESTDIR)$(DOCDIR)"
 	@set -e; for l in $(INSTALL_SOLIBS); do n=$$(basename $$l); \
 	  echo "install $$l -> $(DESTDIR)$(LIBDIR)/$$n.$(VERSION) (+ $$n.$(SOVERSION), $$n)"; \
-	  install -m 0755 $$l $(DESTDIR)$(LIBDIR)/$$n.$(VERSION); \
-	  ln -sf $$n.$(VERSION) $(DESTDIR)$(LIBDIR)/$$n.$(SOVERSION); \
-	  ln -sf $$n.$(VERSION) $(DESTDIR)$(LIBDIR)/$$n; done
-	$(if $(INSTALL_LIBS),install -m 0755 $(INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/)
-	$(if $(INSTALL_BINS),install -m 0755 $(INSTALL_BINS) $(DESTDIR)$(BINDIR)/)
+	  install -m 0755 $$l "$(DESTDIR)$(LIBDIR)/$$n.$(VERSION)"; \
+	  ln -sf $$n.$(VERSION) "$(DESTDIR)$(LIBDIR)/$$n.$(SOVERSION)"; \
+	  ln -sf $$n.$(VERSION) "$(DESTDIR)$(LIBDIR)/$$n"; done
+	$(if $(INSTALL_LIBS),install -m 0755 $(INSTALL_LIBS) "$(DESTDIR)$(LIBDIR)/")
+	$(if $(INSTALL_BINS),install -m 0755 $(INSTALL_BINS) "$(DESTDIR)$(BINDIR)/")
 	@# the installed headers carry VERSION whatever their fallback says
 	@set -e; for h in $(INSTALL_HEADERS); do \
 	  sed -e 's/^#define LDSHIM_VERSION_STRING ".*"/#define LDSHIM_VERSION_STRING "$(VERSION)"/' \
 	      -e 's/^#define LDMOE_VERSION_STRING ".*"/#define LDMOE_VERSION_STRING "$(VERSION)"/' $$h \
-	      > $(DESTDIR)$(PKGINCDIR)/$$(basename $$h); \
-	  chmod 0644 $(DESTDIR)$(PKGINCDIR)/$$(basename $$h); done
-	$(if $(INSTALL_DATA),install -m 0644 $(INSTALL_DATA) $(DESTDIR)$(PKGDATADIR)/)
+	      > "$(DESTDIR)$(PKGINCDIR)/$$(basename $$h)"; \
+	  chmod 0644 "$(DESTDIR)$(PKGINCDIR)/$$(basename $$h)"; done
+	$(if $(INSTALL_DATA),install -m 0644 $(INSTALL_DATA) "$(DESTDIR)$(PKGDATADIR)/")
 	@# Python modules learn where the libraries went (ldmoe.py: _LIBDIR)
 	@set -e; for m in $(INSTALL_PYMODS); do \
-	  sed 's|^_LIBDIR = None$$|_LIBDIR = "$(LIBDIR)"|' $$m > $(DESTDIR)$(PKGDATADIR)/$$(basename $$m); \
-	  chmod 0644 $(DESTDIR)$(PKGDATADIR)/$$(basename $$m); done
-	$(if $(INSTALL_MANS),install -m 0644 $(INSTALL_MANS) $(DESTDIR)$(MANDIR)/man1/)
+	  sed 's|^_LIBDIR = None$$|_LIBDIR = "$(LIBDIR)"|' $$m > "$(DESTDIR)$(PKGDATADIR)/$$(basename $$m)"; \
+	  chmod 0644 "$(DESTDIR)$(PKGDATADIR)/$$(basename $$m)"; done
+	$(if $(INSTALL_MANS),install -m 0644 $(INSTALL_MANS) "$(DESTDIR)$(MANDIR)/man1/")
 	@set -e; for p in $(INSTALL_PCS); do \
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(call pc_rel,$(LIBDIR))|g' \
 	      -e 's|@INCLUDEDIR@|$(call pc_rel,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g' $$p \
-	      > $(DESTDIR)$(PKGCONFIGDIR)/$$(basename $$p .in); \
-	  chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/$$(basename $$p .in); done
-	install -m 0644 LICENSE $(DESTDIR)$(DOCDIR)/LICENSE
+	      > "$(DESTDIR)$(PKGCONFIGDIR)/$$(basename $$p .in)"; \
+	  chmod 0644 "$(DESTDIR)$(PKGCONFIGDIR)/$$(basename $$p .in)"; done
+	install -m 0644 LICENSE "$(DESTDIR)$(DOCDIR)/LICENSE"
 	$(if $(LDCONFIG),-$(LDCONFIG))
 
 # Removes what `install` put there (and the bytecode Python leaves beside an imported module),
 # then the package's own directories if they are empty; shared ones (bin, lib, man1) stay.
 uninstall:
-	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
-	rm -f $(foreach m,$(notdir $(INSTALL_PYMODS:.py=)),$(DESTDIR)$(PKGDATADIR)/__pycache__/$(m).*.pyc)
-	@for d in $(DESTDIR)$(PKGDATADIR)/__pycache__ $(DESTDIR)$(PKGINCDIR) $(DESTDIR)$(PKGDATADIR) \
-	          $(DESTDIR)$(DOCDIR); do [ ! -d $$d ] || rmdir $$d 2>/dev/null || echo "uninstall: kept $$d (not empty)"; done
+	rm -f $(foreach f,$(INSTALLED_FILES),"$(DESTDIR)$(f)")
+	rm -f $(foreach m,$(notdir $(INSTALL_PYMODS:.py=)),"$(DESTDIR)$(PKGDATADIR)/__pycache__/$(m)".*.pyc)
+	@for d in "$(DESTDIR)$(PKGDATADIR)/__pycache__" "$(DESTDIR)$(PKGINCDIR)" "$(DESTDIR)$(PKGDATADIR)" \
+	          "$(DESTDIR)$(DOCDIR)"; do [ ! -d "$$d" ] || rmdir "$$d" 2>/dev/null || echo "uninstall: kept $$d (not empty)"; done
 	$(if $(LDCONFIG),-$(LDCONFIG))
 
 clean:

@@ -11,6 +11,7 @@
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "policy/policy.h"
 #include "policy/policy_internal.h"
+#include "shim/file.h"
 
 static void usage(FILE *f) {
     fputs("usage: ldshim-policy check FILE...\n"
@@ -18,22 +19,31 @@ static void usage(FILE *f) {
           "       ldshim-policy --help | --version\n"
           "\n"
           "check  parse each policy file; print its options and rules, or the first error as\n"
-          "       'ldshim: FILE:LINE:COL: what was expected'. Exit 1 if any file is bad.\n"
+          "       'ldshim: error: FILE:LINE:COL: what was expected'. Exit 1 if any file is bad.\n"
           "match  print the rule that tags a request of SIZE bytes (units B KiB MiB GiB TiB)\n"
           "       made through API (default any: origin unknown), or 'untagged'.\n"
           "\n"
           "Options are --help and --version; '--' ends them, for a FILE whose name starts\n"
-          "with '-'. The language is described in doc/policy.md.\n", f);
+          "with '-'. Control characters of file names are shown as \\xNN. A FILE must be a\n"
+          "regular file of at most 1 MiB. The language is described in doc/policy.md.\n", f);
 }
 
+/* File names and messages that quote them reach a terminal: control bytes (escape codes,
+ * newlines) as \xNN. */
+static const char *shown(const char *s, char *buf, size_t n) { return ld_file_printable(s, buf, n); }
+
 /* One line for a usage error, then a pointer to --help: exit status 2. */
-static int bad_usage(const char *what, const char *arg) {
+static int bad_usage(const char *what, const char *arg_raw) {
+    char b[200];
+    const char *arg = arg_raw ? shown(arg_raw, b, sizeof b) : NULL;
     fprintf(stderr, "ldshim-policy: %s%s%s%s (see ldshim-policy --help)\n", what,
             arg ? " '" : "", arg ? arg : "", arg ? "'" : "");
     return 2;
 }
 
-static void print_policy(const char *path, const ld_policy_t *p) {
+static void print_policy(const char *path_raw, const ld_policy_t *p) {
+    char path[1024];
+    shown(path_raw, path, sizeof path);
     char pool[32], split[32];
     ld_pol_fmt_size(p->pool_cap, pool, sizeof pool);
     ld_pol_fmt_size(p->min_split, split, sizeof split);
@@ -81,7 +91,8 @@ static int cmd_check(int n, char **files) {
         char err[512];
         ld_policy_t p;
         if (ld_policy_load(files[i], &p, err, sizeof err) != 0) {
-            fprintf(stderr, "ldshim: error: %s\n", err);   /* as the shim writes it */
+            char line[2048];
+            fprintf(stderr, "ldshim: error: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
             bad = 1;
             continue;
         }
@@ -95,18 +106,21 @@ static int cmd_match(const char *file, const char *size_s, const char *api_s) {
     uint64_t size;
     int api = LD_API_ANY;
     if (ld_parse_size(size_s, strlen(size_s), &size) != 0) {
+        char b[200];
         fprintf(stderr, "ldshim-policy: bad size '%s': expected a whole number with an optional "
-                        "unit B, KiB, MiB, GiB or TiB\n", size_s);
+                        "unit B, KiB, MiB, GiB or TiB\n", shown(size_s, b, sizeof b));
         return 2;
     }
     if (api_s && (api = ld_pol_lookup(ld_pol_api_words, LD_API_COUNT, api_s, strlen(api_s))) < 0) {
-        fprintf(stderr, "ldshim-policy: bad api '%s': expected runtime, driver or any\n", api_s);
+        char b[200];
+        fprintf(stderr, "ldshim-policy: bad api '%s': expected runtime, driver or any\n", shown(api_s, b, sizeof b));
         return 2;
     }
     char err[512];
     ld_policy_t p;
     if (ld_policy_load(file, &p, err, sizeof err) != 0) {
-        fprintf(stderr, "ldshim: error: %s\n", err);   /* as the shim writes it */
+        char line[2048];
+        fprintf(stderr, "ldshim: error: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
         return 1;
     }
     int i = ld_policy_match(&p, size, (ld_api_t)api);

@@ -165,6 +165,11 @@ const char *ld_api_name(ld_api_t a);
 /* Parse one enum word as the file does; -1 if unknown. Used for LDSHIM_STATE etc. */
 int ld_state_parse(const char *s);
 
+/* The one whole-number parser of the project's values: the policy file's numbers, the
+ * LDSHIM_* variables and the tools' flags. `s` must be decimal digits only, all of it (no
+ * sign, space or suffix; leading zeros are fine), within [lo, hi]. 0 and *out, or -1. */
+int ld_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
 /* Parse a compute value (all | domain:N | spread:K) from s[0..len). 0 and *out, or -1 with
  * a one-line reason in why and the offending offset in *bad. */
 int ld_compute_scan(const char *s, size_t len, ld_compute_t *out, size_t *bad, char *why, size_t n);

@@ -9,7 +9,11 @@
 # policy/cli.c holds main() (the ldshim-policy tool): not part of the library objects.
 POLICY_SRCS := $(filter-out policy/cli.c,$(sort $(wildcard policy/*.c)))
 POLICY_OBJS := $(patsubst policy/%.c,$(BUILD)/policy/%.o,$(POLICY_SRCS))
-POLICY_HDRS := policy/policy.h policy/policy_internal.h policy/utf8.h
+POLICY_HDRS := policy/policy.h policy/policy_internal.h policy/utf8.h shim/file.h
+# The loader reads through the file layer (shim/file.c): every program that links the policy
+# objects links it too. ($^ of the shim's link names it once.)
+POLICY_OBJS += $(BUILD)/shim/file.o
+POLICY_SRCS += shim/file.c
 
 $(BUILD)/policy/%.o: policy/%.c $(POLICY_HDRS)
 	@mkdir -p $(@D)

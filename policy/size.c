@@ -37,6 +37,16 @@ int ld_pol_scan_uint(const char *s, size_t len, size_t *pos, uint64_t *out,
     return 0;
 }
 
+int ld_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+    if (!s) return -1;
+    size_t len = strlen(s), pos = 0;
+    uint64_t v;
+    char why[96];
+    if (ld_pol_scan_uint(s, len, &pos, &v, why, sizeof why) != 0 || pos != len || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
 int ld_pol_scan_size(const char *s, size_t len, size_t *pos, uint64_t *out,
                      char *why, size_t whylen) {
     size_t start = *pos, p = start;

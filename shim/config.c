@@ -17,16 +17,15 @@ int ld_cfg_ready;
 
 static pthread_mutex_t cfg_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* The shim's variables as the process started (options.c copies them once), in the fields
- * ld_config_load interprets. Values too long for a field keep a prefix (for the message)
- * and a flag. */
+/* The shim's variables as the process started (options.c copies them once, whole, paths
+ * made absolute against the start directory; a value over its bound is refused there and
+ * named here in one warning). The pointers are options.c's copies, alive for the process. */
 static struct {
     int  policy_set;
     char policy_bad[LD_PATH_MAX + 160];   /* why LDSHIM_POLICY is unusable, "" when fine */
-    char report_bad[200];                 /* why LDSHIM_REPORT is refused, "" when fine  */
-    char state[64], backend[64], domain[16];
-    char compute[64], compute_split[32], compute_sms[32];
-    char compute_contexts[16], compute_current[16], compute_smcount[16];
+    const char *state, *backend, *domain;
+    const char *compute, *compute_split, *compute_sms;
+    const char *compute_contexts, *compute_current, *compute_smcount;
     int  strict, mismatch_map, probe_force;
 } env;
 
@@ -68,39 +67,6 @@ static void resolve_state(void) {
     ld_cfg.compute = c;
 }
 
-/* LDSHIM_POLICY made absolute against the starting directory, once: a child that chdir'd
- * and never touches CUDA never reads it; one that does reads what the user named. */
-static void policy_from_env(const char *path) {
-    size_t len = strlen(path);
-    if (path[0] == '/') {
-        if (len >= sizeof ld_cfg.policy_path) {
-            snprintf(env.policy_bad, sizeof env.policy_bad, "LDSHIM_POLICY is %zu bytes long (the limit is %d)",
-                     len, LD_PATH_MAX - 1);
-            return;
-        }
-        memcpy(ld_cfg.policy_path, path, len + 1);
-        return;
-    }
-    char cwd[LD_PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) {
-        snprintf(env.policy_bad, sizeof env.policy_bad,
-                 "LDSHIM_POLICY=%.*s is relative and the working directory cannot be read (errno %d)",
-                 LD_PATH_MAX - 1, path, errno);
-        return;
-    }
-    size_t cl = strlen(cwd);
-    const char *rel = path[0] == '.' && path[1] == '/' ? path + 2 : path;
-    if (cl + 1 + strlen(rel) >= sizeof ld_cfg.policy_path) {
-        snprintf(env.policy_bad, sizeof env.policy_bad,
-                 "LDSHIM_POLICY=%.200s in %.200s makes a path longer than %d bytes", path, cwd, LD_PATH_MAX - 1);
-        return;
-    }
-    size_t rl = strlen(rel), k = cl;
-    memcpy(ld_cfg.policy_path, cwd, cl);
-    if (cl > 1) ld_cfg.policy_path[k++] = '/';         /* "/" itself needs no separator */
-    memcpy(ld_cfg.policy_path + k, rel, rl + 1);
-}
-
 void ld_config_init(void) {
     memset(&ld_cfg, 0, sizeof ld_cfg);
     memset(&env, 0, sizeof env);
@@ -114,28 +80,23 @@ void ld_config_init(void) {
         __atomic_store_n(&ld_cfg_ready, 1, __ATOMIC_RELEASE);
         return;
     }
-    if ((s = ld_opt(LD_OPT_REPORT))) {
-        size_t len = strlen(s);
-        if (len < sizeof ld_cfg.report_path) memcpy(ld_cfg.report_path, s, len + 1);
-        else snprintf(env.report_bad, sizeof env.report_bad,
-                      "LDSHIM_REPORT is %zu bytes long (the limit is %d): no report is written", len,
-                      LD_PATH_MAX - 1);
-    }
+    if ((s = ld_opt(LD_OPT_REPORT))) memcpy(ld_cfg.report_path, s, strlen(s) + 1);   /* <= LD_OPT_PATH_MAX */
     if ((s = ld_opt(LD_OPT_POLICY))) {
         env.policy_set = 1;
-        policy_from_env(s);
+        memcpy(ld_cfg.policy_path, s, strlen(s) + 1);
+    } else if ((s = ld_opt_refused(LD_OPT_POLICY))) {
+        env.policy_set = 1;
+        snprintf(env.policy_bad, sizeof env.policy_bad, "LDSHIM_POLICY %s", s);
     }
-#define WORD_(field, id) if ((s = ld_opt(LD_OPT_##id))) snprintf(env.field, sizeof env.field, "%s", s)
-    WORD_(state, STATE);
-    WORD_(backend, BACKEND);
-    WORD_(domain, DOMAIN);
-    WORD_(compute, COMPUTE);
-    WORD_(compute_split, COMPUTE_SPLIT);
-    WORD_(compute_sms, COMPUTE_SMS);
-    WORD_(compute_contexts, COMPUTE_CONTEXTS);
-    WORD_(compute_current, COMPUTE_CURRENT);
-    WORD_(compute_smcount, COMPUTE_SMCOUNT);
-#undef WORD_
+    env.state = ld_opt(LD_OPT_STATE);
+    env.backend = ld_opt(LD_OPT_BACKEND);
+    env.domain = ld_opt(LD_OPT_DOMAIN);
+    env.compute = ld_opt(LD_OPT_COMPUTE);
+    env.compute_split = ld_opt(LD_OPT_COMPUTE_SPLIT);
+    env.compute_sms = ld_opt(LD_OPT_COMPUTE_SMS);
+    env.compute_contexts = ld_opt(LD_OPT_COMPUTE_CONTEXTS);
+    env.compute_current = ld_opt(LD_OPT_COMPUTE_CURRENT);
+    env.compute_smcount = ld_opt(LD_OPT_COMPUTE_SMCOUNT);
     env.probe_force = ld_opt_true(LD_OPT_PROBE_FORCE);
     env.strict = ld_opt_one(LD_OPT_STRICT);
     env.mismatch_map = (s = ld_opt(LD_OPT_MISMATCH)) && !strcmp(s, "map");
@@ -156,7 +117,12 @@ static void log_options(void) {
 int ld_config_load(void) {
     ld_log_report_env();
     log_options();
-    if (env.report_bad[0]) LD_WARN("%s", env.report_bad);
+    /* Values refused whole at the copy (options.c): one warning each, naming the variable.
+     * LDSHIM_POLICY's is the policy error below. */
+    for (int i = 0; i < LD_OPT_COUNT; i++) {
+        const char *why = i == LD_OPT_POLICY ? NULL : ld_opt_refused((ld_opt_t)i);
+        if (why) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, why);
+    }
     int strict_fail = env.strict;
     if (env.policy_set) {
         char err[sizeof ld_cfg.policy_error];
@@ -185,7 +151,7 @@ int ld_config_load(void) {
         }
     }
     ld_cfg.backend = ld_cfg.policy.backend;
-    if (env.state[0] && !ld_cfg.policy_error[0]) {
+    if (env.state && !ld_cfg.policy_error[0]) {
         int st = ld_state_parse(env.state);
         if (st < 0)
             LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|"
@@ -193,14 +159,13 @@ int ld_config_load(void) {
         else ld_cfg.state = (ld_state_t)st;
     }
     ld_cfg.domain = ld_cfg.policy.domain;
-    if (env.domain[0]) {
-        char *end;
-        long v = strtol(env.domain, &end, 10);
-        if (*end || end == env.domain || v < 0 || v > 7)
+    if (env.domain) {
+        uint64_t v;
+        if (ld_parse_uint(env.domain, 0, 7, &v) != 0)
             LD_WARN("LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", env.domain, ld_cfg.domain);
         else ld_cfg.domain = (int)v;
     }
-    if (env.backend[0]) {
+    if (env.backend) {
         int b = parse_backend(env.backend);
         if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", env.backend,
                            ld_backend_name(ld_cfg.backend));
@@ -209,7 +174,7 @@ int ld_config_load(void) {
     ld_cfg.compute = ld_cfg.policy.compute;
     ld_cfg.compute_split = ld_cfg.policy.compute_split;
     ld_cfg.compute_sms = ld_cfg.policy.compute_sms;
-    if (env.compute[0]) {
+    if (env.compute) {
         ld_compute_t c;
         size_t bad;
         char why[160];
@@ -217,31 +182,30 @@ int ld_config_load(void) {
             LD_WARN("LDSHIM_COMPUTE=%s: %s; keeping the policy's", env.compute, why);
         else ld_cfg.compute = c;
     }
-    if (env.compute_split[0]) {
+    if (env.compute_split) {
         int m = ld_split_parse(env.compute_split);
         if (m < 0) LD_WARN("LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", env.compute_split,
                            ld_split_name(ld_cfg.compute_split));
         else ld_cfg.compute_split = (ld_split_t)m;
     }
-    if (env.compute_sms[0]) {
-        char *end;
-        unsigned long v = strtoul(env.compute_sms, &end, 10);
-        if (*end || end == env.compute_sms || env.compute_sms[0] == '-' || v > LDSHIM_COMPUTE_MAX_SMS)
+    if (env.compute_sms) {
+        uint64_t v;
+        if (ld_parse_uint(env.compute_sms, 0, LDSHIM_COMPUTE_MAX_SMS, &v) != 0)
             LD_WARN("LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", env.compute_sms,
                     LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
         else ld_cfg.compute_sms = (uint32_t)v;
     }
-    if (env.compute_contexts[0]) {
+    if (env.compute_contexts) {
         if (!strcmp(env.compute_contexts, "thread")) ld_cfg.compute_thread_ctx = 1;
         else if (strcmp(env.compute_contexts, "shared"))
             LD_WARN("LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", env.compute_contexts);
     }
-    if (env.compute_current[0]) {
+    if (env.compute_current) {
         if (!strcmp(env.compute_current, "green")) ld_cfg.compute_report_green = 1;
         else if (strcmp(env.compute_current, "primary"))
             LD_WARN("LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", env.compute_current);
     }
-    if (env.compute_smcount[0]) {
+    if (env.compute_smcount) {
         if (!strcmp(env.compute_smcount, "bound")) ld_cfg.compute_bound_sms = 1;
         else if (strcmp(env.compute_smcount, "device"))
             LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
@@ -250,15 +214,16 @@ int ld_config_load(void) {
      * `state =`) means "bind to domain N": compute-only there. A policy with rules keeps its
      * default, full (its rules ask for memory placement; full binds compute too), and a stock
      * that was asked for by name stays pure pass-through. */
-    if (!env.state[0] && !ld_cfg.policy.state_set && !ld_cfg.policy_error[0] && ld_cfg.policy.n_rules == 0 &&
+    if (!env.state && !ld_cfg.policy.state_set && !ld_cfg.policy_error[0] && ld_cfg.policy.n_rules == 0 &&
         ld_cfg.compute.kind == LD_COMPUTE_DOMAIN) {
         ld_cfg.state = LD_STATE_COMPUTE_ONLY;
         ld_cfg.domain = (int)ld_cfg.compute.domain;
         ld_cfg.compute.kind = LD_COMPUTE_ALL;   /* compute-only sets the placement (resolve_state) */
     }
     resolve_state();
-    /* Any other placement with no state (no policy: stock) binds nothing: say so. */
-    if (ld_cfg.state == LD_STATE_STOCK && !env.state[0] && !env.policy_set && ld_cfg.compute.kind != LD_COMPUTE_ALL) {
+    /* Any other placement with no state (no policy: stock) binds nothing: say so. A stock that
+     * was asked for by name (an A/B baseline) stays silent. */
+    if (ld_cfg.state == LD_STATE_STOCK && !env.state && !env.policy_set && ld_cfg.compute.kind != LD_COMPUTE_ALL) {
         char a[32];
         LD_WARN("compute = %s is ignored in state stock (no policy and no LDSHIM_STATE); set "
                 "LDSHIM_STATE=full (or sm-control, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));

@@ -10,6 +10,7 @@
  * a thread that finds nothing published does the work itself and publishes with an atomic
  * compare-and-swap; a loser discards its copy. */
 #include "shim/driver.h"
+#include "shim/file.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -65,15 +66,40 @@ void *ld_driver_handle(void) {
      * and use libcuda.so.1, which is what the program itself reaches. */
     const char *alt = ld_opt(LD_OPT_LIBCUDA);
     if (alt) {
-        h = open_lib(alt);
-        const char *why = h ? NULL : dlerror();
-        if (h && !ld_real_dlsym(h, "cuInit")) {
-            dlclose(h);
-            h = NULL;
-            why = "it exports no cuInit";
+        /* A path is opened only when it names a regular file (the file layer's check: a FIFO
+         * would hang dlopen's open, a device or directory has no business here). A bare name
+         * is the dynamic loader's to find, as libcuda.so.1 is. */
+        char why[200] = "";
+        h = NULL;
+        if (strchr(alt, '/') && ld_file_check_regular(alt, why, sizeof why) != 0) {
+            /* why says what it is */
+        } else if (!(h = open_lib(alt))) {
+            const char *e = dlerror();
+            snprintf(why, sizeof why, "%s", e ? e : "dlopen failed");
+        } else {
+            /* The toolkit's stub libcuda exports the names and fails every call: a library
+             * lacking any entry the shim needs is no driver for it. */
+            const char *lack = NULL;
+#define LD_CHECK_ENTRY_(name, args) if (!lack && !ld_real_dlsym(h, #name)) lack = #name;
+            LD_DRIVER_REQUIRED(LD_CHECK_ENTRY_)
+#undef LD_CHECK_ENTRY_
+            /* cuDriverGetVersion initializes nothing; the stub answers it with an error. */
+            int ver = 0;
+            CUresult (*get_ver)(int *) = lack ? NULL : (CUresult(*)(int *))ld_real_dlsym(h, "cuDriverGetVersion");
+            CUresult vr = get_ver ? get_ver(&ver) : CUDA_SUCCESS;
+            if (lack || vr != CUDA_SUCCESS) {
+                dlclose(h);
+                h = NULL;
+                if (lack) snprintf(why, sizeof why, "it exports no %s: not a CUDA driver the shim can use", lack);
+                else snprintf(why, sizeof why, "its cuDriverGetVersion fails with error %d: a stub, not a driver",
+                              (int)vr);
+            }
         }
-        if (!h && !__atomic_exchange_n(&alt_warned, 1, __ATOMIC_RELAXED))
-            LD_WARN("LDSHIM_LIBCUDA=%s cannot be used (%s); using libcuda.so.1", alt, why ? why : "?");
+        if (!h && !__atomic_exchange_n(&alt_warned, 1, __ATOMIC_RELAXED)) {
+            char shown[160];
+            LD_WARN("LDSHIM_LIBCUDA=%s cannot be used (%s); using libcuda.so.1",
+                    ld_file_printable(alt, shown, sizeof shown), why);
+        }
     }
     if (!h) h = open_lib("libcuda.so.1");
     if (!h) return NULL;

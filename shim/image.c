@@ -1,8 +1,8 @@
 /* image.c — does a module image name the ldshim_topology symbol? */
 #include "shim/image.h"
 #include "kernels/ldshim_topology.h"
+#include "shim/file.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,18 +52,17 @@ int ld_image_mentions_symbol(const void *image) {
 }
 
 int ld_file_mentions_symbol(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    off_t size = 0;
+    int fd = ld_file_open_read(path, IMAGE_MAX, LD_FILE_NUL_OK, &size, NULL, 0);
     if (fd < 0) return 0;
-    struct stat st;
     int found = 0;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (size > 0) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {
-            found = memmem(m, (size_t)st.st_size, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
-            munmap(m, (size_t)st.st_size);
+            found = memmem(m, (size_t)size, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
+            munmap(m, (size_t)size);
         }
     }
     close(fd);
     return found;
 }
-

@@ -3,7 +3,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const ld_option_t table[LD_OPT_COUNT] = {
 #define LD_OPT_ROW_(id, kind, who, dflt, help) \
@@ -13,15 +15,67 @@ static const ld_option_t table[LD_OPT_COUNT] = {
 };
 
 /* Copies, not pointers into environ: the program may setenv or putenv over those. A copy
- * that cannot be made (no memory at start) reads as unset. */
+ * that cannot be made (no memory at start) reads as unset. A value over its length limit,
+ * or a relative path that cannot be made absolute, reads as unset too and keeps the reason
+ * (ld_opt_refused): never a shortened value. */
 static char *value[LD_OPT_COUNT];
+static char refused[LD_OPT_COUNT][200];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Path variables whose bare name (no '/') is searched for, not a file here: the dynamic
+ * loader finds LDSHIM_LIBCUDA=libcuda.so.1, PATH finds the MPS control program. */
+static int searched(int i) {
+    return i == LD_OPT_LIBCUDA || i == LD_OPT_MPS_CONTROL || i == LD_OPT_MLOPART_HELPER;
+}
+
+/* A relative path made absolute against the directory the process started in, once: a
+ * program that chdir's later still reads and writes what the user named. */
+static char *absolute(int i, const char *s) {
+    if (s[0] == '/' || (searched(i) && !strchr(s, '/'))) return strdup(s);
+    char cwd[LD_OPT_PATH_MAX + 1];
+    if (!getcwd(cwd, sizeof cwd)) {
+        snprintf(refused[i], sizeof refused[i], "is relative and the start directory cannot be read");
+        return NULL;
+    }
+    const char *rel = s[0] == '.' && s[1] == '/' ? s + 2 : s;
+    size_t cl = strlen(cwd), rl = strlen(rel), sep = cl > 1;
+    if (cl + sep + rl > LD_OPT_PATH_MAX) {
+        snprintf(refused[i], sizeof refused[i], "is relative, and in the start directory it makes a path of %zu bytes "
+                 "(the limit is %d)", cl + sep + rl, LD_OPT_PATH_MAX);
+        return NULL;
+    }
+    char *out = malloc(cl + sep + rl + 1);
+    if (!out) return NULL;
+    memcpy(out, cwd, cl);
+    if (sep) out[cl] = '/';
+    memcpy(out + cl + sep, rel, rl + 1);
+    return out;
+}
 
 static void copy_all(void) {
     for (int i = 0; i < LD_OPT_COUNT; i++) {
         const char *s = getenv(table[i].name);
-        value[i] = s && *s ? strdup(s) : NULL;
+        refused[i][0] = 0;
+        value[i] = NULL;
+        if (!s || !*s) continue;
+        size_t len = strlen(s), max = ld_opt_max_len((ld_opt_t)i);
+        if (len > max) {
+            snprintf(refused[i], sizeof refused[i], "is %zu bytes long (the limit is %zu)", len, max);
+            continue;
+        }
+        value[i] = table[i].kind == LD_OPT_PATH ? absolute(i, s) : strdup(s);
     }
+}
+
+size_t ld_opt_max_len(ld_opt_t id) {
+    if ((unsigned)id >= LD_OPT_COUNT) return 0;
+    return table[id].kind == LD_OPT_PATH ? LD_OPT_PATH_MAX : table[id].kind == LD_OPT_LIST ? 1023 : LD_OPT_WORD_MAX;
+}
+
+const char *ld_opt_refused(ld_opt_t id) {
+    if ((unsigned)id >= LD_OPT_COUNT) return NULL;
+    ld_options_init();
+    return refused[id][0] ? refused[id] : NULL;
 }
 
 void ld_options_init(void) { pthread_once(&once, copy_all); }

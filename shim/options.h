@@ -102,6 +102,19 @@ typedef struct {
     const char       *help;
 } ld_option_t;
 
+/* Bounds of a value: a path at most 4095 bytes, a word or number 255, a list 1023. A value
+ * over its bound is refused whole (ld_opt answers NULL, ld_opt_refused says why), never cut. A
+ * relative path is made absolute against the directory the process started in, at the copy
+ * (a bare name of LDSHIM_LIBCUDA, LDSHIM_MPS_CONTROL, LDSHIM_MLOPART_HELPER is searched for
+ * and stays as it is). */
+#define LD_OPT_PATH_MAX 4095
+#define LD_OPT_WORD_MAX 255
+size_t ld_opt_max_len(ld_opt_t id);
+
+/* Why the variable's value was refused (too long; a relative path too long to make absolute),
+ * or NULL when it was taken or is unset. The caller names the variable in one warning. */
+const char *ld_opt_refused(ld_opt_t id);
+
 /* Copy the environment, once per process (later calls return at once). Thread-safe. */
 void ld_options_init(void);
 

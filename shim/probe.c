@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "shim/file.h"
 #include "shim/json.h"
 #include "shim/log.h"
 #include "shim/options.h"
@@ -81,15 +83,22 @@ static int check(probe_t *p, CUresult r, const char *what) {
     return -1;
 }
 
-/* LDSHIM_PROBE_DUMP: one CSV per attempt, a row per SM ("sm,v0,v1,..."). Best effort. */
+/* LDSHIM_PROBE_DUMP: one CSV per attempt, a row per SM ("sm,v0,v1,..."). Best effort,
+ * through the file layer: the directory is created (0700) or must be ours and writable by
+ * nobody else, and each file is a new one renamed into place, so a link or FIFO planted at
+ * a dump name is replaced, never followed or waited on. One warning per process. */
+static int dump_warned;
+
 static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, const float *lat, uint32_t rows_per_sm,
                         uint32_t cols) {
     const char *dir = ld_opt(LD_OPT_PROBE_DUMP);
     if (!dir) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s-dev%d-attempt%u.csv", dir, mode, (int)p->dev, attempt + 1);
-    FILE *f = fopen(path, "we");
-    if (!f) { LD_WARN("probe: LDSHIM_PROBE_DUMP: cannot write %s", path); return; }
+    char name[96], why[320];
+    snprintf(name, sizeof name, "%s-dev%d-attempt%u.csv", mode, (int)p->dev, attempt + 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return;
     /* anchored: rows_per_sm = domains, stored [d][sm][chunk]; clustered: 1, [sm][line] */
     for (uint32_t d = 0; d < rows_per_sm; d++)
         for (uint32_t s = 0; s < p->num_sms; s++) {
@@ -99,7 +108,18 @@ static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, co
             for (uint32_t c = 0; c < cols; c++) fprintf(f, ",%.1f", (double)row[c]);
             fputc('\n', f);
         }
-    fclose(f);
+    int rc = fclose(f) != 0 || !text ? -1 : 0;
+    int dfd = rc ? -1 : ld_file_open_dir(dir, 0, why, sizeof why);
+    if (rc) snprintf(why, sizeof why, "out of memory");
+    else if (dfd >= 0) {
+        char w[200];
+        rc = ld_file_write_at(dfd, name, text, len, 0, w, sizeof w);
+        if (rc) snprintf(why, sizeof why, "%.96s: %.200s", name, w);
+        close(dfd);
+    } else rc = -1;
+    free(text);
+    if (rc && !__atomic_exchange_n(&dump_warned, 1, __ATOMIC_RELAXED))
+        LD_WARN("probe: LDSHIM_PROBE_DUMP=%s: %s; no dump written", dir, why);
 }
 
 /* ---- kernels ----------------------------------------------------------------------- */
@@ -376,11 +396,10 @@ static void fill_key(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint32_t
                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     }
     d->cuDriverGetVersion(&k->driver_version);
-    FILE *f = fopen("/sys/module/nvidia/version", "re");
-    if (f) {
-        if (fgets(k->kmod, sizeof k->kmod, f)) k->kmod[strcspn(k->kmod, " \n")] = 0;
-        fclose(f);
-    }
+    char kv[4097];       /* sysfs says 4096 bytes for every attribute file */
+    size_t klen;
+    if (ld_file_read_into("/sys/module/nvidia/version", kv, sizeof kv - 1, 0, 0, &klen, NULL, 0) == LD_FILE_OK)
+        snprintf(k->kmod, sizeof k->kmod, "%.*s", (int)strcspn(kv, " \n"), kv);
     k->num_sms = nsms;
     k->num_domains = nd;
 }

@@ -1,6 +1,7 @@
 /* probe_cache.c — per-GPU topology cache: resolve the directory, write atomically, read
  * back with every field and the checksum checked. See probe_cache.h for the format. */
 #include "shim/probe_cache.h"
+#include "shim/file.h"
 #include "shim/options.h"
 #include "shim/probe_classify.h"
 
@@ -46,25 +47,6 @@ int ld_cache_path(const char *dir, const ld_cache_key_t *key, char *out, size_t 
     safe[j] = 0;
     int len = snprintf(out, n, "%s/topology-%s-%d.txt", dir, j ? safe : "unknown", key->driver_version);
     return (len < 0 || (size_t)len >= n) ? -1 : 0;
-}
-
-/* mkdir -p with mode 0700 for the components it creates. */
-static int make_dirs(const char *dir) {
-    char tmp[4096];
-    size_t len = strlen(dir);
-    if (len == 0 || len >= sizeof tmp) { errno = ENAMETOOLONG; return -1; }
-    memcpy(tmp, dir, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (tmp[i] != '/' && tmp[i] != 0) continue;
-        char c = tmp[i];
-        tmp[i] = 0;
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
-        tmp[i] = c;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
-    return 0;
 }
 
 static const char *mode_word(ld_probe_mode_t m) {
@@ -120,53 +102,7 @@ int ld_cache_store(const char *dir, const ld_cache_key_t *key, const ld_probe_re
 /* NOTES: a cache file decides what the shim publishes to kernels, so it is trusted only
  * when nobody else could have written it, the way ssh treats ~/.ssh: the directory must be
  * ours and writable by nobody else, the file a regular file of ours, writable by nobody
- * else, not a symbolic link. Everything after the checks goes through the directory's
- * descriptor, so a path swapped meanwhile is never followed. Opens never block (a FIFO
- * planted in the directory is refused by fstat, not waited on). */
-
-static int dir_trusted(int dfd, const char *dir, char *why, size_t n) {
-    struct stat st;
-    if (fstat(dfd, &st) != 0) { snprintf(why, n, "%s: %s", dir, strerror(errno)); return -1; }
-    if (!S_ISDIR(st.st_mode)) { snprintf(why, n, "%s: not a directory", dir); return -1; }
-    if (st.st_uid != geteuid()) {
-        snprintf(why, n, "%s: owned by uid %u, not by this user (uid %u); not trusted", dir, (unsigned)st.st_uid,
-                 (unsigned)geteuid());
-        return -1;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        snprintf(why, n, "%s: writable by %s (mode %04o); not trusted", dir,
-                 st.st_mode & S_IWOTH ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
-        return -1;
-    }
-    return 0;
-}
-
-/* Split `path` into its directory (opened) and base name. -1 with why, or the directory
- * is missing (*missing = 1). */
-static int open_parent(const char *path, const char **base, int *missing, char *why, size_t n) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    *missing = 0;
-    if (slash) {
-        size_t dl = slash == path ? 1 : (size_t)(slash - path);
-        if (dl >= sizeof dir) { snprintf(why, n, "cache path too long"); return -1; }
-        memcpy(dir, path, dl);
-        dir[dl] = 0;
-        *base = slash + 1;
-    } else {
-        snprintf(dir, sizeof dir, ".");
-        *base = path;
-    }
-    if (!**base) { snprintf(why, n, "%s: no file name", path); return -1; }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        *missing = errno == ENOENT || errno == ENOTDIR;
-        snprintf(why, n, "%s: %s", dir, strerror(errno));
-        return -1;
-    }
-    if (dir_trusted(dfd, dir, why, n) != 0) { close(dfd); return -1; }
-    return dfd;
-}
+ * else, not a symbolic link (LD_FILE_TRUSTED of the file layer, shim/file.h). */
 
 int ld_cache_write_file(const char *dir, const char *path, const char *data, size_t len, char *why, size_t n) {
     size_t dl = strlen(dir);
@@ -177,44 +113,13 @@ int ld_cache_write_file(const char *dir, const char *path, const char *data, siz
         snprintf(why, n, "%s: not a file directly inside %s", path, dir);
         return -1;
     }
-    if (make_dirs(dir)) { snprintf(why, n, "cannot create %s: %s", dir, strerror(errno)); return -1; }
-    const char *base;
-    int missing;
-    int dfd = open_parent(path, &base, &missing, why, n);
-    if (dfd < 0) return -1;
-    /* A temporary of our own (O_EXCL: a name planted meanwhile is never opened), then rename. */
-    static unsigned seq;
-    char tmp[600];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned r = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 12) ^ __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) * 2654435761u;
-        if (snprintf(tmp, sizeof tmp, ".%.400s.%08x.tmp", base, r) >= (int)sizeof tmp) break;
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        snprintf(why, n, "cannot create a temporary file in %s: %s", dir, strerror(errno));
-        close(dfd);
-        return -1;
-    }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    int err = off == len ? 0 : (errno ? errno : EIO);
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && renameat(dfd, tmp, dfd, base) != 0) err = errno;
-    if (err) {
-        unlinkat(dfd, tmp, 0);
-        snprintf(why, n, "cannot write %s: %s", path, strerror(err));
-    }
+    char w[300];
+    int dfd = ld_file_open_dir(dir, LD_FILE_MKDIR, w, sizeof w);
+    if (dfd < 0) { snprintf(why, n, "%s: %s", dir, w); return -1; }
+    int rc = ld_file_write_at(dfd, rest, data, len, LD_FILE_PRIVATE, w, sizeof w);
     close(dfd);
-    return err ? -1 : 0;
+    if (rc) snprintf(why, n, "cannot write %s: %s", path, w);
+    return rc;
 }
 
 /* ---- reading ----------------------------------------------------------------------- */
@@ -363,46 +268,10 @@ static int parse_entry(char *buf, size_t len, const char *path, const ld_cache_k
 }
 
 int ld_cache_read_file(const char *path, char *buf, size_t cap, size_t *len, char *why, size_t n) {
-    *len = 0;
-    const char *base;
-    int missing;
-    int dfd = open_parent(path, &base, &missing, why, n);
-    if (dfd < 0) {
-        if (missing) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
-        return LD_CACHE_BAD;
-    }
-    int fd = openat(dfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-    int oe = errno;
-    close(dfd);
-    if (fd < 0) {
-        if (oe == ENOENT) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
-        if (oe == ELOOP) BAD("%s: a symbolic link; not trusted", path);
-        BAD("%s: cannot open: %s", path, strerror(oe));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) { oe = errno; close(fd); BAD("%s: %s", path, strerror(oe)); }
-    const char *bad = !S_ISREG(st.st_mode) ? "not a regular file"
-                    : st.st_uid != geteuid() ? "owned by another user"
-                    : st.st_mode & (S_IWGRP | S_IWOTH) ? "writable by others"
-                    : NULL;
-    if (bad) { close(fd); BAD("%s: %s; not trusted", path, bad); }
-    if (st.st_size < 0 || (unsigned long long)st.st_size > cap) {
-        close(fd);
-        BAD("%s: corrupted (larger than %zu bytes)", path, cap);
-    }
-    size_t got_all = 0;
-    for (;;) {
-        ssize_t got = read(fd, buf + got_all, cap + 1 - got_all);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        got_all += (size_t)got;
-        if (got_all > cap) break;
-    }
-    close(fd);
-    if (got_all > cap) BAD("%s: corrupted (larger than %zu bytes)", path, cap);
-    if (memchr(buf, 0, got_all)) BAD("%s: corrupted (NUL byte)", path);
-    buf[got_all] = 0;
-    *len = got_all;
+    char w[300];
+    int rc = ld_file_read_into(path, buf, cap, 0, LD_FILE_TRUSTED, len, w, sizeof w);
+    if (rc == LD_FILE_ABSENT) { snprintf(why, n, "%s: no entry", path); return LD_CACHE_MISS; }
+    if (rc != LD_FILE_OK) BAD("%s: %s", path, w);
     return LD_CACHE_HIT;
 }
 

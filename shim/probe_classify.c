@@ -408,8 +408,9 @@ int ld_classify_clustered(const float *lat, uint32_t num_sms, uint32_t nlines, u
 /* ---- balancing --------------------------------------------------------------------- */
 
 int ld_balance_map(const uint8_t *physical, uint32_t num_sms, uint32_t nd, uint8_t *balanced) {
+    if (num_sms > LDSHIM_MAX_SMS) num_sms = LDSHIM_MAX_SMS;   /* the callers' buffers */
     memcpy(balanced, physical, num_sms);
-    if (nd < 2) return 0;
+    if (nd < 2 || nd > LDSHIM_MAX_DOMAINS) return 0;          /* counts[] below holds 8 */
     uint32_t ntpc = (num_sms + 1) / 2;
     uint8_t moved[LDSHIM_MAX_SMS / 2 + 1] = {0};
     int nmoved = 0;
@@ -464,4 +465,123 @@ void ld_topology_fill(ldshim_topology_t *t, const uint8_t *map, uint32_t num_sms
     t->bound_sms = num_sms;
     t->bound_domain = LDSHIM_DOMAIN_NONE;
     memset(t->sm_bound, 1, num_sms);
+}
+
+/* ---- LDSHIM_PROBE_DUMP matrices ------------------------------------------------------ */
+
+#define DUMP_MAX_VALUES ((size_t)LDSHIM_MAX_DOMAINS * LDSHIM_MAX_SMS * 512)
+
+/* A whole unsigned decimal of at most 9 digits in [p, e), below `limit`. */
+static int dump_uint(const char *p, const char *e, uint32_t limit, uint32_t *out) {
+    if (p == e || e - p > 9) return -1;
+    uint32_t v = 0;
+    for (; p < e; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (uint32_t)(*p - '0');
+    }
+    if (v >= limit) return -1;
+    *out = v;
+    return 0;
+}
+
+/* A finite number parsed whole from [p, e) (copied: the text need not end in NUL). */
+static int dump_float(const char *p, const char *e, float *out) {
+    char tmp[48];
+    size_t l = (size_t)(e - p);
+    if (l == 0 || l >= sizeof tmp) return -1;
+    memcpy(tmp, p, l);
+    tmp[l] = 0;
+    if (tmp[0] == ' ' || tmp[0] == '\t' || tmp[0] == '\n') return -1;
+    char *end;
+    double x = strtod(tmp, &end);
+    if (end != tmp + l || !isfinite(x) || x > 1e30 || x < -1e30) return -1;
+    *out = (float)x;
+    return 0;
+}
+
+void ld_dump_free(ld_dump_t *d) {
+    if (!d) return;
+    free(d->v);
+    memset(d, 0, sizeof *d);
+}
+
+#define DUMP_BAD(...) do { snprintf(why, n, __VA_ARGS__); ld_dump_free(out); return -1; } while (0)
+
+int ld_dump_parse(const char *text, size_t len, ld_dump_t *out, char *why, size_t n) {
+    memset(out, 0, sizeof *out);
+    size_t cap = 0, nv = 0;
+    uint32_t rows = 0, line = 0, cur_d = 0, cur_sm = 0, block = 0;
+    int anchored = -1;
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        line++;
+        const char *q = p;
+        p = nl ? nl + 1 : end;
+        if (le > q && le[-1] == '\r') le--;
+        if (le == q) continue;                                   /* blank line */
+        if ((size_t)(le - q) > LD_DUMP_MAX_LINE) DUMP_BAD("line %u: longer than %d bytes", line, LD_DUMP_MAX_LINE);
+        const char *f = memchr(q, ',', (size_t)(le - q));
+        uint32_t sm, d = 0;
+        if (!f || dump_uint(q, f, LDSHIM_MAX_SMS, &sm))
+            DUMP_BAD("line %u: expected an SM number 0..%d and a comma", line, LDSHIM_MAX_SMS - 1);
+        q = f + 1;
+        int has_d = q < le && *q == 'd';
+        if (anchored < 0) anchored = has_d;
+        if (has_d != anchored) DUMP_BAD("line %u: anchored and clustered rows mixed", line);
+        if (has_d) {
+            f = memchr(q, ',', (size_t)(le - q));
+            if (!f || dump_uint(q + 1, f, LDSHIM_MAX_DOMAINS, &d))
+                DUMP_BAD("line %u: expected a domain d0..d%d and a comma", line, LDSHIM_MAX_DOMAINS - 1);
+            q = f + 1;
+        }
+        /* Order: clustered rows are SMs 0, 1, ...; anchored rows are blocks of SMs 0..n-1,
+         * one per domain 0, 1, ..., every block as long as the first. */
+        if (rows == 0) {
+            if (sm != 0 || d != 0) DUMP_BAD("line %u: the first row must be SM 0%s", line, has_d ? " of domain d0" : "");
+        } else if (has_d && d == cur_d + 1 && sm == 0) {
+            if (cur_d == 0) block = cur_sm + 1;
+            else if (cur_sm + 1 != block) DUMP_BAD("line %u: domain d%u has %u rows, d0 had %u", line, cur_d, cur_sm + 1, block);
+        } else if (d != cur_d || sm != cur_sm + 1) {
+            DUMP_BAD("line %u: expected %s%u, found SM %u%s", line, has_d ? "the next SM of the block or SM 0 of the next domain after SM " : "SM ",
+                     has_d ? cur_sm : cur_sm + 1, sm, has_d ? "" : " (rows go in SM order)");
+        }
+        if (has_d && d > 0 && sm >= block) DUMP_BAD("line %u: domain d%u has more rows than d0 (%u)", line, d, block);
+        cur_d = d;
+        cur_sm = sm;
+        uint32_t c = 0;
+        while (q <= le) {
+            const char *fe = memchr(q, ',', (size_t)(le - q));
+            if (!fe) fe = le;
+            float x;
+            if (dump_float(q, fe, &x)) DUMP_BAD("line %u: value %u is not a finite number", line, c + 1);
+            if (c >= LD_DUMP_MAX_COLS) DUMP_BAD("line %u: more than %d values", line, LD_DUMP_MAX_COLS);
+            if (nv == cap) {
+                size_t nc = cap ? cap * 2 : 4096;
+                if (nc > DUMP_MAX_VALUES) nc = DUMP_MAX_VALUES;
+                if (nv >= nc) DUMP_BAD("line %u: more than %zu values in all", line, (size_t)DUMP_MAX_VALUES);
+                float *nvp = realloc(out->v, nc * sizeof *nvp);
+                if (!nvp) DUMP_BAD("out of memory");
+                out->v = nvp;
+                cap = nc;
+            }
+            out->v[nv++] = x;
+            c++;
+            q = fe + 1;
+        }
+        if (rows && c != out->cols) DUMP_BAD("line %u: %u values, the first row had %u", line, c, out->cols);
+        out->cols = c;
+        rows++;
+    }
+    if (rows == 0) DUMP_BAD("no rows");
+    if (anchored) {
+        uint32_t nsms = cur_d == 0 ? cur_sm + 1 : block;
+        if (cur_sm + 1 != nsms) DUMP_BAD("domain d%u has %u rows, d0 had %u", cur_d, cur_sm + 1, nsms);
+        out->ndomains = cur_d + 1;
+        out->nsms = nsms;
+    } else {
+        out->nsms = rows;
+    }
+    return 0;
 }

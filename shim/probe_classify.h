@@ -106,6 +106,25 @@ int ld_balance_map(const uint8_t *physical, uint32_t num_sms, uint32_t nd, uint8
 void ld_topology_fill(ldshim_topology_t *t, const uint8_t *map, uint32_t num_sms, uint32_t nd,
                       int valid, int balanced, enum ldshim_topology_source source);
 
+/* A matrix written by LDSHIM_PROBE_DUMP (shim/probe.c), read back by `ldshim-probe
+ * --classify`: rows "sm,v0,v1,..." (clustered, [sm][line]) or "sm,dD,v0,..." (anchored,
+ * [d][sm][chunk], domain blocks in order, SMs 0..n-1 in each). Every bound is checked: SM
+ * and domain ids, row and column counts, the rows' order, numbers parsed whole and finite. */
+#define LD_DUMP_MAX_BYTES  (64u << 20)   /* the file                                       */
+#define LD_DUMP_MAX_LINE   65536         /* one row (512 lines of a clustered attempt: 4 KB) */
+#define LD_DUMP_MAX_COLS   4096          /* values per row (ld_median's stack bound)        */
+
+typedef struct {
+    uint32_t nsms, cols;
+    uint32_t ndomains;        /* anchored: domain blocks; 0: clustered                     */
+    float   *v;               /* malloc'd, nsms * cols (clustered) or ndomains * nsms * cols */
+} ld_dump_t;
+
+/* Parse `len` bytes (need not be NUL-terminated). 0 and *out (free with ld_dump_free), or
+ * -1 with a one-line reason naming the line. Reentrant. */
+int ld_dump_parse(const char *text, size_t len, ld_dump_t *out, char *why, size_t n);
+void ld_dump_free(ld_dump_t *d);
+
 #ifdef __cplusplus
 }
 #endif

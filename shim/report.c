@@ -4,6 +4,7 @@
 #include "shim/compute.h"
 #include "shim/config.h"
 #include "shim/device.h"
+#include "shim/file.h"
 #include "shim/json.h"
 #include "shim/ldshim.h"
 #include "shim/options.h"
@@ -14,8 +15,6 @@
 #include "shim/vmm.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,80 +274,12 @@ static int expand(const char *in, char *out, size_t n) {
     return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) {        /* a FIFO whose reader is slow */
-            struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            if (poll(&pf, 1, 5000) <= 0) { errno = EAGAIN; return -1; }
-            continue;
-        }
-        if (w <= 0) return -1;
-        off += (size_t)w;
-    }
-    return 0;
-}
-
-/* The mode a new file of ours would get: 0644 less the umask (read from /proc, since
- * umask(2) cannot be read without changing it under the program's other threads). */
-static mode_t report_mode(void) {
-    mode_t um = 022;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        char buf[2048];
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n > 0) {
-            buf[n] = 0;
-            char *u = strstr(buf, "\nUmask:");
-            if (u) um = (mode_t)strtoul(u + 7, NULL, 8);
-        }
-    }
-    return 0644 & ~um;
-}
-
 #define WHY(...) do { snprintf(why, wn, __VA_ARGS__); } while (0)
 
-/* A FIFO or character device (/dev/null, /dev/stdout's tty or pipe): written in place,
- * never replaced; opening must not block (a FIFO without a reader is refused). */
-static int write_in_place(const char *p, const struct stat *want, const char *data, size_t n, char *why, size_t wn) {
-    int fd = open(p, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) { WHY("%s", strerror(errno)); return -1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != (want->st_mode & S_IFMT) ||
-        st.st_rdev != want->st_rdev || st.st_ino != want->st_ino) {
-        close(fd);
-        WHY("the file changed while it was opened");
-        return -1;
-    }
-    int rc = write_all(fd, data, n);
-    int e = errno;
-    close(fd);
-    if (rc) WHY("%s", strerror(e));
-    return rc;
-}
-
-/* A new or regular file: a temporary of our own beside it (O_EXCL, a name nobody can
- * guess or plant), then rename over the target, so readers see the old report or the new
- * one and a link planted at the target is replaced, never followed. */
-static int write_replace(const char *p, const char *data, size_t n, char *why, size_t wn) {
-    char tmp[LD_PATH_MAX + 16];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", p) >= (int)sizeof tmp) { WHY("path too long"); return -1; }
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) { WHY("cannot create a temporary file beside it: %s", strerror(errno)); return -1; }
-    int rc = fchmod(fd, report_mode()) != 0 || write_all(fd, data, n) != 0 ? -1 : 0;
-    int e = errno;
-    if (close(fd) != 0 && !rc) { rc = -1; e = errno; }
-    if (!rc && rename(tmp, p) != 0) { rc = -1; e = errno; }
-    if (rc) {
-        unlink(tmp);
-        WHY("%s", strerror(e));
-    }
-    return rc;
-}
-
+/* Through the file layer (shim/file.h): a new or regular file of ours is replaced by a new
+ * file (mode 0644 under the umask) renamed over it, so readers see the old report or the new
+ * one and a link planted at the target is never followed; a FIFO or character device
+ * (/dev/stdout, /dev/null, a tty) is written in place without blocking (LD_FILE_STREAM). */
 int ld_report_write_why(const char *path, char *why, size_t wn) {
     if (!path || !*path) { WHY("no path"); errno = EINVAL; return -1; }
     char p[LD_PATH_MAX];
@@ -357,37 +288,10 @@ int ld_report_write_why(const char *path, char *why, size_t wn) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    struct stat st, tgt;
-    int have = lstat(p, &st) == 0;
-    if (!have && errno != ENOENT) { int e = errno; WHY("%s", strerror(e)); errno = e; return -1; }
-    int in_place = 0;
-    if (have && S_ISLNK(st.st_mode)) {
-        /* Follow a link only when it is ours or root's (as fs.protected_symlinks does in
-         * sticky directories), and only to a device or FIFO: /dev/stdout, say. */
-        if (st.st_uid != geteuid() && st.st_uid != 0) {
-            WHY("it is a symbolic link owned by uid %u; not following it", (unsigned)st.st_uid);
-            errno = EPERM;
-            return -1;
-        }
-        if (stat(p, &tgt) != 0 || !(S_ISCHR(tgt.st_mode) || S_ISFIFO(tgt.st_mode))) {
-            WHY("it is a symbolic link; give the path of the file itself");
-            errno = ELOOP;
-            return -1;
-        }
-        st = tgt;
-        in_place = 1;
-    } else if (have && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
-        in_place = 1;
-    } else if (have && !S_ISREG(st.st_mode)) {
-        WHY("it is %s; only a regular file, a FIFO or a character device is written",
-            S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket");
-        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        return -1;
-    }
     buf_t b = {0};
     build(&b);
     if (b.oom || !b.p) { free(b.p); WHY("out of memory"); errno = ENOMEM; return -1; }
-    int rc = in_place ? write_in_place(p, &st, b.p, b.n, why, wn) : write_replace(p, b.p, b.n, why, wn);
+    int rc = ld_file_write(p, b.p, b.n, LD_FILE_STREAM, why, wn);
     free(b.p);
     if (rc) errno = EIO;
     return rc;

@@ -23,6 +23,8 @@ TEST_SUITES += test-shim-core            # CUnit: registry, pool, range layout, 
 TEST_SUITES += test-policy               # CUnit: the policy language and the ldshim-policy tool (policy/policy.mk)
 TEST_SUITES += test-policy-fuzz          # libFuzzer smoke of the policy parser: seeds + 20000 runs
 TEST_SUITES += test-fuzz-files           # libFuzzer smoke of policy files on disk and the topology cache reader
+TEST_SUITES += test-file                 # CUnit: the C file layer (shim/file.c): reads, atomic writes, output directories
+TEST_SUITES += test-file-layer           # no open/fopen/open() in product code outside the C and Python file layers
 TEST_SUITES += test-compat               # shim/cuda_compat.h against the CUDA 13.5 header (wheel fetched by .ci/run; skips without it)
 TEST_SUITES += test-options              # the LDSHIM_* options table against its accessors, doc/shim.md and the code
 TEST_SUITES += test-compute              # CUnit: the compute-binding plan and its SM-group cache format
@@ -48,6 +50,7 @@ TEST_SUITES += test-moe-layout           # the product's sources know nothing of
 TEST_SUITES += test-moe-exports          # libldmoe.so's tile table and exports agree with ldmoe.h, ldmoe.py, ldmoe.map
 
 # ---- CPU: tools, benchmarks' host code, packaging, the build -------------------------------
+TEST_SUITES += test-hostile              # the hostile-path matrix: every path variable and registered tool flag x 11 hostile targets
 TEST_SUITES += test-fuzz-ab              # seeded mutational fuzz of ldshim-ab's report/histogram reader (20000 inputs)
 TEST_SUITES += test-ab                   # ldshim-ab against fake programs, and end to end over the fake driver
 TEST_SUITES += test-bench-alloc-selftest # bench_alloc's arguments and its table generator

@@ -4,16 +4,20 @@
  * runs without LD_PRELOAD. Exit status: 0 every probed device has a map (measured, cached
  * or the even fallback), 1 a device could not be probed, 2 bad usage, 3 no driver or GPU.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/compute.h"
 #include "shim/driver.h"
+#include "shim/file.h"
 #include "shim/json.h"
 #include "shim/log.h"
+#include "shim/options.h"
 #include "shim/probe.h"
 #include "shim/probe_classify.h"
 
@@ -31,7 +35,7 @@ static void usage(FILE *f) {
           "  --force         ignore the cache (a valid result rewrites it); also\n"
           "                  LDSHIM_PROBE_FORCE=1\n"
           "  --no-cache      neither read nor write the cache\n"
-          "  --cache-dir D   cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
+          "  --cache-dir DIR cache directory (default $LDSHIM_CACHE_DIR, $XDG_CACHE_HOME/ldshim,\n"
           "                  ~/.cache/ldshim)\n"
           "  --compute P     also build the compute binding P (domain:N | spread:K) the shim would\n"
           "                  apply, and draw its SMs; --compute-split aligned|fine|backfill and\n"
@@ -42,6 +46,12 @@ static void usage(FILE *f) {
           "  -h, --help      this text\n"
           "  --version       the version and git revision of this build\n"
           "Log level: LDSHIM_LOG=error|warn|info|debug (stderr).\n", f);
+}
+
+/* A command-line value for a message: escape codes and other control bytes as \xNN. */
+static const char *shown(const char *s) {
+    static char buf[200];
+    return ld_file_printable(s, buf, sizeof buf);
 }
 
 /* ---- memory for the anchored mode -------------------------------------------------- */
@@ -206,44 +216,27 @@ static void print_compute(const ld_probe_result_t *r, const ld_compute_info_t *c
 
 /* ---- offline classification of a LDSHIM_PROBE_DUMP file ---------------------------- */
 
-/* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order). */
+/* Rows "sm,v0,v1,..." (clustered) or "sm,dD,v0,..." (anchored, [d][sm][chunk] order), read
+ * through the file layer (a regular file of at most LD_DUMP_MAX_BYTES, lines of at most
+ * LD_DUMP_MAX_LINE bytes) and parsed with every bound checked (ld_dump_parse). */
 static int classify_file(const char *path, int nd, int json) {
-    FILE *f = fopen(path, "re");
-    if (!f) { perror(path); return 2; }
-    size_t cap = 1u << 20, n = 0;
-    float *v = malloc(cap * sizeof *v);
-    char *line = NULL;
-    size_t lcap = 0;
-    uint32_t rows = 0, cols = 0, doms = 0;
-    int bad = !v;
-    while (!bad && getline(&line, &lcap, f) > 0) {
-        char *p = strchr(line, ',');
-        if (!p) continue;
-        p++;
-        if (*p == 'd') {                                  /* anchored: domain column */
-            uint32_t d = (uint32_t)strtoul(p + 1, &p, 10);
-            if (d + 1 > doms) doms = d + 1;
-            if (*p == ',') p++;
-        }
-        uint32_t c = 0;
-        for (char *e; *p && *p != '\n'; p = *e == ',' ? e + 1 : e, c++) {
-            double x = strtod(p, &e);
-            if (e == p) { bad = 1; break; }
-            if (n == cap) { bad = 1; break; }
-            v[n++] = (float)x;
-        }
-        if (cols && c != cols) bad = 1;
-        cols = c;
-        rows++;
-    }
-    free(line);
-    fclose(f);
-    uint32_t nsms = doms ? rows / doms : rows;
-    if (bad || !rows || !cols || nsms > LDSHIM_MAX_SMS) {
-        fprintf(stderr, "ldshim-probe: %s: not a LDSHIM_PROBE_DUMP matrix\n", path);
-        free(v);
+    char why[320], shown[256];
+    char *text = NULL;
+    size_t len = 0;
+    if (ld_file_read(path, LD_DUMP_MAX_BYTES, LD_DUMP_MAX_LINE, 0, &text, &len, why, sizeof why) != LD_FILE_OK) {
+        fprintf(stderr, "ldshim-probe: --classify %s: %s\n", ld_file_printable(path, shown, sizeof shown), why);
         return 2;
     }
+    ld_dump_t m;
+    int prc = ld_dump_parse(text, len, &m, why, sizeof why);
+    free(text);
+    if (prc != 0) {
+        fprintf(stderr, "ldshim-probe: --classify %s: not a LDSHIM_PROBE_DUMP matrix: %s\n",
+                ld_file_printable(path, shown, sizeof shown), why);
+        return 2;
+    }
+    uint32_t doms = m.ndomains, nsms = m.nsms, cols = m.cols;
+    float *v = m.v;
     ld_probe_result_t r;
     memset(&r, 0, sizeof r);
     ld_classify_t c;
@@ -396,42 +389,69 @@ int main(int argc, char **argv) {
     compute_req_t creq;
     memset(&creq, 0, sizeof creq);
     const char *classify = NULL;
-    char *end;
+    uint64_t num;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (parse_mode(optarg, &o.mode)) {
-                fprintf(stderr, "ldshim-probe: --mode %s: expected auto, anchored, clustered or even\n", optarg);
+                fprintf(stderr, "ldshim-probe: --mode %s: expected auto, anchored, clustered or even\n", shown(optarg));
                 return 2;
             }
             break;
         case 'p':
             if (!strcmp(optarg, "balanced")) o.map = LD_MAP_BALANCED;
             else if (!strcmp(optarg, "physical")) o.map = LD_MAP_PHYSICAL;
-            else { fprintf(stderr, "ldshim-probe: --map %s: expected balanced or physical\n", optarg); return 2; }
+            else { fprintf(stderr, "ldshim-probe: --map %s: expected balanced or physical\n", shown(optarg)); return 2; }
             break;
         case 'd':
-            only = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || only < 0) { fprintf(stderr, "ldshim-probe: --device %s: expected a device number >= 0\n", optarg); return 2; }
-            break;
-        case 'n':
-            o.ndomains = (int)strtol(optarg, &end, 10);
-            if (*end || end == optarg || o.ndomains < 1 || o.ndomains > LDSHIM_MAX_DOMAINS) {
-                fprintf(stderr, "ldshim-probe: --domains %s: expected 1..%d\n", optarg, LDSHIM_MAX_DOMAINS);
+            if (ld_parse_uint(optarg, 0, 65535, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --device %s: expected a device number 0..65535\n", shown(optarg));
                 return 2;
             }
+            only = (int)num;
+            break;
+        case 'n':
+            if (ld_parse_uint(optarg, 1, LDSHIM_MAX_DOMAINS, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --domains %s: expected 1..%d\n", shown(optarg), LDSHIM_MAX_DOMAINS);
+                return 2;
+            }
+            o.ndomains = (int)num;
             break;
         case 'f': o.force = 1; break;
         case 'N': o.use_cache = 0; break;
-        case 'c': o.cache_dir = optarg; break;
+        case 'c':
+            if (!*optarg || strlen(optarg) > LD_OPT_PATH_MAX) {
+                fprintf(stderr, "ldshim-probe: --cache-dir: expected a directory path of 1..%d bytes\n", LD_OPT_PATH_MAX);
+                return 2;
+            }
+            o.cache_dir = optarg;
+            /* An existing cache directory must be ours and writable by nobody else (a link,
+             * a FIFO, a file or another user's directory is refused now, not at the write);
+             * an absent one is created 0700 when a result is stored. */
+            {
+                char why[300];
+                int dfd = ld_file_open_dir(optarg, LD_FILE_EXISTING, why, sizeof why);
+                if (dfd < 0 && errno != ENOENT) {
+                    fprintf(stderr, "ldshim-probe: --cache-dir %s: %s\n", shown(optarg), why);
+                    return 2;
+                }
+                if (dfd >= 0) close(dfd);
+            }
+            break;
         case 'j': json = 1; break;
-        case 'C': classify = optarg; break;
+        case 'C':
+            if (!*optarg || strlen(optarg) > LD_OPT_PATH_MAX) {
+                fprintf(stderr, "ldshim-probe: --classify: expected a file path of 1..%d bytes\n", LD_OPT_PATH_MAX);
+                return 2;
+            }
+            classify = optarg;
+            break;
         case 'K': {
             size_t bad;
             char why[160];
             if (ld_compute_scan(optarg, strlen(optarg), &creq.req, &bad, why, sizeof why) != 0 ||
                 creq.req.kind == LD_COMPUTE_ALL) {
-                fprintf(stderr, "ldshim-probe: --compute %s: %s\n", optarg,
+                fprintf(stderr, "ldshim-probe: --compute %s: %s\n", shown(optarg),
                         creq.req.kind == LD_COMPUTE_ALL ? "expected domain:N or spread:K" : why);
                 return 2;
             }
@@ -440,19 +460,17 @@ int main(int argc, char **argv) {
         }
         case 'S': {
             int m = ld_split_parse(optarg);
-            if (m < 0) { fprintf(stderr, "ldshim-probe: --compute-split %s: expected aligned, fine or backfill\n", optarg); return 2; }
+            if (m < 0) { fprintf(stderr, "ldshim-probe: --compute-split %s: expected aligned, fine or backfill\n", shown(optarg)); return 2; }
             creq.split = (ld_split_t)m;
             break;
         }
-        case 'Q': {
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (*end || end == optarg || v > LDSHIM_COMPUTE_MAX_SMS) {
-                fprintf(stderr, "ldshim-probe: --compute-sms %s: expected 0..%d\n", optarg, LDSHIM_COMPUTE_MAX_SMS);
+        case 'Q':
+            if (ld_parse_uint(optarg, 0, LDSHIM_COMPUTE_MAX_SMS, &num) != 0) {
+                fprintf(stderr, "ldshim-probe: --compute-sms %s: expected 0..%d\n", shown(optarg), LDSHIM_COMPUTE_MAX_SMS);
                 return 2;
             }
-            creq.cap = (uint32_t)v;
+            creq.cap = (uint32_t)num;
             break;
-        }
         case 'h': usage(stdout); return 0;
         case 'V': printf("ldshim-probe %s (git %s)\n", LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION); return 0;
         default: usage(stderr); return 2;
@@ -460,6 +478,8 @@ int main(int argc, char **argv) {
     }
     if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
     ld_log_init();
+    for (int i = 0; i < LD_OPT_COUNT; i++)   /* values options.c refused whole: one line each */
+        if (ld_opt_refused((ld_opt_t)i)) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
     if (classify) return classify_file(classify, o.ndomains > 0 ? o.ndomains : 2, json);
     const ld_driver_t *d = ld_driver();
     if (!d) {

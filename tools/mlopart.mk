@@ -11,10 +11,11 @@ MLO_DIR      := $(BUILD)/mlopart
 MLO_OBJ      := $(MLO_DIR)/obj
 MLO_HELPER   := $(BUILD)/ldshim-mlopart-helper
 MLO_HDRS     := shim/mlopart_proto.h shim/mlopart_prop.h tools/mlopart_mps.h shim/backend.h shim/driver.h \
-                shim/log.h shim/options.h shim/cuda_compat.h policy/policy.h
+                shim/log.h shim/options.h shim/cuda_compat.h policy/policy.h shim/file.h
 # Backend + client + protocol, and the self-contained driver table and logger they call.
 MLO_SHIM_OBJS := $(MLO_OBJ)/backend_mlopart.o $(MLO_OBJ)/mlopart_client.o \
-                 $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/driver.o $(MLO_OBJ)/log.o $(MLO_OBJ)/options.o
+                 $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/driver.o $(MLO_OBJ)/log.o $(MLO_OBJ)/options.o \
+                 $(MLO_OBJ)/file.o
 
 ALL_TARGETS  += $(MLO_HELPER)
 INSTALL_LIBS += $(MLO_HELPER)
@@ -32,14 +33,15 @@ $(MLO_OBJ)/helper_main.o: tools/ldshim-mlopart-helper.c $(MLO_HDRS) $(BUILD_INFO
 	$(CC) $(CFLAGS) -I$(dir $(BUILD_INFO_H)) -c $< -o $@
 
 # Never linked against libcuda: it dlopens libcuda.so.1 once the MPS environment is set.
-$(MLO_HELPER): $(MLO_OBJ)/helper_main.o $(MLO_OBJ)/mlopart_mps.o $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/options.o
+$(MLO_HELPER): $(MLO_OBJ)/helper_main.o $(MLO_OBJ)/mlopart_mps.o $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/options.o \
+               $(MLO_OBJ)/file.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -pthread
 
 # Bench (bench/mlopart/): per-request cost of the helper vs in-process cuMemCreate, beside the
 # objects it links.
 #   make bench-mlopart        on the GPU machine: table to stdout and $(OUT) when set
 MLOB_BIN  := $(MLO_DIR)/mlopart_bench
-MLOB_OBJS := $(addprefix $(MLO_OBJ)/,mlopart_client.o mlopart_proto.o driver.o log.o options.o)
+MLOB_OBJS := $(addprefix $(MLO_OBJ)/,mlopart_client.o mlopart_proto.o driver.o log.o options.o file.o)
 
 BENCH_TARGETS += $(MLOB_BIN)
 

@@ -1,5 +1,6 @@
 /* mlopart_mps.c — supervisor of the helper's private MPS control daemon (see mlopart_mps.h). */
 #include "tools/mlopart_mps.h"
+#include "shim/file.h"
 #include "shim/mlopart_proto.h"
 #include "shim/options.h"
 
@@ -121,7 +122,7 @@ static int run_control(const mps_t *m, const char *stdin_text, char *const args[
         return -1;
     }
     if (pid == 0) {
-        if (!stdin_text) { close(inp[0]); inp[0] = open("/dev/null", O_RDONLY); }
+        if (!stdin_text) { close(inp[0]); inp[0] = ld_file_devnull(0); }
         exec_child(m, argv, inp[0], outp[1]);
     }
     close(inp[0]);
@@ -182,9 +183,9 @@ static void daemon_tail(const mps_t *m, char *out, size_t n) {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/log/daemon.out", m->dir);
     out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    off_t sz = 0;
+    int fd = ld_file_open_read(path, (size_t)1 << 40, LD_FILE_NUL_OK, &sz, NULL, 0);
     if (fd < 0) return;
-    off_t sz = lseek(fd, 0, SEEK_END);
     off_t from = sz > (off_t)(n - 1) ? sz - (off_t)(n - 1) : 0;
     ssize_t k = pread(fd, out, n - 1, from);
     close(fd);
@@ -216,27 +217,23 @@ static void report(int fd, const char *fmt, ...) {
 static void keep_logs(const mps_t *m) {
     const char *dest = ld_opt(LD_OPT_MLOPART_DEBUG_LOGS);
     if (!dest) return;
-    mkdir(dest, 0700);
+    char why[256];
+    int ddfd = ld_file_open_dir(dest, 0, why, sizeof why);
+    if (ddfd < 0) return;
     char src_dir[PATH_MAX + 8];
     snprintf(src_dir, sizeof src_dir, "%s/log", m->dir);
-    DIR *d = opendir(src_dir);
+    int sdfd = ld_file_open_dir(src_dir, 0, why, sizeof why);
+    int lfd = sdfd >= 0 ? dup(sdfd) : -1;
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d && lfd >= 0) close(lfd);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
-        char from[PATH_MAX + 300], to[PATH_MAX + 300];
-        snprintf(from, sizeof from, "%s/%s", src_dir, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", dest, e->d_name);
-        int in = open(from, O_RDONLY | O_CLOEXEC | O_NONBLOCK), out = -1;
-        struct stat sb;
-        if (in >= 0 && fstat(in, &sb) == 0 && S_ISREG(sb.st_mode))
-            out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        char buf[8192];
-        ssize_t k;
-        while (out >= 0 && (k = read(in, buf, sizeof buf)) > 0)
-            if (write(out, buf, (size_t)k) != k) break;
-        if (in >= 0) close(in);
-        if (out >= 0) close(out);
+        /* A log larger than 64 MiB is not kept: the copy is for diagnosis. */
+        ld_file_copy_at(sdfd, e->d_name, ddfd, e->d_name, (size_t)64 << 20, LD_FILE_PRIVATE, why, sizeof why);
     }
     if (d) closedir(d);
+    if (sdfd >= 0) close(sdfd);
+    close(ddfd);
 }
 
 /* Stop the daemon politely, then firmly. */
@@ -280,8 +277,12 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
     const char *add[] = { e_pipe, e_log, e_cvd, NULL };
     int ok = 0;
     char why[768] = "";
-    if (mkdir(pipe_dir, 0700) != 0 || mkdir(log_dir, 0700) != 0) {
-        say(why, sizeof why, "cannot create %s/{pipe,log}: %s", m.dir, strerror(errno));
+    char dwhy[256];
+    int pfd = ld_file_open_dir(pipe_dir, 0, dwhy, sizeof dwhy), lfd = pfd < 0 ? -1 : ld_file_open_dir(log_dir, 0, dwhy, sizeof dwhy);
+    if (pfd >= 0) close(pfd);
+    if (lfd >= 0) close(lfd);
+    if (pfd < 0 || lfd < 0) {
+        say(why, sizeof why, "cannot create %s/{pipe,log}: %s", m.dir, dwhy);
     } else if (find_control(m.control, sizeof m.control) != 0) {
         say(why, sizeof why, "%s not found or not executable (install the NVIDIA MPS binaries)",
             ld_opt(LD_OPT_MPS_CONTROL) ? ld_opt(LD_OPT_MPS_CONTROL) : "nvidia-cuda-mps-control in PATH");
@@ -293,11 +294,11 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
         ok = 1;
     }
     if (ok) {
-        int out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int out_fd = ld_file_create(out_path, LD_FILE_PRIVATE, dwhy, sizeof dwhy);
         pid_t pid = out_fd < 0 ? -1 : fork();
         if (pid == 0) {
             char *argv[] = { "nvidia-cuda-mps-control", "-f", NULL };
-            int devnull = open("/dev/null", O_RDONLY);
+            int devnull = ld_file_devnull(0);
             exec_child(&m, argv, devnull < 0 ? 0 : devnull, out_fd);
         }
         if (out_fd >= 0) close(out_fd);

@@ -30,7 +30,7 @@ $(PROBE_TOOL): tools/ldshim-probe.c $(PROBE_HOST_OBJS) $(POLICY_OBJS) $(SHIM_EXT
 # The unit test compiles the probe sources itself (no dependence on the shim core's
 # rules) and links the real embedded fatbin, which its stub driver checks for.
 PROBE_UNIT_SRCS := tests/unit/test_probe.c shim/probe.c shim/probe_classify.c shim/probe_cache.c shim/log.c \
-                   shim/json.c shim/options.c
+                   shim/json.c shim/options.c shim/file.c
 $(PROBE_UNIT): $(PROBE_UNIT_SRCS) shim/json.h shim/options.h shim/probe.h shim/probe_classify.h shim/probe_cache.h tests/unit/cunit_main.h $(PROBE_KERN_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(PROBE_UNIT_SRCS) $(PROBE_KERN_OBJ) $(LDFLAGS) -lcunit -lm

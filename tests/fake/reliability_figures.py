@@ -79,7 +79,22 @@ def main():
         "policy_parser": fuzz_units(os.path.join(a.build, "fuzz", "smoke.log")),
         "policy_file_and_config": fuzz_units(os.path.join(a.build, "fuzz", "files", "load.log")),
         "topology_cache": fuzz_units(os.path.join(a.build, "fuzz", "files", "cache.log")),
+        "probe_dump_classify": fuzz_units(os.path.join(a.build, "fuzz", "files", "classify.log")),
     }
+    # The hostile-path matrix (issue 41), run now: its cell count grows with every path input.
+    fd, hfig = tempfile.mkstemp(prefix="ldshim-hostile-fig-", suffix=".json")
+    os.close(fd)
+    hp = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "hostile", "run_matrix.py"), "--build", a.build,
+                         "--figures", hfig], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        with open(hfig) as f:
+            hostile = json.load(f)
+    except ValueError:
+        hostile = {"error": hp.stdout[-500:]}
+    os.unlink(hfig)
+    if hp.returncode != 0:
+        failed += 1
+        fails += [l for l in hp.stdout.splitlines() if l.startswith("FAIL ")]
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE, text=True).stdout.strip()
     out = {
         "what": "issue 24: the shim must never be the reason a program fails, hangs, or a file is lost",
@@ -96,6 +111,7 @@ def main():
         "inputs_tried": {"fuzz_runs": fuzz, "fuzz_runs_total": sum(v or 0 for v in fuzz.values()),
                          "hostile_environment_values": fig["env_values"], "report_cases": fig["report_cases"],
                          "cache_cases": fig["cache_cases"], "lazy_policy_cases": fig["lazy_cases"]},
+        "hostile_path_matrix": hostile,
         "bytes_lost": sum(s["shim_live_bytes"] for s in stress),
         "live_driver_objects_at_exit": sum(s["fake_live_objects"] for s in stress),
         "not_run": ["make test-gpu-stress (H200: minutes of the stress per state)",

@@ -139,6 +139,22 @@ class StagedInstall(TmpDirCase):
             self.assertFalse(os.path.exists(os.path.join(self.stage, d)), d)
 
 
+class SpacedDestdir(TmpDirCase):
+    """make install DESTDIR="<tmp>/st age" (issue 41): every install path is quoted, so the
+    tree lands whole under the spaced directory, nothing beside it or in the source tree, and
+    make uninstall removes it again."""
+
+    def test_install_and_uninstall(self):
+        stage = os.path.join(self.tmp, "st age")
+        before = set(os.listdir(self.tmp)), set(os.listdir(ROOT))
+        make("install", "DESTDIR=" + stage, "PREFIX=/usr")
+        self.assertEqual(tree(stage), expected_tree("/usr"))
+        self.assertEqual((set(os.listdir(self.tmp)), set(os.listdir(ROOT))),
+                         (before[0] | {"st age"}, before[1]), "install wrote beside the stage")
+        make("uninstall", "DESTDIR=" + stage, "PREFIX=/usr")
+        self.assertEqual({rel: k for rel, k in tree(stage).items() if k != "dir"}, {})
+
+
 class PrefixInstall(TmpDirCase):
     """make install PREFIX=<tmp>/prefix: the installed pieces find each other with no
     environment (ldshim-ab its shim, ldmoe.py its library, pkg-config the prefix)."""

@@ -2,6 +2,7 @@
  *
  *   options_table --markdown   the table as doc/shim.md's "Options" section holds it
  *   options_table --names      one name a line
+ *   options_table --kinds      "NAME KIND AUDIENCE" a line (the hostile-path matrix)
  *   options_table --check      the accessors' reading of the environment; prints one
  *                              "ok <what>" or "FAIL <what>" line per check, exits 1 on a failure */
 #include "shim/mlopart_proto.h"
@@ -88,6 +89,12 @@ int main(int argc, char **argv) {
         for (int i = 0; i < LD_OPT_COUNT; i++) printf("%s\n", ld_option((ld_opt_t)i)->name);
         return 0;
     }
+    if (!strcmp(mode, "--kinds")) {   /* tests/hostile/run_matrix.py: the path variables */
+        for (int i = 0; i < LD_OPT_COUNT; i++)
+            printf("%s %s %s\n", ld_option((ld_opt_t)i)->name, ld_opt_kind_name(ld_option((ld_opt_t)i)->kind),
+                   ld_opt_audience_name(ld_option((ld_opt_t)i)->audience));
+        return 0;
+    }
     if (!strcmp(mode, "--audience")) {
         for (int i = 0; i < LD_OPT_COUNT; i++)
             printf("%s %s\n", ld_option((ld_opt_t)i)->name, ld_opt_audience_name(ld_option((ld_opt_t)i)->audience));
@@ -106,6 +113,6 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    fprintf(stderr, "usage: options_table --markdown | --names | --audience | --check\n");
+    fprintf(stderr, "usage: options_table --markdown | --names | --kinds | --audience | --check\n");
     return 2;
 }

@@ -608,7 +608,7 @@ static void test_load(void) {
     ld_policy_free(&p);
 
     CU_ASSERT_EQUAL(ld_policy_load(g_dir, &p, g_err, sizeof g_err), -1);   /* a directory */
-    snprintf(want, sizeof want, "%s:0:0: cannot open: %s", g_dir, strerror(EISDIR));
+    snprintf(want, sizeof want, "%s:0:0: cannot open: a directory, not a regular file", g_dir);
     CU_ASSERT_STRING_EQUAL(g_err, want);
 
     /* open() succeeds, read() fails: /proc/self/mem at offset 0 is unmapped (EIO). */
@@ -1073,6 +1073,24 @@ static void test_cli(void) {
     char out[4096];
     CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ldshim-policy check FILE..."));
+    /* The message format --help shows is the one `check` prints (issue 41). */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "'ldshim: error: FILE:LINE:COL: what was expected'"));
+    {
+        /* A file name with an escape sequence and a newline: shown as \xNN, never raw. */
+        char dir[] = "/tmp/ldshim_cli_esc.XXXXXX", path[128], args[300];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/a\033[31mred\nx.policy", dir);
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs("bogus = 1\n", f);
+        fclose(f);
+        snprintf(args, sizeof args, "check '%s'", path);
+        CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
+        CU_ASSERT_PTR_NULL(strchr(out, '\033'));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "a\\x1b[31mred\\x0ax.policy:1:1: unknown key 'bogus'"));
+        CU_ASSERT_EQUAL(unlink(path), 0);
+        CU_ASSERT_EQUAL(rmdir(dir), 0);
+    }
     CU_ASSERT_EQUAL(run_cli("", out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage:"));
     CU_ASSERT_EQUAL(run_cli("frobnicate x", out, sizeof out), 2);

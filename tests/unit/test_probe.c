@@ -1081,6 +1081,85 @@ static void test_drv_clustered(void) {
     assert_clean();
 }
 
+/* LDSHIM_PROBE_DUMP into a hostile directory (issue 41, High 2 and 3): a link planted at a
+ * dump name is never followed (the root-owned file it points at stays byte-identical), a FIFO
+ * there is never waited on, a linked or world-writable dump directory is refused; the probe's
+ * result is unharmed and the process says so once (one warning per process). */
+static int file_is(const char *path, const char *want) {
+    char buf[256];
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strcmp(buf, want) == 0;
+}
+
+static void test_drv_dump_hostile(void) {
+    char dir[400], victim[400], name[480], other[400], ww[400];
+    snprintf(dir, sizeof dir, "%s/dump-hostile", tmpdir);
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    snprintf(name, sizeof name, "%s/clustered-dev0-attempt1.csv", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    FILE *v = fopen(victim, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    fputs("root's private file\n", v);
+    fclose(v);
+    chmod(victim, 0600);
+    CU_ASSERT_EQUAL(symlink(victim, name), 0);
+    stub_reset(132, 33);
+    ld_probe_opts_t o = opts_for(LD_PROBE_CLUSTERED, 0);
+    ld_probe_result_t r;
+    setenv("LDSHIM_PROBE_DUMP", dir, 1);
+    ld_options_reread();
+    alarm(30);   /* a FIFO opened for writing would block: fail instead */
+    int rc, warns = probe_capture(&o, &r, "LDSHIM_PROBE_DUMP", &rc);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(r.valid, 1);
+    CU_ASSERT_EQUAL(warns, 1);
+    CU_ASSERT(file_is(victim, "root's private file\n"));
+    struct stat st;
+    CU_ASSERT(lstat(name, &st) == 0 && S_ISLNK(st.st_mode));   /* refused, not replaced */
+    /* A FIFO at the dump name: refused at once (the warning was said already). */
+    CU_ASSERT_EQUAL(unlink(name), 0);
+    CU_ASSERT_EQUAL(mkfifo(name, 0600), 0);
+    stub_reset(132, 33);
+    warns = probe_capture(&o, &r, "LDSHIM_PROBE_DUMP", &rc);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(r.valid, 1);
+    CU_ASSERT(lstat(name, &st) == 0 && S_ISFIFO(st.st_mode));
+    CU_ASSERT_EQUAL(unlink(name), 0);
+    /* The dump directory a link to another directory, or writable by everyone: refused. */
+    snprintf(other, sizeof other, "%s/dump-other", tmpdir);
+    CU_ASSERT_EQUAL(mkdir(other, 0700), 0);
+    snprintf(ww, sizeof ww, "%s/dump-link", tmpdir);
+    CU_ASSERT_EQUAL(symlink(other, ww), 0);
+    setenv("LDSHIM_PROBE_DUMP", ww, 1);
+    ld_options_reread();
+    stub_reset(132, 33);
+    probe_capture(&o, &r, "LDSHIM_PROBE_DUMP", &rc);
+    CU_ASSERT_EQUAL(r.valid, 1);
+    char probe_name[480];
+    snprintf(probe_name, sizeof probe_name, "%s/clustered-dev0-attempt1.csv", other);
+    CU_ASSERT_NOT_EQUAL(access(probe_name, F_OK), 0);
+    CU_ASSERT_EQUAL(chmod(dir, 0777), 0);
+    setenv("LDSHIM_PROBE_DUMP", dir, 1);
+    ld_options_reread();
+    stub_reset(132, 33);
+    probe_capture(&o, &r, "LDSHIM_PROBE_DUMP", &rc);
+    CU_ASSERT_EQUAL(r.valid, 1);
+    CU_ASSERT_NOT_EQUAL(access(name, F_OK), 0);
+    alarm(0);
+    unsetenv("LDSHIM_PROBE_DUMP");
+    ld_options_reread();
+    chmod(dir, 0700);
+    rmdir(dir);
+    unlink(ww);
+    rmdir(other);
+    unlink(victim);
+    assert_clean();
+}
+
 static void test_drv_missed_sm_relaunch(void) {
     stub_reset(132, 33);
     fk.miss_launches = 2;
@@ -1326,6 +1405,7 @@ static int cleanup_tmpdir(void) { rm_rf(tmpdir); return 0; }
 static void register_driver_tests(void) {
     CU_pSuite s = CU_add_suite("probe_device (stub driver)", NULL, cleanup_tmpdir);
     CU_add_test(s, "clustered end to end, nothing leaked", test_drv_clustered);
+    CU_add_test(s, "LDSHIM_PROBE_DUMP: planted link, FIFO, linked and world-writable directory", test_drv_dump_hostile);
     CU_add_test(s, "launch that missed an SM is relaunched", test_drv_missed_sm_relaunch);
     CU_add_test(s, "anchored with localized memory, balanced and physical maps", test_drv_anchored);
     CU_add_test(s, "anchored without separation: 5 attempts, one warning, even map", test_drv_anchored_no_separation);

@@ -1,0 +1,301 @@
+/* test_file.c — CUnit tests of the file layer (shim/file.c) on its own: the caps and checks of
+ * every read, the refusals and the atomic replacement of every write, the rules for output
+ * directories, and that nothing it refuses leaves a trace. A blocking open would hang a test:
+ * alarm() turns that into a failure. Cases needing another user run as root (chown to nobody)
+ * and say when they are skipped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+#include "shim/file.h"
+
+static char g_dir[64];
+static char g_why[512];
+
+static void path_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", g_dir, name); }
+
+static void put(const char *path, const char *text, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static int same(const char *path, const char *text) {
+    char buf[4096];
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strcmp(buf, text) == 0;
+}
+
+/* Entries of g_dir (a refused write leaves no temporary behind). */
+static int entries(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", g_dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p) { if (fscanf(p, "%d", &n) != 1) n = -1; pclose(p); }
+    return n;
+}
+
+static void test_read_caps(void) {
+    char p[128], *buf;
+    size_t len;
+    path_of(p, sizeof p, "text");
+    put(p, "one\ntwo\n", 0644);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 16, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_OK);
+    CU_ASSERT_EQUAL(len, 8);
+    CU_ASSERT_STRING_EQUAL(buf, "one\ntwo\n");
+    free(buf);
+    /* Over the size cap: refused before anything is read. */
+    CU_ASSERT_EQUAL(ld_file_read(p, 7, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_PTR_NULL(buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "larger than the limit of 7 bytes (8 bytes)"));
+    /* A line over the line cap. */
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 2, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "line 1 is longer than the limit of 2 bytes"));
+    /* NUL bytes: refused for text, allowed on request. */
+    FILE *f = fopen(p, "w");
+    fwrite("a\0b", 1, 3, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "NUL byte"));
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, LD_FILE_NUL_OK, &buf, &len, g_why, sizeof g_why), LD_FILE_OK);
+    CU_ASSERT_EQUAL(len, 3);
+    free(buf);
+    /* Absent is its own answer; into a caller's buffer the same checks hold. */
+    path_of(p, sizeof p, "absent");
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ABSENT);
+    char small[9];
+    path_of(p, sizeof p, "text");
+    put(p, "12345678", 0644);
+    CU_ASSERT_EQUAL(ld_file_read_into(p, small, 8, 0, 0, &len, g_why, sizeof g_why), LD_FILE_OK);
+    CU_ASSERT_STRING_EQUAL(small, "12345678");
+    CU_ASSERT_EQUAL(ld_file_read_into(p, small, 4, 0, 0, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_EQUAL(small[0], 0);
+    /* /proc says size 0: read to its end under the cap. */
+    CU_ASSERT_EQUAL(ld_file_read("/proc/self/status", 1 << 16, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_OK);
+    CU_ASSERT_PTR_NOT_NULL(buf && strstr(buf, "Umask:"));
+    free(buf);
+    unlink(p);
+}
+
+static void test_read_special(void) {
+    char p[128], *buf;
+    size_t len;
+    alarm(20);
+    path_of(p, sizeof p, "fifo");
+    CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_STRING_EQUAL(g_why, "a FIFO, not a regular file");
+    CU_ASSERT_EQUAL(ld_file_check_regular(p, g_why, sizeof g_why), -1);
+    unlink(p);
+    CU_ASSERT_EQUAL(ld_file_read("/dev/zero", 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_STRING_EQUAL(g_why, "a character device, not a regular file");
+    CU_ASSERT_EQUAL(ld_file_read(g_dir, 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_STRING_EQUAL(g_why, "a directory, not a regular file");
+    /* 10 GiB sparse: refused by its size, not read. */
+    path_of(p, sizeof p, "sparse");
+    int fd = open(p, O_CREAT | O_WRONLY, 0600);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(ftruncate(fd, (off_t)10 << 30), 0);
+    close(fd);
+    CU_ASSERT_EQUAL(ld_file_read(p, 1 << 20, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "(10737418240 bytes)"));
+    CU_ASSERT_EQUAL(ld_file_check_regular(p, g_why, sizeof g_why), 0);
+    unlink(p);
+    alarm(0);
+}
+
+static void test_read_trusted(void) {
+    char p[128], real[128], *buf;
+    size_t len;
+    path_of(p, sizeof p, "trusted");
+    put(p, "x\n", 0600);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, LD_FILE_TRUSTED, &buf, &len, g_why, sizeof g_why), LD_FILE_OK);
+    free(buf);
+    chmod(p, 0620);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, LD_FILE_TRUSTED, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_STRING_EQUAL(g_why, "writable by others; not trusted");
+    chmod(p, 0600);
+    path_of(real, sizeof real, "trusted.real");
+    CU_ASSERT_EQUAL(rename(p, real), 0);
+    CU_ASSERT_EQUAL(symlink(real, p), 0);
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, LD_FILE_TRUSTED, &buf, &len, g_why, sizeof g_why), LD_FILE_ERR);
+    CU_ASSERT_STRING_EQUAL(g_why, "a symbolic link; not trusted");
+    /* Without TRUSTED a link to a regular file is read (the user named it). */
+    CU_ASSERT_EQUAL(ld_file_read(p, 64, 0, 0, &buf, &len, g_why, sizeof g_why), LD_FILE_OK);
+    free(buf);
+    unlink(p);
+    unlink(real);
+}
+
+static void test_write_replace(void) {
+    char p[128];
+    path_of(p, sizeof p, "out.json");
+    int before = entries();
+    CU_ASSERT_EQUAL(ld_file_write(p, "new\n", 4, 0, g_why, sizeof g_why), 0);
+    CU_ASSERT(same(p, "new\n"));
+    struct stat st;
+    CU_ASSERT_EQUAL(stat(p, &st), 0);
+    mode_t um = umask(0);
+    umask(um);
+    CU_ASSERT_EQUAL(st.st_mode & 0777, 0644 & ~um);
+    ino_t ino = st.st_ino;
+    /* Replaced by a new file (a reader holding the old one keeps it whole). */
+    CU_ASSERT_EQUAL(ld_file_write(p, "newer\n", 6, LD_FILE_PRIVATE | LD_FILE_SYNC, g_why, sizeof g_why), 0);
+    CU_ASSERT(same(p, "newer\n"));
+    CU_ASSERT_EQUAL(stat(p, &st), 0);
+    CU_ASSERT_NOT_EQUAL(st.st_ino, ino);
+    CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+    CU_ASSERT_EQUAL(entries(), before + 1);   /* no temporary left */
+    unlink(p);
+}
+
+static void test_write_refusals(void) {
+    char p[128], victim[128], ghost[128];
+    alarm(20);
+    path_of(victim, sizeof victim, "victim");
+    put(victim, "private\n", 0600);
+    path_of(p, sizeof p, "target");
+    int before = entries();
+    /* A link of ours to a regular file, a dangling link: never followed, nothing created. */
+    CU_ASSERT_EQUAL(symlink(victim, p), 0);
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "symbolic link"));
+    CU_ASSERT(same(victim, "private\n"));
+    unlink(p);
+    path_of(ghost, sizeof ghost, "ghost");
+    CU_ASSERT_EQUAL(symlink(ghost, p), 0);
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_NOT_EQUAL(access(ghost, F_OK), 0);
+    unlink(p);
+    /* A FIFO: refused without LD_FILE_STREAM; with it, refused without a reader, at once. */
+    CU_ASSERT_EQUAL(mkfifo(p, 0600), 0);
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_STRING_EQUAL(g_why, "it is a FIFO; only a regular file is replaced");
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT_STRING_EQUAL(g_why, "it is a FIFO without a reader; not written");
+    unlink(p);
+    /* A directory, a path too long, a name ending in '/'. */
+    CU_ASSERT_EQUAL(mkdir(p, 0700), 0);
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "a directory"));
+    rmdir(p);
+    char longp[5000];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = 0;
+    CU_ASSERT_EQUAL(ld_file_write(longp, "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_STRING_EQUAL(g_why, "the path is longer than 4095 bytes");
+    /* /dev/null is a character device: written in place with LD_FILE_STREAM. */
+    CU_ASSERT_EQUAL(ld_file_write("/dev/null", "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), 0);
+    CU_ASSERT_EQUAL(ld_file_write("/dev/null", "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_EQUAL(entries(), before);
+    /* Another user's file, another user's link: only root can set these up. */
+    if (geteuid() == 0) {
+        put(p, "theirs\n", 0644);
+        CU_ASSERT_EQUAL(chown(p, 65534, 65534), 0);
+        CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "belongs to uid 65534"));
+        CU_ASSERT(same(p, "theirs\n"));
+        unlink(p);
+        CU_ASSERT_EQUAL(symlink("/dev/null", p), 0);
+        CU_ASSERT_EQUAL(lchown(p, 65534, 65534), 0);
+        CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "symbolic link owned by uid 65534"));
+        unlink(p);
+    } else {
+        fprintf(stderr, "\n  (skipped: another user's file and link need root)\n");
+    }
+    unlink(victim);
+    alarm(0);
+}
+
+static void test_write_shared_dirs(void) {
+    char ww[128], p[160];
+    path_of(ww, sizeof ww, "ww");
+    CU_ASSERT_EQUAL(mkdir(ww, 0700), 0);
+    chmod(ww, 0777);
+    snprintf(p, sizeof p, "%s/r.json", ww);
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "without the sticky bit"));
+    CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+    chmod(ww, 01777);                                  /* /tmp-like: a parent, fine */
+    CU_ASSERT_EQUAL(ld_file_write(p, "x", 1, 0, g_why, sizeof g_why), 0);
+    unlink(p);
+    /* An output directory is never made inside it without the sticky bit, nor accepted when
+     * others may write it. */
+    chmod(ww, 0777);
+    snprintf(p, sizeof p, "%s/out", ww);
+    CU_ASSERT_EQUAL(ld_file_open_dir(p, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+    CU_ASSERT_EQUAL(ld_file_open_dir(ww, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "writable by everyone"));
+    chmod(ww, 0700);
+    int dfd = ld_file_open_dir(p, 0, g_why, sizeof g_why);   /* created 0700 */
+    CU_ASSERT(dfd >= 0);
+    struct stat st;
+    CU_ASSERT(dfd >= 0 && fstat(dfd, &st) == 0 && (st.st_mode & 0777) == 0700);
+    CU_ASSERT_EQUAL(ld_file_write_at(dfd, "a.csv", "1\n", 2, 0, g_why, sizeof g_why), 0);
+    CU_ASSERT_EQUAL(ld_file_write_at(dfd, "../escape", "1\n", 2, 0, g_why, sizeof g_why), -1);
+    if (dfd >= 0) close(dfd);
+    /* A link as the directory: not followed. LD_FILE_EXISTING: absent is ENOENT, made never. */
+    char l[160], q[200];
+    snprintf(l, sizeof l, "%s/link", ww);
+    CU_ASSERT_EQUAL(symlink(p, l), 0);
+    CU_ASSERT_EQUAL(ld_file_open_dir(l, 0, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "not followed"));
+    snprintf(q, sizeof q, "%s/none", ww);
+    errno = 0;
+    CU_ASSERT_EQUAL(ld_file_open_dir(q, LD_FILE_EXISTING, g_why, sizeof g_why), -1);
+    CU_ASSERT_EQUAL(errno, ENOENT);
+    CU_ASSERT_NOT_EQUAL(access(q, F_OK), 0);
+    snprintf(q, sizeof q, "%s/a.csv", p);
+    unlink(q);
+    unlink(l);
+    rmdir(p);
+    rmdir(ww);
+}
+
+static void test_printable(void) {
+    char out[64];
+    CU_ASSERT_STRING_EQUAL(ld_file_printable("a\033[31mb\nc\\", out, sizeof out), "a\\x1b[31mb\\x0ac\\x5c");
+    CU_ASSERT_STRING_EQUAL(ld_file_printable("\033\033\033", out, 9), "\\x1b");   /* never a cut escape */
+    CU_ASSERT_STRING_EQUAL(ld_file_printable("caf\xc3\xa9", out, sizeof out), "caf\xc3\xa9");
+}
+
+static int setup(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/ldshim-test-file-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : 1;
+}
+
+static int teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static void register_tests(void) {
+    CU_pSuite s = CU_add_suite("file layer (shim/file.c)", setup, teardown);
+    CU_add_test(s, "reads: size and line caps, NUL bytes, absent, /proc", test_read_caps);
+    CU_add_test(s, "reads: FIFO, /dev/zero, directory, 10 GiB sparse file", test_read_special);
+    CU_add_test(s, "reads: trusted files (mode, link)", test_read_trusted);
+    CU_add_test(s, "writes: new file renamed over the old, mode, no temporary left", test_write_replace);
+    CU_add_test(s, "writes: links, FIFO, directory, long path, devices, other users", test_write_refusals);
+    CU_add_test(s, "shared and output directories", test_write_shared_dirs);
+    CU_add_test(s, "printable copies for messages", test_printable);
+}
+
+#include "tests/unit/cunit_main.h"
