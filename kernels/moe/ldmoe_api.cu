@@ -405,6 +405,8 @@ static int get_encoder(encode_tiled_fn *out) {
     return LDMOE_OK;
 }
 
+static void layer_release_device(int dev);   // ldmoe_layer.cu
+
 LDMOE_API int ldmoe_release(void) {
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -417,6 +419,7 @@ LDMOE_API int ldmoe_release(void) {
         else g_ws[kept++] = g_ws[i];
     }
     g_nws = kept;
+    layer_release_device(dev);
     // A device reset after this loses the kernels' attributes and the SM order keys, and may
     // bind the process to other SMs: set them again.
     if (dev < LDMOE_MAX_DEVICES) {
@@ -763,3 +766,7 @@ LDMOE_API int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, v
     g_msg[0] = 0;
     return LDMOE_OK;
 }
+
+// The fused MoE layer (ldmoe_moe), in this translation unit: it shares the topology symbol,
+// the error message, the lock and the SM count.
+#include "kernels/moe/ldmoe_layer.cu"

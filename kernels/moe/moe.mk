@@ -31,7 +31,7 @@ LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
 LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_heuristics.h $(wildcard $(LDMOE_DIR)/impl/*.cuh) $(LDMOE_DIR)/impl/div_rn.h \
-                  kernels/ldshim_topology.h
+                  kernels/ldshim_topology.h $(LDMOE_DIR)/ldmoe_layer.cu $(wildcard $(LDMOE_DIR)/impl/layer/*.cuh)
 # sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
 # always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels
 # are trap stubs outside sm_90a and the host selects them only on compute capability 9.0.

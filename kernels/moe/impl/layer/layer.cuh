@@ -1,0 +1,625 @@
+// impl/layer/layer.cuh — the whole MoE layer in one persistent launch (ldmoe_moe, ldmoe_layer.cu):
+//
+//   out[t] = Σ_k w[t,k] · ( silu(x[t] · gateᵀ) ⊙ (x[t] · upᵀ) ) · w2[e(t,k)]ᵀ
+//
+// One CTA per SM (the bound set's count), co-resident (cooperative launch). Phases, in one launch:
+//   1. routing: every (token, k) pair with an id in [0, E) takes a rank in its expert's list
+//      (integer atomics) and is written at list[e * cap + rank]; each token's count of valid
+//      ids goes to tokvalid[t]; a token with none gets a zero output row here. One grid barrier.
+//   2. every CTA builds the same tile tables from the per-expert counts (shared memory).
+//   3. GEMM1 tiles then GEMM2 tiles, claimed from per-domain queues (local first, stealing by the
+//      grouped GEMM's rule). GEMM1 tile (e, m-block, n-block): BM weight rows = BM/2 gate rows and
+//      the matching BM/2 up rows (interleaved by 8: rows 0-7 of each 16-row group are gate,
+//      8-15 up, so one mma fragment holds both and SwiGLU happens in registers) x BN routed
+//      tokens, gathered from x by the loader (no permuted copy of x). h = bf16(silu(g)·u) goes to
+//      h[pos, I] (pos: the pair's row in the expert-grouped order), then the (expert, m-block)'s
+//      readiness counter is incremented.
+//      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
+//      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
+//      readiness, no grid barrier). Epilogue: acc · routing weight -> slot[(t,k), H] fp32.
+//   4. combine, fused: each slot write counts an arrival on (token, n-block of H); the CTA whose
+//      arrival completes the token's valid pairs sums its k slots in k order and writes out.
+//      So the sum's order is fixed: out is bit-identical whatever CTA or SM computed what.
+//   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
+//      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
+//
+// Tiles: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N, so a
+// handful of tokens per expert costs only the n8 blocks they fill. 8 warps: WM = BM/16 along M,
+// WK = 8/WM split each stage's k range; partial sums are reduced through shared memory in fixed
+// warp order at the tile's end (deterministic). Stages of BK = 256 k (A: BM x 512 bytes,
+// B: BN x 512 bytes), 16-byte chunks XOR-swizzled by row (ldmatrix conflict-free), filled with
+// cp.async.cg; the pipeline runs across tile and phase boundaries, so weights keep streaming.
+//
+// Deadlock freedom: a CTA claims GEMM2 tiles only after the GEMM1 queues are empty, and waits
+// for readiness only when its compute has reached that GEMM2 tile (all its own GEMM1 tiles are
+// done by then); GEMM1 tiles never wait. The one grid barrier needs co-residency (cooperative launch).
+#pragma once
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include "kernels/ldshim_topology.h"
+#include "kernels/moe/ldmoe.h"
+
+namespace ldmoe {
+namespace layer {
+
+constexpr int kThreads = 256;
+constexpr int kBK = 256;                 // k per stage
+constexpr int kRowBytes = kBK * 2;       // 512 bytes of a row per stage
+constexpr int kChunks = kRowBytes / 16;  // 32 chunks of 16 bytes
+constexpr int kMeta = 16;                // tile metadata ring
+constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
+constexpr int kMaxD = LDMOE_MAX_DOMAINS;
+
+// Control words of the workspace (uint32). The rest of the workspace is laid out by the host.
+enum {
+    kCtlBarArrive = 0, kCtlBarGen = 1, kCtlExit = 2, kCtlErr = 3,
+    kCtlQ1 = 8,               // GEMM1 queue counters [8]
+    kCtlQ2 = 16,              // GEMM2 queue counters [8]
+    kCtlCounts = 32,          // per-expert pair counts [256]
+    kCtlWords = 32 + kMaxE
+};
+
+struct LParams {
+    const __nv_bfloat16 *x, *w13, *w2;
+    const int32_t *ids;
+    const float *wts;
+    __nv_bfloat16 *out;
+    uint32_t *ctl;       // kCtlWords
+    uint32_t *ready;     // [E + cap / BN + 1] readiness per (expert, m-block)
+    int32_t *list;       // [E][cap] pair ids per expert
+    int32_t *tokvalid;   // [T]
+    uint32_t *arrive;    // [T][H / BM]
+    __nv_bfloat16 *h;    // [cap][I]
+    float *slot;         // [cap][H]
+    int32_t T, E, H, I, k, D, packed, mode, cap;
+    float steal_waves;
+};
+
+// ---- PTX ------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t s_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src, bool valid) {
+    const int n = valid ? 16 : 0;   // 0: zero-fill, nothing read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ldsm4(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
+__device__ __forceinline__ void ldsm2(uint32_t a, uint32_t &r0, uint32_t &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(a));
+}
+__device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Byte offset of 16-byte chunk c of row r in a stage buffer (rows of kRowBytes).
+__device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * kRowBytes + ((c ^ (r & 7)) << 4)); }
+
+// ---- shared state ---------------------------------------------------------------------------
+template <int BN>
+struct Meta {
+    int32_t tile;     // -1: end of work
+    int32_t phase;    // 1 or 2
+    int32_t e, mb, nb, rows, mbg, ready;
+    int32_t pair[BN];
+};
+
+template <int BM, int BN>
+struct Cfg {
+    static constexpr int WM = BM / 16, WK = 8 / WM;
+    static constexpr int KSTEP = kBK / 16 / WK;   // k16 steps per warp per stage
+    static constexpr int NT = BN / 8;             // n8 blocks
+    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int STAGE = A_BYTES + B_BYTES;
+    static constexpr int STAGES = (BN <= 16) ? 6 : 3;
+    static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
+    static_assert(BM % 16 == 0 && 8 % WM == 0 && (kBK / 16) % WK == 0, "warp layout");
+    static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
+};
+
+template <int BM, int BN>
+struct Smem {
+    using C = Cfg<BM, BN>;
+    alignas(128) unsigned char ring[C::STAGES][C::STAGE];
+    float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
+    int32_t cnt[kMaxE];
+    int32_t mbp[kMaxE + 1];      // m-block prefix per expert
+    int32_t seg[kMaxE + 1];      // row prefix per expert (pos of its first pair)
+    Meta<BN> meta[kMeta];
+    int32_t stage_entry[C::STAGES];   // meta sequence number a stage holds (-1: none)
+    int32_t stage_k[C::STAGES];
+    int32_t bmiss[C::STAGES];         // GEMM2 stage loaded without its h rows
+    int32_t mwritten;                 // meta entries written
+    float epi_w[BN];
+    int32_t epi_nv[BN];
+    int32_t comb[BN];
+    int32_t domcnt[kMaxD];
+    int32_t my_dom;
+    int32_t mode;
+};
+
+// ---- routing --------------------------------------------------------------------------------
+__device__ __forceinline__ void grid_barrier(uint32_t *ctl) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile uint32_t *gen = ctl + kCtlBarGen;
+        const uint32_t g = *gen;
+        __threadfence();
+        if (atomicAdd(ctl + kCtlBarArrive, 1u) == gridDim.x - 1) {
+            ctl[kCtlBarArrive] = 0;
+            __threadfence();
+            atomicAdd(ctl + kCtlBarGen, 1u);
+        } else {
+            while (*gen == g) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// ---- the kernel body ------------------------------------------------------------------------
+template <int BM, int BN>
+__device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
+    using C = Cfg<BM, BN>;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Smem<BM, BN> &sh = *reinterpret_cast<Smem<BM, BN> *>(smem_raw);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
+    const int64_t npairs = (int64_t)p.T * K;
+    uint32_t *ctl = p.ctl;
+
+    // -- 1. routing --
+    {
+        const int64_t stride = (int64_t)gridDim.x * kThreads;
+        for (int64_t i = (int64_t)blockIdx.x * kThreads + tid; i < npairs; i += stride) {
+            const int32_t e = __ldg(p.ids + i);
+            if (e >= 0 && e < E) {
+                const uint32_t r = atomicAdd(ctl + kCtlCounts + e, 1u);
+                p.list[(int64_t)e * cap + r] = (int32_t)i;
+            } else {
+                atomicOr(ctl + kCtlErr, 1u);
+            }
+        }
+        for (int64_t t = (int64_t)blockIdx.x * kThreads + tid; t < p.T; t += stride) {
+            int nv = 0;
+            for (int j = 0; j < K; ++j) {
+                const int32_t e = __ldg(p.ids + t * K + j);
+                nv += (e >= 0 && e < E);
+            }
+            p.tokvalid[t] = nv;
+            if (nv == 0) {
+                uint4 *o = reinterpret_cast<uint4 *>(p.out + t * H);
+                for (int c = 0; c < H / 8; ++c) o[c] = make_uint4(0, 0, 0, 0);
+            }
+        }
+    }
+    // This SM's domain and the SMs per domain the scheduler may count on (bound set).
+    if (tid < kMaxD) sh.domcnt[tid] = 0;
+    __syncthreads();
+    {
+        const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
+        const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : 0u;
+        for (uint32_t s = tid; s < nsm; s += kThreads)
+            if (ldshim_sm_is_bound(topo, s)) atomicAdd(&sh.domcnt[topo->sm_domain[s] % D], 1);
+        if (tid == 0) {
+            sh.my_dom = (int32_t)(ldshim_sm_domain(topo, (uint32_t)D) % (uint32_t)D);
+            // AUTO: aware unless the published map says the placement is not; one slice, one queue.
+            int md = p.mode;
+            if (md == LDMOE_MODE_AUTO) md = published && !(topo->flags & LDSHIM_TOPO_AWARE) ? LDMOE_MODE_UNAWARE : LDMOE_MODE_AWARE;
+            if (D == 1 && md == LDMOE_MODE_AWARE) md = LDMOE_MODE_UNAWARE;
+            sh.mode = md;
+            if (!published)   // even map over the grid's SMs
+                for (int d = 0; d < D; ++d) sh.domcnt[d] = (gridDim.x + D - 1 - d) / D;
+        }
+    }
+    grid_barrier(ctl);
+
+    // -- 2. tables --
+    for (int e = tid; e < E; e += kThreads) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
+    __syncthreads();
+    if (warp == 0) {   // exclusive prefixes of m-blocks and rows, 32 experts per pass
+        int32_t mcarry = 0, rcarry = 0;
+        for (int base = 0; base < E; base += 32) {
+            const int e = base + lane;
+            const int32_t c = e < E ? sh.cnt[e] : 0;
+            int32_t m = (c + BN - 1) / BN, r = c;
+            #pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int32_t mm = __shfl_up_sync(0xffffffffu, m, o), rr = __shfl_up_sync(0xffffffffu, r, o);
+                if (lane >= o) { m += mm; r += rr; }
+            }
+            if (e < E) { sh.mbp[e + 1] = mcarry + m; sh.seg[e + 1] = rcarry + r; }
+            mcarry += __shfl_sync(0xffffffffu, m, 31);
+            rcarry += __shfl_sync(0xffffffffu, r, 31);
+        }
+        if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
+    }
+    if (tid < C::STAGES) { sh.stage_entry[tid] = -1; sh.bmiss[tid] = 0; }
+    if (tid == 0) sh.mwritten = 0;
+    __syncthreads();
+
+    const int32_t total_mb = sh.mbp[E];
+    const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
+    const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
+    const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
+
+    // -- scheduler (warp 0; lane 0 claims) --
+    // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
+    // steal_waves waves of tiles, or the slice's domain has no SM); unaware: one queue over all
+    // slices (counter of slice 0); static: tile blockIdx.x + i * grid.
+    // The tile metadata is made in steps spread over the main loop's iterations so that no global
+    // latency stalls the CTA: lane 0 always holds the claim for the next entry in flight (its
+    // value is read an iteration later), the list loads of a decoded entry land in registers and
+    // are written to the ring an iteration after that.
+    const int mode = sh.mode;
+    const int my_dom = sh.my_dom;
+    int s_phase = total_mb > 0 ? 1 : 0;   // phase of the claim in flight; 0: done
+    int s_q = 0;                          // queue position (aware: offset from own domain)
+    uint32_t s_static = 0;
+    auto claim = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
+        const int64_t per = phase == 1 ? per1 : per2;
+        uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
+        if (mode == 3) {
+            const int64_t t = (int64_t)blockIdx.x + (int64_t)s_static * gridDim.x;
+            ++s_static;
+            return t < per * D ? t : -1;
+        }
+        if (mode == 2) {
+            const int64_t t = atomicAdd(qc, 1u);
+            return t < per * D ? t : -1;
+        }
+        const bool steal = (float)(per * D) >= p.steal_waves * (float)gridDim.x;
+        while (s_q < D) {
+            const int q = (my_dom + s_q) % D;
+            if (s_q == 0 || steal || sh.domcnt[q] == 0) {
+                const int64_t t = atomicAdd(qc + q, 1u);
+                if (t < per) return (int64_t)q * per + t;
+            }
+            ++s_q;
+        }
+        return -1;
+    };
+    int64_t creg = -1;          // lane 0: the claim in flight
+    bool ended = s_phase == 0;  // the terminal entry is written (or about to be)
+    int bstate = 0;             // 1: an entry decoded, its list loads in registers
+    int have = 0;               // entries written (warp 0's copy of sh.mwritten)
+    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0;
+    int32_t r_pair[(BN + 31) / 32];
+    uint32_t r_rd = 0;
+    if (warp == 0 && lane == 0 && !ended) creg = claim(1);
+    // One step of warp 0's entry maker; returns after at most one global round trip it waits on.
+    auto sched_one = [&]() {
+        if (bstate == 1) {
+            Meta<BN> &m = sh.meta[have % kMeta];
+            #pragma unroll
+            for (int i = 0; i < (BN + 31) / 32; ++i)
+                if (lane + 32 * i < BN) m.pair[lane + 32 * i] = r_pair[i];
+            if (lane == 0) {
+                m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
+                m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
+            }
+            bstate = 0;
+            ++have;
+            __syncwarp();
+            if (lane == 0) sh.mwritten = have;
+            return;
+        }
+        if (ended) return;
+        const int64_t t = __shfl_sync(0xffffffffu, creg, 0);
+        if (t < 0) {
+            if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
+                s_phase = 2; s_q = 0; s_static = 0;
+                if (lane == 0) creg = claim(2);
+                return;
+            }
+            if (lane == 0) sh.meta[have % kMeta].tile = -1;
+            ended = true;
+            ++have;
+            __syncwarp();
+            if (lane == 0) sh.mwritten = have;
+            return;
+        }
+        const int ph = s_phase;
+        const int NBs = ph == 1 ? NBs1 : NBs2;
+        const int64_t per = ph == 1 ? per1 : per2;
+        const int d = (int)(t / per);
+        const int64_t idx = t - (int64_t)d * per;
+        int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if ((int64_t)sh.mbp[mid] * NBs <= idx) lo = mid; else hi = mid - 1;
+        }
+        const int e = lo, mbe = sh.mbp[e + 1] - sh.mbp[e];
+        const int64_t rem = idx - (int64_t)sh.mbp[e] * NBs;
+        const int nbl = (int)(rem / mbe), mb = (int)(rem - (int64_t)nbl * mbe);
+        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = d * NBs + nbl;
+        r_rows = min(BN, sh.cnt[e] - mb * BN);
+        r_mbg = sh.mbp[e] + mb;
+        #pragma unroll
+        for (int i = 0; i < (BN + 31) / 32; ++i) {
+            const int j = lane + 32 * i;
+            r_pair[i] = j < r_rows ? __ldcg(p.list + (int64_t)e * cap + mb * BN + j) : 0;
+        }
+        r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
+        bstate = 1;
+        if (lane == 0) creg = claim(ph);   // the next entry's claim, in flight
+    };
+    // -- loads of one stage --
+    auto load_stage = [&](int slot, const Meta<BN> &m, int kk) {
+        unsigned char *st = sh.ring[slot];
+        const uint32_t a_s = s_u32(st), b_s = a_s + C::A_BYTES;
+        const int Kd = m.phase == 1 ? H : I;      // reduction dim
+        const int k0 = kk * kBK;
+        // A: BM rows x 32 chunks
+        #pragma unroll
+        for (int i = 0; i < BM * kChunks / kThreads; ++i) {
+            const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
+            const int kc = k0 + c * 8;
+            const bool ok = kc < Kd;
+            const __nv_bfloat16 *src;
+            if (p.packed) {
+                // [D][E][Rs/16][Kd/64][16][64]: the slice's 16-row groups, each k-box-major
+                const int Rs = (m.phase == 1 ? 2 * I : H) / D;
+                const int NBs = m.phase == 1 ? NBs1 : NBs2;
+                const int d = m.nb / NBs, nbl = m.nb - d * NBs;
+                const int64_t grp = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16) + r / 16;
+                src = (m.phase == 1 ? p.w13 : p.w2) +
+                      ((grp * (Kd / 64) + (ok ? kc : 0) / 64) * 16 + (r % 16)) * 64 + (kc % 64);
+            } else if (m.phase == 1) {
+                const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
+                const int row = rr < 8 ? ch : I + ch;
+                src = p.w13 + ((int64_t)m.e * 2 * I + row) * H + (ok ? kc : 0);
+            } else {
+                src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + (ok ? kc : 0);
+            }
+            cp16(a_s + swz(r, c), src, ok);
+        }
+        // B: the tile's token rows (x rows gathered for GEMM1, h rows for GEMM2)
+        const bool b_ok = m.phase == 1 || m.ready;
+        if (b_ok) {
+            #pragma unroll
+            for (int i = 0; i < (BN * kChunks + kThreads - 1) / kThreads; ++i) {
+                const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
+                if (q < BN * kChunks && r < m.rows) {
+                    const int kc = k0 + c * 8;
+                    const bool ok = kc < Kd;
+                    const __nv_bfloat16 *src = m.phase == 1
+                        ? p.x + (int64_t)(m.pair[r] / K) * H + (ok ? kc : 0)
+                        : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + (ok ? kc : 0);
+                    cp16(b_s + swz(r, c), src, ok);
+                }
+            }
+        }
+        if (tid == 0) sh.bmiss[slot] = !b_ok;
+    };
+    // -- the pipeline --
+    // Load cursor (lseq, lk) and compute cursor (cseq, ck) walk the same entries; uniform.
+    int lseq = 0, lk = 0, cseq = 0, ck = 0;
+    bool ldone = false;
+    auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + kBK - 1) / kBK; };
+    // Warp 0 keeps up to two entries ahead of the load cursor; the entry the load cursor needs
+    // now is finished synchronously (a stall, only where tiles are shorter than the maker's steps).
+    auto sched_step = [&]() {
+        if (warp == 0) {
+            while (have <= lseq) sched_one();
+            if (have <= lseq + 2 && !(ended && bstate == 0)) sched_one();
+        }
+    };
+    auto advance_load = [&](int slot) {   // issue one stage at the load cursor (or nothing)
+        if (!ldone) {
+            const Meta<BN> &m = sh.meta[lseq % kMeta];
+            if (m.tile < 0) {
+                ldone = true;
+            } else {
+                load_stage(slot, m, lk);
+                if (tid == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
+                if (++lk == ksteps(m)) { lk = 0; ++lseq; }
+            }
+        }
+        cp_commit();
+    };
+    for (int s = 0; s < C::STAGES - 1; ++s) {
+        sched_step();
+        __syncthreads();
+        advance_load(s);
+    }
+
+    float acc[C::NT][4];
+    #pragma unroll
+    for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    const int wm = warp % C::WM, wk = warp / C::WM;
+    float pre_w = 0.f;
+    int32_t pre_nv = 0;
+    for (int cstep = 0;; ++cstep) {
+        sched_step();
+        cp_wait<C::STAGES - 2>();
+        __syncthreads();
+        const int slot = cstep % C::STAGES;
+        const Meta<BN> &m = sh.meta[cseq % kMeta];
+        if (m.tile < 0) break;   // every claimed tile is done
+        // A GEMM2 stage loaded before its h rows were ready: wait for them, then load the h rows
+        // of every stage of this tile already in the ring with plain loads (one round trip; the
+        // weight stages behind them stay in flight).
+        if (sh.bmiss[slot]) {
+            if (tid == 0) {
+                while (ld_acquire(p.ready + m.mbg) < (uint32_t)NB1) __nanosleep(64);
+                sh.meta[cseq % kMeta].ready = 1;
+            }
+            __syncthreads();
+            constexpr int CPT = (BN * kChunks + kThreads - 1) / kThreads;
+            uint4 v[C::STAGES][CPT];
+            #pragma unroll
+            for (int s2 = 0; s2 < C::STAGES; ++s2) {
+                const bool mine = sh.bmiss[s2] && sh.stage_entry[s2] == cseq;
+                const int k0 = sh.stage_k[s2] * kBK;
+                #pragma unroll
+                for (int i = 0; i < CPT; ++i) {
+                    const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks, kc = k0 + c * 8;
+                    v[s2][i] = make_uint4(0, 0, 0, 0);
+                    if (mine && q < BN * kChunks && r < m.rows && kc < I)
+                        v[s2][i] = __ldcg(reinterpret_cast<const uint4 *>(p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + kc));
+                }
+            }
+            #pragma unroll
+            for (int s2 = 0; s2 < C::STAGES; ++s2) {
+                const bool mine = sh.bmiss[s2] && sh.stage_entry[s2] == cseq;
+                unsigned char *b = sh.ring[s2] + C::A_BYTES;
+                #pragma unroll
+                for (int i = 0; i < CPT; ++i) {
+                    const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
+                    if (mine && q < BN * kChunks && r < m.rows) *reinterpret_cast<uint4 *>(b + swz(r, c)) = v[s2][i];
+                }
+            }
+            __syncthreads();
+            if (tid < C::STAGES && sh.stage_entry[tid] == cseq) sh.bmiss[tid] = 0;
+            __syncthreads();
+        }
+        // next load into the stage computed one step ago
+        advance_load((cstep + C::STAGES - 1) % C::STAGES);
+
+        const int nn = (m.rows + 7) / 8;   // n8 blocks with tokens
+        if (ck == 0) {
+            #pragma unroll
+            for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+            if (m.phase == 2 && tid < m.rows) {   // the epilogue's per-token values, early
+                const int32_t pr = m.pair[tid];
+                pre_w = __ldg(p.wts + pr);
+                pre_nv = __ldcg(p.tokvalid + pr / K);
+            }
+        }
+        // compute the stage: this warp's 16 rows x nn n8 blocks over its k range
+        {
+            const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
+            #pragma unroll
+            for (int s = 0; s < C::KSTEP; ++s) {
+                const int ks = wk * C::KSTEP + s;   // k16 index in the stage
+                uint32_t a0, a1, a2, a3;
+                ldsm4(a_s + swz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                #pragma unroll
+                for (int j = 0; j < C::NT; j += 2) {
+                    if (j < nn) {
+                        uint32_t b0, b1, b2, b3;
+                        ldsm4(b_s + swz(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
+                              b2, b3);
+                        mma16816(acc[j], a0, a1, a2, a3, b0, b1);
+                        if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
+                    }
+                }
+            }
+        }
+        if (++ck < ksteps(m)) continue;
+        ck = 0;
+        // -- epilogue: reduce the k-split warps in fixed order, then store --
+        if (m.phase == 2 && tid < m.rows) { sh.epi_w[tid] = pre_w; sh.epi_nv[tid] = pre_nv; }
+        if (wk > 0) {
+            float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+            #pragma unroll
+            for (int j = 0; j < C::NT; ++j)
+                if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
+        }
+        __syncthreads();
+        if (wk == 0) {
+            #pragma unroll
+            for (int w = 1; w < C::WK; ++w) {
+                const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+                #pragma unroll
+                for (int j = 0; j < C::NT; ++j)
+                    if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
+            }
+            const int g = lane >> 2, cc = (lane & 3) * 2;
+            if (m.phase == 1) {
+                const int ch = m.nb * (BM / 2) + wm * 8 + g;
+                const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
+                #pragma unroll
+                for (int j = 0; j < C::NT; ++j) {
+                    #pragma unroll
+                    for (int u = 0; u < 2; ++u) {
+                        const int col = j * 8 + cc + u;
+                        if (j < nn && col < m.rows) {
+                            const float gt = acc[j][u], up = acc[j][2 + u];
+                            const float hv = gt / (1.f + __expf(-gt)) * up;
+                            p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                        }
+                    }
+                }
+            } else {
+                const int row = m.nb * BM + wm * 16 + g;
+                #pragma unroll
+                for (int j = 0; j < C::NT; ++j) {
+                    #pragma unroll
+                    for (int u = 0; u < 2; ++u) {
+                        const int col = j * 8 + cc + u;
+                        if (j < nn && col < m.rows) {
+                            float *sl = p.slot + (int64_t)m.pair[col] * H;
+                            const float w = sh.epi_w[col];
+                            __stcg(sl + row, acc[j][u] * w);
+                            __stcg(sl + row + 8, acc[j][2 + u] * w);
+                        }
+                    }
+                }
+            }
+            __threadfence();
+        }
+        __syncthreads();
+        if (m.phase == 1) {
+            if (tid == 0) atomicAdd(p.ready + m.mbg, 1u);
+        } else {
+            // arrivals on (token, n-block); the one that completes a token combines it
+            if (tid < BN) {
+                int32_t tok = -1;
+                if (tid < m.rows) {
+                    const int32_t t = m.pair[tid] / K;
+                    uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
+                    if (atomicAdd(a, 1u) + 1 == (uint32_t)sh.epi_nv[tid]) { tok = t; *a = 0; }
+                }
+                sh.comb[tid] = tok;
+                __threadfence();
+            }
+            __syncthreads();
+            for (int j = 0; j < m.rows; ++j) {
+                const int32_t t = sh.comb[j];
+                if (t < 0) continue;
+                for (int c = tid; c < BM; c += kThreads) {
+                    const int col = m.nb * BM + c;
+                    float s = 0.f;
+                    for (int kk = 0; kk < K; ++kk) {
+                        const int32_t e = __ldg(p.ids + (int64_t)t * K + kk);
+                        if (e >= 0 && e < E) s += __ldcg(p.slot + ((int64_t)t * K + kk) * H + col);
+                    }
+                    p.out[(int64_t)t * H + col] = __float2bfloat16_rn(s);
+                }
+            }
+        }
+        ++cseq;
+    }
+    cp_wait<0>();
+
+    // -- 5. the last CTA out resets what the next launch needs at zero --
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        sh.comb[0] = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (sh.comb[0]) {
+        __threadfence();
+        for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
+        for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
+        if (tid < 16) ctl[kCtlQ1 + tid] = 0;
+        if (tid == 0) ctl[kCtlExit] = 0;
+        __threadfence();
+    }
+}
+
+}  // namespace layer
+}  // namespace ldmoe
