@@ -274,7 +274,8 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
  * The packed layout (LDMOE_LAYOUT_PACKED, num_domains = D): each weight is [D][E][R/D/16][Kd/64]
  * [16][64] bf16 (R rows of Kd elements: 2I x H for w13, H x I for w2): slice d holds the rows of
  * domain d (w13: h channels d*I/D .. (d+1)*I/D-1, gate and up; w2: rows d*H/D ..), in groups of 16
- * rows stored as 16x64 boxes of 2 KiB, so each stage of a tile is a few contiguous 8 KiB reads.
+ * rows stored as 16x64 boxes of 2 KiB (16-byte chunk c of box row r at byte 128 r + 16 (c ^ (r % 8)),
+ * the 128-byte swizzle), so each stage of a tile is a few contiguous 8 KiB bulk copies.
  * w13's groups are 8 gate rows followed by the 8 up rows of the same channels. The packed
  * buffers are exactly as large as the plain ones (ldmoe_moe_packed_bytes).
  *

@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_con
 }
 
 // plain w13 [E, 2I, H] / w2 [E, H, I] -> the layer's packed layout (ldmoe.h): one 16-byte chunk
-// of dst per thread-iteration, in dst order.
+// of dst per thread-iteration, in dst order (16-byte chunk c of a box row rr at c ^ (rr % 8)).
 __global__ void pack_layer_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int E, int R, int Kd,
                                   int D, int interleave, int I, int64_t chunks) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -44,7 +44,8 @@ __global__ void pack_layer_kernel(const uint4 *__restrict__ src, uint4 *__restri
         } else {
             row = d * Rs + g * 16 + rr;
         }
-        dst[i] = src[((int64_t)e * R + row) * (Kd / 8) + b * 8 + c];
+        // chunks swizzled inside each 128-byte box row (ldmatrix reads 8 rows conflict-free)
+        dst[i] = src[((int64_t)e * R + row) * (Kd / 8) + b * 8 + (c ^ (rr % 8))];
     }
 }
 

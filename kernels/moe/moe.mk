@@ -14,6 +14,9 @@
 #   make test-moe-lab            CPU suite of the lab library (its tiles and arguments)
 #   make test-moe-tiles          the tile lists of ldmoe.h, ldmoe_lab.h, ldmoe.py and both libraries
 #                                agree; the product library exports only the public API
+#   make test-moe-layer          CPU suite of the fused layer's API (argument validation, packed sizes)
+#   make test-gpu-moe-layer      GPU suite of the fused layer (tests/gpu/moe/test_moe_layer.py), plainly
+#                                and bound to domain 0 (bit-identical outputs with the smaller grid)
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
 #   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
 #   make test-moe-py             ldmoe.py's FP8 side and tests/moe/ldmoe_ref.py on the CPU (needs a python
@@ -76,6 +79,12 @@ $(LDMOE_LIB): $(LDMOE_BUILD)/ldmoe_api.o $(LDMOE_DIR)/ldmoe.map $(wildcard VERSI
 LDMOE_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_cpu
 # Linked against build/libldmoe.so, it loads $(LDMOE_SONAME): the link beside the library.
 $(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h $(LDMOE_DIR)/impl/div_rn.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
+
+# The fused layer's API (ldmoe_moe): argument validation through the library, no GPU.
+LDMOE_LAYER_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_layer_cpu
+$(LDMOE_LAYER_CPU_TEST): tests/moe/test_ldmoe_layer_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
 
@@ -150,6 +159,22 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
 
+.PHONY: test-moe-layer test-gpu-moe-layer
+test-moe-layer: $(LDMOE_LAYER_CPU_TEST) | $(RESULTS)
+	$(LDMOE_LAYER_CPU_TEST) $(RESULTS)/test-moe-layer
+
+# The fused layer on the GPU (tests/gpu/moe/test_moe_layer.py): plainly, then in a process bound
+# to domain 0's SMs (a smaller grid), whose outputs must equal the first run's bit for bit.
+test-gpu-moe-layer: $(LDMOE_LIB) $(SHIM_LIB) | $(RESULTS)
+	@rm -f $(RESULTS)/test-gpu-moe-layer-*; d=$$(mktemp -d); rc=0; \
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest \
+	  --result $(RESULTS)/test-gpu-moe-layer-plain || rc=1; \
+	LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
+	  $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest --result $(RESULTS)/test-gpu-moe-layer-bound || rc=1; \
+	rm -rf $$d; for r in plain bound; do [ -s $(RESULTS)/test-gpu-moe-layer-$$r ] || echo "0 1" > $(RESULTS)/test-gpu-moe-layer-$$r; done; \
+	cat $(RESULTS)/test-gpu-moe-layer-plain $(RESULTS)/test-gpu-moe-layer-bound | awk '{ p += $$1; f += $$2 } END { print p, f }' \
+	  > $(RESULTS)/test-gpu-moe-layer; exit $$rc
+
 .PHONY: test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order test-gpu-moe test-gpu-moe-bound bench-moe
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
 	$(LDMOE_CPU_TEST) $(RESULTS)/test-moe
@@ -205,8 +230,8 @@ bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order
-GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound
+TEST_SUITES     += test-moe-layer test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order
+GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound test-gpu-moe-layer
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
 INSTALL_PYMODS  += $(LDMOE_DIR)/ldmoe.py

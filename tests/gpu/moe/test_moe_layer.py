@@ -195,7 +195,7 @@ def test_bad_ids(gen):
 
 
 def test_graph(gen, decode):
-    E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 192, 2)
+    E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
     T = 3 if decode else 200
     x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
     w13, w2 = make_weights(gen, E, H, I)

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
+#include "kernels/moe/impl/ptx.cuh"
 
 namespace ldmoe {
 namespace layer {
@@ -102,8 +103,14 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// Byte offset of 16-byte chunk c of row r in a stage buffer (rows of kRowBytes).
+// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer (rows of kRowBytes).
 __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * kRowBytes + ((c ^ (r & 7)) << 4)); }
+// Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group, four
+// 16x64 boxes of 2 KiB (one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte offset
+// of logical chunk c (0..31 over the stage's 256 k) of row r:
+__device__ __forceinline__ uint32_t aswz(int r, int c) {
+    return (uint32_t)((((r >> 4) * 4 + (c >> 3)) * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
 
 // ---- shared state ---------------------------------------------------------------------------
 template <int BN>
@@ -131,6 +138,7 @@ template <int BM, int BN>
 struct Smem {
     using C = Cfg<BM, BN>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
+    uint64_t full[C::STAGES];         // packed weights: the stage's bulk copies landed
     float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
     int32_t cnt[kMaxE];
     int32_t mbp[kMaxE + 1];      // m-block prefix per expert
@@ -245,7 +253,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
     }
     if (tid < C::STAGES) { sh.stage_entry[tid] = -1; sh.bmiss[tid] = 0; }
-    if (tid == 0) sh.mwritten = 0;
+    if (tid == 0) {
+        sh.mwritten = 0;
+        for (int s = 0; s < C::STAGES; ++s) mbar_init(s_u32(&sh.full[s]), 1);
+        fence_mbar_init();
+    }
     __syncthreads();
 
     const int32_t total_mb = sh.mbp[E];
@@ -360,29 +372,43 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         const uint32_t a_s = s_u32(st), b_s = a_s + C::A_BYTES;
         const int Kd = m.phase == 1 ? H : I;      // reduction dim
         const int k0 = kk * kBK;
-        // A: BM rows x 32 chunks
-        #pragma unroll
-        for (int i = 0; i < BM * kChunks / kThreads; ++i) {
-            const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
-            const int kc = k0 + c * 8;
-            const bool ok = kc < Kd;
-            const __nv_bfloat16 *src;
-            if (p.packed) {
-                // [D][E][Rs/16][Kd/64][16][64]: the slice's 16-row groups, each k-box-major
+        // A: BM weight rows x 256 k. Packed: per 16-row group one bulk copy of its (up to) four
+        // contiguous boxes, completing on the stage's barrier. Plain: 16-byte cp.async chunks into
+        // the same box layout, and a plain arrive on the barrier.
+        const uint32_t bar = s_u32(&sh.full[slot]);
+        const int nbox = min(4, (Kd - k0) / 64);
+        if (p.packed) {
+            if (tid == 0) {
                 const int Rs = (m.phase == 1 ? 2 * I : H) / D;
                 const int NBs = m.phase == 1 ? NBs1 : NBs2;
                 const int d = m.nb / NBs, nbl = m.nb - d * NBs;
-                const int64_t grp = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16) + r / 16;
-                src = (m.phase == 1 ? p.w13 : p.w2) +
-                      ((grp * (Kd / 64) + (ok ? kc : 0) / 64) * 16 + (r % 16)) * 64 + (kc % 64);
-            } else if (m.phase == 1) {
-                const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
-                const int row = rr < 8 ? ch : I + ch;
-                src = p.w13 + ((int64_t)m.e * 2 * I + row) * H + (ok ? kc : 0);
-            } else {
-                src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + (ok ? kc : 0);
+                const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
+                const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
+                const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
+                fence_proxy_async();   // the generic reads of this slot's last use come first
+                mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
+                #pragma unroll
+                for (int g = 0; g < BM / 16; ++g)
+                    bulk_load_hint(a_s + g * 4 * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
             }
-            cp16(a_s + swz(r, c), src, ok);
+        } else {
+            #pragma unroll
+            for (int i = 0; i < BM * kChunks / kThreads; ++i) {
+                const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
+                const int kc = k0 + c * 8;
+                if (kc < Kd) {
+                    const __nv_bfloat16 *src;
+                    if (m.phase == 1) {
+                        const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
+                        const int row = rr < 8 ? ch : I + ch;
+                        src = p.w13 + ((int64_t)m.e * 2 * I + row) * H + kc;
+                    } else {
+                        src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + kc;
+                    }
+                    cp16(a_s + aswz(r, c), src, true);
+                }
+            }
+            if (tid == 0) mbar_arrive(bar);
         }
         // B: the tile's token rows (x rows gathered for GEMM1, h rows for GEMM2)
         const bool b_ok = m.phase == 1 || m.ready;
@@ -447,6 +473,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         const int slot = cstep % C::STAGES;
         const Meta<BN> &m = sh.meta[cseq % kMeta];
         if (m.tile < 0) break;   // every claimed tile is done
+        mbar_wait(s_u32(&sh.full[slot]), (uint32_t)(cstep / C::STAGES) & 1u);
         // A GEMM2 stage loaded before its h rows were ready: wait for them, then load the h rows
         // of every stage of this tile already in the ring with plain loads (one round trip; the
         // weight stages behind them stay in flight).
@@ -488,6 +515,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         advance_load((cstep + C::STAGES - 1) % C::STAGES);
 
         const int nn = (m.rows + 7) / 8;   // n8 blocks with tokens
+        const int kdim = m.phase == 1 ? H : I;
         if (ck == 0) {
             #pragma unroll
             for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
@@ -503,8 +531,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             #pragma unroll
             for (int s = 0; s < C::KSTEP; ++s) {
                 const int ks = wk * C::KSTEP + s;   // k16 index in the stage
+                if (ck * kBK + ks * 16 >= kdim) continue;   // past K (the last stage of I % 256 != 0)
                 uint32_t a0, a1, a2, a3;
-                ldsm4(a_s + swz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                ldsm4(a_s + aswz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
                 #pragma unroll
                 for (int j = 0; j < C::NT; j += 2) {
                     if (j < nn) {
