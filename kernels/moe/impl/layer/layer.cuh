@@ -43,7 +43,8 @@
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 288;            // warp 0: scheduler and producer; warps 1-8: consumers
+constexpr int kConsumers = 256;
 constexpr int kBK = 256;                 // k per stage
 constexpr int kRowBytes = kBK * 2;       // 512 bytes of a row per stage
 constexpr int kChunks = kRowBytes / 16;  // 32 chunks of 16 bytes
@@ -119,6 +120,7 @@ struct Meta {
     int32_t phase;    // 1 or 2
     int32_t e, mb, nb, rows, mbg, ready;
     int32_t pair[BN];
+    int32_t tok[BN];   // pair / k: the x row a GEMM1 tile gathers
 };
 
 template <int BM, int BN>
@@ -138,7 +140,9 @@ template <int BM, int BN>
 struct Smem {
     using C = Cfg<BM, BN>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
-    uint64_t full[C::STAGES];         // packed weights: the stage's bulk copies landed
+    uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
+    uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
+    uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
     float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
     int32_t cnt[kMaxE];
     int32_t mbp[kMaxE + 1];      // m-block prefix per expert
@@ -146,7 +150,6 @@ struct Smem {
     Meta<BN> meta[kMeta];
     int32_t stage_entry[C::STAGES];   // meta sequence number a stage holds (-1: none)
     int32_t stage_k[C::STAGES];
-    int32_t bmiss[C::STAGES];         // GEMM2 stage loaded without its h rows
     int32_t mwritten;                 // meta entries written
     float epi_w[BN];
     int32_t epi_nv[BN];
@@ -252,10 +255,14 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
         if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
     }
-    if (tid < C::STAGES) { sh.stage_entry[tid] = -1; sh.bmiss[tid] = 0; }
+    if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
         sh.mwritten = 0;
-        for (int s = 0; s < C::STAGES; ++s) mbar_init(s_u32(&sh.full[s]), 1);
+        for (int s = 0; s < C::STAGES; ++s) {
+            mbar_init(s_u32(&sh.full_a[s]), 32);
+            mbar_init(s_u32(&sh.full_b[s]), 32);
+            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
+        }
         fence_mbar_init();
     }
     __syncthreads();
@@ -315,7 +322,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             Meta<BN> &m = sh.meta[have % kMeta];
             #pragma unroll
             for (int i = 0; i < (BN + 31) / 32; ++i)
-                if (lane + 32 * i < BN) m.pair[lane + 32 * i] = r_pair[i];
+                if (lane + 32 * i < BN) { m.pair[lane + 32 * i] = r_pair[i]; m.tok[lane + 32 * i] = r_pair[i] / K; }
             if (lane == 0) {
                 m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
                 m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
@@ -366,270 +373,248 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         bstate = 1;
         if (lane == 0) creg = claim(ph);   // the next entry's claim, in flight
     };
-    // -- loads of one stage --
-    auto load_stage = [&](int slot, const Meta<BN> &m, int kk) {
-        unsigned char *st = sh.ring[slot];
-        const uint32_t a_s = s_u32(st), b_s = a_s + C::A_BYTES;
-        const int Kd = m.phase == 1 ? H : I;      // reduction dim
-        const int k0 = kk * kBK;
-        // A: BM weight rows x 256 k. Packed: per 16-row group one bulk copy of its (up to) four
-        // contiguous boxes, completing on the stage's barrier. Plain: 16-byte cp.async chunks into
-        // the same box layout, and a plain arrive on the barrier.
-        const uint32_t bar = s_u32(&sh.full[slot]);
-        const int nbox = min(4, (Kd - k0) / 64);
-        if (p.packed) {
-            if (tid == 0) {
-                const int Rs = (m.phase == 1 ? 2 * I : H) / D;
-                const int NBs = m.phase == 1 ? NBs1 : NBs2;
-                const int d = m.nb / NBs, nbl = m.nb - d * NBs;
-                const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
-                const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
-                const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
-                fence_proxy_async();   // the generic reads of this slot's last use come first
-                mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
-                #pragma unroll
-                for (int g = 0; g < BM / 16; ++g)
-                    bulk_load_hint(a_s + g * 4 * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
-            }
-        } else {
-            #pragma unroll
-            for (int i = 0; i < BM * kChunks / kThreads; ++i) {
-                const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
-                const int kc = k0 + c * 8;
-                if (kc < Kd) {
-                    const __nv_bfloat16 *src;
-                    if (m.phase == 1) {
-                        const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
-                        const int row = rr < 8 ? ch : I + ch;
-                        src = p.w13 + ((int64_t)m.e * 2 * I + row) * H + kc;
-                    } else {
-                        src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + kc;
-                    }
-                    cp16(a_s + aswz(r, c), src, true);
-                }
-            }
-            if (tid == 0) mbar_arrive(bar);
-        }
-        // B: the tile's token rows (x rows gathered for GEMM1, h rows for GEMM2)
-        const bool b_ok = m.phase == 1 || m.ready;
-        if (b_ok) {
-            #pragma unroll
-            for (int i = 0; i < (BN * kChunks + kThreads - 1) / kThreads; ++i) {
-                const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
-                if (q < BN * kChunks && r < m.rows) {
-                    const int kc = k0 + c * 8;
-                    const bool ok = kc < Kd;
-                    const __nv_bfloat16 *src = m.phase == 1
-                        ? p.x + (int64_t)(m.pair[r] / K) * H + (ok ? kc : 0)
-                        : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + (ok ? kc : 0);
-                    cp16(b_s + swz(r, c), src, ok);
-                }
-            }
-        }
-        if (tid == 0) sh.bmiss[slot] = !b_ok;
-    };
-    // -- the pipeline --
-    // Load cursor (lseq, lk) and compute cursor (cseq, ck) walk the same entries; uniform.
-    int lseq = 0, lk = 0, cseq = 0, ck = 0;
-    bool ldone = false;
     auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + kBK - 1) / kBK; };
-    // Warp 0 keeps up to two entries ahead of the load cursor; the entry the load cursor needs
-    // now is finished synchronously (a stall, only where tiles are shorter than the maker's steps).
-    auto sched_step = [&]() {
-        if (warp == 0) {
+
+    if (warp == 0) {
+        // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
+        // Weights: packed, lane 0 bulk-copies each 16-row group's boxes (bytes on full_a) and the
+        // other lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they
+        // land. Token rows: every lane cp.asyncs one 16-byte column of each row and arrives on
+        // full_b when they land. A GEMM2 stage's h rows wait for the (expert, m-block)'s GEMM1
+        // tiles: its weights go out at once, its rows once ready (deferred, in order), so the
+        // weights keep streaming; the consumers never wait on anything but these barriers, so
+        // this CTA's own GEMM1 tiles finish while the producer waits.
+        const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
+        int lseq = 0, lk = 0;
+        int pend_lo = 0, pend_hi = 0;   // steps whose token rows are deferred: [pend_lo, pend_hi)
+        auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
+            const int slot = step % C::STAGES;
+            const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
+            const int Kd = m.phase == 1 ? H : I, kc = sh.stage_k[slot] * kBK + lane * 8;
+            const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES;
+            if (kc < Kd) {
+                for (int r = 0; r < m.rows; ++r) {
+                    const __nv_bfloat16 *src = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H + kc
+                                                            : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + kc;
+                    cp16(b_s + swz(r, lane), src, true);
+                }
+            }
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s_u32(&sh.full_b[slot])) : "memory");
+        };
+        auto ready_of = [&](int step, bool block) {   // the GEMM1 rows of this deferred stage are done
+            const Meta<BN> &m = sh.meta[sh.stage_entry[step % C::STAGES] % kMeta];
+            uint32_t ok = 0;
+            if (lane == 0) {
+                do {
+                    ok = ld_acquire(p.ready + m.mbg) >= (uint32_t)NB1;
+                    if (!ok && block) __nanosleep(64);
+                } while (!ok && block);
+            }
+            ok = __shfl_sync(0xffffffffu, ok, 0);
+            __syncwarp();   // the lanes' h reads come after lane 0's acquire
+            return ok != 0;
+        };
+        int known_ready = -1;   // entry whose readiness was seen
+        for (int step = 0;; ++step) {
             while (have <= lseq) sched_one();
-            if (have <= lseq + 2 && !(ended && bstate == 0)) sched_one();
-        }
-    };
-    auto advance_load = [&](int slot) {   // issue one stage at the load cursor (or nothing)
-        if (!ldone) {
+            if (have <= lseq + 2) sched_one();
+            // deferred token rows whose GEMM1 rows are now done, in order
+            while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
+                known_ready = sh.stage_entry[pend_lo % C::STAGES];
+                for (; pend_lo < pend_hi && sh.stage_entry[pend_lo % C::STAGES] == known_ready; ++pend_lo) load_b(pend_lo);
+            }
+            const int slot = step % C::STAGES;
+            mbar_wait(s_u32(&sh.empty[slot]), ((uint32_t)(step / C::STAGES) & 1u) ^ 1u);
             const Meta<BN> &m = sh.meta[lseq % kMeta];
-            if (m.tile < 0) {
-                ldone = true;
+            if (lane == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
+            __syncwarp();
+            if (m.tile < 0) {   // the end: flush the deferred rows, then wake the consumers
+                while (pend_lo < pend_hi) {
+                    ready_of(pend_lo, true);
+                    load_b(pend_lo++);
+                }
+                mbar_arrive(s_u32(&sh.full_a[slot]));
+                mbar_arrive(s_u32(&sh.full_b[slot]));
+                break;
+            }
+            const int Kd = m.phase == 1 ? H : I, k0 = lk * kBK;
+            const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
+            if (p.packed) {
+                if (lane == 0) {
+                    const int nbox = min(4, (Kd - k0) / 64);
+                    const int Rs = (m.phase == 1 ? 2 * I : H) / D;
+                    const int NBs = m.phase == 1 ? NBs1 : NBs2;
+                    const int d = m.nb / NBs, nbl = m.nb - d * NBs;
+                    const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
+                    const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
+                    fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
+                    mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
+                    #pragma unroll
+                    for (int g = 0; g < BM / 16; ++g)
+                        bulk_load_hint(a_s + g * 4 * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                } else {
+                    mbar_arrive(bar);
+                }
             } else {
-                load_stage(slot, m, lk);
-                if (tid == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
-                if (++lk == ksteps(m)) { lk = 0; ++lseq; }
+                const int kc = k0 + (lane & 31) * 8;
+                if (kc < Kd) {
+                    #pragma unroll 4
+                    for (int r = 0; r < BM; ++r) {
+                        const __nv_bfloat16 *src;
+                        if (m.phase == 1) {
+                            const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
+                            src = p.w13 + ((int64_t)m.e * 2 * I + (rr < 8 ? ch : I + ch)) * H + kc;
+                        } else {
+                            src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + kc;
+                        }
+                        cp16(a_s + aswz(r, lane), src, true);
+                    }
+                }
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
             }
+            if (m.phase == 1 || m.ready || known_ready == lseq) {
+                if (pend_lo == pend_hi) load_b(step);
+                else pend_hi = step + 1;   // keep the order behind the deferred ones
+            } else {
+                if (pend_lo == pend_hi) pend_lo = step;
+                pend_hi = step + 1;
+            }
+            if (++lk == ksteps(m)) { lk = 0; ++lseq; }
         }
-        cp_commit();
-    };
-    for (int s = 0; s < C::STAGES - 1; ++s) {
-        sched_step();
-        __syncthreads();
-        advance_load(s);
-    }
-
-    float acc[C::NT][4];
-    #pragma unroll
-    for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const int wm = warp % C::WM, wk = warp / C::WM;
-    float pre_w = 0.f;
-    int32_t pre_nv = 0;
-    for (int cstep = 0;; ++cstep) {
-        sched_step();
-        cp_wait<C::STAGES - 2>();
-        __syncthreads();
-        const int slot = cstep % C::STAGES;
-        const Meta<BN> &m = sh.meta[cseq % kMeta];
-        if (m.tile < 0) break;   // every claimed tile is done
-        mbar_wait(s_u32(&sh.full[slot]), (uint32_t)(cstep / C::STAGES) & 1u);
-        // A GEMM2 stage loaded before its h rows were ready: wait for them, then load the h rows
-        // of every stage of this tile already in the ring with plain loads (one round trip; the
-        // weight stages behind them stay in flight).
-        if (sh.bmiss[slot]) {
-            if (tid == 0) {
-                while (ld_acquire(p.ready + m.mbg) < (uint32_t)NB1) __nanosleep(64);
-                sh.meta[cseq % kMeta].ready = 1;
-            }
-            __syncthreads();
-            constexpr int CPT = (BN * kChunks + kThreads - 1) / kThreads;
-            uint4 v[C::STAGES][CPT];
-            #pragma unroll
-            for (int s2 = 0; s2 < C::STAGES; ++s2) {
-                const bool mine = sh.bmiss[s2] && sh.stage_entry[s2] == cseq;
-                const int k0 = sh.stage_k[s2] * kBK;
+    } else {
+        // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
+        const int cw = warp - 1, ctid = tid - 32;
+        const int wm = cw % C::WM, wk = cw / C::WM;
+        float acc[C::NT][4];
+        #pragma unroll
+        for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        float pre_w = 0.f;
+        int32_t pre_nv = 0;
+        auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
+        for (int cstep = 0;; ++cstep) {
+            const int slot = cstep % C::STAGES;
+            const uint32_t par = (uint32_t)(cstep / C::STAGES) & 1u;
+            mbar_wait(s_u32(&sh.full_a[slot]), par);
+            mbar_wait(s_u32(&sh.full_b[slot]), par);
+            const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
+            if (m.tile < 0) break;   // every claimed tile is done
+            const int ck = sh.stage_k[slot];
+            const int nn = (m.rows + 7) / 8;   // n8 blocks with tokens
+            const int kdim = m.phase == 1 ? H : I;
+            if (ck == 0) {
                 #pragma unroll
-                for (int i = 0; i < CPT; ++i) {
-                    const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks, kc = k0 + c * 8;
-                    v[s2][i] = make_uint4(0, 0, 0, 0);
-                    if (mine && q < BN * kChunks && r < m.rows && kc < I)
-                        v[s2][i] = __ldcg(reinterpret_cast<const uint4 *>(p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + kc));
+                for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+                if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
+                    const int32_t pr = m.pair[ctid];
+                    pre_w = __ldg(p.wts + pr);
+                    pre_nv = __ldcg(p.tokvalid + m.tok[ctid]);
                 }
             }
-            #pragma unroll
-            for (int s2 = 0; s2 < C::STAGES; ++s2) {
-                const bool mine = sh.bmiss[s2] && sh.stage_entry[s2] == cseq;
-                unsigned char *b = sh.ring[s2] + C::A_BYTES;
+            {
+                const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
                 #pragma unroll
-                for (int i = 0; i < CPT; ++i) {
-                    const int q = tid + i * kThreads, r = q / kChunks, c = q % kChunks;
-                    if (mine && q < BN * kChunks && r < m.rows) *reinterpret_cast<uint4 *>(b + swz(r, c)) = v[s2][i];
-                }
-            }
-            __syncthreads();
-            if (tid < C::STAGES && sh.stage_entry[tid] == cseq) sh.bmiss[tid] = 0;
-            __syncthreads();
-        }
-        // next load into the stage computed one step ago
-        advance_load((cstep + C::STAGES - 1) % C::STAGES);
-
-        const int nn = (m.rows + 7) / 8;   // n8 blocks with tokens
-        const int kdim = m.phase == 1 ? H : I;
-        if (ck == 0) {
-            #pragma unroll
-            for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-            if (m.phase == 2 && tid < m.rows) {   // the epilogue's per-token values, early
-                const int32_t pr = m.pair[tid];
-                pre_w = __ldg(p.wts + pr);
-                pre_nv = __ldcg(p.tokvalid + pr / K);
-            }
-        }
-        // compute the stage: this warp's 16 rows x nn n8 blocks over its k range
-        {
-            const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
-            #pragma unroll
-            for (int s = 0; s < C::KSTEP; ++s) {
-                const int ks = wk * C::KSTEP + s;   // k16 index in the stage
-                if (ck * kBK + ks * 16 >= kdim) continue;   // past K (the last stage of I % 256 != 0)
-                uint32_t a0, a1, a2, a3;
-                ldsm4(a_s + aswz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
-                #pragma unroll
-                for (int j = 0; j < C::NT; j += 2) {
-                    if (j < nn) {
-                        uint32_t b0, b1, b2, b3;
-                        ldsm4(b_s + swz(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
-                              b2, b3);
-                        mma16816(acc[j], a0, a1, a2, a3, b0, b1);
-                        if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
+                for (int s = 0; s < C::KSTEP; ++s) {
+                    const int ks = wk * C::KSTEP + s;   // k16 index in the stage
+                    if (ck * kBK + ks * 16 >= kdim) continue;   // past K (the last stage of I % 256 != 0)
+                    uint32_t a0, a1, a2, a3;
+                    ldsm4(a_s + aswz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; j += 2) {
+                        if (j < nn) {
+                            uint32_t b0, b1, b2, b3;
+                            ldsm4(b_s + swz(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
+                                  b2, b3);
+                            mma16816(acc[j], a0, a1, a2, a3, b0, b1);
+                            if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
+                        }
                     }
                 }
             }
-        }
-        if (++ck < ksteps(m)) continue;
-        ck = 0;
-        // -- epilogue: reduce the k-split warps in fixed order, then store --
-        if (m.phase == 2 && tid < m.rows) { sh.epi_w[tid] = pre_w; sh.epi_nv[tid] = pre_nv; }
-        if (wk > 0) {
-            float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
-            #pragma unroll
-            for (int j = 0; j < C::NT; ++j)
-                if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
-        }
-        __syncthreads();
-        if (wk == 0) {
-            #pragma unroll
-            for (int w = 1; w < C::WK; ++w) {
-                const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+            __syncwarp();
+            if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));
+            if (ck + 1 < ksteps(m)) continue;
+            // -- epilogue: reduce the k-split warps in fixed order, then store --
+            if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_nv[ctid] = pre_nv; }
+            if (wk > 0) {
+                float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
                 #pragma unroll
                 for (int j = 0; j < C::NT; ++j)
-                    if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
+                    if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
             }
-            const int g = lane >> 2, cc = (lane & 3) * 2;
-            if (m.phase == 1) {
-                const int ch = m.nb * (BM / 2) + wm * 8 + g;
-                const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
+            cbar();
+            if (wk == 0) {
                 #pragma unroll
-                for (int j = 0; j < C::NT; ++j) {
+                for (int w = 1; w < C::WK; ++w) {
+                    const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
                     #pragma unroll
-                    for (int u = 0; u < 2; ++u) {
-                        const int col = j * 8 + cc + u;
-                        if (j < nn && col < m.rows) {
-                            const float gt = acc[j][u], up = acc[j][2 + u];
-                            const float hv = gt / (1.f + __expf(-gt)) * up;
-                            p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                    for (int j = 0; j < C::NT; ++j)
+                        if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
+                }
+                const int g = lane >> 2, cc = (lane & 3) * 2;
+                if (m.phase == 1) {
+                    const int ch = m.nb * (BM / 2) + wm * 8 + g;
+                    const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; ++j) {
+                        #pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            const int col = j * 8 + cc + u;
+                            if (j < nn && col < m.rows) {
+                                const float gt = acc[j][u], up = acc[j][2 + u];
+                                const float hv = gt / (1.f + __expf(-gt)) * up;
+                                p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                            }
+                        }
+                    }
+                } else {
+                    const int row = m.nb * BM + wm * 16 + g;
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; ++j) {
+                        #pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            const int col = j * 8 + cc + u;
+                            if (j < nn && col < m.rows) {
+                                float *sl = p.slot + (int64_t)m.pair[col] * H;
+                                const float w = sh.epi_w[col];
+                                __stcg(sl + row, acc[j][u] * w);
+                                __stcg(sl + row + 8, acc[j][2 + u] * w);
+                            }
                         }
                     }
                 }
-            } else {
-                const int row = m.nb * BM + wm * 16 + g;
-                #pragma unroll
-                for (int j = 0; j < C::NT; ++j) {
-                    #pragma unroll
-                    for (int u = 0; u < 2; ++u) {
-                        const int col = j * 8 + cc + u;
-                        if (j < nn && col < m.rows) {
-                            float *sl = p.slot + (int64_t)m.pair[col] * H;
-                            const float w = sh.epi_w[col];
-                            __stcg(sl + row, acc[j][u] * w);
-                            __stcg(sl + row + 8, acc[j][2 + u] * w);
-                        }
-                    }
-                }
-            }
-            __threadfence();
-        }
-        __syncthreads();
-        if (m.phase == 1) {
-            if (tid == 0) atomicAdd(p.ready + m.mbg, 1u);
-        } else {
-            // arrivals on (token, n-block); the one that completes a token combines it
-            if (tid < BN) {
-                int32_t tok = -1;
-                if (tid < m.rows) {
-                    const int32_t t = m.pair[tid] / K;
-                    uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
-                    if (atomicAdd(a, 1u) + 1 == (uint32_t)sh.epi_nv[tid]) { tok = t; *a = 0; }
-                }
-                sh.comb[tid] = tok;
                 __threadfence();
             }
-            __syncthreads();
+            cbar();
+            if (m.phase == 1) {
+                if (ctid == 0) atomicAdd(p.ready + m.mbg, 1u);
+                continue;
+            }
+            // arrivals on (token, n-block); the one that completes a token combines it
+            if (ctid < BN) {
+                int32_t tok = -1;
+                if (ctid < m.rows) {
+                    const int32_t t = m.tok[ctid];
+                    uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
+                    if (atomicAdd(a, 1u) + 1 == (uint32_t)sh.epi_nv[ctid]) { tok = t; *a = 0; }
+                }
+                sh.comb[ctid] = tok;
+                __threadfence();
+            }
+            cbar();
             for (int j = 0; j < m.rows; ++j) {
                 const int32_t t = sh.comb[j];
                 if (t < 0) continue;
-                for (int c = tid; c < BM; c += kThreads) {
+                for (int c = ctid; c < BM; c += kConsumers) {
                     const int col = m.nb * BM + c;
-                    float s = 0.f;
+                    float sum = 0.f;
                     for (int kk = 0; kk < K; ++kk) {
                         const int32_t e = __ldg(p.ids + (int64_t)t * K + kk);
-                        if (e >= 0 && e < E) s += __ldcg(p.slot + ((int64_t)t * K + kk) * H + col);
+                        if (e >= 0 && e < E) sum += __ldcg(p.slot + ((int64_t)t * K + kk) * H + col);
                     }
-                    p.out[(int64_t)t * H + col] = __float2bfloat16_rn(s);
+                    p.out[(int64_t)t * H + col] = __float2bfloat16_rn(sum);
                 }
             }
         }
-        ++cseq;
     }
     cp_wait<0>();
 
