@@ -26,8 +26,7 @@
 // Tiles: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N, so a
 // handful of tokens per expert costs only the n8 blocks they fill. 8 warps: WM = BM/16 along M,
 // WK = 8/WM split each stage's k range; partial sums are reduced through shared memory in fixed
-// warp order at the tile's end (deterministic). Stages of BK = 256 k (A: BM x 512 bytes,
-// B: BN x 512 bytes), 16-byte chunks XOR-swizzled by row (ldmatrix conflict-free), filled with
+// warp order at the tile's end (deterministic). Stages of BK = 512 k (decode) or 256 k (prefill), 16-byte chunks XOR-swizzled by row (ldmatrix conflict-free), filled with
 // cp.async.cg; the pipeline runs across tile and phase boundaries, so weights keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only after the GEMM1 queues are empty, and waits
@@ -45,9 +44,6 @@ namespace layer {
 
 constexpr int kThreads = 288;            // warp 0: scheduler and producer; warps 1-8: consumers
 constexpr int kConsumers = 256;
-constexpr int kBK = 256;                 // k per stage
-constexpr int kRowBytes = kBK * 2;       // 512 bytes of a row per stage
-constexpr int kChunks = kRowBytes / 16;  // 32 chunks of 16 bytes
 constexpr int kMeta = 16;                // tile metadata ring
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
@@ -104,13 +100,15 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer (rows of kRowBytes).
-__device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * kRowBytes + ((c ^ (r & 7)) << 4)); }
-// Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group, four
-// 16x64 boxes of 2 KiB (one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte offset
-// of logical chunk c (0..31 over the stage's 256 k) of row r:
-__device__ __forceinline__ uint32_t aswz(int r, int c) {
-    return (uint32_t)((((r >> 4) * 4 + (c >> 3)) * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
+// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer (rows of BK k).
+template <int BK> __device__ __forceinline__ uint32_t swz(int r, int c) {
+    return (uint32_t)(r * BK * 2 + ((c ^ (r & 7)) << 4));
+}
+// Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group,
+// BK/64 boxes of 16x64 (2 KiB, one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte
+// offset of logical chunk c (over the stage's BK k) of row r:
+template <int BK> __device__ __forceinline__ uint32_t aswz(int r, int c) {
+    return (uint32_t)((((r >> 4) * (BK / 64) + (c >> 3)) * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
 // ---- shared state ---------------------------------------------------------------------------
@@ -126,13 +124,16 @@ struct Meta {
 template <int BM, int BN>
 struct Cfg {
     static constexpr int WM = BM / 16, WK = 8 / WM;
-    static constexpr int KSTEP = kBK / 16 / WK;   // k16 steps per warp per stage
+    // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
+    // over 32 KiB of weights), 256 for the prefill tile (its token rows are 4x larger).
+    static constexpr int BK = BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
-    static constexpr int A_BYTES = BM * kRowBytes, B_BYTES = BN * kRowBytes;
+    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = (BN <= 16) ? 6 : 3;
+    static constexpr int STAGES = (BN <= 16) ? 4 : 3;
     static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
-    static_assert(BM % 16 == 0 && 8 % WM == 0 && (kBK / 16) % WK == 0, "warp layout");
+    static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 32 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
 
@@ -373,7 +374,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         bstate = 1;
         if (lane == 0) creg = claim(ph);   // the next entry's claim, in flight
     };
-    auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + kBK - 1) / kBK; };
+    constexpr int BK = C::BK;
+    auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + BK - 1) / BK; };
 
     if (warp == 0) {
         // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
@@ -390,13 +392,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
             const int slot = step % C::STAGES;
             const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
-            const int Kd = m.phase == 1 ? H : I, kc = sh.stage_k[slot] * kBK + lane * 8;
+            const int Kd = m.phase == 1 ? H : I;
             const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES;
-            if (kc < Kd) {
-                for (int r = 0; r < m.rows; ++r) {
-                    const __nv_bfloat16 *src = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H + kc
-                                                            : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I + kc;
-                    cp16(b_s + swz(r, lane), src, true);
+            for (int r = 0; r < m.rows; ++r) {
+                const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
+                                                        : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
+                #pragma unroll
+                for (int i = 0; i < C::CH / 32; ++i) {
+                    const int c = lane + 32 * i, kc = sh.stage_k[slot] * BK + c * 8;
+                    if (kc < Kd) cp16(b_s + swz<BK>(r, c), row + kc, true);
                 }
             }
             asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s_u32(&sh.full_b[slot])) : "memory");
@@ -437,11 +441,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 mbar_arrive(s_u32(&sh.full_b[slot]));
                 break;
             }
-            const int Kd = m.phase == 1 ? H : I, k0 = lk * kBK;
+            const int Kd = m.phase == 1 ? H : I, k0 = lk * BK;
             const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
             if (p.packed) {
                 if (lane == 0) {
-                    const int nbox = min(4, (Kd - k0) / 64);
+                    const int nbox = min(BK / 64, (Kd - k0) / 64);
                     const int Rs = (m.phase == 1 ? 2 * I : H) / D;
                     const int NBs = m.phase == 1 ? NBs1 : NBs2;
                     const int d = m.nb / NBs, nbl = m.nb - d * NBs;
@@ -451,23 +455,24 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
                     #pragma unroll
                     for (int g = 0; g < BM / 16; ++g)
-                        bulk_load_hint(a_s + g * 4 * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                        bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
                 } else {
                     mbar_arrive(bar);
                 }
             } else {
-                const int kc = k0 + (lane & 31) * 8;
-                if (kc < Kd) {
-                    #pragma unroll 4
-                    for (int r = 0; r < BM; ++r) {
-                        const __nv_bfloat16 *src;
-                        if (m.phase == 1) {
-                            const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
-                            src = p.w13 + ((int64_t)m.e * 2 * I + (rr < 8 ? ch : I + ch)) * H + kc;
-                        } else {
-                            src = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I + kc;
-                        }
-                        cp16(a_s + aswz(r, lane), src, true);
+                #pragma unroll 4
+                for (int r = 0; r < BM; ++r) {
+                    const __nv_bfloat16 *row;
+                    if (m.phase == 1) {
+                        const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
+                        row = p.w13 + ((int64_t)m.e * 2 * I + (rr < 8 ? ch : I + ch)) * H;
+                    } else {
+                        row = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I;
+                    }
+                    #pragma unroll
+                    for (int i = 0; i < C::CH / 32; ++i) {
+                        const int c = lane + 32 * i, kc = k0 + c * 8;
+                        if (kc < Kd) cp16(a_s + aswz<BK>(r, c), row + kc, true);
                     }
                 }
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
@@ -515,14 +520,14 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 #pragma unroll
                 for (int s = 0; s < C::KSTEP; ++s) {
                     const int ks = wk * C::KSTEP + s;   // k16 index in the stage
-                    if (ck * kBK + ks * 16 >= kdim) continue;   // past K (the last stage of I % 256 != 0)
+                    if (ck * BK + ks * 16 >= kdim) continue;   // past K (a last stage that K does not fill)
                     uint32_t a0, a1, a2, a3;
-                    ldsm4(a_s + aswz(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                    ldsm4(a_s + aswz<BK>(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
                     #pragma unroll
                     for (int j = 0; j < C::NT; j += 2) {
                         if (j < nn) {
                             uint32_t b0, b1, b2, b3;
-                            ldsm4(b_s + swz(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
+                            ldsm4(b_s + swz<BK>(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
                                   b2, b3);
                             mma16816(acc[j], a0, a1, a2, a3, b0, b1);
                             if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
