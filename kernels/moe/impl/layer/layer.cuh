@@ -95,6 +95,16 @@ __device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uin
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// One thread publishes what the whole CTA wrote before a bar.sync (release is cumulative over what
+// the barrier ordered before it), and acquires what the other CTAs published.
+__device__ __forceinline__ void red_release(uint32_t *p, uint32_t v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t *p, uint32_t v) {
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
 __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     uint32_t v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -587,11 +597,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         }
                     }
                 }
-                __threadfence();
             }
             cbar();
             if (m.phase == 1) {
-                if (ctid == 0) atomicAdd(p.ready + m.mbg, 1u);
+                if (ctid == 0) red_release(p.ready + m.mbg, 1u);
                 continue;
             }
             // arrivals on (token, n-block); the one that completes a token combines it
@@ -600,10 +609,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (ctid < m.rows) {
                     const int32_t t = m.tok[ctid];
                     uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
-                    if (atomicAdd(a, 1u) + 1 == (uint32_t)sh.epi_nv[ctid]) { tok = t; *a = 0; }
+                    if (atom_add_acq_rel(a, 1u) + 1 == (uint32_t)sh.epi_nv[ctid]) { tok = t; *a = 0; }
                 }
                 sh.comb[ctid] = tok;
-                __threadfence();
             }
             cbar();
             for (int j = 0; j < m.rows; ++j) {
