@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # layer_device.sh — one call on the GPU machine for the fused MoE layer (ldmoe.moe): correctness
 # (tests/gpu/moe/test_moe_layer.py, plainly and under the shim bound to domain 0 with the digests
-# of both compared), optionally compute-sanitizer on a small case, then the steering timer
-# (bench/moe/layer_time.py). Builds nothing: build/libldmoe.so (and build/libldshim.so for the
+# of both compared), the steering timer (bench/moe/layer_time.py), then optionally
+# compute-sanitizer ($SAN_TOOLS, default memcheck racecheck synccheck) over test_moe_layer.py --tiny. Builds nothing: build/libldmoe.so (and build/libldshim.so for the
 # bound run) come from the CPU machine.
 #
 #   bash bench/moe/layer_device.sh [--no-test] [--no-bound] [--sanitize] [--time "ARGS"]
@@ -35,16 +35,16 @@ if [ $test = 1 ]; then
     grep -E "^FAIL|passed|digests" $OUT/test-bound.log | head -20
   fi
 fi
+if [ -n "$targs" ]; then
+  timeout 400 python3 bench/moe/layer_time.py $targs 2>&1 | tee $OUT/time.log
+fi
 if [ $san = 1 ]; then
-  for tool in memcheck racecheck synccheck; do
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --quick \
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
+    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny \
       --result $OUT/r-$tool > $OUT/san-$tool.log 2>&1
     rc=$?
     summary="$summary $tool:rc=$rc:$(cat $OUT/r-$tool 2>/dev/null || echo died)"
     grep -E "ERROR SUMMARY|^FAIL" $OUT/san-$tool.log | head -5
   done
-fi
-if [ -n "$targs" ]; then
-  timeout 400 python3 bench/moe/layer_time.py $targs 2>&1 | tee $OUT/time.log
 fi
 echo "SUMMARY$summary"

@@ -199,6 +199,7 @@ static void layer_release_device(int dev) {
 
 struct LayerCfg { const void *fn; int smem; };
 template <int BM, int BN> static LayerCfg layer_cfg() {
+    static_assert(sizeof(Smem<BM, BN>) + 128 <= 232448, "the layer's shared memory fits an sm_90 block");
     return {(const void *)moe_layer_kernel<BM, BN>, (int)sizeof(Smem<BM, BN>) + 128};
 }
 

@@ -143,6 +143,8 @@ struct Cfg {
     static constexpr int STAGE = A_BYTES + B_BYTES;
     static constexpr int STAGES = (BN <= 16) ? 4 : 3;
     static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
+    // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
+    static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 32 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
@@ -168,6 +170,9 @@ struct Smem {
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
+    int32_t fill[C::LOCAL ? kMaxE : 1];       // local routing: pairs placed per expert
+    int32_t lpair[C::LOCAL ? C::LOCAL : 1];   // local routing: the expert-grouped pair list
+    int16_t leid[C::LOCAL ? C::LOCAL : 1];    // local routing: each pair's expert (-1: invalid id)
 };
 
 // ---- routing --------------------------------------------------------------------------------
@@ -201,7 +206,31 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     uint32_t *ctl = p.ctl;
 
     // -- 1. routing --
-    {
+    // Local (decode, at most C::LOCAL pairs): every CTA reads all ids and builds the same
+    // expert-grouped list in its shared memory (counts by shared atomics, then ranks in pair order
+    // by one warp), so no grid barrier, no global counts and no list loads stand between the
+    // launch and the first weight bytes. Global: ranks by global atomics, then one grid barrier.
+    const bool local = C::LOCAL > 0 && npairs <= C::LOCAL;
+    if (local) {
+        for (int e = tid; e < E; e += kThreads) { sh.cnt[e] = 0; sh.fill[e] = 0; }
+        __syncthreads();
+        for (int i = tid; i < (int)npairs; i += kThreads) {
+            const int32_t e = __ldg(p.ids + i);
+            const bool ok = e >= 0 && e < E;
+            sh.leid[i] = (int16_t)(ok ? e : -1);
+            if (ok) atomicAdd(&sh.cnt[e], 1);
+            else if (blockIdx.x == 0) atomicOr(ctl + kCtlErr, 1u);
+        }
+        __syncthreads();
+        for (int t = blockIdx.x * kThreads + tid; t < p.T; t += gridDim.x * kThreads) {
+            int nv = 0;
+            for (int j = 0; j < K; ++j) nv += sh.leid[t * K + j] >= 0;
+            if (nv == 0) {
+                uint4 *o = reinterpret_cast<uint4 *>(p.out + (int64_t)t * H);
+                for (int c = 0; c < H / 8; ++c) o[c] = make_uint4(0, 0, 0, 0);
+            }
+        }
+    } else {
         const int64_t stride = (int64_t)gridDim.x * kThreads;
         for (int64_t i = (int64_t)blockIdx.x * kThreads + tid; i < npairs; i += stride) {
             const int32_t e = __ldg(p.ids + i);
@@ -244,10 +273,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 for (int d = 0; d < D; ++d) sh.domcnt[d] = (gridDim.x + D - 1 - d) / D;
         }
     }
-    grid_barrier(ctl);
-
-    // -- 2. tables --
-    for (int e = tid; e < E; e += kThreads) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
+    if (!local) {
+        grid_barrier(ctl);
+        // -- 2. tables --
+        for (int e = tid; e < E; e += kThreads) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
+    }
     __syncthreads();
     if (warp == 0) {   // exclusive prefixes of m-blocks and rows, 32 experts per pass
         int32_t mcarry = 0, rcarry = 0;
@@ -265,6 +295,21 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             rcarry += __shfl_sync(0xffffffffu, r, 31);
         }
         if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
+        if (local) {   // ranks in pair order: the same list in every CTA
+            __syncwarp();
+            for (int base = 0; base < (int)npairs; base += 32) {
+                const int i = base + lane;
+                const int e = i < (int)npairs ? sh.leid[i] : -1;
+                const uint32_t same = __match_any_sync(0xffffffffu, e);
+                const int before = e >= 0 ? sh.fill[e] : 0;
+                __syncwarp();
+                if (e >= 0) {
+                    sh.lpair[sh.seg[e] + before + __popc(same & ((1u << lane) - 1u))] = i;
+                    if (lane == __ffs(same) - 1) sh.fill[e] = before + __popc(same);
+                }
+                __syncwarp();
+            }
+        }
     }
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
@@ -378,7 +423,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         #pragma unroll
         for (int i = 0; i < (BN + 31) / 32; ++i) {
             const int j = lane + 32 * i;
-            r_pair[i] = j < r_rows ? __ldcg(p.list + (int64_t)e * cap + mb * BN + j) : 0;
+            r_pair[i] = j >= r_rows ? 0 : local ? sh.lpair[sh.seg[e] + mb * BN + j]
+                                                : __ldcg(p.list + (int64_t)e * cap + mb * BN + j);
         }
         r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
         bstate = 1;
@@ -522,7 +568,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
                     const int32_t pr = m.pair[ctid];
                     pre_w = __ldg(p.wts + pr);
-                    pre_nv = __ldcg(p.tokvalid + m.tok[ctid]);
+                    if (local) {
+                        pre_nv = 0;
+                        for (int j = 0; j < K; ++j) pre_nv += sh.leid[m.tok[ctid] * K + j] >= 0;
+                    } else {
+                        pre_nv = __ldcg(p.tokvalid + m.tok[ctid]);
+                    }
                 }
             }
             {
