@@ -170,6 +170,7 @@ struct Smem {
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
+    int32_t last;                             // this CTA left last (resets the counters)
     int32_t fill[C::LOCAL ? kMaxE : 1];       // local routing: pairs placed per expert
     int32_t lpair[C::LOCAL ? C::LOCAL : 1];   // local routing: the expert-grouped pair list
     int16_t leid[C::LOCAL ? C::LOCAL : 1];    // local routing: each pair's expert (-1: invalid id)
@@ -686,10 +687,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     __syncthreads();
     if (tid == 0) {
         __threadfence();
-        sh.comb[0] = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
+        sh.last = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (sh.comb[0]) {
+    if (sh.last) {
         __threadfence();
         for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
         for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
