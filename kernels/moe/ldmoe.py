@@ -500,7 +500,7 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     (silu(x[t] @ gate_e.T) * (x[t] @ up_e.T)) @ w2_e.T with e = topk_ids[t, j] (ldmoe.h ldmoe_moe).
 
     x [T, H] bf16; w13 [E, 2I, H] bf16 (gate rows 0..I-1, up rows I..2I-1) and w2 [E, H, I] bf16,
-    or w13 = a MoePacked (pack_moe) with w2 None; topk_ids [T, k] int32; topk_weights [T, k] fp32;
+    or w13 = a MoePacked (pack_moe) with w2 None (or the same MoePacked, or its .w2); topk_ids [T, k] int32; topk_weights [T, k] fp32;
     out [T, H] bf16 (allocated when None). H and I multiples of 64 * D, E <= 256, k <= 16.
     Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns.
     Runs on the current stream; the first call at a size must come before a CUDA graph capture
@@ -513,7 +513,7 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     _need(x, "x", torch.bfloat16, dev, 2)
     T, H = x.shape
     if isinstance(w13, MoePacked):
-        if w2 is not None and w2 is not w13.w2:
+        if w2 is not None and w2 is not w13 and w2 is not w13.w2:
             raise ValueError("w13 is a MoePacked: pass w2=None (it holds both)")
         pk = w13
         if pk.device != dev:
