@@ -3,9 +3,12 @@
 //   out[t] = Σ_k w[t,k] · ( silu(x[t] · gateᵀ) ⊙ (x[t] · upᵀ) ) · w2[e(t,k)]ᵀ
 //
 // One CTA per SM (the bound set's count), co-resident (cooperative launch). Phases, in one launch:
-//   1. routing: every (token, k) pair with an id in [0, E) takes a rank in its expert's list
-//      (integer atomics) and is written at list[e * cap + rank]; each token's count of valid
-//      ids goes to tokvalid[t]; a token with none gets a zero output row here. One grid barrier.
+//   1. routing. Local (decode launches of at most Cfg::LOCAL pairs): every CTA reads all ids and
+//      builds the same expert-grouped pair list in shared memory (counts by shared atomics, ranks
+//      in pair order by one warp), no barrier. Global: every (token, k) pair with an id in [0, E)
+//      takes a rank by a global integer atomic and is written at list[e * cap + rank], each
+//      token's count of valid ids goes to tokvalid[t]; one grid barrier. Either way a token with
+//      no valid id gets a zero output row here, and an invalid id sets the error word.
 //   2. every CTA builds the same tile tables from the per-expert counts (shared memory).
 //   3. GEMM1 tiles then GEMM2 tiles, claimed from per-domain queues (local first, stealing by the
 //      grouped GEMM's rule). GEMM1 tile (e, m-block, n-block): BM weight rows = BM/2 gate rows and
@@ -13,7 +16,7 @@
 //      8-15 up, so one mma fragment holds both and SwiGLU happens in registers) x BN routed
 //      tokens, gathered from x by the loader (no permuted copy of x). h = bf16(silu(g)·u) goes to
 //      h[pos, I] (pos: the pair's row in the expert-grouped order), then the (expert, m-block)'s
-//      readiness counter is incremented.
+//      readiness counter is incremented (release).
 //      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
 //      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
 //      readiness, no grid barrier). Epilogue: acc · routing weight -> slot[(t,k), H] fp32.
@@ -23,15 +26,20 @@
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
-// Tiles: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N, so a
-// handful of tokens per expert costs only the n8 blocks they fill. 8 warps: WM = BM/16 along M,
-// WK = 8/WM split each stage's k range; partial sums are reduced through shared memory in fixed
-// warp order at the tile's end (deterministic). Stages of BK = 512 k (decode) or 256 k (prefill), 16-byte chunks XOR-swizzled by row (ldmatrix conflict-free), filled with
-// cp.async.cg; the pipeline runs across tile and phase boundaries, so weights keep streaming.
+// Warp specialization: warp 0 makes the tile metadata (claims, list entries) a step ahead and
+// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
+// with their bytes), token rows by cp.async (each lane arrives on full_b when its copies land).
+// Warps 1-8 compute: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N,
+// so a handful of tokens per expert costs only the n8 blocks they fill; WM = BM/16 warps along M,
+// WK = 8/WM split each stage's k range, partial sums reduced through shared memory in fixed warp
+// order at the tile's end (deterministic); each warp releases a stage on its empty barrier.
+// Stages of BK = 512 k (decode) or 256 k (prefill); the ring runs across tile and phase
+// boundaries, so weights keep streaming.
 //
-// Deadlock freedom: a CTA claims GEMM2 tiles only after the GEMM1 queues are empty, and waits
-// for readiness only when its compute has reached that GEMM2 tile (all its own GEMM1 tiles are
-// done by then); GEMM1 tiles never wait. The one grid barrier needs co-residency (cooperative launch).
+// Deadlock freedom: a CTA claims GEMM2 tiles only after its GEMM1 queues are empty; only its
+// producer waits for readiness (the consumers wait on nothing but the ring, so this CTA's own
+// GEMM1 tiles finish meanwhile); GEMM1 tiles never wait. The global routing's grid barrier
+// needs co-residency (cooperative launch).
 #pragma once
 #include <cuda_bf16.h>
 #include <stdint.h>
