@@ -143,14 +143,15 @@ lab-moe: $(LDMOE_LAB_LIB)
 lab-moe-diag: $(LDMOE_LAB_DIAG_LIB)
 
 # Every kernel of both libraries must be byte-identical in SASS (and equal in resource usage) to
-# its counterpart in the recorded digests, and each kernel AUTO can launch must be among them: a
+# its counterpart in the recorded digests (the fused layer's kernels, ldmoe::layer, are newer than
+# the digests and listed without comparison), and each kernel AUTO can launch must be among them: a
 # restructuring that should not change the machine code shows that it did not. A change that
 # does change it (measured on a GPU) records new digests (sass_identity.py digest of both
 # libraries, one file; its header says at which commit and why). Needs a cuobjdump
 # (bench/moe/sass_identity.py says where it looks).
 sass-identity: $(LDMOE_LIB) $(LDMOE_LAB_LIB)
 	$(PYTHON) bench/moe/sass_identity.py compare bench/moe/sass/baseline.txt $(LDMOE_LIB) $(LDMOE_LAB_LIB) \
-	  --require-file bench/moe/sass/auto-kernels.txt
+	  --require-file bench/moe/sass/auto-kernels.txt --new-ok '_ZN5ldmoe5layer'
 
 # ---- lab CPU tests ----
 LDMOE_LAB_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_lab_cpu
