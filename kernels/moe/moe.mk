@@ -15,6 +15,7 @@
 #   make test-moe-tiles          the tile lists of ldmoe.h, ldmoe_lab.h, ldmoe.py and both libraries
 #                                agree; the product library exports only the public API
 #   make test-moe-layer          CPU suite of the fused layer's API (argument validation, packed sizes)
+#   make test-moe-layer-sched    the layer's tile numbering and queue rule on the host (layer_sched.h)
 #   make test-gpu-moe-layer      GPU suite of the fused layer (tests/gpu/moe/test_moe_layer.py), plainly
 #                                and bound to domain 0 (bit-identical outputs with the smaller grid)
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
@@ -88,6 +89,12 @@ $(LDMOE_LAYER_CPU_TEST): tests/moe/test_ldmoe_layer_cpu.c $(LDMOE_HEADERS) $(LDM
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
 
+# The fused layer's tile numbering and queue rule (impl/layer/layer_sched.h) on the host.
+LDMOE_LAYER_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_layer_sched
+$(LDMOE_LAYER_SCHED_TEST): tests/moe/test_ldmoe_layer_sched.cc $(LDMOE_DIR)/impl/layer/layer_sched.h tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
+
 # The device scheduler (impl/scheduler.cuh) compiled for the host, one thread per simulated CTA.
 LDMOE_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_sched
 CXX ?= g++
@@ -160,9 +167,12 @@ $(LDMOE_LAB_CPU_TEST): tests/moe/test_ldmoe_lab_cpu.c $(LDMOE_HEADERS) $(LDMOE_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD)/lab -lldmoe_lab -Wl,-rpath,'$$ORIGIN/../../lab' -lcunit
 
-.PHONY: test-moe-layer test-gpu-moe-layer
+.PHONY: test-moe-layer test-moe-layer-sched test-gpu-moe-layer
 test-moe-layer: $(LDMOE_LAYER_CPU_TEST) | $(RESULTS)
 	$(LDMOE_LAYER_CPU_TEST) $(RESULTS)/test-moe-layer
+
+test-moe-layer-sched: $(LDMOE_LAYER_SCHED_TEST) | $(RESULTS)
+	$(LDMOE_LAYER_SCHED_TEST) $(RESULTS)/test-moe-layer-sched
 
 # The fused layer on the GPU (tests/gpu/moe/test_moe_layer.py): plainly, then in a process bound
 # to domain 0's SMs (a smaller grid), whose outputs must equal the first run's bit for bit.
@@ -231,7 +241,7 @@ bench-moe: $(LDMOE_LAB_LIB) $(LDMOE_FLOOR_LIB)
 	LDMOE_LAB_LIB=$(abspath $(LDMOE_LAB_LIB)) LDMOE_FLOOR_LIB=$(abspath $(LDMOE_FLOOR_LIB)) $(PYTHON) bench/moe/bench_moe.py --lab
 
 ALL_TARGETS     += $(LDMOE_LIB) $(LDMOE_FLOOR_LIB) $(LDMOE_PATTERN_PROBE)
-TEST_SUITES     += test-moe-layer test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order
+TEST_SUITES     += test-moe-layer test-moe-layer-sched test-moe test-moe-lab test-moe-tiles test-moe-sched test-moe-abi test-moe-py test-moe-order
 GPU_TEST_SUITES += test-gpu-moe test-gpu-moe-bound test-gpu-moe-layer
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)

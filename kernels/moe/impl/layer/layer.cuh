@@ -46,6 +46,7 @@
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/impl/ptx.cuh"
+#include "kernels/moe/impl/layer/layer_sched.h"
 
 namespace ldmoe {
 namespace layer {
@@ -362,10 +363,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int64_t t = atomicAdd(qc, 1u);
             return t < per * D ? t : -1;
         }
-        const bool steal = (float)(per * D) >= p.steal_waves * (float)gridDim.x;
+        const bool steal = steal_allowed(per * D, p.steal_waves, gridDim.x);
         while (s_q < D) {
             const int q = (my_dom + s_q) % D;
-            if (s_q == 0 || steal || sh.domcnt[q] == 0) {
+            if (may_take(s_q, steal, sh.domcnt[q])) {
                 const int64_t t = atomicAdd(qc + q, 1u);
                 if (t < per) return (int64_t)q * per + t;
             }
@@ -414,19 +415,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             return;
         }
         const int ph = s_phase;
-        const int NBs = ph == 1 ? NBs1 : NBs2;
-        const int64_t per = ph == 1 ? per1 : per2;
-        const int d = (int)(t / per);
-        const int64_t idx = t - (int64_t)d * per;
-        int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if ((int64_t)sh.mbp[mid] * NBs <= idx) lo = mid; else hi = mid - 1;
-        }
-        const int e = lo, mbe = sh.mbp[e + 1] - sh.mbp[e];
-        const int64_t rem = idx - (int64_t)sh.mbp[e] * NBs;
-        const int nbl = (int)(rem / mbe), mb = (int)(rem - (int64_t)nbl * mbe);
-        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = d * NBs + nbl;
+        const TilePos tp = decode_tile(sh.mbp, E, ph == 1 ? NBs1 : NBs2, ph == 1 ? per1 : per2, t);
+        const int e = tp.e, mb = tp.mb;
+        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
         r_rows = min(BN, sh.cnt[e] - mb * BN);
         r_mbg = sh.mbp[e] + mb;
         #pragma unroll
