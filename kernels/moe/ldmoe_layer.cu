@@ -13,7 +13,7 @@ namespace layer {
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill (64 x 64).
 template <int BM, int BN>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
     moe_layer_body<BM, BN>(p, &ldshim_topology);
 #else
     (void)p;
@@ -225,7 +225,9 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     int major = 0;
     if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
         return cuda_fail(e, "cudaDeviceGetAttribute(compute capability)");
-    if (major < 8) return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 8.0 or newer (bf16 mma.sync)");
+    if (major < 9)
+        return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 9.0 or newer (bulk copies, mbarrier "
+                    "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     const bool decode = p->T * p->k <= 16LL * p->E;
     const LayerCfg c = decode ? layer_cfg<32, 16>() : layer_cfg<64, 64>();

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_moe_layer.py — GPU tests of the fused MoE layer, ldmoe.moe / ldmoe_moe (needs an NVIDIA
-GPU of compute capability 8.0+, PyTorch).
+GPU of compute capability 9.0+, PyTorch).
 
 Against an fp32 reference of the same layer on fresh random inputs per case:
     out[t] = sum_j w[t,j] * ( bf16(silu(x g_e^T) * (x u_e^T)) ) w2_e^T      (e = ids[t, j])
