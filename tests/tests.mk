@@ -42,6 +42,8 @@ TEST_SUITES += test-gpu-multi-selftest   # the multi-GPU suite's logic without a
 
 # ---- CPU: libldmoe (kernels/moe) -----------------------------------------------------------
 TEST_SUITES += test-moe                  # CUnit over libldmoe.so: tile numbering, steal rule, AUTO, argument checks
+TEST_SUITES += test-moe-layer            # CUnit over libldmoe.so: the fused layer's argument checks and packed sizes
+TEST_SUITES += test-moe-layer-sched      # the fused layer's tile numbering and claim rule on the host (impl/layer/layer_sched.h)
 TEST_SUITES += test-moe-sched            # the device scheduler on the host, one thread per simulated CTA
 TEST_SUITES += test-moe-abi              # ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
 TEST_SUITES += test-moe-py               # ldmoe.py's FP8 side and the CPU references of the GPU tests
@@ -79,6 +81,7 @@ GPU_TEST_SUITES += test-gpu-compute      # compute binding: every launch path on
 GPU_TEST_SUITES += test-gpu-stress       # threads allocating, querying, launching and freeing under the shim, per state
 GPU_TEST_SUITES += test-gpu-mlopart      # the MLOPart backend on the GPU
 GPU_TEST_SUITES += test-gpu-moe          # libldmoe's product tiles, then every tile through the lab (counters, tune bits, timeline)
+GPU_TEST_SUITES += test-gpu-moe-layer    # the fused MoE layer against an fp32 reference, plainly and bound (bit-identical)
 GPU_TEST_SUITES += test-gpu-moe-bound    # the same in a process bound to domain 0 (compute binding)
 GPU_TEST_SUITES += test-gpu-e2e          # end to end: serve.py with libldmoe under the shim, every state
 GPU_TEST_SUITES += test-gpu-study        # the study's placement states over unmodified programs, one per allocation api

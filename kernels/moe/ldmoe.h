@@ -253,6 +253,89 @@ int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, in
  * every GPU the library runs on; argument errors are found before any CUDA call. */
 int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, float *x_scale, void *stream);
 
+/* ---- The fused MoE layer (doc/moe-layer.md) ----------------------------------------------------
+ *
+ *   out[t] = Σ_j w[t,j] · ( silu(x[t]·gate_eᵀ) ⊙ (x[t]·up_eᵀ) ) · w2_eᵀ,   e = topk_ids[t, j]
+ *
+ * in ONE persistent launch: routing on the device (per-expert counts, offsets and lists: no host
+ * synchronization, fixed launch shape), GEMM1 over tokens gathered from x with SwiGLU in its
+ * epilogue (h = bf16(silu(g)·u), g and u accumulated in fp32), GEMM2 with the routing weight in
+ * its epilogue (fp32, one slot per (token, j)), and a combine that sums a token's slots in j
+ * order (no float atomics): out is bit-identical run to run, whatever the grid size, SM binding
+ * or placement state. GEMM2 tiles of an (expert, token block) start once that block's GEMM1
+ * tiles are done (per-expert readiness, no grid barrier between the GEMMs).
+ *
+ *   x        [T, H] bf16 row-major
+ *   w13      [E, 2I, H] bf16: rows 0..I-1 of each expert are gate, I..2I-1 up (PLAIN), or the
+ *            layer's packed layout from ldmoe_pack_moe_weights (PACKED)
+ *   w2       [E, H, I] bf16 (PLAIN), or packed
+ *   topk_ids [T, k] int32; topk_weights [T, k] fp32 (applied as given: normalize beforehand if
+ *            the model does); out [T, H] bf16
+ * The packed layout (LDMOE_LAYOUT_PACKED, num_domains = D): each weight is [D][E][R/D/16][Kd/64]
+ * [16][64] bf16 (R rows of Kd elements: 2I x H for w13, H x I for w2): slice d holds the rows of
+ * domain d (w13: h channels d*I/D .. (d+1)*I/D-1, gate and up; w2: rows d*H/D ..), in groups of 16
+ * rows stored as 16x64 boxes of 2 KiB (16-byte chunk c of box row r at byte 128 r + 16 (c ^ (r % 8)),
+ * the 128-byte swizzle), so each stage of a tile is a few contiguous 8 KiB bulk copies.
+ * w13's groups are 8 gate rows followed by the 8 up rows of the same channels. The packed
+ * buffers are exactly as large as the plain ones (ldmoe_moe_packed_bytes).
+ *
+ * Requirements: 1 <= E <= LDMOE_MOE_MAX_EXPERTS, 1 <= k <= LDMOE_MOE_MAX_TOPK, H and I multiples
+ * of 64 * D (D = 1 for PLAIN; the tiles read k in 64-element boxes and cut each domain's slice
+ * into whole 32-row blocks), T * k * E < 2^31, 16-byte aligned x, w13, w2, out; 4-byte aligned
+ * topk_ids and topk_weights; compute capability 9.0 or newer (bulk copies and mbarrier
+ * transactions; the launch is cooperative, one CTA per SM of the bound set). T = 0 returns at once and touches nothing.
+ *
+ * Out-of-range ids (< 0 or >= E) are rejected on the device: that (token, j) contributes
+ * nothing (a token with no valid id gets a zero row), nothing is read or written out of bounds,
+ * and the stream's error flag is set; ldmoe_moe_errors() reads and clears it.
+ *
+ * Workspace: per (device, stream), as for the grouped GEMM, sized for the largest T*k, T, E, H,
+ * I seen (about T*k * (4H + 2I + 4E) bytes). It grows only outside a stream capture: make one
+ * call at the largest size (or ldmoe_moe_reserve) before capturing; a captured call then
+ * allocates nothing and never synchronizes, and each replay runs the routing it finds in
+ * topk_ids. All counters the launch uses are left at zero by its last CTA, so replays need no
+ * host reset. Calls on one stream are serialized by the stream; ldmoe_release frees them. */
+#define LDMOE_MOE_MAX_EXPERTS 256
+#define LDMOE_MOE_MAX_TOPK    16
+#define LDMOE_MOE_ERR_BAD_ID  1u    /* ldmoe_moe_errors: a topk id was outside [0, E) */
+
+typedef struct ldmoe_moe_params {
+    const void    *x;            /* [T, H] bf16                                              */
+    const void    *w13;          /* [E, 2I, H] bf16 (PLAIN) or packed                        */
+    const void    *w2;           /* [E, H, I] bf16 (PLAIN) or packed                         */
+    const int32_t *topk_ids;     /* [T, k] int32                                             */
+    const float   *topk_weights; /* [T, k] fp32                                              */
+    void          *out;          /* [T, H] bf16                                              */
+    int64_t        T;            /* tokens (>= 0)                                            */
+    int32_t        E, H, I, k;   /* experts, hidden size, expert inner size, experts per token */
+    int32_t        layout;       /* LDMOE_LAYOUT_PLAIN or LDMOE_LAYOUT_PACKED                */
+    int32_t        num_domains;  /* D of the packed layout (1..8); ignored for PLAIN         */
+    int32_t        mode;         /* enum ldmoe_mode, as for the grouped GEMM                 */
+    float          steal_waves;  /* as for the grouped GEMM (<= 0: the default)             */
+    void          *stream;       /* cudaStream_t (NULL: legacy default stream)               */
+} ldmoe_moe_params_t;
+
+/* Run the layer on p->stream. Asynchronous, thread-safe; every argument error is found before
+ * any CUDA call. See above for the workspace and graph capture. */
+int ldmoe_moe(const ldmoe_moe_params_t *p);
+
+/* Size the (device, stream) layer workspace for calls up to these sizes now (outside a
+ * capture), so that calls up to them inside a capture allocate nothing. Synchronous when it grows. */
+int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream);
+
+/* Read and clear the error flags of the layer calls on `stream` of the current device
+ * (LDMOE_MOE_ERR_BAD_ID); synchronizes the stream. *flags = 0 when no call ran on it. */
+int ldmoe_moe_errors(void *stream, uint32_t *flags);
+
+/* Bytes of the packed w13 and w2 (the plain sizes: E*2I*H*2 and E*H*I*2), or an error when the
+ * sizes cannot be packed for D domains. Either out pointer may be NULL. No GPU needed. */
+int ldmoe_moe_packed_bytes(int E, int H, int I, int D, size_t *w13_bytes, size_t *w2_bytes);
+
+/* Plain w13 [E, 2I, H] and w2 [E, H, I] -> the layer's packed layout for D domains, on `stream`
+ * (asynchronous). No buffer may overlap another. Thread-safe. */
+int ldmoe_pack_moe_weights(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E, int H, int I,
+                           int D, void *stream);
+
 struct ldshim_topology;
 /* Read back the device symbol as the kernels see it (current device): the first `size` bytes
  * of it, at most sizeof(struct ldshim_topology) of this library (pass sizeof *out: a caller

@@ -13,6 +13,10 @@
     y = ldmoe.grouped_mm_fp8(x, ldmoe.pack(w8, 2), offs, None, ldmoe.localize_scales(ws, 2))  # bf16 x: quantized
                                                         # per token by the library first (quantize_fp8)
 
+    out = ldmoe.moe(x, w13, w2, topk_ids, topk_weights)  # the whole MoE layer in one launch (ldmoe_moe)
+    pk = ldmoe.pack_moe(w13, w2, D=2)                   # its packed weights (MoePacked), built once
+    out = ldmoe.moe(x, pk, None, topk_ids, topk_weights)
+
 The library is found through $LDMOE_LIB, then next to this file (the pip package), then
 ../../build/ relative to it (the source tree), then the directory `make install` put it in,
 then the dynamic linker's search path (libldmoe.so.0); library_path() tells which one loaded.
@@ -37,7 +41,8 @@ _LIBDIR = None
 
 __all__ = ["library_path", "grouped_mm", "to_localized", "to_plain", "pack", "packed_bytes", "PackedWeights", "tile_info",
            "get_topology", "Topology", "version", "LdmoeError", "LAYOUTS", "MODES", "TILES", "grouped_mm_fp8", "FP8_TILES", "SCALINGS",
-           "quantize_rowwise", "quantize_block", "dequantize", "localize_scales", "quantize_fp8"]
+           "quantize_rowwise", "quantize_block", "dequantize", "localize_scales", "quantize_fp8",
+           "moe", "pack_moe", "MoePacked", "moe_reserve", "moe_errors", "MOE_MAX_EXPERTS", "MOE_MAX_TOPK"]
 
 LAYOUTS = {"plain": 0, "localized": 1, "packed": 2}
 MODES = {"auto": 0, "aware": 1, "unaware": 2, "static": 3}
@@ -99,6 +104,44 @@ class PackedWeights:
     def __repr__(self):
         return "PackedWeights(E=%d, N=%d, K=%d, D=%d, %s, %d bytes on %s)" % (
             self.E, self.N, self.K, self.D, str(self.dtype).replace("torch.", ""), self.data.numel(), self.data.device)
+
+
+MOE_MAX_EXPERTS = 256   # ldmoe.h LDMOE_MOE_MAX_EXPERTS
+MOE_MAX_TOPK = 16       # LDMOE_MOE_MAX_TOPK
+MOE_ERR_BAD_ID = 1      # LDMOE_MOE_ERR_BAD_ID
+
+
+class MoePacked:
+    """w13 and w2 in the layer's packed layout (ldmoe.h, ldmoe_pack_moe_weights), made by pack_moe().
+
+    w13, w2: bf16 CUDA tensors of the plain shapes [E, 2I, H] and [E, H, I] whose bytes are in the
+    packed order (index them only through the library); E, H, I, D: the sizes packed for."""
+    __slots__ = ("_w13", "_w2", "_E", "_H", "_I", "_D")
+
+    def __init__(self, w13, w2, E, H, I, D):
+        self._w13, self._w2, self._E, self._H, self._I, self._D = w13, w2, E, H, I, D
+
+    w13 = property(lambda self: self._w13)
+    w2 = property(lambda self: self._w2)
+    E = property(lambda self: self._E)
+    H = property(lambda self: self._H)
+    I = property(lambda self: self._I)
+    D = property(lambda self: self._D)
+
+    @property
+    def device(self):
+        return self._w13.device
+
+    def __repr__(self):
+        return "MoePacked(E=%d, H=%d, I=%d, D=%d on %s)" % (self.E, self.H, self.I, self.D, self.device)
+
+
+class _MoeParams(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_void_p), ("w13", ctypes.c_void_p), ("w2", ctypes.c_void_p),
+                ("topk_ids", ctypes.c_void_p), ("topk_weights", ctypes.c_void_p), ("out", ctypes.c_void_p),
+                ("T", ctypes.c_int64), ("E", ctypes.c_int32), ("H", ctypes.c_int32), ("I", ctypes.c_int32),
+                ("k", ctypes.c_int32), ("layout", ctypes.c_int32), ("num_domains", ctypes.c_int32),
+                ("mode", ctypes.c_int32), ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p)]
 
 
 class _Params(ctypes.Structure):
@@ -407,6 +450,135 @@ def pack(w, D=None, out=None):
     with torch.cuda.device(w.device):
         _check(fn(w.data_ptr(), src, data.data_ptr(), E, N, K, D, torch.cuda.current_stream(w.device).cuda_stream))
     return PackedWeights(data, E, N, K, D, w.dtype)
+
+
+_moe_bound = False
+
+
+def _moe_lib():
+    """libldmoe.so with the layer's signatures declared (only the product library has them)."""
+    global _moe_bound
+    lib = _load()
+    if not _moe_bound:
+        lib.ldmoe_moe.argtypes = [ctypes.POINTER(_MoeParams)]
+        lib.ldmoe_moe_reserve.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        lib.ldmoe_moe_errors.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        lib.ldmoe_moe_packed_bytes.argtypes = [ctypes.c_int] * 4 + [ctypes.POINTER(ctypes.c_size_t)] * 2
+        lib.ldmoe_pack_moe_weights.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        _moe_bound = True
+    return lib
+
+
+def pack_moe(w13, w2, D=None):
+    """Plain w13 [E, 2I, H] and w2 [E, H, I] bf16 -> MoePacked for num_domains D (default: 1)
+    (device kernels on the current stream). Build it once, where the weights are loaded."""
+    _need_torch("pack_moe")
+    lib = _moe_lib()
+    if not isinstance(w13, torch.Tensor) or not w13.is_cuda:
+        raise ValueError("w13 must be a CUDA tensor")
+    dev = w13.device
+    _need(w13, "w13", torch.bfloat16, dev, 3)
+    _need(w2, "w2", torch.bfloat16, dev, 3)
+    E, I2, H = w13.shape
+    if I2 % 2:
+        raise ValueError("w13 must be [E, 2I, H], got shape %s" % (tuple(w13.shape),))
+    I = I2 // 2
+    if tuple(w2.shape) != (E, H, I):
+        raise ValueError("w2 must be [E, H, I] = [%d, %d, %d], got %s" % (E, H, I, tuple(w2.shape)))
+    D = 1 if D is None else int(D)
+    b13, b2 = ctypes.c_size_t(), ctypes.c_size_t()
+    _check(lib.ldmoe_moe_packed_bytes(E, H, I, D, ctypes.byref(b13), ctypes.byref(b2)))
+    p13, p2 = torch.empty_like(w13), torch.empty_like(w2)
+    with torch.cuda.device(dev):
+        _check(lib.ldmoe_pack_moe_weights(w13.data_ptr(), w2.data_ptr(), p13.data_ptr(), p2.data_ptr(), E, H, I, D,
+                                          torch.cuda.current_stream(dev).cuda_stream))
+    return MoePacked(p13, p2, E, H, I, D)
+
+
+def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_waves=0.0):
+    """The whole MoE layer in one launch: out[t] = sum_j topk_weights[t, j] *
+    (silu(x[t] @ gate_e.T) * (x[t] @ up_e.T)) @ w2_e.T with e = topk_ids[t, j] (ldmoe.h ldmoe_moe).
+
+    x [T, H] bf16; w13 [E, 2I, H] bf16 (gate rows 0..I-1, up rows I..2I-1) and w2 [E, H, I] bf16,
+    or w13 = a MoePacked (pack_moe) with w2 None (or the same MoePacked, or its .w2); topk_ids [T, k] int32; topk_weights [T, k] fp32;
+    out [T, H] bf16 (allocated when None). H and I multiples of 64 * D, E <= 256, k <= 16.
+    Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns.
+    Runs on the current stream; the first call at a size must come before a CUDA graph capture
+    (or call moe_reserve)."""
+    _need_torch("moe")
+    lib = _moe_lib()
+    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+        raise ValueError("x must be a CUDA tensor")
+    dev = x.device
+    _need(x, "x", torch.bfloat16, dev, 2)
+    T, H = x.shape
+    if isinstance(w13, MoePacked):
+        if w2 is not None and w2 is not w13 and w2 is not w13.w2:
+            raise ValueError("w13 is a MoePacked: pass w2=None (it holds both)")
+        pk = w13
+        if pk.device != dev:
+            raise ValueError("the packed weights are on %s, x on %s" % (pk.device, dev))
+        E, Hw, I, D, lay = pk.E, pk.H, pk.I, pk.D, LAYOUTS["packed"]
+        w13t, w2t = pk.w13, pk.w2
+    else:
+        _need(w13, "w13", torch.bfloat16, dev, 3)
+        _need(w2, "w2", torch.bfloat16, dev, 3)
+        E, I2, Hw = w13.shape
+        if I2 % 2:
+            raise ValueError("w13 must be [E, 2I, H], got shape %s" % (tuple(w13.shape),))
+        I, D, lay = I2 // 2, 1, LAYOUTS["plain"]
+        if tuple(w2.shape) != (E, Hw, I):
+            raise ValueError("w2 must be [E, H, I] = [%d, %d, %d], got %s" % (E, Hw, I, tuple(w2.shape)))
+        w13t, w2t = w13, w2
+    if Hw != H:
+        raise ValueError("H mismatch: x has %d, the weights %d" % (H, Hw))
+    _need(topk_ids, "topk_ids", torch.int32, dev, 2)
+    _need(topk_weights, "topk_weights", torch.float32, dev, 2)
+    if topk_ids.shape[0] != T or tuple(topk_weights.shape) != tuple(topk_ids.shape):
+        raise ValueError("topk_ids and topk_weights must both be [T=%d, k], got %s and %s" % (
+            T, tuple(topk_ids.shape), tuple(topk_weights.shape)))
+    k = topk_ids.shape[1]
+    if not 1 <= k <= MOE_MAX_TOPK:
+        raise ValueError("k = %d must be in 1..%d" % (k, MOE_MAX_TOPK))
+    if not 1 <= E <= MOE_MAX_EXPERTS:
+        raise ValueError("E = %d must be in 1..%d" % (E, MOE_MAX_EXPERTS))
+    if H % (64 * D) or I % (64 * D):
+        raise ValueError("H = %d and I = %d must be multiples of 64 * D = %d" % (H, I, 64 * D))
+    if out is None:
+        out = torch.empty((T, H), dtype=torch.bfloat16, device=dev)
+    else:
+        _need(out, "out", torch.bfloat16, dev, 2)
+        if tuple(out.shape) != (T, H):
+            raise ValueError("out must be [%d, %d], got %s" % (T, H, tuple(out.shape)))
+    p = _MoeParams()
+    p.x, p.w13, p.w2 = x.data_ptr(), w13t.data_ptr(), w2t.data_ptr()
+    p.topk_ids, p.topk_weights, p.out = topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr()
+    p.T, p.E, p.H, p.I, p.k, p.layout, p.num_domains = T, E, H, I, k, lay, D
+    p.mode = _enum(MODES, mode, "mode")
+    p.steal_waves = float(steal_waves)
+    with torch.cuda.device(dev):
+        p.stream = torch.cuda.current_stream(dev).cuda_stream
+        _check(lib.ldmoe_moe(ctypes.byref(p)))
+    return out
+
+
+def moe_reserve(T, E, H, I, k, device=None):
+    """Size the current stream's layer workspace for calls up to these sizes (before a capture)."""
+    _need_torch("moe_reserve")
+    dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    with torch.cuda.device(dev):
+        _check(_moe_lib().ldmoe_moe_reserve(T, E, H, I, k, torch.cuda.current_stream(dev).cuda_stream))
+
+
+def moe_errors(device=None):
+    """Read and clear the layer's error flags on the current stream (1: an id outside [0, E)
+    was seen); synchronizes the stream."""
+    _need_torch("moe_errors")
+    dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    v = ctypes.c_uint32()
+    with torch.cuda.device(dev):
+        _check(_moe_lib().ldmoe_moe_errors(torch.cuda.current_stream(dev).cuda_stream, ctypes.byref(v)))
+    return v.value
 
 
 def get_topology():

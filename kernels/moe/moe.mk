@@ -6,6 +6,10 @@
 #                                report in build/moe-ptxas.log
 #   make test-moe                CPU suite (tile numbering, steal rule, AUTO's choice, argument
 #                                validation through the library)
+#   make test-moe-layer          CPU suite of the fused layer's API (argument validation, packed sizes)
+#   make test-moe-layer-sched    the layer's tile numbering and queue rule on the host (layer_sched.h)
+#   make test-gpu-moe-layer      GPU suite of the fused layer (tests/gpu/moe/test_moe_layer.py), plainly
+#                                and bound to domain 0 (bit-identical outputs with the smaller grid)
 #   make test-moe-sched          the device scheduler on the host, one thread per simulated CTA
 #   make test-moe-abi            ldmoe.py's and ldmoe_lab.py's ctypes structs have the C headers' layout
 #   make test-moe-py             ldmoe.py's FP8 side and tests/moe/ldmoe_ref.py on the CPU (needs a python
@@ -20,7 +24,7 @@ LDMOE_LIB      := $(BUILD)/libldmoe.so
 LDMOE_PTXAS    := $(BUILD)/moe-ptxas.log
 LDMOE_HEADERS  := $(LDMOE_DIR)/ldmoe.h $(LDMOE_DIR)/ldmoe_tiles.h
 LDMOE_DEPS     := $(LDMOE_HEADERS) $(LDMOE_DIR)/ldmoe_heuristics.h $(wildcard $(LDMOE_DIR)/impl/*.cuh $(LDMOE_DIR)/impl/*.h) \
-                  kernels/ldshim_topology.h
+                  kernels/ldshim_topology.h $(wildcard $(LDMOE_DIR)/impl/layer/*.cuh $(LDMOE_DIR)/impl/layer/*.h)
 # sm_90a machine code for Hopper (the wgmma tiles need it; no plain sm_90 cubin, so H100/H200
 # always load this one), sm_100 for Blackwell, compute_100 PTX for newer GPUs. The wgmma kernels
 # are trap stubs outside sm_90a and the host selects them only on compute capability 9.0.
@@ -68,6 +72,18 @@ $(LDMOE_CPU_TEST): tests/moe/test_ldmoe_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BU
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
 
+# The fused layer's API (ldmoe_moe): argument validation through the library, no GPU.
+LDMOE_LAYER_CPU_TEST := $(BUILD)/tests/moe/test_ldmoe_layer_cpu
+$(LDMOE_LAYER_CPU_TEST): tests/moe/test_ldmoe_layer_cpu.c $(LDMOE_HEADERS) $(LDMOE_LIB) $(BUILD)/$(LDMOE_SONAME) tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(BUILD) -lldmoe -Wl,-rpath,'$$ORIGIN/../..' -lcunit -lm
+
+# The fused layer's tile numbering and queue rule (impl/layer/layer_sched.h) on the host.
+LDMOE_LAYER_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_layer_sched
+$(LDMOE_LAYER_SCHED_TEST): tests/moe/test_ldmoe_layer_sched.cc $(LDMOE_DIR)/impl/layer/layer_sched.h tests/unit/cunit_main.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
+
 # The device scheduler (impl/scheduler.cuh) compiled for the host, one thread per simulated CTA.
 LDMOE_SCHED_TEST := $(BUILD)/tests/moe/test_ldmoe_sched
 CXX ?= g++
@@ -75,6 +91,25 @@ $(LDMOE_SCHED_TEST): tests/moe/test_ldmoe_sched.cc $(LDMOE_DIR)/impl/scheduler.c
                      kernels/ldshim_topology.h tests/unit/cunit_main.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -x c++ $(WARN) -O2 -g -pthread -I. $(SAN_FLAGS) -o $@ $< $(LDFLAGS) -lcunit
+
+.PHONY: test-moe-layer test-moe-layer-sched test-gpu-moe-layer
+test-moe-layer: $(LDMOE_LAYER_CPU_TEST) | $(RESULTS)
+	$(LDMOE_LAYER_CPU_TEST) $(RESULTS)/test-moe-layer
+
+test-moe-layer-sched: $(LDMOE_LAYER_SCHED_TEST) | $(RESULTS)
+	$(LDMOE_LAYER_SCHED_TEST) $(RESULTS)/test-moe-layer-sched
+
+# The fused layer on the GPU (tests/gpu/moe/test_moe_layer.py): plainly, then in a process bound
+# to domain 0's SMs (a smaller grid), whose outputs must equal the first run's bit for bit.
+test-gpu-moe-layer: $(LDMOE_LIB) $(SHIM_LIB) | $(RESULTS)
+	@rm -f $(RESULTS)/test-gpu-moe-layer-*; d=$$(mktemp -d); rc=0; \
+	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest \
+	  --result $(RESULTS)/test-gpu-moe-layer-plain || rc=1; \
+	LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
+	  $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest --result $(RESULTS)/test-gpu-moe-layer-bound || rc=1; \
+	rm -rf $$d; for r in plain bound; do [ -s $(RESULTS)/test-gpu-moe-layer-$$r ] || echo "0 1" > $(RESULTS)/test-gpu-moe-layer-$$r; done; \
+	cat $(RESULTS)/test-gpu-moe-layer-plain $(RESULTS)/test-gpu-moe-layer-bound | awk '{ p += $$1; f += $$2 } END { print p, f }' \
+	  > $(RESULTS)/test-gpu-moe-layer; exit $$rc
 
 .PHONY: test-moe test-moe-sched test-moe-abi test-moe-py test-moe-order test-moe-layout test-moe-exports
 test-moe: $(LDMOE_CPU_TEST) | $(RESULTS)
@@ -106,7 +141,7 @@ test-moe-py: $(LDMOE_LIB) | $(RESULTS)
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/moe/test_ldmoe_py.py --result $(RESULTS)/test-moe-py
 
 ALL_TARGETS     += $(LDMOE_LIB)
-TEST_TARGETS    += $(LDMOE_CPU_TEST) $(LDMOE_SCHED_TEST)
+TEST_TARGETS    += $(LDMOE_CPU_TEST) $(LDMOE_SCHED_TEST) $(LDMOE_LAYER_CPU_TEST) $(LDMOE_LAYER_SCHED_TEST)
 INSTALL_SOLIBS  += $(LDMOE_LIB)
 INSTALL_HEADERS += $(LDMOE_HEADERS)
 INSTALL_PYMODS  += $(LDMOE_DIR)/ldmoe.py

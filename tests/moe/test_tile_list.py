@@ -105,7 +105,7 @@ def main():
 
     api = declared(os.path.join(ROOT, "kernels", "moe", "ldmoe.h"))
     lab_api = declared(os.path.join(ROOT, "bench", "moe", "lab", "ldmoe_lab.h"))
-    check(len(api) == 16 and lab_api == {"ldmoe_lab_grouped_mm", "ldmoe_lab_grouped_mm_fp8", "ldmoe_lab_set_topology"},
+    check(len(api) == 21 and lab_api == {"ldmoe_lab_grouped_mm", "ldmoe_lab_grouped_mm_fp8", "ldmoe_lab_set_topology"},
           "declarations found", "%s / %s" % (sorted(api), sorted(lab_api)))
     got = exported(product_lib)
     check(got == api, "libldmoe.so exports exactly ldmoe.h's functions",

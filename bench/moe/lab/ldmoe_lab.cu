@@ -23,6 +23,7 @@ struct Library {
 #endif
     static TileCfg extra_tile(int tile);
     static const char *version();
+    static void release_device(int) {}   // the lab holds nothing else per device
 };
 
 }  // namespace ldmoe

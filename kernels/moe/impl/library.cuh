@@ -421,6 +421,7 @@ LDMOE_API int ldmoe_release(void) {
         else g_ws[kept++] = g_ws[i];
     }
     g_nws = kept;
+    Library::release_device(dev);
     // A device reset after this loses the kernels' attributes and the SM order keys, and may
     // bind the process to other SMs: set them again.
     if (dev < LDMOE_MAX_DEVICES) {

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""layer_time.py — quick steering timer of ldmoe.moe (the fused layer) against its roofline floor.
+
+For each shape and token count: the layer captured in a CUDA graph, NCALL calls per replay, each
+on another copy of the weights (rotated over copies whose touched bytes exceed L2 several times),
+median over REPS replays; floor = max(touched experts' weight bytes / copy bandwidth, layer
+FLOPs / dense bf16 GEMM rate), both measured in the same run (copy: a 1 GiB device-to-device
+copy, read + write bytes; GEMM: torch.matmul 8192^3 bf16). Prints one line per case:
+time (us), byte floor (us), FLOP floor (us), time / floor. The full benchmark with peers is
+bench/moe/bench_layer.py; this one only steers development.
+
+Usage: layer_time.py [--shapes qwen3,dsv2lite,mixtral] [--tokens 1,4,16,64,256,1024] [--layouts packed,plain]
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "moe"))
+import ldmoe  # noqa: E402
+
+SHAPES = {  # E, k, H, I
+    "qwen3": (128, 8, 2048, 768),
+    "dsv2lite": (64, 6, 2048, 1408),
+    "mixtral": (8, 2, 4096, 14336),
+}
+
+
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2]
+
+
+def copy_bw():
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    ts = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); b.copy_(a); e.record(); e.synchronize()
+        ts.append(s.elapsed_time(e) * 1e-3)
+    del a, b
+    return 2 * n / med(ts)
+
+
+def gemm_rate():
+    n = 8192
+    a = torch.randn((n, n), device="cuda", dtype=torch.bfloat16)
+    b = torch.randn((n, n), device="cuda", dtype=torch.bfloat16)
+    a @ b
+    ts = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); a @ b; e.record(); e.synchronize()
+        ts.append(s.elapsed_time(e) * 1e-3)
+    return 2 * n ** 3 / med(ts)
+
+
+def routing(gen, T, E, k):
+    # uneven: expert popularity ~ softmax of a random logit vector (seeded), top-k without replacement
+    logits = torch.randn(E, generator=gen) * 1.0
+    p = torch.softmax(logits, 0)
+    ids = torch.stack([torch.multinomial(p, k, replacement=False, generator=gen) for _ in range(T)])
+    w = torch.rand((T, k), generator=gen) + 0.05
+    return ids.int().cuda(), (w / w.sum(1, keepdim=True)).float().cuda()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="qwen3,dsv2lite,mixtral")
+    ap.add_argument("--tokens", default="1,4,16,64,256,1024")
+    ap.add_argument("--layouts", default="packed")
+    ap.add_argument("--reps", type=int, default=15)
+    a = ap.parse_args()
+    bw, fl = copy_bw(), gemm_rate()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    print("# %s: copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s, L2 %d MB; %s" % (
+        torch.cuda.get_device_name(), bw / 1e12, fl / 1e12, l2 >> 20, ldmoe.version()), flush=True)
+    print("%-9s %-6s %5s %9s %9s %9s %7s" % ("shape", "layout", "T", "us", "byte_us", "flop_us", "x_floor"))
+    gen = torch.Generator().manual_seed(7)
+    for name in a.shapes.split(","):
+        E, k, H, I = SHAPES[name]
+        per_expert = (2 * I * H + H * I) * 2
+        free = torch.cuda.mem_get_info()[0]
+        ncopy = max(2, min(8, int(0.5 * free // (per_expert * E))))
+        w13s = [(torch.randn((E, 2 * I, H), device="cuda") * H ** -0.5).to(torch.bfloat16) for _ in range(ncopy)]
+        w2s = [(torch.randn((E, H, I), device="cuda") * I ** -0.5).to(torch.bfloat16) for _ in range(ncopy)]
+        for lay in a.layouts.split(","):
+            if lay == "packed":
+                Ws = [(ldmoe.pack_moe(w13s[i], w2s[i], D=1), None) for i in range(ncopy)]
+            else:
+                Ws = [(w13s[i], w2s[i]) for i in range(ncopy)]
+            for T in [int(t) for t in a.tokens.split(",")]:
+                x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
+                ids, wts = routing(gen, T, E, k)
+                touched = len(set(ids.flatten().tolist()))
+                bytes_ = touched * per_expert
+                ncall = max(ncopy, min(64, ncopy * max(1, int(3 * l2 // max(bytes_ * ncopy, 1)) + 1)))
+                out = torch.empty((T, H), device="cuda", dtype=torch.bfloat16)
+                ldmoe.moe_reserve(T, E, H, I, k)
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    ldmoe.moe_reserve(T, E, H, I, k)
+                    for i in range(ncopy):
+                        ldmoe.moe(x, Ws[i][0], Ws[i][1], ids, wts, out=out)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g, stream=s):
+                        for i in range(ncall):
+                            ldmoe.moe(x, Ws[i % ncopy][0], Ws[i % ncopy][1], ids, wts, out=out)
+                torch.cuda.current_stream().wait_stream(s)
+                g.replay()
+                torch.cuda.synchronize()
+                ts = []
+                for _ in range(a.reps):
+                    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    st.record(); g.replay(); en.record(); en.synchronize()
+                    ts.append(st.elapsed_time(en) * 1e-3 / ncall)
+                t = med(ts)
+                bf = bytes_ / bw
+                ff = T * k * (2 * H * 2 * I + 2 * I * H) / fl
+                print("%-9s %-6s %5d %9.1f %9.1f %9.1f %7.2f" % (name, lay, T, t * 1e6, bf * 1e6, ff * 1e6, t / max(bf, ff)),
+                      flush=True)
+                del g
+        del w13s, w2s, Ws
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,703 @@
+// impl/layer/layer.cuh — the whole MoE layer in one persistent launch (ldmoe_moe; host side impl/layer/api.cuh):
+//
+//   out[t] = Σ_k w[t,k] · ( silu(x[t] · gateᵀ) ⊙ (x[t] · upᵀ) ) · w2[e(t,k)]ᵀ
+//
+// One CTA per SM (the bound set's count), co-resident (cooperative launch). Phases, in one launch:
+//   1. routing. Local (decode launches of at most Cfg::LOCAL pairs): every CTA reads all ids and
+//      builds the same expert-grouped pair list in shared memory (counts by shared atomics, ranks
+//      in pair order by one warp), no barrier. Global: every (token, k) pair with an id in [0, E)
+//      takes a rank by a global integer atomic and is written at list[e * cap + rank], each
+//      token's count of valid ids goes to tokvalid[t]; one grid barrier. Either way a token with
+//      no valid id gets a zero output row here, and an invalid id sets the error word.
+//   2. every CTA builds the same tile tables from the per-expert counts (shared memory).
+//   3. GEMM1 tiles then GEMM2 tiles, claimed from per-domain queues (local first, stealing by the
+//      grouped GEMM's rule). GEMM1 tile (e, m-block, n-block): BM weight rows = BM/2 gate rows and
+//      the matching BM/2 up rows (interleaved by 8: rows 0-7 of each 16-row group are gate,
+//      8-15 up, so one mma fragment holds both and SwiGLU happens in registers) x BN routed
+//      tokens, gathered from x by the loader (no permuted copy of x). h = bf16(silu(g)·u) goes to
+//      h[pos, I] (pos: the pair's row in the expert-grouped order), then the (expert, m-block)'s
+//      readiness counter is incremented (release).
+//      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
+//      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
+//      readiness, no grid barrier). Epilogue: acc · routing weight -> slot[(t,k), H] fp32.
+//   4. combine, fused: each slot write counts an arrival on (token, n-block of H); the CTA whose
+//      arrival completes the token's valid pairs sums its k slots in k order and writes out.
+//      So the sum's order is fixed: out is bit-identical whatever CTA or SM computed what.
+//   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
+//      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
+//
+// Warp specialization: warp 0 makes the tile metadata (claims, list entries) a step ahead and
+// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
+// with their bytes), token rows by cp.async (each lane arrives on full_b when its copies land).
+// Warps 1-8 compute: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N,
+// so a handful of tokens per expert costs only the n8 blocks they fill; WM = BM/16 warps along M,
+// WK = 8/WM split each stage's k range, partial sums reduced through shared memory in fixed warp
+// order at the tile's end (deterministic); each warp releases a stage on its empty barrier.
+// Stages of BK = 512 k (decode) or 256 k (prefill); the ring runs across tile and phase
+// boundaries, so weights keep streaming.
+//
+// Deadlock freedom: a CTA claims GEMM2 tiles only after its GEMM1 queues are empty; only its
+// producer waits for readiness (the consumers wait on nothing but the ring, so this CTA's own
+// GEMM1 tiles finish meanwhile); GEMM1 tiles never wait. The global routing's grid barrier
+// needs co-residency (cooperative launch).
+#pragma once
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include "kernels/ldshim_topology.h"
+#include "kernels/moe/ldmoe.h"
+#include "kernels/moe/impl/ptx.cuh"
+#include "kernels/moe/impl/layer/layer_sched.h"
+
+namespace ldmoe {
+namespace layer {
+
+constexpr int kThreads = 288;            // warp 0: scheduler and producer; warps 1-8: consumers
+constexpr int kConsumers = 256;
+constexpr int kMeta = 16;                // tile metadata ring
+constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
+constexpr int kMaxD = LDMOE_MAX_DOMAINS;
+
+// Control words of the workspace (uint32). The rest of the workspace is laid out by the host.
+enum {
+    kCtlBarArrive = 0, kCtlBarGen = 1, kCtlExit = 2, kCtlErr = 3,
+    kCtlQ1 = 8,               // GEMM1 queue counters [8]
+    kCtlQ2 = 16,              // GEMM2 queue counters [8]
+    kCtlCounts = 32,          // per-expert pair counts [256]
+    kCtlWords = 32 + kMaxE
+};
+
+struct LParams {
+    const __nv_bfloat16 *x, *w13, *w2;
+    const int32_t *ids;
+    const float *wts;
+    __nv_bfloat16 *out;
+    uint32_t *ctl;       // kCtlWords
+    uint32_t *ready;     // [E + cap / BN + 1] readiness per (expert, m-block)
+    int32_t *list;       // [E][cap] pair ids per expert
+    int32_t *tokvalid;   // [T]
+    uint32_t *arrive;    // [T][H / BM]
+    __nv_bfloat16 *h;    // [cap][I]
+    float *slot;         // [cap][H]
+    int32_t T, E, H, I, k, D, packed, mode, cap;
+    float steal_waves;
+};
+
+// ---- PTX ------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t s_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src, bool valid) {
+    const int n = valid ? 16 : 0;   // 0: zero-fill, nothing read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ldsm4(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
+__device__ __forceinline__ void ldsm2(uint32_t a, uint32_t &r0, uint32_t &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(a));
+}
+__device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// One thread publishes what the whole CTA wrote before a bar.sync (release is cumulative over what
+// the barrier ordered before it), and acquires what the other CTAs published.
+__device__ __forceinline__ void red_release(uint32_t *p, uint32_t v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t *p, uint32_t v) {
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer (rows of BK k).
+template <int BK> __device__ __forceinline__ uint32_t swz(int r, int c) {
+    return (uint32_t)(r * BK * 2 + ((c ^ (r & 7)) << 4));
+}
+// Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group,
+// BK/64 boxes of 16x64 (2 KiB, one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte
+// offset of logical chunk c (over the stage's BK k) of row r:
+template <int BK> __device__ __forceinline__ uint32_t aswz(int r, int c) {
+    return (uint32_t)((((r >> 4) * (BK / 64) + (c >> 3)) * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// ---- shared state ---------------------------------------------------------------------------
+template <int BN>
+struct Meta {
+    int32_t tile;     // -1: end of work
+    int32_t phase;    // 1 or 2
+    int32_t e, mb, nb, rows, mbg, ready;
+    int32_t pair[BN];
+    int32_t tok[BN];   // pair / k: the x row a GEMM1 tile gathers
+};
+
+template <int BM, int BN>
+struct Cfg {
+    static constexpr int WM = BM / 16, WK = 8 / WM;
+    // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
+    // over 32 KiB of weights), 256 for the prefill tile (its token rows are 4x larger).
+    static constexpr int BK = BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
+    static constexpr int NT = BN / 8;             // n8 blocks
+    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+    static constexpr int STAGE = A_BYTES + B_BYTES;
+    static constexpr int STAGES = (BN <= 16) ? 4 : 3;
+    static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
+    // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
+    static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
+    static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 32 == 0, "warp layout");
+    static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
+};
+
+template <int BM, int BN>
+struct Smem {
+    using C = Cfg<BM, BN>;
+    alignas(128) unsigned char ring[C::STAGES][C::STAGE];
+    uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
+    uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
+    uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
+    float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
+    int32_t cnt[kMaxE];
+    int32_t mbp[kMaxE + 1];      // m-block prefix per expert
+    int32_t seg[kMaxE + 1];      // row prefix per expert (pos of its first pair)
+    Meta<BN> meta[kMeta];
+    int32_t stage_entry[C::STAGES];   // meta sequence number a stage holds (-1: none)
+    int32_t stage_k[C::STAGES];
+    int32_t mwritten;                 // meta entries written
+    float epi_w[BN];
+    int32_t epi_nv[BN];
+    int32_t comb[BN];
+    int32_t domcnt[kMaxD];
+    int32_t my_dom;
+    int32_t mode;
+    int32_t last;                             // this CTA left last (resets the counters)
+    int32_t fill[C::LOCAL ? kMaxE : 1];       // local routing: pairs placed per expert
+    int32_t lpair[C::LOCAL ? C::LOCAL : 1];   // local routing: the expert-grouped pair list
+    int16_t leid[C::LOCAL ? C::LOCAL : 1];    // local routing: each pair's expert (-1: invalid id)
+};
+
+// ---- routing --------------------------------------------------------------------------------
+__device__ __forceinline__ void grid_barrier(uint32_t *ctl) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile uint32_t *gen = ctl + kCtlBarGen;
+        const uint32_t g = *gen;
+        __threadfence();
+        if (atomicAdd(ctl + kCtlBarArrive, 1u) == gridDim.x - 1) {
+            ctl[kCtlBarArrive] = 0;
+            __threadfence();
+            atomicAdd(ctl + kCtlBarGen, 1u);
+        } else {
+            while (*gen == g) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// ---- the kernel body ------------------------------------------------------------------------
+template <int BM, int BN>
+__device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
+    using C = Cfg<BM, BN>;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Smem<BM, BN> &sh = *reinterpret_cast<Smem<BM, BN> *>(smem_raw);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
+    const int64_t npairs = (int64_t)p.T * K;
+    uint32_t *ctl = p.ctl;
+
+    // -- 1. routing --
+    // Local (decode, at most C::LOCAL pairs): every CTA reads all ids and builds the same
+    // expert-grouped list in its shared memory (counts by shared atomics, then ranks in pair order
+    // by one warp), so no grid barrier, no global counts and no list loads stand between the
+    // launch and the first weight bytes. Global: ranks by global atomics, then one grid barrier.
+    const bool local = C::LOCAL > 0 && npairs <= C::LOCAL;
+    if (local) {
+        for (int e = tid; e < E; e += kThreads) { sh.cnt[e] = 0; sh.fill[e] = 0; }
+        __syncthreads();
+        for (int i = tid; i < (int)npairs; i += kThreads) {
+            const int32_t e = __ldg(p.ids + i);
+            const bool ok = e >= 0 && e < E;
+            sh.leid[i] = (int16_t)(ok ? e : -1);
+            if (ok) atomicAdd(&sh.cnt[e], 1);
+            else if (blockIdx.x == 0) atomicOr(ctl + kCtlErr, 1u);
+        }
+        __syncthreads();
+        for (int t = blockIdx.x * kThreads + tid; t < p.T; t += gridDim.x * kThreads) {
+            int nv = 0;
+            for (int j = 0; j < K; ++j) nv += sh.leid[t * K + j] >= 0;
+            if (nv == 0) {
+                uint4 *o = reinterpret_cast<uint4 *>(p.out + (int64_t)t * H);
+                for (int c = 0; c < H / 8; ++c) o[c] = make_uint4(0, 0, 0, 0);
+            }
+        }
+    } else {
+        const int64_t stride = (int64_t)gridDim.x * kThreads;
+        for (int64_t i = (int64_t)blockIdx.x * kThreads + tid; i < npairs; i += stride) {
+            const int32_t e = __ldg(p.ids + i);
+            if (e >= 0 && e < E) {
+                const uint32_t r = atomicAdd(ctl + kCtlCounts + e, 1u);
+                p.list[(int64_t)e * cap + r] = (int32_t)i;
+            } else {
+                atomicOr(ctl + kCtlErr, 1u);
+            }
+        }
+        for (int64_t t = (int64_t)blockIdx.x * kThreads + tid; t < p.T; t += stride) {
+            int nv = 0;
+            for (int j = 0; j < K; ++j) {
+                const int32_t e = __ldg(p.ids + t * K + j);
+                nv += (e >= 0 && e < E);
+            }
+            p.tokvalid[t] = nv;
+            if (nv == 0) {
+                uint4 *o = reinterpret_cast<uint4 *>(p.out + t * H);
+                for (int c = 0; c < H / 8; ++c) o[c] = make_uint4(0, 0, 0, 0);
+            }
+        }
+    }
+    // This SM's domain and the SMs per domain the scheduler may count on (bound set).
+    if (tid < kMaxD) sh.domcnt[tid] = 0;
+    __syncthreads();
+    {
+        const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
+        const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : 0u;
+        for (uint32_t s = tid; s < nsm; s += kThreads)
+            if (ldshim_sm_is_bound(topo, s)) atomicAdd(&sh.domcnt[topo->sm_domain[s] % D], 1);
+        if (tid == 0) {
+            sh.my_dom = (int32_t)(ldshim_sm_domain(topo, (uint32_t)D) % (uint32_t)D);
+            // AUTO: aware unless the published map says the placement is not; one slice, one queue.
+            int md = p.mode;
+            if (md == LDMOE_MODE_AUTO) md = published && !(topo->flags & LDSHIM_TOPO_AWARE) ? LDMOE_MODE_UNAWARE : LDMOE_MODE_AWARE;
+            if (D == 1 && md == LDMOE_MODE_AWARE) md = LDMOE_MODE_UNAWARE;
+            sh.mode = md;
+            if (!published)   // even map over the grid's SMs
+                for (int d = 0; d < D; ++d) sh.domcnt[d] = (gridDim.x + D - 1 - d) / D;
+        }
+    }
+    if (!local) {
+        grid_barrier(ctl);
+        // -- 2. tables --
+        for (int e = tid; e < E; e += kThreads) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
+    }
+    __syncthreads();
+    if (warp == 0) {   // exclusive prefixes of m-blocks and rows, 32 experts per pass
+        int32_t mcarry = 0, rcarry = 0;
+        for (int base = 0; base < E; base += 32) {
+            const int e = base + lane;
+            const int32_t c = e < E ? sh.cnt[e] : 0;
+            int32_t m = (c + BN - 1) / BN, r = c;
+            #pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int32_t mm = __shfl_up_sync(0xffffffffu, m, o), rr = __shfl_up_sync(0xffffffffu, r, o);
+                if (lane >= o) { m += mm; r += rr; }
+            }
+            if (e < E) { sh.mbp[e + 1] = mcarry + m; sh.seg[e + 1] = rcarry + r; }
+            mcarry += __shfl_sync(0xffffffffu, m, 31);
+            rcarry += __shfl_sync(0xffffffffu, r, 31);
+        }
+        if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
+        if (local) {   // ranks in pair order: the same list in every CTA
+            __syncwarp();
+            for (int base = 0; base < (int)npairs; base += 32) {
+                const int i = base + lane;
+                const int e = i < (int)npairs ? sh.leid[i] : -1;
+                const uint32_t same = __match_any_sync(0xffffffffu, e);
+                const int before = e >= 0 ? sh.fill[e] : 0;
+                __syncwarp();
+                if (e >= 0) {
+                    sh.lpair[sh.seg[e] + before + __popc(same & ((1u << lane) - 1u))] = i;
+                    if (lane == __ffs(same) - 1) sh.fill[e] = before + __popc(same);
+                }
+                __syncwarp();
+            }
+        }
+    }
+    if (tid < C::STAGES) sh.stage_entry[tid] = -1;
+    if (tid == 0) {
+        sh.mwritten = 0;
+        for (int s = 0; s < C::STAGES; ++s) {
+            mbar_init(s_u32(&sh.full_a[s]), 32);
+            mbar_init(s_u32(&sh.full_b[s]), 32);
+            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    const int32_t total_mb = sh.mbp[E];
+    const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
+    const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
+    const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
+
+    // -- scheduler (warp 0; lane 0 claims) --
+    // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
+    // steal_waves waves of tiles, or the slice's domain has no SM); unaware: one queue over all
+    // slices (counter of slice 0); static: tile blockIdx.x + i * grid.
+    // The tile metadata is made in steps spread over the main loop's iterations so that no global
+    // latency stalls the CTA: lane 0 always holds the claim for the next entry in flight (its
+    // value is read an iteration later), the list loads of a decoded entry land in registers and
+    // are written to the ring an iteration after that.
+    const int mode = sh.mode;
+    const int my_dom = sh.my_dom;
+    int s_phase = total_mb > 0 ? 1 : 0;   // phase of the claim in flight; 0: done
+    int s_q = 0;                          // queue position (aware: offset from own domain)
+    uint32_t s_static = 0;
+    auto claim = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
+        const int64_t per = phase == 1 ? per1 : per2;
+        uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
+        if (mode == 3) {
+            const int64_t t = (int64_t)blockIdx.x + (int64_t)s_static * gridDim.x;
+            ++s_static;
+            return t < per * D ? t : -1;
+        }
+        if (mode == 2) {
+            const int64_t t = atomicAdd(qc, 1u);
+            return t < per * D ? t : -1;
+        }
+        const bool steal = steal_allowed(per * D, p.steal_waves, gridDim.x);
+        while (s_q < D) {
+            const int q = (my_dom + s_q) % D;
+            if (may_take(s_q, steal, sh.domcnt[q])) {
+                const int64_t t = atomicAdd(qc + q, 1u);
+                if (t < per) return (int64_t)q * per + t;
+            }
+            ++s_q;
+        }
+        return -1;
+    };
+    int64_t creg = -1;          // lane 0: the claim in flight
+    bool ended = s_phase == 0;  // the terminal entry is written (or about to be)
+    int bstate = 0;             // 1: an entry decoded, its list loads in registers
+    int have = 0;               // entries written (warp 0's copy of sh.mwritten)
+    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0;
+    int32_t r_pair[(BN + 31) / 32];
+    uint32_t r_rd = 0;
+    if (warp == 0 && lane == 0 && !ended) creg = claim(1);
+    // One step of warp 0's entry maker; returns after at most one global round trip it waits on.
+    auto sched_one = [&]() {
+        if (bstate == 1) {
+            Meta<BN> &m = sh.meta[have % kMeta];
+            #pragma unroll
+            for (int i = 0; i < (BN + 31) / 32; ++i)
+                if (lane + 32 * i < BN) { m.pair[lane + 32 * i] = r_pair[i]; m.tok[lane + 32 * i] = r_pair[i] / K; }
+            if (lane == 0) {
+                m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
+                m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
+            }
+            bstate = 0;
+            ++have;
+            __syncwarp();
+            if (lane == 0) sh.mwritten = have;
+            return;
+        }
+        if (ended) return;
+        const int64_t t = __shfl_sync(0xffffffffu, creg, 0);
+        if (t < 0) {
+            if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
+                s_phase = 2; s_q = 0; s_static = 0;
+                if (lane == 0) creg = claim(2);
+                return;
+            }
+            if (lane == 0) sh.meta[have % kMeta].tile = -1;
+            ended = true;
+            ++have;
+            __syncwarp();
+            if (lane == 0) sh.mwritten = have;
+            return;
+        }
+        const int ph = s_phase;
+        const TilePos tp = decode_tile(sh.mbp, E, ph == 1 ? NBs1 : NBs2, ph == 1 ? per1 : per2, t);
+        const int e = tp.e, mb = tp.mb;
+        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
+        r_rows = min(BN, sh.cnt[e] - mb * BN);
+        r_mbg = sh.mbp[e] + mb;
+        #pragma unroll
+        for (int i = 0; i < (BN + 31) / 32; ++i) {
+            const int j = lane + 32 * i;
+            r_pair[i] = j >= r_rows ? 0 : local ? sh.lpair[sh.seg[e] + mb * BN + j]
+                                                : __ldcg(p.list + (int64_t)e * cap + mb * BN + j);
+        }
+        r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
+        bstate = 1;
+        if (lane == 0) creg = claim(ph);   // the next entry's claim, in flight
+    };
+    constexpr int BK = C::BK;
+    auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + BK - 1) / BK; };
+
+    if (warp == 0) {
+        // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
+        // Weights: packed, lane 0 bulk-copies each 16-row group's boxes (bytes on full_a) and the
+        // other lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they
+        // land. Token rows: every lane cp.asyncs one 16-byte column of each row and arrives on
+        // full_b when they land. A GEMM2 stage's h rows wait for the (expert, m-block)'s GEMM1
+        // tiles: its weights go out at once, its rows once ready (deferred, in order), so the
+        // weights keep streaming; the consumers never wait on anything but these barriers, so
+        // this CTA's own GEMM1 tiles finish while the producer waits.
+        const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
+        int lseq = 0, lk = 0;
+        int pend_lo = 0, pend_hi = 0;   // steps whose token rows are deferred: [pend_lo, pend_hi)
+        auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
+            const int slot = step % C::STAGES;
+            const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
+            const int Kd = m.phase == 1 ? H : I;
+            const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES;
+            for (int r = 0; r < m.rows; ++r) {
+                const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
+                                                        : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
+                #pragma unroll
+                for (int i = 0; i < C::CH / 32; ++i) {
+                    const int c = lane + 32 * i, kc = sh.stage_k[slot] * BK + c * 8;
+                    if (kc < Kd) cp16(b_s + swz<BK>(r, c), row + kc, true);
+                }
+            }
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s_u32(&sh.full_b[slot])) : "memory");
+        };
+        auto ready_of = [&](int step, bool block) {   // the GEMM1 rows of this deferred stage are done
+            const Meta<BN> &m = sh.meta[sh.stage_entry[step % C::STAGES] % kMeta];
+            uint32_t ok = 0;
+            if (lane == 0) {
+                do {
+                    ok = ld_acquire(p.ready + m.mbg) >= (uint32_t)NB1;
+                    if (!ok && block) __nanosleep(64);
+                } while (!ok && block);
+            }
+            ok = __shfl_sync(0xffffffffu, ok, 0);
+            __syncwarp();   // the lanes' h reads come after lane 0's acquire
+            return ok != 0;
+        };
+        int known_ready = -1;   // entry whose readiness was seen
+        for (int step = 0;; ++step) {
+            while (have <= lseq) sched_one();
+            if (have <= lseq + 2) sched_one();
+            // deferred token rows whose GEMM1 rows are now done, in order
+            while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
+                known_ready = sh.stage_entry[pend_lo % C::STAGES];
+                for (; pend_lo < pend_hi && sh.stage_entry[pend_lo % C::STAGES] == known_ready; ++pend_lo) load_b(pend_lo);
+            }
+            const int slot = step % C::STAGES;
+            mbar_wait(s_u32(&sh.empty[slot]), ((uint32_t)(step / C::STAGES) & 1u) ^ 1u);
+            const Meta<BN> &m = sh.meta[lseq % kMeta];
+            if (lane == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
+            __syncwarp();
+            if (m.tile < 0) {   // the end: flush the deferred rows, then wake the consumers
+                while (pend_lo < pend_hi) {
+                    ready_of(pend_lo, true);
+                    load_b(pend_lo++);
+                }
+                mbar_arrive(s_u32(&sh.full_a[slot]));
+                mbar_arrive(s_u32(&sh.full_b[slot]));
+                break;
+            }
+            const int Kd = m.phase == 1 ? H : I, k0 = lk * BK;
+            const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
+            if (p.packed) {
+                if (lane == 0) {
+                    const int nbox = min(BK / 64, (Kd - k0) / 64);
+                    const int Rs = (m.phase == 1 ? 2 * I : H) / D;
+                    const int NBs = m.phase == 1 ? NBs1 : NBs2;
+                    const int d = m.nb / NBs, nbl = m.nb - d * NBs;
+                    const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
+                    const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
+                    fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
+                    mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
+                    #pragma unroll
+                    for (int g = 0; g < BM / 16; ++g)
+                        bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                } else {
+                    mbar_arrive(bar);
+                }
+            } else {
+                #pragma unroll 4
+                for (int r = 0; r < BM; ++r) {
+                    const __nv_bfloat16 *row;
+                    if (m.phase == 1) {
+                        const int rr = r % 16, ch = m.nb * (BM / 2) + (r / 16) * 8 + (rr % 8);
+                        row = p.w13 + ((int64_t)m.e * 2 * I + (rr < 8 ? ch : I + ch)) * H;
+                    } else {
+                        row = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I;
+                    }
+                    #pragma unroll
+                    for (int i = 0; i < C::CH / 32; ++i) {
+                        const int c = lane + 32 * i, kc = k0 + c * 8;
+                        if (kc < Kd) cp16(a_s + aswz<BK>(r, c), row + kc, true);
+                    }
+                }
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+            }
+            if (m.phase == 1 || m.ready || known_ready == lseq) {
+                if (pend_lo == pend_hi) load_b(step);
+                else pend_hi = step + 1;   // keep the order behind the deferred ones
+            } else {
+                if (pend_lo == pend_hi) pend_lo = step;
+                pend_hi = step + 1;
+            }
+            if (++lk == ksteps(m)) { lk = 0; ++lseq; }
+        }
+    } else {
+        // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
+        const int cw = warp - 1, ctid = tid - 32;
+        const int wm = cw % C::WM, wk = cw / C::WM;
+        float acc[C::NT][4];
+        #pragma unroll
+        for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        float pre_w = 0.f;
+        int32_t pre_nv = 0;
+        auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
+        for (int cstep = 0;; ++cstep) {
+            const int slot = cstep % C::STAGES;
+            const uint32_t par = (uint32_t)(cstep / C::STAGES) & 1u;
+            mbar_wait(s_u32(&sh.full_a[slot]), par);
+            mbar_wait(s_u32(&sh.full_b[slot]), par);
+            const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
+            if (m.tile < 0) break;   // every claimed tile is done
+            const int ck = sh.stage_k[slot];
+            const int nn = (m.rows + 7) / 8;   // n8 blocks with tokens
+            const int kdim = m.phase == 1 ? H : I;
+            if (ck == 0) {
+                #pragma unroll
+                for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+                if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
+                    const int32_t pr = m.pair[ctid];
+                    pre_w = __ldg(p.wts + pr);
+                    if (local) {
+                        pre_nv = 0;
+                        for (int j = 0; j < K; ++j) pre_nv += sh.leid[m.tok[ctid] * K + j] >= 0;
+                    } else {
+                        pre_nv = __ldcg(p.tokvalid + m.tok[ctid]);
+                    }
+                }
+            }
+            {
+                const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
+                #pragma unroll
+                for (int s = 0; s < C::KSTEP; ++s) {
+                    const int ks = wk * C::KSTEP + s;   // k16 index in the stage
+                    if (ck * BK + ks * 16 >= kdim) continue;   // past K (a last stage that K does not fill)
+                    uint32_t a0, a1, a2, a3;
+                    ldsm4(a_s + aswz<BK>(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; j += 2) {
+                        if (j < nn) {
+                            uint32_t b0, b1, b2, b3;
+                            ldsm4(b_s + swz<BK>(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
+                                  b2, b3);
+                            mma16816(acc[j], a0, a1, a2, a3, b0, b1);
+                            if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
+                        }
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));
+            if (ck + 1 < ksteps(m)) continue;
+            // -- epilogue: reduce the k-split warps in fixed order, then store --
+            if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_nv[ctid] = pre_nv; }
+            if (wk > 0) {
+                float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+                #pragma unroll
+                for (int j = 0; j < C::NT; ++j)
+                    if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
+            }
+            cbar();
+            if (wk == 0) {
+                #pragma unroll
+                for (int w = 1; w < C::WK; ++w) {
+                    const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; ++j)
+                        if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
+                }
+                const int g = lane >> 2, cc = (lane & 3) * 2;
+                if (m.phase == 1) {
+                    const int ch = m.nb * (BM / 2) + wm * 8 + g;
+                    const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; ++j) {
+                        #pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            const int col = j * 8 + cc + u;
+                            if (j < nn && col < m.rows) {
+                                const float gt = acc[j][u], up = acc[j][2 + u];
+                                const float hv = gt / (1.f + __expf(-gt)) * up;
+                                p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                            }
+                        }
+                    }
+                } else {
+                    const int row = m.nb * BM + wm * 16 + g;
+                    #pragma unroll
+                    for (int j = 0; j < C::NT; ++j) {
+                        #pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            const int col = j * 8 + cc + u;
+                            if (j < nn && col < m.rows) {
+                                float *sl = p.slot + (int64_t)m.pair[col] * H;
+                                const float w = sh.epi_w[col];
+                                __stcg(sl + row, acc[j][u] * w);
+                                __stcg(sl + row + 8, acc[j][2 + u] * w);
+                            }
+                        }
+                    }
+                }
+            }
+            cbar();
+            if (m.phase == 1) {
+                if (ctid == 0) red_release(p.ready + m.mbg, 1u);
+                continue;
+            }
+            // arrivals on (token, n-block); the one that completes a token combines it
+            if (ctid < BN) {
+                int32_t tok = -1;
+                if (ctid < m.rows) {
+                    const int32_t t = m.tok[ctid];
+                    uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
+                    if (atom_add_acq_rel(a, 1u) + 1 == (uint32_t)sh.epi_nv[ctid]) { tok = t; *a = 0; }
+                }
+                sh.comb[ctid] = tok;
+            }
+            cbar();
+            for (int j = 0; j < m.rows; ++j) {
+                const int32_t t = sh.comb[j];
+                if (t < 0) continue;
+                for (int c = ctid; c < BM; c += kConsumers) {
+                    const int col = m.nb * BM + c;
+                    float sum = 0.f;
+                    for (int kk = 0; kk < K; ++kk) {
+                        const int32_t e = __ldg(p.ids + (int64_t)t * K + kk);
+                        if (e >= 0 && e < E) sum += __ldcg(p.slot + ((int64_t)t * K + kk) * H + col);
+                    }
+                    p.out[(int64_t)t * H + col] = __float2bfloat16_rn(sum);
+                }
+            }
+        }
+    }
+    cp_wait<0>();
+
+    // -- 5. the last CTA out resets what the next launch needs at zero --
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        sh.last = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (sh.last) {
+        __threadfence();
+        for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
+        for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
+        if (tid < 16) ctl[kCtlQ1 + tid] = 0;
+        if (tid == 0) ctl[kCtlExit] = 0;
+        __threadfence();
+    }
+}
+
+}  // namespace layer
+}  // namespace ldmoe

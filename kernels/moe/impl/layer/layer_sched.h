@@ -1,0 +1,48 @@
+// impl/layer/layer_sched.h — the fused layer's tile numbering and queue rule, host-compilable
+// (tests/moe/test_ldmoe_layer_sched.cc drives them on the CPU; layer.cuh uses them on the GPU).
+//
+// A phase's tiles are numbered per domain slice d (D slices; unaware mode reads the numbers as
+// one queue): tile t = d * per + idx, idx over the slice's (expert e, n-block nbl, m-block mb) in
+// that order (consecutive tiles share an expert's weight block: its m-blocks run together and
+// read it from L2), per = total m-blocks * NBs n-blocks per slice.
+#pragma once
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define LDMOE_LAYER_FN __host__ __device__ __forceinline__
+#else
+#define LDMOE_LAYER_FN inline
+#endif
+
+namespace ldmoe {
+namespace layer {
+
+struct TilePos {
+    int e, mb, nb;   // expert, m-block of its tokens, n-block over all slices (d * NBs + nbl)
+};
+
+// mbp: exclusive prefix of m-blocks per expert (E + 1 entries, mbp[E] = total); 0 <= t < per * D.
+LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, int E, int NBs, int64_t per, int64_t t) {
+    const int d = (int)(t / per);
+    const int64_t idx = t - (int64_t)d * per;
+    int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx (never an empty one)
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if ((int64_t)mbp[mid] * NBs <= idx) lo = mid; else hi = mid - 1;
+    }
+    const int e = lo, mbe = mbp[e + 1] - mbp[e];
+    const int64_t rem = idx - (int64_t)mbp[e] * NBs;
+    const int nbl = (int)(rem / mbe), mb = (int)(rem - (int64_t)nbl * mbe);
+    return TilePos{e, mb, d * NBs + nbl};
+}
+
+// Aware mode: a CTA takes from its own slice's queue (position 0), and from slice q's only when
+// stealing is allowed — the phase holds steal_waves waves of tiles for the grid — or q's domain
+// has no SM.
+LDMOE_LAYER_FN bool steal_allowed(int64_t phase_tiles, float steal_waves, unsigned grid) {
+    return (float)phase_tiles >= steal_waves * (float)grid;
+}
+LDMOE_LAYER_FN bool may_take(int pos, bool steal, int domain_sms) { return pos == 0 || steal || domain_sms == 0; }
+
+}  // namespace layer
+}  // namespace ldmoe

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""test_moe_layer.py — GPU tests of the fused MoE layer, ldmoe.moe / ldmoe_moe (needs an NVIDIA
+GPU of compute capability 9.0+, PyTorch).
+
+Against an fp32 reference of the same layer on fresh random inputs per case:
+    out[t] = sum_j w[t,j] * ( bf16(silu(x g_e^T) * (x u_e^T)) ) w2_e^T      (e = ids[t, j])
+with x, the weights and h = the bf16-rounded SwiGLU output as the kernel has them, everything
+else in fp32, the sum over j in fp32, out rounded to bf16 once. Tolerance: |out - ref| <=
+TOL_REL * max|ref| + TOL_REL * |ref| (TOL_REL = 2e-2): the kernel and the reference accumulate
+in different orders, so an h value can round to the neighbouring bf16 (2^-8 relative), which
+GEMM2 carries into out; the bound is a few such steps.
+
+Cases: random shapes (decode and prefill tiles), k = 1..8 and 16, T not a tile multiple, experts
+with no tokens, all tokens on one expert, duplicate ids in a token, the plain and packed layouts
+(D = 1, 2), every mode; outputs poisoned with NaN and checked fully written; bit-identical
+repeats and identical results across modes (different claim orders); T = 0; out-of-range ids
+(contribute nothing, flag set and cleared by moe_errors); CUDA graph capture and replay with a
+changing routing; argument errors.
+
+--digest FILE writes (or, when FILE exists, compares against) a digest of every deterministic
+case's output: run once plainly and once under the shim bound to one domain (fewer SMs, a
+different grid), the two must agree bit for bit.
+
+Usage: test_moe_layer.py [--result FILE] [--quick] [--seed N] [--digest FILE]
+"""
+import argparse
+import hashlib
+import os
+import sys
+import traceback
+
+torch = ldmoe = None
+PASSED, FAILED = 0, 0
+TOL_REL = 2e-2
+
+
+def report(ok, name, detail=""):
+    global PASSED, FAILED
+    if ok:
+        PASSED += 1
+    else:
+        FAILED += 1
+    print("%s %s %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
+
+
+def make_weights(gen, E, H, I):
+    w13 = (torch.randn((E, 2 * I, H), generator=gen) * H ** -0.5).to(torch.bfloat16).cuda()
+    w2 = (torch.randn((E, H, I), generator=gen) * I ** -0.5).to(torch.bfloat16).cuda()
+    return w13, w2
+
+
+def make_routing(gen, T, E, k, kind="random"):
+    if kind == "one":   # every token's first choice is expert 0
+        ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(T)]) if T else torch.zeros((0, k), dtype=torch.int64)
+        if T:
+            ids[:, 0] = 0
+            for t in range(T):   # keep the others distinct from 0
+                row = [e for e in ids[t, 1:].tolist() if e != 0]
+                pool = [e for e in range(1, E) if e not in row]
+                while len(row) < k - 1:
+                    row.append(pool.pop())
+                ids[t, 1:] = torch.tensor(row[:k - 1])
+    elif kind == "dup":   # duplicates inside a token
+        ids = torch.randint(0, E, (T, k), generator=gen)
+    elif kind == "sparse":   # only a quarter of the experts get tokens
+        live = torch.randperm(E, generator=gen)[:max(k, E // 4)]
+        ids = torch.stack([live[torch.randperm(len(live), generator=gen)[:k]] for _ in range(T)]) if T else torch.zeros((0, k), dtype=torch.int64)
+    else:
+        ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(T)]) if T else torch.zeros((0, k), dtype=torch.int64)
+    w = torch.rand((T, k), generator=gen) + 0.05
+    w = w / w.sum(dim=1, keepdim=True)
+    return ids.to(torch.int32).cuda(), w.float().cuda()
+
+
+def reference(x, w13, w2, ids, wts):
+    """fp32 reference; h rounded to bf16 as the kernel stores it; invalid ids contribute nothing."""
+    T, H = x.shape
+    E, I2, _ = w13.shape
+    I = I2 // 2
+    k = ids.shape[1]
+    out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
+    xf = x.float()
+    flat = ids.reshape(-1).long()
+    tok = torch.arange(T, device=x.device).repeat_interleave(k)
+    wflat = wts.reshape(-1)
+    slots = torch.zeros((T * k, H), dtype=torch.float32, device=x.device)
+    for e in range(E):
+        sel = (flat == e).nonzero().flatten()
+        if sel.numel() == 0:
+            continue
+        xe = xf[tok[sel]]
+        g = xe @ w13[e, :I].float().T
+        u = xe @ w13[e, I:].float().T
+        h = (g * torch.sigmoid(g) * u).to(torch.bfloat16).float()
+        slots[sel] = (h @ w2[e].float().T) * wflat[sel, None]
+    out = slots.view(T, k, H).sum(dim=1)   # j order; invalid slots stay zero
+    return out
+
+
+def check(name, out, ref, detail=""):
+    if out.shape != ref.shape:
+        report(False, name, "shape %s vs %s" % (tuple(out.shape), tuple(ref.shape)))
+        return False
+    o = out.float()
+    if not torch.isfinite(o).all():
+        report(False, name, "non-finite output (NaN poison left or overflow) %s" % detail)
+        return False
+    if ref.numel() == 0:
+        report(True, name, detail)
+        return True
+    scale = ref.abs().max().item()
+    err = (o - ref).abs()
+    bound = TOL_REL * scale + TOL_REL * ref.abs()
+    ok = bool((err <= bound).all())
+    report(ok, name, "%s max err %.3g (scale %.3g)" % (detail, err.max().item(), scale))
+    return ok
+
+
+DIGESTS = []
+
+
+def run_case(gen, T, E, H, I, k, kind="random", layouts=("plain", "packed1", "packed2"), modes=("auto",)):
+    x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+    w13, w2 = make_weights(gen, E, H, I)
+    ids, wts = make_routing(gen, T, E, k, kind)
+    ref = reference(x, w13, w2, ids, wts)
+    base = None
+    tag = "T%d E%d H%d I%d k%d %s" % (T, E, H, I, k, kind)
+    for lay in layouts:
+        if lay.startswith("packed"):
+            D = int(lay[-1])
+            if H % (64 * D) or I % (64 * D):
+                continue
+            W = (ldmoe.pack_moe(w13, w2, D=D), None)
+        else:
+            W = (w13, w2)
+        for mode in modes:
+            out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.moe(x, W[0], W[1], ids, wts, out=out, mode=mode)
+            torch.cuda.synchronize()
+            if not check("layer %s %s %s" % (tag, lay, mode), out, ref):
+                continue
+            if base is None:
+                base = out.clone()
+                DIGESTS.append("%s %s" % (tag, hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()))
+            else:
+                same = torch.equal(out.view(torch.int16), base.view(torch.int16))
+                report(same, "bit-identical %s %s %s vs first" % (tag, lay, mode))
+    return x, w13, w2, ids, wts, ref
+
+
+def test_repeat(gen):
+    T, E, H, I, k = 33, 32, 512, 256, 4
+    x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+    w13, w2 = make_weights(gen, E, H, I)
+    ids, wts = make_routing(gen, T, E, k)
+    first = ldmoe.moe(x, w13, w2, ids, wts)
+    same = True
+    for _ in range(20):
+        same &= torch.equal(ldmoe.moe(x, w13, w2, ids, wts).view(torch.int16), first.view(torch.int16))
+    report(same, "20 repeats bit-identical")
+
+
+def test_t0():
+    x = torch.empty((0, 256), dtype=torch.bfloat16, device="cuda")
+    w13 = torch.zeros((4, 128, 256), dtype=torch.bfloat16, device="cuda")
+    w2 = torch.zeros((4, 256, 64), dtype=torch.bfloat16, device="cuda")
+    ids = torch.empty((0, 2), dtype=torch.int32, device="cuda")
+    wts = torch.empty((0, 2), dtype=torch.float32, device="cuda")
+    out = ldmoe.moe(x, w13, w2, ids, wts)
+    report(tuple(out.shape) == (0, 256), "T = 0 returns an empty output")
+
+
+def test_bad_ids(gen):
+    T, E, H, I, k = 20, 16, 256, 128, 4
+    x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+    w13, w2 = make_weights(gen, E, H, I)
+    ids, wts = make_routing(gen, T, E, k)
+    ldmoe.moe_errors()
+    report(ldmoe.moe_errors() == 0, "error flag clear after a read")
+    ids[3, 1] = -1
+    ids[7, 0] = E
+    ids[7, 2] = 1 << 30
+    ids[11, :] = -5   # a token with no valid id: zero row
+    ref = reference(x, w13, w2, ids, wts)
+    out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ldmoe.moe(x, w13, w2, ids, wts, out=out)
+    check("out-of-range ids contribute nothing", out, ref)
+    report(bool((out[11] == 0).all()), "token with no valid id gets a zero row")
+    report(ldmoe.moe_errors() == ldmoe.MOE_ERR_BAD_ID, "error flag set by out-of-range ids")
+    report(ldmoe.moe_errors() == 0, "error flag cleared by moe_errors")
+    ids2, _ = make_routing(gen, T, E, k)
+    ldmoe.moe(x, w13, w2, ids2, wts)
+    report(ldmoe.moe_errors() == 0, "no flag from valid ids")
+
+
+def test_graph(gen, decode):
+    E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
+    T = 3 if decode else 200
+    x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+    w13, w2 = make_weights(gen, E, H, I)
+    pk = ldmoe.pack_moe(w13, w2, D=2)
+    ids, wts = make_routing(gen, T, E, k)
+    out = torch.empty((T, H), dtype=torch.bfloat16, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    ok = True
+    with torch.cuda.stream(s):
+        ldmoe.moe_reserve(T, E, H, I, k)
+        ldmoe.moe(x, pk, None, ids, wts, out=out)   # warm-up on the capture stream
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            ldmoe.moe(x, pk, None, ids, wts, out=out)
+    torch.cuda.current_stream().wait_stream(s)
+    for rep in range(4):
+        nx = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+        nids, nwts = make_routing(gen, T, E, k, ["random", "one", "sparse", "dup"][rep])
+        x.copy_(nx); ids.copy_(nids); wts.copy_(nwts)
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        ok &= check("graph replay %d (%s) new routing" % (rep, "decode" if decode else "prefill"),
+                    out, reference(x, w13, w2, ids, wts))
+    return ok
+
+
+def test_errors():
+    dev = "cuda"
+    x = torch.zeros((4, 256), dtype=torch.bfloat16, device=dev)
+    w13 = torch.zeros((8, 256, 256), dtype=torch.bfloat16, device=dev)
+    w2 = torch.zeros((8, 256, 128), dtype=torch.bfloat16, device=dev)
+    ids = torch.zeros((4, 2), dtype=torch.int32, device=dev)
+    wts = torch.zeros((4, 2), dtype=torch.float32, device=dev)
+    cases = [
+        ("x float32", (x.float(), w13, w2, ids, wts), TypeError),
+        ("ids int64", (x, w13, w2, ids.long(), wts), TypeError),
+        ("weights fp16", (x, w13, w2, ids, wts.half()), TypeError),
+        ("x non-contiguous", (torch.zeros((256, 4), dtype=torch.bfloat16, device=dev).T, w13, w2, ids, wts), ValueError),
+        ("H mismatch", (torch.zeros((4, 128), dtype=torch.bfloat16, device=dev), w13, w2, ids, wts), ValueError),
+        ("w2 shape", (x, w13, w2[:, :, :64], ids, wts), ValueError),
+        ("ids/weights shapes", (x, w13, w2, ids, wts[:, :1]), ValueError),
+        ("k = 17", (x, w13, w2, torch.zeros((4, 17), dtype=torch.int32, device=dev),
+                    torch.zeros((4, 17), dtype=torch.float32, device=dev)), ValueError),
+        ("E = 257", (x, torch.zeros((257, 128, 256), dtype=torch.bfloat16, device=dev),
+                     torch.zeros((257, 256, 64), dtype=torch.bfloat16, device=dev), ids, wts), ValueError),
+        ("I not a multiple of 64", (x, torch.zeros((8, 96, 256), dtype=torch.bfloat16, device=dev),
+                                    torch.zeros((8, 256, 48), dtype=torch.bfloat16, device=dev), ids, wts), ValueError),
+        ("x on the CPU", (x.cpu(), w13, w2, ids, wts), ValueError),
+    ]
+    for name, args, exc in cases:
+        try:
+            ldmoe.moe(*args)
+            report(False, "argument check: %s" % name, "no error")
+        except exc as e:
+            report(True, "argument check: %s" % name, str(e)[:80])
+        except Exception as e:   # noqa: BLE001
+            report(False, "argument check: %s" % name, "wrong exception %r" % e)
+    try:
+        ldmoe.moe(x, w13, w2, ids, wts, mode="nope")
+        report(False, "argument check: mode", "no error")
+    except ValueError:
+        report(True, "argument check: mode")
+    try:
+        ldmoe.pack_moe(w13, w2, D=3)
+        report(False, "argument check: pack D=3 (I not a multiple of 192)", "no error")
+    except ldmoe.LdmoeError as e:
+        report(True, "argument check: pack D=3", str(e)[:80])
+
+
+def main():
+    global torch, ldmoe
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--result")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--digest")
+    ap.add_argument("--tiny", action="store_true", help="two small cases and the bad-id test (for compute-sanitizer)")
+    a = ap.parse_args()
+    import torch as _t
+    torch = _t
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "kernels", "moe"))
+    import ldmoe as _l
+    ldmoe = _l
+    gen = torch.Generator().manual_seed(a.seed)
+    print("ldmoe %s from %s on %s" % (ldmoe.version(), ldmoe.library_path(), torch.cuda.get_device_name()), flush=True)
+    cases = [
+        # (T, E, H, I, k, kind)
+        (1, 8, 256, 128, 2, "random"),
+        (1, 128, 2048, 768, 8, "random"),
+        (5, 16, 512, 192, 4, "random"),
+        (37, 64, 256, 320, 6, "sparse"),
+        (100, 4, 128, 64, 1, "random"),
+        (17, 16, 256, 128, 3, "one"),
+        (9, 8, 256, 128, 4, "dup"),
+        (300, 32, 512, 256, 8, "random"),   # prefill tiles (T*k > 16 E)
+        (129, 8, 256, 384, 2, "one"),       # prefill, one expert gets every token
+        (50, 32, 256, 128, 16, "random"),
+        (7, 256, 256, 128, 8, "random"),
+    ]
+    if a.quick:
+        cases = cases[:3] + cases[7:8]
+    steps = [lambda c=c: run_case(gen, *c[:5], kind=c[5], modes=("auto", "aware", "unaware", "static")) for c in cases]
+    steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_graph(gen, True),
+              lambda: test_graph(gen, False), test_errors]
+    if a.tiny:   # a local-routing decode case, a global-routing prefill case, the bad ids
+        steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
+                 lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
+                 lambda: test_bad_ids(gen)]
+    for st in steps:
+        try:
+            st()
+        except Exception:   # noqa: BLE001
+            report(False, "exception", traceback.format_exc().replace("\n", " | "))
+    if a.digest:
+        text = "\n".join(DIGESTS) + "\n"
+        if os.path.exists(a.digest):
+            with open(a.digest) as f:   # test-only file, written by this same script
+                want = f.read()
+            report(want == text, "digests equal to %s (other grid / binding)" % a.digest)
+        else:
+            with open(a.digest, "w") as f:
+                f.write(text)
+    print("%d passed, %d failed" % (PASSED, FAILED), flush=True)
+    if a.result:
+        with open(a.result, "w") as f:
+            f.write("%d %d\n" % (PASSED, FAILED))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

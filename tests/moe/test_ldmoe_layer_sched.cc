@@ -1,0 +1,147 @@
+// test_ldmoe_layer_sched.cc — the fused layer's tile numbering and queue rule
+// (kernels/moe/impl/layer/layer_sched.h, the functions the kernel calls) on the CPU: every tile of
+// a phase decodes to a distinct (expert, m-block, n-block) inside its slice, and CTAs claiming by
+// the kernel's rule, in random interleavings, take every tile exactly once — with unequal domains,
+// a domain without SMs, stealing on and off, and one queue (unaware).
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <set>
+#include <tuple>
+#include <vector>
+#include "kernels/moe/impl/layer/layer_sched.h"
+#include "tests/unit/cunit_main.h"
+
+using ldmoe::layer::decode_tile;
+using ldmoe::layer::may_take;
+using ldmoe::layer::steal_allowed;
+using ldmoe::layer::TilePos;
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint32_t rnd(uint32_t n) {   // xorshift64, deterministic
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng % n);
+}
+
+struct Routing {
+    int E, BN;
+    std::vector<int32_t> mbp;
+    int64_t total() const { return mbp[E]; }
+};
+
+// Random per-expert token counts with empty experts and one popular expert, as m-block prefixes.
+static Routing make_routing(int E, int BN) {
+    Routing r{E, BN, std::vector<int32_t>(E + 1, 0)};
+    const int hot = (int)rnd(E);
+    for (int e = 0; e < E; ++e) {
+        int c = rnd(3) == 0 ? 0 : (int)rnd(40);
+        if (e == hot) c += (int)rnd(300);
+        r.mbp[e + 1] = r.mbp[e] + (c + BN - 1) / BN;
+    }
+    return r;
+}
+
+static void test_numbering(void) {
+    int bad_range = 0, bad_dup = 0, cases = 0;
+    for (int it = 0; it < 300; ++it) {
+        const int E = 1 + (int)rnd(256), BN = rnd(2) ? 16 : 64, D = 1 + (int)rnd(4), NBs = 1 + (int)rnd(12);
+        Routing r = make_routing(E, BN);
+        const int64_t per = r.total() * NBs;
+        std::set<std::tuple<int, int, int>> seen;
+        for (int64_t t = 0; t < per * D; ++t) {
+            const TilePos p = decode_tile(r.mbp.data(), E, NBs, per, t);
+            const int d = (int)(t / per);
+            const int mbe = p.e >= 0 && p.e < E ? r.mbp[p.e + 1] - r.mbp[p.e] : 0;
+            if (p.e < 0 || p.e >= E || mbe <= 0 || p.mb < 0 || p.mb >= mbe || p.nb / NBs != d || p.nb < 0) ++bad_range;
+            if (!seen.insert(std::make_tuple(p.e, p.mb, p.nb)).second) ++bad_dup;
+        }
+        // every (expert with tokens, m-block, n-block) is some tile
+        int64_t want = 0;
+        for (int e = 0; e < E; ++e) want += (int64_t)(r.mbp[e + 1] - r.mbp[e]) * NBs * D;
+        CU_ASSERT_EQUAL((int64_t)seen.size(), want);
+        ++cases;
+    }
+    CU_ASSERT_EQUAL(bad_range, 0);
+    CU_ASSERT_EQUAL(bad_dup, 0);
+    CU_ASSERT_EQUAL(cases, 300);
+}
+
+// One phase claimed the kernel's way (claim() in layer.cuh, aware or unaware): CTAs in random
+// order, each claim one step; returns the number of times each tile was taken.
+static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta_dom, const std::vector<int> &domcnt,
+                                 float steal_waves, bool unaware) {
+    const int G = (int)cta_dom.size();
+    std::vector<int64_t> ctr(D, 0);
+    std::vector<int> taken(per * D, 0), pos(G, 0);
+    std::vector<int> active(G);
+    for (int i = 0; i < G; ++i) active[i] = i;
+    while (!active.empty()) {
+        const int k = (int)rnd((uint32_t)active.size()), c = active[k];
+        int64_t got = -1;
+        if (unaware) {
+            const int64_t t = ctr[0]++;
+            if (t < per * D) got = t;
+        } else {
+            const bool steal = steal_allowed(per * D, steal_waves, (unsigned)G);
+            while (pos[c] < D) {
+                const int q = (cta_dom[c] + pos[c]) % D;
+                if (may_take(pos[c], steal, domcnt[q])) {
+                    const int64_t t = ctr[q]++;
+                    if (t < per) { got = (int64_t)q * per + t; break; }
+                }
+                ++pos[c];
+            }
+        }
+        if (got < 0) { active.erase(active.begin() + k); continue; }
+        taken[got]++;
+    }
+    return taken;
+}
+
+static bool exactly_once(const std::vector<int> &taken) {
+    for (int v : taken) if (v != 1) return false;
+    return true;
+}
+
+static void test_claims(void) {
+    int fails = 0, runs = 0;
+    for (int it = 0; it < 200; ++it) {
+        const int D = 1 + (int)rnd(3), G = 8 + (int)rnd(140);
+        const int64_t per = 1 + rnd(600);
+        // CTAs' domains: the map's counts (domcnt) match where the CTAs are, as the shim publishes
+        // them; sometimes one domain has none (bound to the others)
+        std::vector<int> cta_dom(G), domcnt(D, 0);
+        const int empty_dom = D > 1 && rnd(3) == 0 ? (int)rnd(D) : -1;
+        for (int i = 0; i < G; ++i) {
+            int d = (int)rnd(D);
+            if (d == empty_dom) d = (d + 1) % D;
+            cta_dom[i] = d;
+            domcnt[d]++;
+        }
+        const float waves[] = {2.0f, 1e-6f, 1000.0f};
+        for (float w : waves) {
+            fails += !exactly_once(simulate(per, D, cta_dom, domcnt, w, false));
+            fails += !exactly_once(simulate(per, D, cta_dom, domcnt, w, true));
+            runs += 2;
+        }
+    }
+    CU_ASSERT_EQUAL(fails, 0);
+    CU_ASSERT_EQUAL(runs, 1200);
+}
+
+static void test_rule(void) {
+    CU_ASSERT_FALSE(steal_allowed(263, 2.0f, 132));      // below two waves: no stealing
+    CU_ASSERT_TRUE(steal_allowed(264, 2.0f, 132));       // two waves: stealing
+    CU_ASSERT_TRUE(steal_allowed(1, 1e-6f, 132));        // a tiny threshold: always
+    CU_ASSERT_TRUE(may_take(0, false, 66));              // own queue: always
+    CU_ASSERT_FALSE(may_take(1, false, 66));
+    CU_ASSERT_TRUE(may_take(1, true, 66));
+    CU_ASSERT_TRUE(may_take(1, false, 0));               // a slice whose domain has no SM: always
+}
+
+static void register_tests(void) {
+    CU_pSuite s = CU_add_suite("ldmoe layer scheduling (host)", NULL, NULL);
+    CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
+    CU_add_test(s, "claims: every tile exactly once (200 x 6 interleavings)", test_claims);
+    CU_add_test(s, "steal rule", test_rule);
+}
