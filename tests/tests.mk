@@ -61,12 +61,12 @@ TEST_SUITES += test-bench-moe-tools      # gpc_rates.py against its recorded out
 TEST_SUITES += test-bench-nccl           # the NCCL benchmark's launcher, sweep and log parser
 TEST_SUITES += test-build                # `make` builds the product only; every suite registered here; `make help` complete
 TEST_SUITES += test-pkg-tools            # every tool's --version, sonames and links, man pages
+TEST_SUITES += test-doc-budget           # README and doc/ within their budgets, no history narrative, every cited record exists
 ifneq ($(SAN),1)
 # These look at the regular build (build/), which is what gets installed and documented.
 TEST_SUITES += test-pkg-install          # make install DESTDIR=... / PREFIX=...: the exact tree, pkg-config, uninstall
 TEST_SUITES += test-pkg-python           # pip install . into fresh venvs, offline: ldshim-ab, import ldmoe
 TEST_SUITES += test-pkg-gpu-skip         # make test-gpu skips without a GPU, runs with one (stand-in driver)
-TEST_SUITES += test-doc-budget           # README and doc/ within their budgets, no history narrative, every cited record exists
 TEST_SUITES += test-docs                 # the shell commands of README.md and doc/*.md that can run on the CPU run
 endif
 
