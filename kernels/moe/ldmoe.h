@@ -253,7 +253,7 @@ int ldmoe_pack_weights_fp8(const void *src, int src_layout, void *dst, int E, in
  * every GPU the library runs on; argument errors are found before any CUDA call. */
 int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, float *x_scale, void *stream);
 
-/* ---- The fused MoE layer (doc/moe-layer.md) ----------------------------------------------------
+/* ---- The fused MoE layer (doc/moe.md, "The fused MoE layer") ---------------------------------
  *
  *   out[t] = Σ_j w[t,j] · ( silu(x[t]·gate_eᵀ) ⊙ (x[t]·up_eᵀ) ) · w2_eᵀ,   e = topk_ids[t, j]
  *
