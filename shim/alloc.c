@@ -77,7 +77,7 @@ static void note_fallback(int rule, const char *why) {
 /* The real allocation, with the pool trimmed and one retry on out-of-memory. */
 static CUresult real_alloc(const ld_driver_t *d, CUdeviceptr *dptr, size_t size) {
     CUresult r;
-    LD_POOL_RETRY_OOM(d, r, d->cuMemAlloc_v2(dptr, size));
+    LD_POOL_RETRY_OOM(d, r, d->pfn_cuMemAlloc_v2(dptr, size));
     return r;
 }
 
@@ -206,7 +206,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
     CUdevice dev;
     CUcontext ctx = NULL;
-    if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+    if (d->pfn_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->pfn_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return 0;                               /* no context: the program's call gives the stock error */
     ld_device_t *dv = ld_device_get(d, dev);
     if (!dv || !dv->backend) {
@@ -259,7 +259,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
 static CUresult free_plain(const ld_driver_t *d, CUdeviceptr p, CUresult (*real)(CUdeviceptr, CUstream), CUstream s) {
     ld_track_entry_t e;
     int old, tracked = p && ld_track_any(LD_OBJ_PTR) && ld_track_take(LD_OBJ_PTR, p, &e) == 0;
-    CUresult res = real ? real(p, s) : d->cuMemFree_v2(p);
+    CUresult res = real ? real(p, s) : d->pfn_cuMemFree_v2(p);
     if (res == CUDA_SUCCESS && p) count_free(tracked && e.placed);
     else if (res != CUDA_SUCCESS && tracked) ld_track_add(LD_OBJ_PTR, &e, &old);
     return res;
@@ -316,9 +316,9 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
          * cuCtxCreate on the same device keeps its own). */
         unsigned flags;
         int active = 0;
-        if (d->cuDevicePrimaryCtxGetState && d->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
-            active && d->cuDevicePrimaryCtxRetain(&k.primary, dev) == CUDA_SUCCESS)
-            d->cuDevicePrimaryCtxRelease_v2(dev);
+        if (d->pfn_cuDevicePrimaryCtxGetState && d->pfn_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+            active && d->pfn_cuDevicePrimaryCtxRetain(&k.primary, dev) == CUDA_SUCCESS)
+            d->pfn_cuDevicePrimaryCtxRelease_v2(dev);
         pushed = k.primary;
     } else {
         pushed = ctx;

@@ -67,7 +67,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     pthread_mutex_unlock(&g_mu);
     if (g) return g;
     CUuuid u;
-    CUresult r = drv->cuDeviceGetUuid_v2(&u, dev);
+    CUresult r = drv->pfn_cuDeviceGetUuid_v2(&u, dev);
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuDeviceGetUuid_v2(%d): %s", (int)dev, ld_cu_errname(r));
         return NULL;
@@ -111,8 +111,8 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
     CUmemAllocationProp prop;
     ld_mlo_alloc_prop(&prop, dev);
     size_t q = 0;
-    if (drv->cuMemGetAllocationGranularity &&
-        drv->cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
+    if (drv->pfn_cuMemGetAllocationGranularity &&
+        drv->pfn_cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
         gran = q;
     int timeout = ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS);
     for (int d = 0; d < g->ndomains; d++) {
@@ -130,7 +130,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             return -1;
         }
         CUmemGenericAllocationHandle h;
-        CUresult r = drv->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+        CUresult r = drv->pfn_cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         close(fd);
         if (r != CUDA_SUCCESS) {
@@ -139,7 +139,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             ld_mlo_helper_quit(&g->h, timeout);
             return -1;
         }
-        if (drv->cuMemRelease(h) != CUDA_SUCCESS) drv->cuMemRelease(h);   /* once more: never leak it */
+        if (drv->pfn_cuMemRelease(h) != CUDA_SUCCESS) drv->pfn_cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }
@@ -180,7 +180,7 @@ static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int nd
 
 static int mlopart_available(const ld_driver_t *drv, CUdevice dev, int ndomains, char *why,
                              size_t n) {
-    if (!drv->cuMemImportFromShareableHandle) {
+    if (!drv->pfn_cuMemImportFromShareableHandle) {
         snprintf(why, n, "driver lacks cuMemImportFromShareableHandle");
         return -1;
     }
@@ -194,7 +194,7 @@ static int mlopart_available(const ld_driver_t *drv, CUdevice dev, int ndomains,
 
 static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain, size_t bytes,
                                CUmemGenericAllocationHandle *out, char *why, size_t n) {
-    if (!drv->cuMemImportFromShareableHandle) {
+    if (!drv->pfn_cuMemImportFromShareableHandle) {
         snprintf(why, n, "driver lacks cuMemImportFromShareableHandle");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -240,7 +240,7 @@ static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain,
     pthread_mutex_unlock(&g->mu);
 
     CUmemGenericAllocationHandle hnd;
-    CUresult r = drv->cuMemImportFromShareableHandle(&hnd, (void *)(intptr_t)fd,
+    CUresult r = drv->pfn_cuMemImportFromShareableHandle(&hnd, (void *)(intptr_t)fd,
                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);   /* the imported handle keeps the memory; the fd is no longer needed */
     if (r != CUDA_SUCCESS) {

@@ -124,8 +124,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     ld_compute_format(o->req, info->request, sizeof info->request);
     snprintf(info->split, sizeof info->split, "%s", ld_split_name(o->method));
     info->requested = 1;
-    if (!d->cuDeviceGetDevResource || !d->cuDevSmResourceSplitByCount || !d->cuDevResourceGenerateDesc ||
-        !d->cuGreenCtxCreate || !d->cuGreenCtxDestroy || !d->cuCtxFromGreenCtx || !d->cuGreenCtxStreamCreate) {
+    if (!d->pfn_cuDeviceGetDevResource || !d->pfn_cuDevSmResourceSplitByCount || !d->pfn_cuDevResourceGenerateDesc ||
+        !d->pfn_cuGreenCtxCreate || !d->pfn_cuGreenCtxDestroy || !d->pfn_cuCtxFromGreenCtx || !d->pfn_cuGreenCtxStreamCreate) {
         snprintf(info->reason, sizeof info->reason, "the driver has no green contexts (CUDA >= 12.4 needed)");
         return -1;
     }
@@ -134,7 +134,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     memset(&m, 0, sizeof m);
     int rc = -1, have_marker = 0;
     if (!sp) { snprintf(info->reason, sizeof info->reason, "out of host memory"); return -1; }
-    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
+    CUresult r = d->pfn_cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
     if (r != CUDA_SUCCESS) { snprintf(why, sizeof why, "cuDeviceGetDevResource(SM): %s", ld_cu_errname(r)); goto done; }
     info->device_sms = sp->all.sm.smCount;
     uint32_t nsms = info->device_sms < LDSHIM_MAX_SMS ? info->device_sms : LDSHIM_MAX_SMS;
@@ -231,18 +231,18 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         }
         CUdevResource chosen[LD_MAX_SM_GROUPS];
         for (int i = 0; i < info->plan.ngroups; i++) chosen[i] = sp->res[info->plan.group[i]];
-        if ((r = d->cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
             snprintf(why, sizeof why, "cuDevResourceGenerateDesc: %s", ld_cu_errname(r));
             goto done;
         }
-        if ((r = d->cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
             int mps = 0;
-            d->cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
+            d->pfn_cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
             snprintf(why, sizeof why, "cuGreenCtxCreate: %s%s", ld_cu_errname(r), mps ? " (an MPS client)" : "");
             out->green = NULL;
             goto done;
         }
-        if ((r = d->cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
             snprintf(why, sizeof why, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
             goto done;
         }
@@ -269,7 +269,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         char a[160], b[160];
         snprintf(why, sizeof why, "the bound context ran on SMs %s, planned %s", ld_smmask_format(&got, a, sizeof a),
                  ld_smmask_format(&info->plan.sms, b, sizeof b));
-        d->cuGreenCtxDestroy(out->green);
+        d->pfn_cuGreenCtxDestroy(out->green);
         out->green = NULL;
         out->gctx = NULL;
         if (!cached || attempt > 0) goto done;
@@ -281,7 +281,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     snprintf(info->reason, sizeof info->reason, "%s", info->plan.why);
 done:
     if (rc != 0) {
-        if (out->green) d->cuGreenCtxDestroy(out->green);
+        if (out->green) d->pfn_cuGreenCtxDestroy(out->green);
         memset(out, 0, sizeof *out);
         snprintf(info->reason, sizeof info->reason, "%s", why);
     }
@@ -394,8 +394,8 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
     if (!s->gctx) {
         CUgreenCtx g = NULL;
         CUcontext c = NULL;
-        if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
-        if (d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->cuGreenCtxDestroy(g); return b->gctx; }
+        if (d->pfn_cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
+        if (d->pfn_cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->pfn_cuGreenCtxDestroy(g); return b->gctx; }
         ld_compute_forget_handle(c);
         ld_thread_slot_set_context(s, g, c);
     }
@@ -462,7 +462,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
     if (!mask) return s;
     const ld_driver_t *d = ld_driver();
     CUcontext cur = NULL;
-    if (!d || d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur) return s;
+    if (!d || d->pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur) return s;
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
         binding_t *b = &B[dev];
@@ -477,7 +477,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
             CUstream ns = NULL;
             /* Blocking, like the per-thread default stream (it synchronizes with the legacy
              * stream); created with the bound context current, so it belongs to it. */
-            if (d->cuStreamCreate(&ns, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return CU_STREAM_LEGACY;
+            if (d->pfn_cuStreamCreate(&ns, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return CU_STREAM_LEGACY;
             ld_thread_slot_set_stream(sl, ns);
         }
         return sl->stream;
@@ -501,7 +501,7 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     const ld_driver_t *d = ld_driver();
     CUcontext cur = NULL;
     int dev = -1;
-    if (d && d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+    if (d && d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
         for (int k = 0; k < LD_MAX_DEVICES && dev < 0; k++)
             if ((atomic_load(&bound_mask) & (1ull << k)) && (B[k].gctx == cur || (opt.thread_contexts && ld_compute_owns(k, cur))))
                 dev = k;
@@ -545,11 +545,11 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     /* This thread runs on the green context: it has the primary current again, as it would
      * without the shim, before that context goes (other threads' stay; they are told the
      * primary, see ld_context_retire). */
-    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->cuCtxSetCurrent(prim);
+    if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->pfn_cuCtxSetCurrent(prim);
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
     ld_thread_objects_destroy(d, dev);
     ld_context_retire(b->gctx, prim);
-    if (b->green) d->cuGreenCtxDestroy(b->green);
+    if (b->green) d->pfn_cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
     atomic_store(&b->primary, NULL);
@@ -572,9 +572,9 @@ int ld_compute_note_release(int dev) {
 void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
     if (dev < 0 || dev >= LD_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     CUcontext cur = NULL;
-    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
+    if (d->pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
     CUcontext g = thread_context(d, dev);
-    if (g && g != cur) d->cuCtxSetCurrent(g);
+    if (g && g != cur) d->pfn_cuCtxSetCurrent(g);
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
@@ -597,7 +597,7 @@ int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_com
     build_out_t bo;
     memset(out, 0, sizeof *out);
     int rc = build(d, dev, &o, probe, out, &bo);
-    if (rc == 0 && bo.green) d->cuGreenCtxDestroy(bo.green);
+    if (rc == 0 && bo.green) d->pfn_cuGreenCtxDestroy(bo.green);
     return rc;
 }
 

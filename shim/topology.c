@@ -51,10 +51,10 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     size_t bytes = 0;
     CUresult r;
     if (m->key.kind == LD_MOD_LIBRARY) {
-        if (!d->cuLibraryGetGlobal) return -1;
-        r = d->cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
+        if (!d->pfn_cuLibraryGetGlobal) return -1;
+        r = d->pfn_cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     } else {
-        r = d->cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
+        r = d->pfn_cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     }
     if (r != CUDA_SUCCESS) {
         LD_DEBUG("module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
@@ -73,12 +73,12 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     /* A private non-blocking stream: a synchronous copy would run on the legacy stream and
      * invalidate a capture that the program may be running on a blocking stream. */
     CUstream st = NULL;
-    if (d->cuMemcpyHtoDAsync_v2 && d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
-        r = d->cuMemcpyHtoDAsync_v2(p, &t, bytes, st);
-        if (r == CUDA_SUCCESS) r = d->cuStreamSynchronize(st);
-        d->cuStreamDestroy_v2(st);
+    if (d->pfn_cuMemcpyHtoDAsync_v2 && d->pfn_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        r = d->pfn_cuMemcpyHtoDAsync_v2(p, &t, bytes, st);
+        if (r == CUDA_SUCCESS) r = d->pfn_cuStreamSynchronize(st);
+        d->pfn_cuStreamDestroy_v2(st);
     } else {
-        r = d->cuMemcpyHtoD_v2(p, &t, bytes);
+        r = d->pfn_cuMemcpyHtoD_v2(p, &t, bytes);
     }
     if (r != CUDA_SUCCESS) {
         LD_WARN("publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
@@ -123,7 +123,7 @@ static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *
     ld_range_t r;
     char why[160];
     CUcontext ctx = NULL;
-    lc->d->cuCtxGetCurrent(&ctx);
+    lc->d->pfn_cuCtxGetCurrent(&ctx);
     CUresult res = ld_vmm_alloc(lc->d, lc->dv, ctx, -1, bytes, 1, &domain, &r, why, sizeof why);
     if (res != CUDA_SUCCESS) return res;   /* the probe reports it and takes another mode */
     *out = r.base;
@@ -262,7 +262,7 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     m->key.kind = kind;
     m->dev = -1;
     CUdevice dev;
-    if (d->cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
+    if (d->pfn_cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->pfn_cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
     /* A key already recorded belongs to a module that went without an unload the shim
      * saw (its context was destroyed, say) and whose handle the driver reuses: the new
      * record replaces it. */

@@ -102,13 +102,13 @@ static void reset_mock(void) {
 
 static int setup(void) {
     memset(&mock, 0, sizeof mock);
-    mock.cuMemAddressReserve = m_reserve;
-    mock.cuMemAddressFree = m_afree;
-    mock.cuMemRelease = m_release;
-    mock.cuMemMap = m_map;
-    mock.cuMemUnmap = m_unmap;
-    mock.cuMemSetAccess = m_access;
-    mock.cuGetErrorName = m_errname;
+    mock.pfn_cuMemAddressReserve = m_reserve;
+    mock.pfn_cuMemAddressFree = m_afree;
+    mock.pfn_cuMemRelease = m_release;
+    mock.pfn_cuMemMap = m_map;
+    mock.pfn_cuMemUnmap = m_unmap;
+    mock.pfn_cuMemSetAccess = m_access;
+    mock.pfn_cuGetErrorName = m_errname;
     (void)ld_driver_mock;
     ld_policy_init(&ld_cfg.policy);
     memset(&dev0, 0, sizeof dev0);
@@ -1009,11 +1009,11 @@ static CUresult m_exchange(CUstreamCaptureMode *m) {
     return CUDA_SUCCESS;
 }
 static void ctx_mock(int on) {
-    mock.cuCtxGetCurrent = on ? m_getcur : NULL;
-    mock.cuCtxPushCurrent_v2 = on ? m_push : NULL;
-    mock.cuCtxPopCurrent_v2 = on ? m_pop : NULL;
-    mock.cuCtxSynchronize = on ? m_sync : NULL;
-    mock.cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
+    mock.pfn_cuCtxGetCurrent = on ? m_getcur : NULL;
+    mock.pfn_cuCtxPushCurrent_v2 = on ? m_push : NULL;
+    mock.pfn_cuCtxPopCurrent_v2 = on ? m_pop : NULL;
+    mock.pfn_cuCtxSynchronize = on ? m_sync : NULL;
+    mock.pfn_cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
     cur_ctx = NULL;
     depth = pushes = pops = syncs = exchanges = fail_exchange = 0;
     thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -1114,7 +1114,7 @@ static void test_own_calls(void) {
     CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
 
     /* a driver without the entry: nothing to relax, nothing called */
-    mock.cuThreadExchangeStreamCaptureMode = NULL;
+    mock.pfn_cuThreadExchangeStreamCaptureMode = NULL;
     ld_own_calls_begin(&oc, &mock);
     CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
     ld_own_calls_end(&oc);
