@@ -68,8 +68,8 @@ static void note_fallback(int rule, const char *why) {
     if (i < MAX_FB) fb[i].count++;
     pthread_mutex_unlock(&fb_mu);
     /* One warning per distinct reason; the report has the counts. */
-    if (first) LD_WARN("rule '%s': falling back to an ordinary allocation: %s",
-                       rule >= 0 && rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[rule].name : "?", why);
+    if (first) LD_WARN(ALLOC, "rule '%s': falling back to an ordinary allocation: %s",
+                              rule >= 0 && rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[rule].name : "?", why);
 }
 
 /* --- the path ------------------------------------------------------------------------ */
@@ -247,8 +247,8 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     atomic_fetch_add(&n_tagged, 1);
     atomic_fetch_add(&apis[api].placed, 1);
     if (!dv->backend->localizes) atomic_fetch_add(&apis[api].emulated, 1);
-    LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
-             (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
+    LD_DEBUG(ALLOC, "rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
+                    (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
     *dptr = r.base;
     return 1;
 }
@@ -333,7 +333,7 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
         ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
     }
     if (dev >= 0) ld_vmm_trim(d, dev);
-    if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
+    if (n) LD_INFO(ALLOC, "context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
 
 /* --- report accessors ------------------------------------------------------------------ */

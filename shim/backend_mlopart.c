@@ -99,8 +99,8 @@ static void mark_dead(gpu_t *g, const char *fmt, ...) {
     vsnprintf(g->why, sizeof g->why, fmt, ap);
     va_end(ap);
     g->state = GPU_DEAD;
-    LD_WARN("mlopart: %s: %s; backend off for this GPU, tagged allocations fall back", g->uuid,
-            g->why);
+    LD_WARN(MLOPART, "%s: %s; backend off for this GPU, tagged allocations fall back", g->uuid,
+                     g->why);
     ld_mlo_helper_kill(&g->h, ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS));
 }
 
@@ -164,8 +164,8 @@ static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int nd
         g->ndevices = ndev;
         if (probe_path(drv, dev, g, err, sizeof err) == 0) {
             g->state = GPU_READY;
-            LD_INFO("mlopart: %s: helper pid %d ready, %d MPS device(s) for %d domains",
-                    g->uuid, g->h.pid, ndev, ndomains);
+            LD_INFO(MLOPART, "%s: helper pid %d ready, %d MPS device(s) for %d domains",
+                             g->uuid, g->h.pid, ndev, ndomains);
             return 0;
         }
     }
@@ -173,7 +173,7 @@ static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int nd
      * core reports the backend it picked instead. */
     g->state = GPU_DEAD;
     snprintf(g->why, sizeof g->why, "%s", err);
-    LD_INFO("mlopart: %s: declined: %s", g->uuid, err);
+    LD_INFO(MLOPART, "%s: declined: %s", g->uuid, err);
     snprintf(why, n, "%s", err);
     return -1;
 }
@@ -231,10 +231,10 @@ static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain,
         pthread_mutex_unlock(&g->mu);
         snprintf(why, n, "mlopart helper: %s", rep.msg);
         if (count <= kTransientWarnings)
-            LD_WARN("mlopart: %s: request for %zu bytes in domain %d failed: %s%s", g->uuid,
-                    bytes, domain, rep.msg,
-                    count == kTransientWarnings ? " (further ones at debug level)" : "");
-        else LD_DEBUG("mlopart: %s: request failed: %s", g->uuid, rep.msg);
+            LD_WARN(MLOPART, "%s: request for %zu bytes in domain %d failed: %s%s", g->uuid,
+                             bytes, domain, rep.msg,
+                             count == kTransientWarnings ? " (further ones at debug level)" : "");
+        else LD_DEBUG(MLOPART, "%s: request failed: %s", g->uuid, rep.msg);
         return (CUresult)rep.status;
     }
     pthread_mutex_unlock(&g->mu);
@@ -246,7 +246,7 @@ static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain,
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemImportFromShareableHandle: %s", ld_cu_errname(r));
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-            LD_DEBUG("mlopart: %s: import failed: out of memory", g->uuid);
+            LD_DEBUG(MLOPART, "%s: import failed: out of memory", g->uuid);
             return r;
         }
         pthread_mutex_lock(&g->mu);

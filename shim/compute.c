@@ -250,7 +250,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         info->context_ms += t_made - t_plan;
         if (!have_marker) {
             if (!sp->native) goto done;   /* groups from the cache cannot be trusted unchecked */
-            LD_INFO("compute: device %d: bound SMs not checked (%s)", (int)dev, why);
+            LD_INFO(COMPUTE, "device %d: bound SMs not checked (%s)", (int)dev, why);
             break;
         }
         ld_smmask_t got;
@@ -273,7 +273,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         out->green = NULL;
         out->gctx = NULL;
         if (!cached || attempt > 0) goto done;
-        LD_WARN("compute: device %d: the SM-group cache is stale (%s); measuring the groups again", (int)dev, why);
+        LD_WARN(COMPUTE, "device %d: the SM-group cache is stale (%s); measuring the groups again", (int)dev, why);
         cached = 0;
     }
     rc = 0;
@@ -339,8 +339,8 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     binding_t *b = &B[dev];
     if (!is_primary) {
         if (atomic_fetch_add(&b->unbound_ctx, 1) == 0)
-            LD_WARN("compute: device %d: a context the program created itself (cuCtxCreate) runs unbound; "
-                    "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
+            LD_WARN(COMPUTE, "device %d: a context the program created itself (cuCtxCreate) runs unbound; "
+                             "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
         return;
     }
     if (!claimed) return;
@@ -358,13 +358,13 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
         b->desc = out.desc;
         atomic_fetch_or(&bound_mask, 1ull << dev);
         char list[400];
-        LD_INFO("compute: device %d bound to %s: %u SMs (%s)%s, %.1f ms (groups %.1f, context %.1f, check %.1f)",
-                (int)dev, b->info.request, b->info.plan.count, ld_smmask_format(&b->info.plan.sms, list, sizeof list),
-                b->info.groups_from_cache ? " [cache]" : "", b->info.elapsed_ms, b->info.groups_ms,
-                b->info.context_ms, b->info.verify_ms);
+        LD_INFO(COMPUTE, "device %d bound to %s: %u SMs (%s)%s, %.1f ms (groups %.1f, context %.1f, check %.1f)",
+                         (int)dev, b->info.request, b->info.plan.count, ld_smmask_format(&b->info.plan.sms, list, sizeof list),
+                         b->info.groups_from_cache ? " [cache]" : "", b->info.elapsed_ms, b->info.groups_ms,
+                         b->info.context_ms, b->info.verify_ms);
         set_state(b, B_BOUND);
     } else {
-        LD_WARN("compute: device %d runs unbound (compute = %s): %s", (int)dev, b->info.request, b->info.reason);
+        LD_WARN(COMPUTE, "device %d runs unbound (compute = %s): %s", (int)dev, b->info.request, b->info.reason);
         set_state(b, B_UNBOUND);
     }
     atomic_fetch_sub(&building, 1);
@@ -414,8 +414,8 @@ CUcontext ld_compute_bind(CUcontext c) {
         if (p && p != c) continue;
         if (st == B_BUILDING && (st = settled_state(b)) == B_BUILDING) {
             if (!atomic_exchange(&wait_warned[dev], 1))
-                LD_WARN("compute: device %d: its binding is still being built after %d s; this thread runs unbound "
-                        "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
+                LD_WARN(COMPUTE, "device %d: its binding is still being built after %d s; this thread runs unbound "
+                                 "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
             return c;
         }
         if (st == B_BOUND && atomic_load(&b->primary) == c && (atomic_load(&bound_mask) & (1ull << dev))) {
@@ -470,7 +470,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
         if (b->gctx != cur && !(opt.thread_contexts && (sl = ld_thread_slot(dev, 0)) && sl->gctx == cur)) continue;
         if (!sl) sl = ld_thread_slot(dev, 1);
         if (!sl) {
-            LD_DEBUG("compute: no per-thread stream slot left on this thread; using the legacy stream");
+            LD_DEBUG(COMPUTE, "no per-thread stream slot left on this thread; using the legacy stream");
             return CU_STREAM_LEGACY;
         }
         if (!sl->stream) {
@@ -507,9 +507,9 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
                 dev = k;
     if (dev < 0) return;   /* not a launch in a bound context */
     if (atomic_exchange(&launch_warned, 1)) return;
-    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
-            "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
-            B[dev].info.request, B[dev].info.plan.count);
+    LD_WARN(COMPUTE, "%s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
+                     "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
+                     B[dev].info.request, B[dev].info.plan.count);
 }
 
 const char *ld_compute_setting(char *buf, size_t n, int *equal_count) {
@@ -554,7 +554,7 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     b->gctx = NULL;
     atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
-    LD_INFO("compute: device %d: the primary context is reset or released; bound again at the next retain", dev);
+    LD_INFO(COMPUTE, "device %d: the primary context is reset or released; bound again at the next retain", dev);
 }
 
 void ld_compute_note_retain(int dev) {

@@ -127,8 +127,8 @@ int ld_split_bycount(const ld_driver_t *d, ld_split_t method, ld_sm_split_t *sp,
     memset(&sp->rem, 0, sizeof sp->rem);
     CUresult r = d->pfn_cuDevSmResourceSplitByCount(sp->res, &ng, &sp->all, &sp->rem, flags, minc);
     if (r != CUDA_SUCCESS && method == LD_SPLIT_FINE) {
-        LD_INFO("compute: fine split (%u SMs, co-scheduling ignored) refused: %s; using the aligned split", minc,
-                ld_cu_errname(r));
+        LD_INFO(COMPUTE, "fine split (%u SMs, co-scheduling ignored) refused: %s; using the aligned split", minc,
+                         ld_cu_errname(r));
         return ld_split_bycount(d, LD_SPLIT_ALIGNED, sp, why, n);
     }
     if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplitByCount(%u): %s", minc, ld_cu_errname(r)); return -1; }
@@ -251,7 +251,7 @@ int ld_groups_load(const char *dir, const ld_groups_key_t *k, const ld_sm_split_
     if (rc == 0 && g->ngroups != sp->g.ngroups) { snprintf(why, sizeof why, "%.300s: stale (group count)", path); rc = -2; }
     for (int i = 0; rc == 0 && i < g->ngroups; i++)
         if (g->count[i] != sp->g.count[i]) { snprintf(why, sizeof why, "%.300s: stale (group %d size)", path, i); rc = -2; }
-    if (rc == -2) LD_WARN("compute: ignoring SM-group cache: %s", why);
+    if (rc == -2) LD_WARN(COMPUTE, "ignoring SM-group cache: %s", why);
     return rc;
 }
 
@@ -263,6 +263,6 @@ void ld_groups_store(const char *dir, const ld_groups_key_t *k, const ld_sm_grou
     if (!buf) return;
     int len = ld_groups_cache_format(k, g, buf, GROUPS_FILE_MAX);
     if (len > 0 && ld_cache_write_file(dir, path, buf, (size_t)len, why, sizeof why) != 0)
-        LD_INFO("compute: SM-group cache not written: %s", why);
+        LD_INFO(COMPUTE, "SM-group cache not written: %s", why);
     free(buf);
 }

@@ -87,9 +87,9 @@ static void init_device(const ld_driver_t *d, ld_device_t *dv) {
             dv->gran = g;
     }
     choose_backend(d, dv);
-    if (dv->backend) LD_INFO("device %d: backend %s (%s), %d domains, granularity %zu", dv->ordinal, dv->backend->name,
-                             dv->backend_reason, dv->ndomains, dv->gran);
-    else LD_WARN("device %d: tagged allocations pass through: %s", dv->ordinal, dv->backend_reason);
+    if (dv->backend) LD_INFO(BACKEND, "device %d: backend %s (%s), %d domains, granularity %zu", dv->ordinal, dv->backend->name,
+                                      dv->backend_reason, dv->ndomains, dv->gran);
+    else LD_WARN(BACKEND, "device %d: tagged allocations pass through: %s", dv->ordinal, dv->backend_reason);
 }
 
 ld_device_t *ld_device_get(const ld_driver_t *d, CUdevice dev) {

@@ -330,9 +330,9 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     if (note_use_and_driver() && ld_registry_find(p, &r) == 0) {
         ld_rule_note_ipc_refused(r.rule);
         const char *rule = r.rule >= 0 && r.rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[r.rule].name : "?";
-        LD_WARN("cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
-                "handle; exclude this size (%zu bytes) from the policy for programs that share it",
-                (unsigned long long)p, rule, r.size);
+        LD_WARN(INTERPOSE, "cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
+                           "handle; exclude this size (%zu bytes) from the policy for programs that share it",
+                           (unsigned long long)p, rule, r.size);
         return CUDA_ERROR_INVALID_VALUE;      /* what the driver itself answers for VMM memory */
     }
     if (!HAVE(cuIpcGetMemHandle)) return CUDA_ERROR_NOT_INITIALIZED;

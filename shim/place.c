@@ -141,7 +141,7 @@ static void follow(const ld_driver_t *d, CUdevice dev, CUmemoryPool def, CUmemor
             CUmemAccessDesc desc = { loc, f };
             CUresult r = d->pfn_cuMemPoolSetAccess(p, &desc, 1);
             if (r != CUDA_SUCCESS)
-                LD_DEBUG("place: device %d: access of device %d to the shim's pool: %s", (int)dev, a, ld_cu_errname(r));
+                LD_DEBUG(PLACE, "device %d: access of device %d to the shim's pool: %s", (int)dev, a, ld_cu_errname(r));
         }
         if (atomic_load(&pools_gen[dev]) == gen) return;
     }
@@ -170,7 +170,7 @@ static void destroy_pools(const ld_driver_t *d, CUmemoryPool *v, int n) {
      * pool's resources when the last one is freed. */
     for (int i = 0; i < n; i++) {
         CUresult r = d->pfn_cuMemPoolDestroy(v[i]);
-        if (r != CUDA_SUCCESS) LD_DEBUG("place: cuMemPoolDestroy: %s", ld_cu_errname(r));
+        if (r != CUDA_SUCCESS) LD_DEBUG(PLACE, "cuMemPoolDestroy: %s", ld_cu_errname(r));
     }
 }
 
@@ -189,7 +189,7 @@ void ld_place_forget_device(const ld_driver_t *d, int dev) {
     int n = take_pools(dev, 0, v);
     if (n) {
         destroy_pools(d, v, n);
-        LD_INFO("place: device %d reset: destroyed the shim's %d memory pool(s)", dev, n);
+        LD_INFO(PLACE, "device %d reset: destroyed the shim's %d memory pool(s)", dev, n);
     }
 }
 
@@ -233,7 +233,7 @@ static CUmemoryPool domain_pool(const ld_driver_t *d, CUdevice dev, int dom, CUm
     /* Published first, then the settings: a change the program makes meanwhile reaches it
      * either way (follow reads the default after it, or the hook sees the new pool). */
     follow(d, dev, def, p);
-    LD_INFO("place: device %d: stream-ordered allocations of tagged sizes come from a pool in domain %d", (int)dev, dom);
+    LD_INFO(PLACE, "device %d: stream-ordered allocations of tagged sizes come from a pool in domain %d", (int)dev, dom);
     return p;
 }
 
@@ -259,7 +259,7 @@ CUresult ld_place_pool_set_access(const ld_driver_t *d, ld_pool_access_fn real, 
     int dev = -1, n = r == CUDA_SUCCESS ? followers(pool, &dev, f) : 0;
     for (int i = 0; i < n; i++) {
         CUresult m = d->pfn_cuMemPoolSetAccess(f[i], map, count);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: access to the shim's pool: %s", dev, ld_cu_errname(m));
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: access to the shim's pool: %s", dev, ld_cu_errname(m));
     }
     if (n) atomic_fetch_add(&pools_gen[dev], 1);
     return r;
@@ -272,8 +272,8 @@ CUresult ld_place_pool_set_attribute(const ld_driver_t *d, ld_pool_attr_fn real,
     int dev = -1, n = r == CUDA_SUCCESS ? followers(pool, &dev, f) : 0;
     for (int i = 0; i < n; i++) {
         CUresult m = d->pfn_cuMemPoolSetAttribute(f[i], attr, value);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: attribute %d of the shim's pool: %s", dev, (int)attr,
-                                        ld_cu_errname(m));
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: attribute %d of the shim's pool: %s", dev, (int)attr,
+                                               ld_cu_errname(m));
     }
     if (n) atomic_fetch_add(&pools_gen[dev], 1);
     return r;
@@ -311,7 +311,7 @@ CUresult ld_place_pool_trim_to(const ld_driver_t *d, ld_pool_trim_fn real, CUmem
         left = res < left ? left - res : 0;
     for (int i = 0; i < n; i++) {
         CUresult m = d->pfn_cuMemPoolTrimTo(f[i], (size_t)left);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: trimming the shim's pool: %s", dev, ld_cu_errname(m));
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: trimming the shim's pool: %s", dev, ld_cu_errname(m));
         if (d->pfn_cuMemPoolGetAttribute(f[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) == CUDA_SUCCESS)
             left = res < left ? left - res : 0;
     }

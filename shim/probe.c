@@ -119,7 +119,7 @@ static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, co
     } else rc = -1;
     free(text);
     if (rc && !__atomic_exchange_n(&dump_warned, 1, __ATOMIC_RELAXED))
-        LD_WARN("probe: LDSHIM_PROBE_DUMP=%s: %s; no dump written", dir, why);
+        LD_WARN(PROBE, "LDSHIM_PROBE_DUMP=%s: %s; no dump written", dir, why);
 }
 
 /* ---- kernels ----------------------------------------------------------------------- */
@@ -157,7 +157,7 @@ static int load_kernels(probe_t *p) {
     }
     if (fit < 0 && per_sm > 0) fit = per_sm / (optin + (reserved > 0 ? reserved : 0));
     if (fit != 1)
-        LD_INFO("probe: %d probe CTAs fit per SM (want 1); SM coverage is checked per launch", fit);
+        LD_INFO(PROBE, "%d probe CTAs fit per SM (want 1); SM coverage is checked per launch", fit);
     return 0;
 }
 
@@ -181,7 +181,7 @@ static int launch_chase(probe_t *p, CUfunction f, void **args) {
         if (!missing && !doubled && !seen[p->num_sms]) { rc = 0; break; }
         snprintf(p->err, sizeof p->err, "chase missed %u SMs, ran twice on %u, %u SM ids >= %u",
                  missing, doubled, seen[p->num_sms], p->num_sms);
-        LD_DEBUG("probe: launch %d: %s; relaunching", t + 1, p->err);
+        LD_DEBUG(PROBE, "launch %d: %s; relaunching", t + 1, p->err);
     }
     if (rc == 0) p->err[0] = 0;
     free(seen);
@@ -232,7 +232,7 @@ static int anchored_setup(probe_t *p, const ld_probe_opts_t *o, anchored_mem_t *
         if (m->flush_bytes <= (64u << 20)) { snprintf(p->err, sizeof p->err, "no device memory for the L2 flush"); return -1; }
         m->flush_bytes /= 2;
     }
-    if (m->flush_bytes < LD_PROBE_FLUSH_BYTES) LD_INFO("probe: L2 flush buffer reduced to %zu MiB", m->flush_bytes >> 20);
+    if (m->flush_bytes < LD_PROBE_FLUSH_BYTES) LD_INFO(PROBE, "L2 flush buffer reduced to %zu MiB", m->flush_bytes >> 20);
     return check(p, d->pfn_cuMemAlloc_v2(&m->out, (size_t)p->nd * p->num_sms * LD_PROBE_CHUNKS * sizeof(float)),
                  "allocating probe results");
 }
@@ -309,7 +309,7 @@ static int run_anchored(probe_t *p, const ld_probe_opts_t *o, ld_probe_result_t 
             r->far_cycles = c.far_cycles;
             r->separation = c.separation;
             snprintf(r->verdict, sizeof r->verdict, "anchored: %.140s", c.verdict);
-            LD_INFO("probe: anchored attempt %u: %s", a + 1, c.verdict);
+            LD_INFO(PROBE, "anchored attempt %u: %s", a + 1, c.verdict);
             if (k == 0) { rc = 1; break; }
         }
     }
@@ -335,7 +335,7 @@ static int run_clustered(probe_t *p, ld_probe_result_t *r, const uint8_t *labels
             r->far_cycles = c.far_cycles;
             r->separation = c.separation;
             snprintf(r->verdict, sizeof r->verdict, "clustered: %.140s", c.verdict);
-            LD_INFO("probe: clustered attempt %u: %s", a + 1, c.verdict);
+            LD_INFO(PROBE, "clustered attempt %u: %s", a + 1, c.verdict);
             if (k == 0) { rc = 1; break; }
         }
     }
@@ -375,7 +375,7 @@ static int measure(probe_t *p, ld_probe_mode_t mode, const ld_probe_opts_t *o, l
         int rc = run_clustered(p, r, have_pref ? pref : NULL);
         if (rc == 1) { r->mode_used = LD_PROBE_CLUSTERED; ok = 1; goto out; }
         if (rc < 0) snprintf(r->verdict, sizeof r->verdict, "clustered: %.140s", p->err);
-        if (prev[0]) LD_INFO("probe: before clustering, %s", prev);
+        if (prev[0]) LD_INFO(PROBE, "before clustering, %s", prev);
     }
 out:
     if (p->stream) d->pfn_cuStreamSynchronize(p->stream);
@@ -447,7 +447,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     if (nsms > LDSHIM_MAX_SMS) {
         even_result(out);
         snprintf(out->verdict, sizeof out->verdict, "%d SMs exceed LDSHIM_MAX_SMS (%d): even map", nsms, LDSHIM_MAX_SMS);
-        LD_WARN("probe: device %d: %s", (int)dev, out->verdict);
+        LD_WARN(PROBE, "device %d: %s", (int)dev, out->verdict);
         finish(o, out, t0);
         return 0;
     }
@@ -471,7 +471,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     char dir[4096], why[256];
     ld_cache_key_t key;
     int cache_ok = o->use_cache && ld_cache_dir(o->cache_dir, dir, sizeof dir) == 0;
-    if (o->use_cache && !cache_ok) LD_INFO("probe: no cache directory (set LDSHIM_CACHE_DIR or HOME)");
+    if (o->use_cache && !cache_ok) LD_INFO(PROBE, "no cache directory (set LDSHIM_CACHE_DIR or HOME)");
     if (cache_ok) fill_key(drv, dev, out->num_sms, out->num_domains, &key);
     if (cache_ok && !force) {
         ld_probe_result_t c = *out;
@@ -480,13 +480,13 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
             *out = c;
             out->from_cache = 1;
             finish(o, out, t0);
-            LD_DEBUG("probe: device %d: topology from cache (%s)", (int)dev, mode_name(c.mode_used));
+            LD_DEBUG(PROBE, "device %d: topology from cache (%s)", (int)dev, mode_name(c.mode_used));
             return 0;
         }
-        if (rc == LD_CACHE_BAD) LD_WARN("probe: ignoring topology cache: %s", why);
-        else if (rc == LD_CACHE_STALE) LD_INFO("probe: re-probing: %s", why);
-        else if (rc == LD_CACHE_HIT) LD_INFO("probe: cached %s result does not serve mode %s; re-probing",
-                                             mode_name(c.mode_used), mode_name(mode));
+        if (rc == LD_CACHE_BAD) LD_WARN(PROBE, "ignoring topology cache: %s", why);
+        else if (rc == LD_CACHE_STALE) LD_INFO(PROBE, "re-probing: %s", why);
+        else if (rc == LD_CACHE_HIT) LD_INFO(PROBE, "cached %s result does not serve mode %s; re-probing",
+                                                    mode_name(c.mode_used), mode_name(mode));
     }
 
     /* The probe's own launches must not be captured into, or break, a capture running in
@@ -525,15 +525,15 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
         out->valid = 1;
         if (cache_ok) {
             finish(o, out, t0);
-            if (ld_cache_store(dir, &key, out, why, sizeof why)) LD_INFO("probe: not cached: %s", why);
+            if (ld_cache_store(dir, &key, out, why, sizeof why)) LD_INFO(PROBE, "not cached: %s", why);
         }
     } else {
         char reason[sizeof out->verdict];
         snprintf(reason, sizeof reason, "%s", out->verdict);
         even_result(out);
         snprintf(out->verdict, sizeof out->verdict, "%.120s; even map", reason);
-        LD_WARN("probe: device %d: %s; using the even map (TPC t -> domain t mod %d) after %d attempt%s",
-                (int)dev, reason, nd, out->attempts, out->attempts == 1 ? "" : "s");
+        LD_WARN(PROBE, "device %d: %s; using the even map (TPC t -> domain t mod %d) after %d attempt%s",
+                       (int)dev, reason, nd, out->attempts, out->attempts == 1 ? "" : "s");
     }
     finish(o, out, t0);
     return 0;

@@ -57,7 +57,7 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
         r = d->pfn_cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     }
     if (r != CUDA_SUCCESS) {
-        LD_DEBUG("module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
+        LD_DEBUG(TOPO, "module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
         return -1;
     }
     /* A module built with the version-1 header gets the version-1 prefix (no bound set). */
@@ -65,9 +65,9 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     if (bytes == LDSHIM_TOPOLOGY_V1_BYTES) {
         t.version = 1;
     } else if (bytes != sizeof(ldshim_topology_t)) {
-        LD_WARN("module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
-                "not published", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
-                (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
+        LD_WARN(TOPO, "module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
+                      "not published", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
+                      (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
         return -1;
     }
     /* A private non-blocking stream: a synchronous copy would run on the legacy stream and
@@ -81,11 +81,11 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
         r = d->pfn_cuMemcpyHtoD_v2(p, &t, bytes);
     }
     if (r != CUDA_SUCCESS) {
-        LD_WARN("publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
+        LD_WARN(TOPO, "publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
         return -1;
     }
-    LD_DEBUG("published device %d map into %s %p", dev, m->key.kind == LD_MOD_LIBRARY ? "library" : "module",
-             m->key.handle);
+    LD_DEBUG(TOPO, "published device %d map into %s %p", dev, m->key.kind == LD_MOD_LIBRARY ? "library" : "module",
+                   m->key.handle);
     return 0;
 }
 
@@ -189,7 +189,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         if (!claimed) return;   /* another thread probes; it publishes (and binds its primary) */
         /* It probes for a context of its own: this primary is bound once its map is there. */
         expect = wait_probe(dev);
-        if (expect == PROBE_RUNNING) LD_WARN("device %d: the topology probe of another thread is still running; "
+        if (expect == PROBE_RUNNING) LD_WARN(PROBE, "device %d: the topology probe of another thread is still running; "
                                  "binding without its map", dev);
     }
     if (!mine && !bind && expect != PROBE_PUBLISHED) return;
@@ -215,7 +215,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         }
         ld_probe_result_t *res = &results[dev];
         if (ld_probe_device(d, dev, &o, res) != 0) {
-            LD_WARN("device %d: topology probe could not query the device; no map published", dev);
+            LD_WARN(PROBE, "device %d: topology probe could not query the device; no map published", dev);
             atomic_store(&probe_state[dev], PROBE_NONE);
         } else {
             /* The driver's own answer where it has one; by the policy it may replace the map. */
@@ -225,8 +225,8 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
             pthread_mutex_lock(&mods_mu);
             published[dev] = t;
             pthread_mutex_unlock(&mods_mu);
-            LD_INFO("device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
-                    res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
+            LD_INFO(PROBE, "device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
+                           res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
             probed = 1;
         }
     }
@@ -274,11 +274,11 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     pthread_mutex_unlock(&mods_mu);
     free(stale);
     if (!added) {                /* no host memory for the table: the module goes unpublished */
-        LD_DEBUG("%s %p not recorded: out of host memory", kind == LD_MOD_LIBRARY ? "library" : "module", handle);
+        LD_DEBUG(TOPO, "%s %p not recorded: out of host memory", kind == LD_MOD_LIBRARY ? "library" : "module", handle);
         free(m);
         return;
     }
-    LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
+    LD_DEBUG(TOPO, "recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
     if (mdev >= 0 && mdev < LD_MAX_DEVICES && atomic_load(&probe_state[mdev]) == PROBE_PUBLISHED) {
         ld_own_calls_t oc;
         ld_own_calls_begin(&oc, d);

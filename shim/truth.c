@@ -149,15 +149,15 @@ void ld_truth_check(const ld_driver_t *d, CUdevice dev, ld_topology_source_t pol
         t->published_driver = 1;
         t->published_from = drv == &t->split ? "split" : "ldid";
         if (r->valid)
-            LD_WARN("device %d: the probe's map disagrees with the driver's (%s: %u of %u SMs alike); publishing "
-                    "the driver's (topology_source = driver)", (int)dev, t->published_from, drv->agree, drv->compared);
+            LD_WARN(TOPO, "device %d: the probe's map disagrees with the driver's (%s: %u of %u SMs alike); publishing "
+                          "the driver's (topology_source = driver)", (int)dev, t->published_from, drv->agree, drv->compared);
         else
-            LD_INFO("device %d: no measured map (%s); publishing the driver's (%s)", (int)dev, r->verdict,
-                    t->published_from);
+            LD_INFO(TOPO, "device %d: no measured map (%s); publishing the driver's (%s)", (int)dev, r->verdict,
+                          t->published_from);
     } else if (t->disagree) {
-        LD_WARN("device %d: the probe's map disagrees with the driver's (split %u/%u, ldid %u/%u SMs alike); "
-                "publishing the probe's (topology_source = probe)", (int)dev, t->split.agree, t->split.compared,
-                t->ldid.agree, t->ldid.compared);
+        LD_WARN(TOPO, "device %d: the probe's map disagrees with the driver's (split %u/%u, ldid %u/%u SMs alike); "
+                      "publishing the probe's (topology_source = probe)", (int)dev, t->split.agree, t->split.compared,
+                      t->ldid.agree, t->ldid.compared);
     }
 }
 

@@ -70,7 +70,7 @@ static size_t forced_chunk(void) {
     uint64_t b;
     if (s && (!strcmp(s, "slice") || !strcmp(s, "0"))) v = SIZE_MAX;
     else if (s && ld_parse_size(s, strlen(s), &b) == 0 && b > 0 && b <= kChunkMax) v = (size_t)b;
-    else if (s) LD_WARN("LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
+    else if (s) LD_WARN(CONFIG, "LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
     atomic_store_explicit(&value, v, memory_order_relaxed);   /* every thread computes the same value */
     atomic_store_explicit(&state, 1, memory_order_release);
     return v;
@@ -156,7 +156,7 @@ static int read_back(const ld_driver_t *d, CUdeviceptr p, int domain, char *why,
         atomic_fetch_add(&rb_wrong, 1);
         snprintf(why, n, "read-back: a slice is homed in another domain than asked; discarded");
     }
-    LD_INFO("read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
+    LD_INFO(VMM, "read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
     return -1;
 }
 
@@ -265,15 +265,15 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     for (int k = 0; k < npieces; k++) {
         CUresult rc = unmap(d, piece_base(&x, k), piece_bytes(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemUnmap(0x%llx, piece %d): %s", (unsigned long long)x.base, k, ld_cu_errname(rc));
+            LD_WARN(VMM, "cuMemUnmap(0x%llx, piece %d): %s", (unsigned long long)x.base, k, ld_cu_errname(rc));
     }
     for (int k = 0; k < npieces; k++) {
         CUresult rc = release(d, *piece_handle(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemRelease(piece %d of 0x%llx): %s", k, (unsigned long long)x.base, ld_cu_errname(rc));
+            LD_WARN(VMM, "cuMemRelease(piece %d of 0x%llx): %s", k, (unsigned long long)x.base, ld_cu_errname(rc));
     }
     CUresult rc = address_free(d, x.base, x.reserved);
-    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)x.base, ld_cu_errname(rc));
+    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN(VMM, "cuMemAddressFree(0x%llx): %s", (unsigned long long)x.base, ld_cu_errname(rc));
     free(x.handles);
 }
 
@@ -320,11 +320,11 @@ void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor) {
         a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         CUresult r = d->pfn_cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
         if (r != CUDA_SUCCESS)
-            LD_WARN("peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
-                    ld_cu_errname(r));
+            LD_WARN(VMM, "peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
+                         ld_cu_errname(r));
     }
     free(buf);
-    LD_INFO("device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
+    LD_INFO(VMM, "device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
 }
 
 static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
@@ -359,7 +359,7 @@ int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base) {
     d->pfn_cuCtxGetCurrent(&cur);
     int pushed = r.ctx && r.ctx != cur && d->pfn_cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS;
     CUresult s = d->pfn_cuCtxSynchronize();
-    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
+    if (s != CUDA_SUCCESS) LD_DEBUG(VMM, "free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
     ld_vmm_release(d, &r);
     if (pushed) {
         CUcontext dummy;

@@ -328,7 +328,7 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
         o.alloc_ctx = &mem;
     }
     if (o.mode == LD_PROBE_ANCHORED && !mem.native)
-        LD_INFO("device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
+        LD_INFO(PROBE, "device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
     ld_probe_result_t res;
     int rc = ld_probe_device(d, dev, &o, &res);
     ld_compute_info_t ci;
@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
     if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
     ld_log_init();
     for (int i = 0; i < LD_OPT_COUNT; i++)   /* values options.c refused whole: one line each */
-        if (ld_opt_refused((ld_opt_t)i)) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
+        if (ld_opt_refused((ld_opt_t)i)) LD_WARN(CONFIG, "%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
     if (classify) return classify_file(classify, o.ndomains > 0 ? o.ndomains : 2, json);
     const ld_driver_t *d = ld_driver();
     if (!d) {
