@@ -16,6 +16,8 @@ unsigned ld_log_subsys = LD_SUB_ALL;
 static char bad_value[64];    /* LDSHIM_LOG as given when it named no level ("" if fine)     */
 static char bad_subsys[160];  /* the warning LDSHIM_LOG_SUBSYS earned ("" if fine)           */
 
+_Static_assert(LD_SUB_COUNT_ <= 31, "a subsystem is one bit of an unsigned mask beside LD_SUB_ALL");
+
 static const char *const subsys_names[LD_SUB_COUNT_] = {
 #define LD_SUB_NAME_(id, name) [LD_SUB_BIT_##id##_] = #name,
     LD_LOG_SUBSYSTEMS(LD_SUB_NAME_)

@@ -19,7 +19,7 @@
  * an unknown or empty name is refused whole: one warning names it and every subsystem is
  * shown (showing more than asked beats hiding a line the user wanted).
  *
- * Adding a subsystem: a row in LD_LOG_SUBSYSTEMS (at most 32); its name is what the line
+ * Adding a subsystem: a row in LD_LOG_SUBSYSTEMS (at most 31); its name is what the line
  * shows and what LDSHIM_LOG_SUBSYS takes. */
 #ifndef LDSHIM_LOG_H
 #define LDSHIM_LOG_H
