@@ -19,7 +19,7 @@ static void usage(FILE *f) {
           "       ldshim-policy --help | --version\n"
           "\n"
           "check  parse each policy file; print its options and rules, or the first error as\n"
-          "       'ldshim: error: FILE:LINE:COL: what was expected'. Exit 1 if any file is bad.\n"
+          "       'ldshim: error: policy: FILE:LINE:COL: what was expected'. Exit 1 if any file is bad.\n"
           "match  print the rule that tags a request of SIZE bytes (units B KiB MiB GiB TiB)\n"
           "       made through API (default any: origin unknown), or 'untagged'.\n"
           "\n"
@@ -92,7 +92,7 @@ static int cmd_check(int n, char **files) {
         ld_policy_t p;
         if (ld_policy_load(files[i], &p, err, sizeof err) != 0) {
             char line[2048];
-            fprintf(stderr, "ldshim: error: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
+            fprintf(stderr, "ldshim: error: policy: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
             bad = 1;
             continue;
         }
@@ -120,7 +120,7 @@ static int cmd_match(const char *file, const char *size_s, const char *api_s) {
     ld_policy_t p;
     if (ld_policy_load(file, &p, err, sizeof err) != 0) {
         char line[2048];
-        fprintf(stderr, "ldshim: error: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
+        fprintf(stderr, "ldshim: error: policy: %s\n", shown(err, line, sizeof line));   /* as the shim writes it */
         return 1;
     }
     int i = ld_policy_match(&p, size, (ld_api_t)api);

@@ -68,8 +68,8 @@ static void note_fallback(int rule, const char *why) {
     if (i < MAX_FB) fb[i].count++;
     pthread_mutex_unlock(&fb_mu);
     /* One warning per distinct reason; the report has the counts. */
-    if (first) LD_WARN("rule '%s': falling back to an ordinary allocation: %s",
-                       rule >= 0 && rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[rule].name : "?", why);
+    if (first) LD_WARN(ALLOC, "rule '%s': falling back to an ordinary allocation: %s",
+                              rule >= 0 && rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[rule].name : "?", why);
 }
 
 /* --- the path ------------------------------------------------------------------------ */
@@ -77,7 +77,7 @@ static void note_fallback(int rule, const char *why) {
 /* The real allocation, with the pool trimmed and one retry on out-of-memory. */
 static CUresult real_alloc(const ld_driver_t *d, CUdeviceptr *dptr, size_t size) {
     CUresult r;
-    LD_POOL_RETRY_OOM(d, r, d->cuMemAlloc_v2(dptr, size));
+    LD_POOL_RETRY_OOM(d, r, d->pfn_cuMemAlloc_v2(dptr, size));
     return r;
 }
 
@@ -206,7 +206,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     const ld_rule_t *rule = &ld_cfg.policy.rules[ri];
     CUdevice dev;
     CUcontext ctx = NULL;
-    if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+    if (d->pfn_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx || d->pfn_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return 0;                               /* no context: the program's call gives the stock error */
     ld_device_t *dv = ld_device_get(d, dev);
     if (!dv || !dv->backend) {
@@ -247,8 +247,8 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
     atomic_fetch_add(&n_tagged, 1);
     atomic_fetch_add(&apis[api].placed, 1);
     if (!dv->backend->localizes) atomic_fetch_add(&apis[api].emulated, 1);
-    LD_DEBUG("rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
-             (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
+    LD_DEBUG(ALLOC, "rule '%s': %zu bytes at 0x%llx as %d slice(s) of %zu (%s)", rule->name, size,
+                    (unsigned long long)r.base, nslices, r.slice, dv->backend->name);
     *dptr = r.base;
     return 1;
 }
@@ -259,7 +259,7 @@ int ld_alloc_placed(const ld_driver_t *d, CUdeviceptr *dptr, size_t size, ld_api
 static CUresult free_plain(const ld_driver_t *d, CUdeviceptr p, CUresult (*real)(CUdeviceptr, CUstream), CUstream s) {
     ld_track_entry_t e;
     int old, tracked = p && ld_track_any(LD_OBJ_PTR) && ld_track_take(LD_OBJ_PTR, p, &e) == 0;
-    CUresult res = real ? real(p, s) : d->cuMemFree_v2(p);
+    CUresult res = real ? real(p, s) : d->pfn_cuMemFree_v2(p);
     if (res == CUDA_SUCCESS && p) count_free(tracked && e.placed);
     else if (res != CUDA_SUCCESS && tracked) ld_track_add(LD_OBJ_PTR, &e, &old);
     return res;
@@ -316,9 +316,9 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
          * cuCtxCreate on the same device keeps its own). */
         unsigned flags;
         int active = 0;
-        if (d->cuDevicePrimaryCtxGetState && d->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
-            active && d->cuDevicePrimaryCtxRetain(&k.primary, dev) == CUDA_SUCCESS)
-            d->cuDevicePrimaryCtxRelease_v2(dev);
+        if (d->pfn_cuDevicePrimaryCtxGetState && d->pfn_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+            active && d->pfn_cuDevicePrimaryCtxRetain(&k.primary, dev) == CUDA_SUCCESS)
+            d->pfn_cuDevicePrimaryCtxRelease_v2(dev);
         pushed = k.primary;
     } else {
         pushed = ctx;
@@ -333,7 +333,7 @@ void ld_alloc_teardown_context(const ld_driver_t *d, CUcontext ctx, int dev) {
         ld_track_take_device(LD_OBJ_PTR, dev, forget_ptr, &k);
     }
     if (dev >= 0) ld_vmm_trim(d, dev);
-    if (n) LD_INFO("context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
+    if (n) LD_INFO(ALLOC, "context of device %d destroyed or reset: released %zu shim range(s) it still held", dev, n);
 }
 
 /* --- report accessors ------------------------------------------------------------------ */

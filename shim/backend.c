@@ -20,7 +20,7 @@ static CUresult native_create(const ld_driver_t *d, CUdevice dev, int domain, si
     CUmemAllocationProp p;
     fill_prop(&p, LD_CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN, LD_LOCALITY_LOCATION_ID(dev, domain));
     CUmemGenericAllocationHandle h;
-    CUresult r = d->cuMemCreate(&h, bytes, &p, 0);
+    CUresult r = d->pfn_cuMemCreate(&h, bytes, &p, 0);
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemCreate(locality domain %d): %s", domain, ld_cu_errname(r));
         return r;
@@ -39,11 +39,11 @@ static int native_available(const ld_driver_t *d, CUdevice dev, int ndomains, ch
     size_t gran = 2u << 20;
     CUmemAllocationProp p;
     fill_prop(&p, CU_MEM_LOCATION_TYPE_DEVICE, dev);
-    if (d->cuMemGetAllocationGranularity) d->cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (d->pfn_cuMemGetAllocationGranularity) d->pfn_cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     for (int dom = 0; dom < ndomains; dom++) {
         CUmemGenericAllocationHandle h;
         if (native_create(d, dev, dom, gran, &h, why, n) != CUDA_SUCCESS) return -1;
-        if (d->cuMemRelease(h) != CUDA_SUCCESS) d->cuMemRelease(h);   /* once more: never leak it */
+        if (d->pfn_cuMemRelease(h) != CUDA_SUCCESS) d->pfn_cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }
@@ -61,7 +61,7 @@ static CUresult emulated_create(const ld_driver_t *d, CUdevice dev, int domain, 
     CUmemAllocationProp p;
     fill_prop(&p, CU_MEM_LOCATION_TYPE_DEVICE, dev);
     CUmemGenericAllocationHandle h;
-    CUresult r = d->cuMemCreate(&h, bytes, &p, 0);
+    CUresult r = d->pfn_cuMemCreate(&h, bytes, &p, 0);
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemCreate: %s", ld_cu_errname(r));
         return r;
@@ -73,7 +73,7 @@ static CUresult emulated_create(const ld_driver_t *d, CUdevice dev, int domain, 
 static int emulated_available(const ld_driver_t *d, CUdevice dev, int ndomains, char *why, size_t n) {
     (void)ndomains;
     int vmm = 0;
-    if (d->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm) {
+    if (d->pfn_cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm) {
         snprintf(why, n, "no virtual memory management on device %d", dev);
         return -1;
     }

@@ -67,7 +67,7 @@ static gpu_t *gpu_for(const ld_driver_t *drv, CUdevice dev, char *why, size_t n)
     pthread_mutex_unlock(&g_mu);
     if (g) return g;
     CUuuid u;
-    CUresult r = drv->cuDeviceGetUuid_v2(&u, dev);
+    CUresult r = drv->pfn_cuDeviceGetUuid_v2(&u, dev);
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuDeviceGetUuid_v2(%d): %s", (int)dev, ld_cu_errname(r));
         return NULL;
@@ -99,8 +99,8 @@ static void mark_dead(gpu_t *g, const char *fmt, ...) {
     vsnprintf(g->why, sizeof g->why, fmt, ap);
     va_end(ap);
     g->state = GPU_DEAD;
-    LD_WARN("mlopart: %s: %s; backend off for this GPU, tagged allocations fall back", g->uuid,
-            g->why);
+    LD_WARN(MLOPART, "%s: %s; backend off for this GPU, tagged allocations fall back", g->uuid,
+                     g->why);
     ld_mlo_helper_kill(&g->h, ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS));
 }
 
@@ -111,8 +111,8 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
     CUmemAllocationProp prop;
     ld_mlo_alloc_prop(&prop, dev);
     size_t q = 0;
-    if (drv->cuMemGetAllocationGranularity &&
-        drv->cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
+    if (drv->pfn_cuMemGetAllocationGranularity &&
+        drv->pfn_cuMemGetAllocationGranularity(&q, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && q)
         gran = q;
     int timeout = ld_mlo_timeout_ms(LD_MLO_REQUEST_TIMEOUT_MS);
     for (int d = 0; d < g->ndomains; d++) {
@@ -130,7 +130,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             return -1;
         }
         CUmemGenericAllocationHandle h;
-        CUresult r = drv->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+        CUresult r = drv->pfn_cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         close(fd);
         if (r != CUDA_SUCCESS) {
@@ -139,7 +139,7 @@ static int probe_path(const ld_driver_t *drv, CUdevice dev, gpu_t *g, char *err,
             ld_mlo_helper_quit(&g->h, timeout);
             return -1;
         }
-        if (drv->cuMemRelease(h) != CUDA_SUCCESS) drv->cuMemRelease(h);   /* once more: never leak it */
+        if (drv->pfn_cuMemRelease(h) != CUDA_SUCCESS) drv->pfn_cuMemRelease(h);   /* once more: never leak it */
     }
     return 0;
 }
@@ -164,8 +164,8 @@ static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int nd
         g->ndevices = ndev;
         if (probe_path(drv, dev, g, err, sizeof err) == 0) {
             g->state = GPU_READY;
-            LD_INFO("mlopart: %s: helper pid %d ready, %d MPS device(s) for %d domains",
-                    g->uuid, g->h.pid, ndev, ndomains);
+            LD_INFO(MLOPART, "%s: helper pid %d ready, %d MPS device(s) for %d domains",
+                             g->uuid, g->h.pid, ndev, ndomains);
             return 0;
         }
     }
@@ -173,14 +173,14 @@ static int ensure_started(const ld_driver_t *drv, CUdevice dev, gpu_t *g, int nd
      * core reports the backend it picked instead. */
     g->state = GPU_DEAD;
     snprintf(g->why, sizeof g->why, "%s", err);
-    LD_INFO("mlopart: %s: declined: %s", g->uuid, err);
+    LD_INFO(MLOPART, "%s: declined: %s", g->uuid, err);
     snprintf(why, n, "%s", err);
     return -1;
 }
 
 static int mlopart_available(const ld_driver_t *drv, CUdevice dev, int ndomains, char *why,
                              size_t n) {
-    if (!drv->cuMemImportFromShareableHandle) {
+    if (!drv->pfn_cuMemImportFromShareableHandle) {
         snprintf(why, n, "driver lacks cuMemImportFromShareableHandle");
         return -1;
     }
@@ -194,7 +194,7 @@ static int mlopart_available(const ld_driver_t *drv, CUdevice dev, int ndomains,
 
 static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain, size_t bytes,
                                CUmemGenericAllocationHandle *out, char *why, size_t n) {
-    if (!drv->cuMemImportFromShareableHandle) {
+    if (!drv->pfn_cuMemImportFromShareableHandle) {
         snprintf(why, n, "driver lacks cuMemImportFromShareableHandle");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -231,22 +231,22 @@ static CUresult mlopart_create(const ld_driver_t *drv, CUdevice dev, int domain,
         pthread_mutex_unlock(&g->mu);
         snprintf(why, n, "mlopart helper: %s", rep.msg);
         if (count <= kTransientWarnings)
-            LD_WARN("mlopart: %s: request for %zu bytes in domain %d failed: %s%s", g->uuid,
-                    bytes, domain, rep.msg,
-                    count == kTransientWarnings ? " (further ones at debug level)" : "");
-        else LD_DEBUG("mlopart: %s: request failed: %s", g->uuid, rep.msg);
+            LD_WARN(MLOPART, "%s: request for %zu bytes in domain %d failed: %s%s", g->uuid,
+                             bytes, domain, rep.msg,
+                             count == kTransientWarnings ? " (further ones at debug level)" : "");
+        else LD_DEBUG(MLOPART, "%s: request failed: %s", g->uuid, rep.msg);
         return (CUresult)rep.status;
     }
     pthread_mutex_unlock(&g->mu);
 
     CUmemGenericAllocationHandle hnd;
-    CUresult r = drv->cuMemImportFromShareableHandle(&hnd, (void *)(intptr_t)fd,
+    CUresult r = drv->pfn_cuMemImportFromShareableHandle(&hnd, (void *)(intptr_t)fd,
                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);   /* the imported handle keeps the memory; the fd is no longer needed */
     if (r != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemImportFromShareableHandle: %s", ld_cu_errname(r));
         if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-            LD_DEBUG("mlopart: %s: import failed: out of memory", g->uuid);
+            LD_DEBUG(MLOPART, "%s: import failed: out of memory", g->uuid);
             return r;
         }
         pthread_mutex_lock(&g->mu);

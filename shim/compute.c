@@ -124,8 +124,8 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     ld_compute_format(o->req, info->request, sizeof info->request);
     snprintf(info->split, sizeof info->split, "%s", ld_split_name(o->method));
     info->requested = 1;
-    if (!d->cuDeviceGetDevResource || !d->cuDevSmResourceSplitByCount || !d->cuDevResourceGenerateDesc ||
-        !d->cuGreenCtxCreate || !d->cuGreenCtxDestroy || !d->cuCtxFromGreenCtx || !d->cuGreenCtxStreamCreate) {
+    if (!d->pfn_cuDeviceGetDevResource || !d->pfn_cuDevSmResourceSplitByCount || !d->pfn_cuDevResourceGenerateDesc ||
+        !d->pfn_cuGreenCtxCreate || !d->pfn_cuGreenCtxDestroy || !d->pfn_cuCtxFromGreenCtx || !d->pfn_cuGreenCtxStreamCreate) {
         snprintf(info->reason, sizeof info->reason, "the driver has no green contexts (CUDA >= 12.4 needed)");
         return -1;
     }
@@ -134,7 +134,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     memset(&m, 0, sizeof m);
     int rc = -1, have_marker = 0;
     if (!sp) { snprintf(info->reason, sizeof info->reason, "out of host memory"); return -1; }
-    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
+    CUresult r = d->pfn_cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
     if (r != CUDA_SUCCESS) { snprintf(why, sizeof why, "cuDeviceGetDevResource(SM): %s", ld_cu_errname(r)); goto done; }
     info->device_sms = sp->all.sm.smCount;
     uint32_t nsms = info->device_sms < LDSHIM_MAX_SMS ? info->device_sms : LDSHIM_MAX_SMS;
@@ -231,18 +231,18 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         }
         CUdevResource chosen[LD_MAX_SM_GROUPS];
         for (int i = 0; i < info->plan.ngroups; i++) chosen[i] = sp->res[info->plan.group[i]];
-        if ((r = d->cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuDevResourceGenerateDesc(&out->desc, chosen, (unsigned)info->plan.ngroups)) != CUDA_SUCCESS) {
             snprintf(why, sizeof why, "cuDevResourceGenerateDesc: %s", ld_cu_errname(r));
             goto done;
         }
-        if ((r = d->cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuGreenCtxCreate(&out->green, out->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS) {
             int mps = 0;
-            d->cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
+            d->pfn_cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev);
             snprintf(why, sizeof why, "cuGreenCtxCreate: %s%s", ld_cu_errname(r), mps ? " (an MPS client)" : "");
             out->green = NULL;
             goto done;
         }
-        if ((r = d->cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuCtxFromGreenCtx(&out->gctx, out->green)) != CUDA_SUCCESS) {
             snprintf(why, sizeof why, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
             goto done;
         }
@@ -250,7 +250,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         info->context_ms += t_made - t_plan;
         if (!have_marker) {
             if (!sp->native) goto done;   /* groups from the cache cannot be trusted unchecked */
-            LD_INFO("compute: device %d: bound SMs not checked (%s)", (int)dev, why);
+            LD_INFO(COMPUTE, "device %d: bound SMs not checked (%s)", (int)dev, why);
             break;
         }
         ld_smmask_t got;
@@ -269,11 +269,11 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
         char a[160], b[160];
         snprintf(why, sizeof why, "the bound context ran on SMs %s, planned %s", ld_smmask_format(&got, a, sizeof a),
                  ld_smmask_format(&info->plan.sms, b, sizeof b));
-        d->cuGreenCtxDestroy(out->green);
+        d->pfn_cuGreenCtxDestroy(out->green);
         out->green = NULL;
         out->gctx = NULL;
         if (!cached || attempt > 0) goto done;
-        LD_WARN("compute: device %d: the SM-group cache is stale (%s); measuring the groups again", (int)dev, why);
+        LD_WARN(COMPUTE, "device %d: the SM-group cache is stale (%s); measuring the groups again", (int)dev, why);
         cached = 0;
     }
     rc = 0;
@@ -281,7 +281,7 @@ static int build(const ld_driver_t *d, CUdevice dev, const build_opts_t *o, cons
     snprintf(info->reason, sizeof info->reason, "%s", info->plan.why);
 done:
     if (rc != 0) {
-        if (out->green) d->cuGreenCtxDestroy(out->green);
+        if (out->green) d->pfn_cuGreenCtxDestroy(out->green);
         memset(out, 0, sizeof *out);
         snprintf(info->reason, sizeof info->reason, "%s", why);
     }
@@ -339,8 +339,8 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
     binding_t *b = &B[dev];
     if (!is_primary) {
         if (atomic_fetch_add(&b->unbound_ctx, 1) == 0)
-            LD_WARN("compute: device %d: a context the program created itself (cuCtxCreate) runs unbound; "
-                    "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
+            LD_WARN(COMPUTE, "device %d: a context the program created itself (cuCtxCreate) runs unbound; "
+                             "only the primary context is bound to %s", (int)dev, b->info.request[0] ? b->info.request : "SMs");
         return;
     }
     if (!claimed) return;
@@ -358,13 +358,13 @@ void ld_compute_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, in
         b->desc = out.desc;
         atomic_fetch_or(&bound_mask, 1ull << dev);
         char list[400];
-        LD_INFO("compute: device %d bound to %s: %u SMs (%s)%s, %.1f ms (groups %.1f, context %.1f, check %.1f)",
-                (int)dev, b->info.request, b->info.plan.count, ld_smmask_format(&b->info.plan.sms, list, sizeof list),
-                b->info.groups_from_cache ? " [cache]" : "", b->info.elapsed_ms, b->info.groups_ms,
-                b->info.context_ms, b->info.verify_ms);
+        LD_INFO(COMPUTE, "device %d bound to %s: %u SMs (%s)%s, %.1f ms (groups %.1f, context %.1f, check %.1f)",
+                         (int)dev, b->info.request, b->info.plan.count, ld_smmask_format(&b->info.plan.sms, list, sizeof list),
+                         b->info.groups_from_cache ? " [cache]" : "", b->info.elapsed_ms, b->info.groups_ms,
+                         b->info.context_ms, b->info.verify_ms);
         set_state(b, B_BOUND);
     } else {
-        LD_WARN("compute: device %d runs unbound (compute = %s): %s", (int)dev, b->info.request, b->info.reason);
+        LD_WARN(COMPUTE, "device %d runs unbound (compute = %s): %s", (int)dev, b->info.request, b->info.reason);
         set_state(b, B_UNBOUND);
     }
     atomic_fetch_sub(&building, 1);
@@ -394,8 +394,8 @@ static CUcontext thread_context(const ld_driver_t *d, int dev) {
     if (!s->gctx) {
         CUgreenCtx g = NULL;
         CUcontext c = NULL;
-        if (d->cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
-        if (d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->cuGreenCtxDestroy(g); return b->gctx; }
+        if (d->pfn_cuGreenCtxCreate(&g, b->desc, dev, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS) return b->gctx;
+        if (d->pfn_cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS) { d->pfn_cuGreenCtxDestroy(g); return b->gctx; }
         ld_compute_forget_handle(c);
         ld_thread_slot_set_context(s, g, c);
     }
@@ -414,8 +414,8 @@ CUcontext ld_compute_bind(CUcontext c) {
         if (p && p != c) continue;
         if (st == B_BUILDING && (st = settled_state(b)) == B_BUILDING) {
             if (!atomic_exchange(&wait_warned[dev], 1))
-                LD_WARN("compute: device %d: its binding is still being built after %d s; this thread runs unbound "
-                        "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
+                LD_WARN(COMPUTE, "device %d: its binding is still being built after %d s; this thread runs unbound "
+                                 "on it until it makes the primary context current again", dev, BIND_WAIT_MS / 1000);
             return c;
         }
         if (st == B_BOUND && atomic_load(&b->primary) == c && (atomic_load(&bound_mask) & (1ull << dev))) {
@@ -462,7 +462,7 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
     if (!mask) return s;
     const ld_driver_t *d = ld_driver();
     CUcontext cur = NULL;
-    if (!d || d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur) return s;
+    if (!d || d->pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur) return s;
     for (int dev = 0; mask; dev++, mask >>= 1) {
         if (!(mask & 1)) continue;
         binding_t *b = &B[dev];
@@ -470,14 +470,14 @@ CUstream ld_compute_stream(CUstream s, int per_thread_variant) {
         if (b->gctx != cur && !(opt.thread_contexts && (sl = ld_thread_slot(dev, 0)) && sl->gctx == cur)) continue;
         if (!sl) sl = ld_thread_slot(dev, 1);
         if (!sl) {
-            LD_DEBUG("compute: no per-thread stream slot left on this thread; using the legacy stream");
+            LD_DEBUG(COMPUTE, "no per-thread stream slot left on this thread; using the legacy stream");
             return CU_STREAM_LEGACY;
         }
         if (!sl->stream) {
             CUstream ns = NULL;
             /* Blocking, like the per-thread default stream (it synchronizes with the legacy
              * stream); created with the bound context current, so it belongs to it. */
-            if (d->cuStreamCreate(&ns, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return CU_STREAM_LEGACY;
+            if (d->pfn_cuStreamCreate(&ns, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return CU_STREAM_LEGACY;
             ld_thread_slot_set_stream(sl, ns);
         }
         return sl->stream;
@@ -501,15 +501,15 @@ void ld_compute_note_launch_error(CUresult r, const char *what, unsigned blocks)
     const ld_driver_t *d = ld_driver();
     CUcontext cur = NULL;
     int dev = -1;
-    if (d && d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+    if (d && d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
         for (int k = 0; k < LD_MAX_DEVICES && dev < 0; k++)
             if ((atomic_load(&bound_mask) & (1ull << k)) && (B[k].gctx == cur || (opt.thread_contexts && ld_compute_owns(k, cur))))
                 dev = k;
     if (dev < 0) return;   /* not a launch in a bound context */
     if (atomic_exchange(&launch_warned, 1)) return;
-    LD_WARN("compute: %s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
-            "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
-            B[dev].info.request, B[dev].info.plan.count);
+    LD_WARN(COMPUTE, "%s of %u blocks failed (%s) in a context bound to %s (%u SMs); a cooperative grid or cluster "
+                     "must fit the bound SMs (the SM-count attribute answers their number)", what, blocks, ld_cu_errname(r),
+                     B[dev].info.request, B[dev].info.plan.count);
 }
 
 const char *ld_compute_setting(char *buf, size_t n, int *equal_count) {
@@ -545,16 +545,16 @@ void ld_compute_forget_device(const ld_driver_t *d, int dev) {
     /* This thread runs on the green context: it has the primary current again, as it would
      * without the shim, before that context goes (other threads' stay; they are told the
      * primary, see ld_context_retire). */
-    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->cuCtxSetCurrent(prim);
+    if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && mine_here(dev, cur)) d->pfn_cuCtxSetCurrent(prim);
     atomic_fetch_and(&bound_mask, ~(1ull << dev));
     ld_thread_objects_destroy(d, dev);
     ld_context_retire(b->gctx, prim);
-    if (b->green) d->cuGreenCtxDestroy(b->green);
+    if (b->green) d->pfn_cuGreenCtxDestroy(b->green);
     b->green = NULL;
     b->gctx = NULL;
     atomic_store(&b->primary, NULL);
     set_state(b, B_NONE);
-    LD_INFO("compute: device %d: the primary context is reset or released; bound again at the next retain", dev);
+    LD_INFO(COMPUTE, "device %d: the primary context is reset or released; bound again at the next retain", dev);
 }
 
 void ld_compute_note_retain(int dev) {
@@ -572,9 +572,9 @@ int ld_compute_note_release(int dev) {
 void ld_compute_adopt_current(const ld_driver_t *d, int dev) {
     if (dev < 0 || dev >= LD_MAX_DEVICES || !(atomic_load(&bound_mask) & (1ull << dev))) return;
     CUcontext cur = NULL;
-    if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
+    if (d->pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cur != atomic_load(&B[dev].primary)) return;
     CUcontext g = thread_context(d, dev);
-    if (g && g != cur) d->cuCtxSetCurrent(g);
+    if (g && g != cur) d->pfn_cuCtxSetCurrent(g);
 }
 
 int ld_compute_info(int dev, ld_compute_info_t *out) {
@@ -597,7 +597,7 @@ int ld_compute_build_standalone(const ld_driver_t *d, CUdevice dev, const ld_com
     build_out_t bo;
     memset(out, 0, sizeof *out);
     int rc = build(d, dev, &o, probe, out, &bo);
-    if (rc == 0 && bo.green) d->cuGreenCtxDestroy(bo.green);
+    if (rc == 0 && bo.green) d->pfn_cuGreenCtxDestroy(bo.green);
     return rc;
 }
 

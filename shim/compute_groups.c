@@ -19,8 +19,8 @@ extern const unsigned char ld_probe_fatbin[] __attribute__((weak, visibility("hi
 
 void ld_marker_close(ld_marker_t *m) {
     /* Retried once: a transient failure must not leave the counters allocated. */
-    if (m->seen && m->d->cuMemFree_v2(m->seen) != CUDA_SUCCESS) m->d->cuMemFree_v2(m->seen);
-    if (m->lib) m->d->cuLibraryUnload(m->lib);
+    if (m->seen && m->d->pfn_cuMemFree_v2(m->seen) != CUDA_SUCCESS) m->d->pfn_cuMemFree_v2(m->seen);
+    if (m->lib) m->d->pfn_cuLibraryUnload(m->lib);
     memset(m, 0, sizeof *m);
 }
 
@@ -30,25 +30,25 @@ int ld_marker_open(const ld_driver_t *d, CUdevice dev, uint32_t nsms, ld_marker_
     m->dev = dev;
     m->nsms = nsms;
     if (!ld_probe_fatbin) { snprintf(why, n, "the marker kernel is not built into this library"); return -1; }
-    if (!d->cuLibraryLoadData || !d->cuLibraryGetKernel || !d->cuLibraryUnload) {
+    if (!d->pfn_cuLibraryLoadData || !d->pfn_cuLibraryGetKernel || !d->pfn_cuLibraryUnload) {
         snprintf(why, n, "the driver lacks context-independent loading (cuLibraryLoadData, CUDA >= 12.0)");
         return -1;
     }
-    CUresult r = d->cuLibraryLoadData(&m->lib, ld_probe_fatbin, NULL, NULL, 0, NULL, NULL, 0);
+    CUresult r = d->pfn_cuLibraryLoadData(&m->lib, ld_probe_fatbin, NULL, NULL, 0, NULL, NULL, 0);
     if (r != CUDA_SUCCESS) { m->lib = NULL; snprintf(why, n, "loading the marker kernel: %s", ld_cu_errname(r)); return -1; }
-    if ((r = d->cuLibraryGetKernel(&m->clear, m->lib, "ldprobe_clear")) != CUDA_SUCCESS ||
-        (r = d->cuLibraryGetKernel(&m->marker, m->lib, "ldprobe_sm_marker")) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuLibraryGetKernel(&m->clear, m->lib, "ldprobe_clear")) != CUDA_SUCCESS ||
+        (r = d->pfn_cuLibraryGetKernel(&m->marker, m->lib, "ldprobe_sm_marker")) != CUDA_SUCCESS) {
         snprintf(why, n, "finding the marker kernel: %s", ld_cu_errname(r));
         ld_marker_close(m);
         return -1;
     }
     int optin = 0;
-    d->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+    d->pfn_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     m->smem = optin > 0 ? (unsigned)optin : 48u * 1024u;
-    if (d->cuKernelSetAttribute &&
-        d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)m->smem, m->marker, dev) != CUDA_SUCCESS)
+    if (d->pfn_cuKernelSetAttribute &&
+        d->pfn_cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)m->smem, m->marker, dev) != CUDA_SUCCESS)
         m->smem = 48u * 1024u;   /* more CTAs per SM then; the relaunches still cover the group */
-    if ((r = d->cuMemAlloc_v2(&m->seen, (nsms + 1) * sizeof(uint32_t))) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuMemAlloc_v2(&m->seen, (nsms + 1) * sizeof(uint32_t))) != CUDA_SUCCESS) {
         m->seen = 0;
         snprintf(why, n, "marker counters: %s", ld_cu_errname(r));
         ld_marker_close(m);
@@ -65,19 +65,19 @@ int ld_marker_run(ld_marker_t *m, CUgreenCtx g, CUcontext gctx, uint32_t expect,
     uint32_t *seen = malloc((m->nsms + 1) * sizeof *seen);
     if (!seen) { snprintf(why, n, "out of host memory"); return -1; }
     CUstream st = NULL;
-    CUresult r = d->cuGreenCtxStreamCreate(&st, g, CU_STREAM_NON_BLOCKING, 0);
+    CUresult r = d->pfn_cuGreenCtxStreamCreate(&st, g, CU_STREAM_NON_BLOCKING, 0);
     if (r != CUDA_SUCCESS) { free(seen); snprintf(why, n, "cuGreenCtxStreamCreate: %s", ld_cu_errname(r)); return -1; }
-    int pushed = d->cuCtxPushCurrent_v2(gctx) == CUDA_SUCCESS;
+    int pushed = d->pfn_cuCtxPushCurrent_v2(gctx) == CUDA_SUCCESS;
     int rc = -1;
     uint32_t nseen = m->nsms + 1, hold = MARKER_HOLD_NS;
     unsigned grid = MARKER_WAVES * (expect ? expect : m->nsms);
     for (int t = 0; t < MARKER_TRIES; t++) {
         void *cargs[] = { &m->seen, &nseen };
         void *margs[] = { &m->seen, &m->nsms, &hold };
-        if ((r = d->cuLaunchKernel((CUfunction)m->clear, 1, 1, 1, 256, 1, 1, 0, st, cargs, NULL)) != CUDA_SUCCESS ||
-            (r = d->cuLaunchKernel((CUfunction)m->marker, grid, 1, 1, 32, 1, 1, m->smem, st, margs, NULL)) != CUDA_SUCCESS ||
-            (r = d->cuStreamSynchronize(st)) != CUDA_SUCCESS ||
-            (r = d->cuMemcpyDtoH_v2(seen, m->seen, nseen * sizeof *seen)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuLaunchKernel((CUfunction)m->clear, 1, 1, 1, 256, 1, 1, 0, st, cargs, NULL)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuLaunchKernel((CUfunction)m->marker, grid, 1, 1, 32, 1, 1, m->smem, st, margs, NULL)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuStreamSynchronize(st)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuMemcpyDtoH_v2(seen, m->seen, nseen * sizeof *seen)) != CUDA_SUCCESS) {
             snprintf(why, n, "running the marker kernel: %s", ld_cu_errname(r));
             break;
         }
@@ -87,8 +87,8 @@ int ld_marker_run(ld_marker_t *m, CUgreenCtx g, CUcontext gctx, uint32_t expect,
         if (!expect || ld_smmask_count(out) >= expect) { rc = 0; break; }
         snprintf(why, n, "the marker reached %u of the group's %u SMs", ld_smmask_count(out), expect);
     }
-    if (pushed) { CUcontext x; d->cuCtxPopCurrent_v2(&x); }
-    if (d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);   /* once more: never leak it */
+    if (pushed) { CUcontext x; d->pfn_cuCtxPopCurrent_v2(&x); }
+    if (d->pfn_cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->pfn_cuStreamDestroy_v2(st);   /* once more: never leak it */
     free(seen);
     return rc;
 }
@@ -99,13 +99,13 @@ int ld_marker_measure(ld_marker_t *m, CUdevResource *res, ld_smmask_t *out, char
     CUdevResourceDesc desc;
     CUgreenCtx g = NULL;
     CUcontext gc = NULL;
-    CUresult r = d->cuDevResourceGenerateDesc(&desc, res, 1);
-    if (r == CUDA_SUCCESS) r = d->cuGreenCtxCreate(&g, desc, m->dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    CUresult r = d->pfn_cuDevResourceGenerateDesc(&desc, res, 1);
+    if (r == CUDA_SUCCESS) r = d->pfn_cuGreenCtxCreate(&g, desc, m->dev, CU_GREEN_CTX_DEFAULT_STREAM);
     if (r != CUDA_SUCCESS) { snprintf(why, n, "green context for one SM group: %s", ld_cu_errname(r)); return -1; }
     int rc = -1;
-    if ((r = d->cuCtxFromGreenCtx(&gc, g)) != CUDA_SUCCESS) snprintf(why, n, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
+    if ((r = d->pfn_cuCtxFromGreenCtx(&gc, g)) != CUDA_SUCCESS) snprintf(why, n, "cuCtxFromGreenCtx: %s", ld_cu_errname(r));
     else rc = ld_marker_run(m, g, gc, res->sm.smCount, out, why, n);
-    if (d->cuGreenCtxDestroy(g) != CUDA_SUCCESS) d->cuGreenCtxDestroy(g);   /* once more: never leak it */
+    if (d->pfn_cuGreenCtxDestroy(g) != CUDA_SUCCESS) d->pfn_cuGreenCtxDestroy(g);   /* once more: never leak it */
     return rc;
 }
 
@@ -125,10 +125,10 @@ int ld_split_bycount(const ld_driver_t *d, ld_split_t method, ld_sm_split_t *sp,
     if (ng > LD_MAX_SM_GROUPS) ng = LD_MAX_SM_GROUPS;
     memset(sp->res, 0, sizeof sp->res);
     memset(&sp->rem, 0, sizeof sp->rem);
-    CUresult r = d->cuDevSmResourceSplitByCount(sp->res, &ng, &sp->all, &sp->rem, flags, minc);
+    CUresult r = d->pfn_cuDevSmResourceSplitByCount(sp->res, &ng, &sp->all, &sp->rem, flags, minc);
     if (r != CUDA_SUCCESS && method == LD_SPLIT_FINE) {
-        LD_INFO("compute: fine split (%u SMs, co-scheduling ignored) refused: %s; using the aligned split", minc,
-                ld_cu_errname(r));
+        LD_INFO(COMPUTE, "fine split (%u SMs, co-scheduling ignored) refused: %s; using the aligned split", minc,
+                         ld_cu_errname(r));
         return ld_split_bycount(d, LD_SPLIT_ALIGNED, sp, why, n);
     }
     if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDevSmResourceSplitByCount(%u): %s", minc, ld_cu_errname(r)); return -1; }
@@ -178,7 +178,7 @@ int ld_split_native(ld_cuDevSmResourceSplit_fn fn, int nd, const ld_compute_t *r
 int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t nsms, uint8_t *map, char *why, size_t n) {
     memset(map, 0xff, nsms);
     ld_cuDevSmResourceSplit_fn fn = ld_split_native_fn(d);
-    if (!fn || !d->cuDeviceGetDevResource || !d->cuGreenCtxCreate) {
+    if (!fn || !d->pfn_cuDeviceGetDevResource || !d->pfn_cuGreenCtxCreate) {
         snprintf(why, n, "the driver has no cuDevSmResourceSplit (CUDA < 13.1) or no green contexts");
         return -1;
     }
@@ -186,7 +186,7 @@ int ld_compute_domain_sms(const ld_driver_t *d, CUdevice dev, int nd, uint32_t n
     ld_sm_split_t *sp = calloc(1, sizeof *sp);
     if (!sp) { snprintf(why, n, "out of host memory"); return -1; }
     int rc = -1;
-    CUresult r = d->cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
+    CUresult r = d->pfn_cuDeviceGetDevResource(dev, &sp->all, CU_DEV_RESOURCE_TYPE_SM);
     if (r != CUDA_SUCCESS) { snprintf(why, n, "cuDeviceGetDevResource: %s", ld_cu_errname(r)); goto out; }
     /* One group per domain holding all its SMs: pairs (the finest co-scheduling), and with
      * 13.5's supplemental SMs, those beyond the domain's multiprocessor count too; a driver
@@ -227,11 +227,11 @@ out:
 int ld_groups_key(const ld_driver_t *d, CUdevice dev, const ld_sm_split_t *sp, ld_groups_key_t *k) {
     memset(k, 0, sizeof *k);
     CUuuid u;
-    if (d->cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return -1;
+    if (d->pfn_cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS) return -1;
     const unsigned char *b = (const unsigned char *)u.bytes;
     snprintf(k->uuid, sizeof k->uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    d->cuDriverGetVersion(&k->driver_version);
+    d->pfn_cuDriverGetVersion(&k->driver_version);
     k->num_sms = sp->all.sm.smCount;
     snprintf(k->split, sizeof k->split, "%s", sp->desc);
     return 0;
@@ -251,7 +251,7 @@ int ld_groups_load(const char *dir, const ld_groups_key_t *k, const ld_sm_split_
     if (rc == 0 && g->ngroups != sp->g.ngroups) { snprintf(why, sizeof why, "%.300s: stale (group count)", path); rc = -2; }
     for (int i = 0; rc == 0 && i < g->ngroups; i++)
         if (g->count[i] != sp->g.count[i]) { snprintf(why, sizeof why, "%.300s: stale (group %d size)", path, i); rc = -2; }
-    if (rc == -2) LD_WARN("compute: ignoring SM-group cache: %s", why);
+    if (rc == -2) LD_WARN(COMPUTE, "ignoring SM-group cache: %s", why);
     return rc;
 }
 
@@ -263,6 +263,6 @@ void ld_groups_store(const char *dir, const ld_groups_key_t *k, const ld_sm_grou
     if (!buf) return;
     int len = ld_groups_cache_format(k, g, buf, GROUPS_FILE_MAX);
     if (len > 0 && ld_cache_write_file(dir, path, buf, (size_t)len, why, sizeof why) != 0)
-        LD_INFO("compute: SM-group cache not written: %s", why);
+        LD_INFO(COMPUTE, "SM-group cache not written: %s", why);
     free(buf);
 }

@@ -75,9 +75,9 @@ void ld_compute_forget_handle(CUcontext c) {
 }
 
 static void destroy_slot(const ld_driver_t *d, ld_thread_slot_t *s) {
-    if (s->stream) d->cuStreamDestroy_v2(s->stream);
+    if (s->stream) d->pfn_cuStreamDestroy_v2(s->stream);
     if (s->gctx && s->dev >= 0) ld_context_retire(s->gctx, ld_compute_primary(s->dev));
-    if (s->green && d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(s->green);
+    if (s->green && d->pfn_cuGreenCtxDestroy) d->pfn_cuGreenCtxDestroy(s->green);
     memset(s, 0, sizeof *s);
     s->dev = -1;
 }
@@ -167,7 +167,7 @@ void ld_thread_objects_destroy(const ld_driver_t *d, int dev) {
         *pp = x->next;
         if (x->gen == atomic_load(&gen[x->dev])) {
             ld_context_retire(x->gctx, ld_compute_primary(x->dev));
-            if (d->cuGreenCtxDestroy) d->cuGreenCtxDestroy(x->green);
+            if (d->pfn_cuGreenCtxDestroy) d->pfn_cuGreenCtxDestroy(x->green);
         }
         free(x);
     }

@@ -61,8 +61,8 @@ static void resolve_state(void) {
     }
     if (ld_cfg.compute.kind != LD_COMPUTE_ALL) {
         char a[32];
-        LD_WARN("state %s sets the compute placement itself; compute = %s is ignored", ld_state_name(s),
-                ld_compute_format(&ld_cfg.compute, a, sizeof a));
+        LD_WARN(CONFIG, "state %s sets the compute placement itself; compute = %s is ignored", ld_state_name(s),
+                        ld_compute_format(&ld_cfg.compute, a, sizeof a));
     }
     ld_cfg.compute = c;
 }
@@ -105,12 +105,12 @@ void ld_config_init(void) {
 /* LDSHIM_LOG=debug: every variable of the table, its value and whether it was set, once,
  * at the first CUDA call (the lines come before any message about a value). */
 static void log_options(void) {
-    if (ld_log_level < LD_LOG_DEBUG) return;
+    if (!ld_log_on(LD_LOG_DEBUG, LD_SUB_CONFIG)) return;
     for (int i = 0; i < LD_OPT_COUNT; i++) {
         const ld_option_t *o = ld_option((ld_opt_t)i);
         const char *v = ld_opt((ld_opt_t)i);
-        if (v) ld_log_write(LD_LOG_DEBUG, "option %s=%s (set)", o->name, v);
-        else ld_log_write(LD_LOG_DEBUG, "option %s unset (default: %s)", o->name, o->dflt);
+        if (v) ld_log_write(LD_LOG_DEBUG, LD_SUB_CONFIG, "option %s=%s (set)", o->name, v);
+        else ld_log_write(LD_LOG_DEBUG, LD_SUB_CONFIG, "option %s unset (default: %s)", o->name, o->dflt);
     }
 }
 
@@ -121,7 +121,7 @@ int ld_config_load(void) {
      * LDSHIM_POLICY's is the policy error below. */
     for (int i = 0; i < LD_OPT_COUNT; i++) {
         const char *why = i == LD_OPT_POLICY ? NULL : ld_opt_refused((ld_opt_t)i);
-        if (why) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, why);
+        if (why) LD_WARN(CONFIG, "%s %s; ignored", ld_option((ld_opt_t)i)->name, why);
     }
     int strict_fail = env.strict;
     if (env.policy_set) {
@@ -139,36 +139,36 @@ int ld_config_load(void) {
             ld_cfg.state = p.state_set ? p.state : LD_STATE_FULL;
         } else {
             snprintf(ld_cfg.policy_error, sizeof ld_cfg.policy_error, "%s", err);
-            ld_log_write(LD_LOG_ERROR, "%s", err);   /* always shown: the user asked for a policy */
+            ld_log_write(LD_LOG_ERROR, LD_SUB_POLICY, "%s", err);   /* always shown: the user asked for a policy */
             /* The parser says whether a valid `strict = on` stands in the file it refused. */
             if (p.strict) strict_fail = 1;
             ld_policy_free(&p);
             if (strict_fail) {
-                ld_log_write(LD_LOG_ERROR, "strict = on: refusing to run with a bad policy (exit status 3)");
+                ld_log_write(LD_LOG_ERROR, LD_SUB_POLICY, "strict = on: refusing to run with a bad policy (exit status 3)");
                 return 3;
             }
-            LD_INFO("running as stock because the policy is bad");
+            LD_INFO(POLICY, "running as stock because the policy is bad");
         }
     }
     ld_cfg.backend = ld_cfg.policy.backend;
     if (env.state && !ld_cfg.policy_error[0]) {
         int st = ld_state_parse(env.state);
         if (st < 0)
-            LD_WARN("LDSHIM_STATE=%s is not stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|"
-                    "sm-control; keeping %s", env.state, ld_state_name(ld_cfg.state));
+            LD_WARN(CONFIG, "LDSHIM_STATE=%s is not stock|memory|full|mismatch|memory-only|compute-only|full-ld|mismatch-ld|"
+                            "sm-control; keeping %s", env.state, ld_state_name(ld_cfg.state));
         else ld_cfg.state = (ld_state_t)st;
     }
     ld_cfg.domain = ld_cfg.policy.domain;
     if (env.domain) {
         uint64_t v;
         if (ld_parse_uint(env.domain, 0, 7, &v) != 0)
-            LD_WARN("LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", env.domain, ld_cfg.domain);
+            LD_WARN(CONFIG, "LDSHIM_DOMAIN=%s is not a domain number 0..7; keeping %d", env.domain, ld_cfg.domain);
         else ld_cfg.domain = (int)v;
     }
     if (env.backend) {
         int b = parse_backend(env.backend);
-        if (b < 0) LD_WARN("LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", env.backend,
-                           ld_backend_name(ld_cfg.backend));
+        if (b < 0) LD_WARN(CONFIG, "LDSHIM_BACKEND=%s is not auto|native|mlopart|emulated|off; keeping %s", env.backend,
+                                   ld_backend_name(ld_cfg.backend));
         else ld_cfg.backend = (ld_backend_kind_t)b;
     }
     ld_cfg.compute = ld_cfg.policy.compute;
@@ -179,36 +179,36 @@ int ld_config_load(void) {
         size_t bad;
         char why[160];
         if (ld_compute_scan(env.compute, strlen(env.compute), &c, &bad, why, sizeof why) != 0)
-            LD_WARN("LDSHIM_COMPUTE=%s: %s; keeping the policy's", env.compute, why);
+            LD_WARN(CONFIG, "LDSHIM_COMPUTE=%s: %s; keeping the policy's", env.compute, why);
         else ld_cfg.compute = c;
     }
     if (env.compute_split) {
         int m = ld_split_parse(env.compute_split);
-        if (m < 0) LD_WARN("LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", env.compute_split,
-                           ld_split_name(ld_cfg.compute_split));
+        if (m < 0) LD_WARN(CONFIG, "LDSHIM_COMPUTE_SPLIT=%s is not aligned|fine|backfill; keeping %s", env.compute_split,
+                                   ld_split_name(ld_cfg.compute_split));
         else ld_cfg.compute_split = (ld_split_t)m;
     }
     if (env.compute_sms) {
         uint64_t v;
         if (ld_parse_uint(env.compute_sms, 0, LDSHIM_COMPUTE_MAX_SMS, &v) != 0)
-            LD_WARN("LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", env.compute_sms,
-                    LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
+            LD_WARN(CONFIG, "LDSHIM_COMPUTE_SMS=%s is not an SM count 0..%d; keeping %u", env.compute_sms,
+                            LDSHIM_COMPUTE_MAX_SMS, ld_cfg.compute_sms);
         else ld_cfg.compute_sms = (uint32_t)v;
     }
     if (env.compute_contexts) {
         if (!strcmp(env.compute_contexts, "thread")) ld_cfg.compute_thread_ctx = 1;
         else if (strcmp(env.compute_contexts, "shared"))
-            LD_WARN("LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", env.compute_contexts);
+            LD_WARN(CONFIG, "LDSHIM_COMPUTE_CONTEXTS=%s is not shared|thread; using shared", env.compute_contexts);
     }
     if (env.compute_current) {
         if (!strcmp(env.compute_current, "green")) ld_cfg.compute_report_green = 1;
         else if (strcmp(env.compute_current, "primary"))
-            LD_WARN("LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", env.compute_current);
+            LD_WARN(CONFIG, "LDSHIM_COMPUTE_CURRENT=%s is not primary|green; using primary", env.compute_current);
     }
     if (env.compute_smcount) {
         if (!strcmp(env.compute_smcount, "bound")) ld_cfg.compute_bound_sms = 1;
         else if (strcmp(env.compute_smcount, "device"))
-            LD_WARN("LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
+            LD_WARN(CONFIG, "LDSHIM_COMPUTE_SMCOUNT=%s is not device|bound; using device", env.compute_smcount);
     }
     /* A compute placement of domain:N and no state named anywhere (LDSHIM_STATE, the policy's
      * `state =`) means "bind to domain N": compute-only there. A policy with rules keeps its
@@ -225,8 +225,8 @@ int ld_config_load(void) {
      * was asked for by name (an A/B baseline) stays silent. */
     if (ld_cfg.state == LD_STATE_STOCK && !env.state && !env.policy_set && ld_cfg.compute.kind != LD_COMPUTE_ALL) {
         char a[32];
-        LD_WARN("compute = %s is ignored in state stock (no policy and no LDSHIM_STATE); set "
-                "LDSHIM_STATE=full (or sm-control, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));
+        LD_WARN(CONFIG, "compute = %s is ignored in state stock (no policy and no LDSHIM_STATE); set "
+                        "LDSHIM_STATE=full (or sm-control, ...) to bind", ld_compute_format(&ld_cfg.compute, a, sizeof a));
     }
     ld_compute_opts_t co = { ld_cfg.state != LD_STATE_STOCK, ld_cfg.compute, ld_cfg.compute_split, ld_cfg.compute_sms,
                              ld_cfg.compute_thread_ctx, ld_cfg.compute_report_green, ld_cfg.compute_bound_sms,
@@ -235,11 +235,11 @@ int ld_config_load(void) {
     ld_compute_configure(&co);
     ld_cfg.mismatch_map = env.mismatch_map;
     if (ld_cfg.backend == LD_BACKEND_OFF && ld_cfg.state != LD_STATE_STOCK)
-        LD_INFO("backend off: tagged requests pass through; the map is still published");
+        LD_INFO(CONFIG, "backend off: tagged requests pass through; the map is still published");
     char comp[32];
-    LD_INFO("state %s, backend %s, compute %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state),
-            ld_backend_name(ld_cfg.backend), ld_compute_format(&ld_cfg.compute, comp, sizeof comp),
-            ld_cfg.policy.n_rules, env.policy_set ? ", policy " : "", env.policy_set ? ld_cfg.policy_path : "");
+    LD_INFO(CONFIG, "state %s, backend %s, compute %s, %d rule(s)%s%s", ld_state_name(ld_cfg.state),
+                    ld_backend_name(ld_cfg.backend), ld_compute_format(&ld_cfg.compute, comp, sizeof comp),
+                    ld_cfg.policy.n_rules, env.policy_set ? ", policy " : "", env.policy_set ? ld_cfg.policy_path : "");
     return 0;
 }
 

@@ -22,11 +22,11 @@ static const ld_backend_ops_t *try_backend(const ld_backend_ops_t *b, const ld_d
 static void choose_backend(const ld_driver_t *d, ld_device_t *dv) {
     char why[160] = "";
     int vmm = 0;
-    d->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dv->ordinal);
+    d->pfn_cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dv->ordinal);
     int want = ld_cfg.backend;
     int native_n = dv->native_domains >= 2 ? dv->native_domains : 2;
     dv->backend = NULL;
-    if (!vmm || !d->cuMemCreate || !d->cuMemMap || !d->cuMemAddressReserve) {
+    if (!vmm || !d->pfn_cuMemCreate || !d->pfn_cuMemMap || !d->pfn_cuMemAddressReserve) {
         snprintf(dv->backend_reason, sizeof dv->backend_reason, "device %d has no virtual memory management", dv->ordinal);
         return;
     }
@@ -73,23 +73,23 @@ static void choose_backend(const ld_driver_t *d, ld_device_t *dv) {
 
 static void init_device(const ld_driver_t *d, ld_device_t *dv) {
     dv->ndomains = 2;
-    d->cuDeviceGetAttribute(&dv->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dv->ordinal);
+    d->pfn_cuDeviceGetAttribute(&dv->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dv->ordinal);
     dv->native_domains = ld_native_domain_count(d, dv->ordinal);
     dv->gran = 2u << 20;
-    if (d->cuMemGetAllocationGranularity) {
+    if (d->pfn_cuMemGetAllocationGranularity) {
         CUmemAllocationProp prop;
         memset(&prop, 0, sizeof prop);
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = dv->ordinal;
         size_t g = 0;
-        if (d->cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS && g)
+        if (d->pfn_cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS && g)
             dv->gran = g;
     }
     choose_backend(d, dv);
-    if (dv->backend) LD_INFO("device %d: backend %s (%s), %d domains, granularity %zu", dv->ordinal, dv->backend->name,
-                             dv->backend_reason, dv->ndomains, dv->gran);
-    else LD_WARN("device %d: tagged allocations pass through: %s", dv->ordinal, dv->backend_reason);
+    if (dv->backend) LD_INFO(BACKEND, "device %d: backend %s (%s), %d domains, granularity %zu", dv->ordinal, dv->backend->name,
+                                      dv->backend_reason, dv->ndomains, dv->gran);
+    else LD_WARN(BACKEND, "device %d: tagged allocations pass through: %s", dv->ordinal, dv->backend_reason);
 }
 
 ld_device_t *ld_device_get(const ld_driver_t *d, CUdevice dev) {

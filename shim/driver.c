@@ -97,8 +97,8 @@ void *ld_driver_handle(void) {
         }
         if (!h && !__atomic_exchange_n(&alt_warned, 1, __ATOMIC_RELAXED)) {
             char shown[160];
-            LD_WARN("LDSHIM_LIBCUDA=%s cannot be used (%s); using libcuda.so.1",
-                    ld_file_printable(alt, shown, sizeof shown), why);
+            LD_WARN(DRIVER, "LDSHIM_LIBCUDA=%s cannot be used (%s); using libcuda.so.1",
+                            ld_file_printable(alt, shown, sizeof shown), why);
         }
     }
     if (!h) h = open_lib("libcuda.so.1");
@@ -117,7 +117,7 @@ const ld_driver_t *ld_driver(void) {
     if (__atomic_load_n(&table_failed, __ATOMIC_ACQUIRE)) return NULL;
     void *h = ld_driver_handle();
     if (!h) {
-        LD_INFO("cannot load libcuda (%s); the shim passes everything through", dlerror());
+        LD_INFO(DRIVER, "cannot load libcuda (%s); the shim passes everything through", dlerror());
         __atomic_store_n(&table_failed, 1, __ATOMIC_RELEASE);
         return NULL;
     }
@@ -126,9 +126,9 @@ const ld_driver_t *ld_driver(void) {
     n->handle = h;
     int missing = 0;
 #define LD_LOAD_REQUIRED(name, args) \
-    if (!(*(void **)&n->name = ld_real_dlsym(h, #name))) { \
-        LD_INFO("libcuda lacks %s; tagged allocations pass through", #name); missing = 1; }
-#define LD_LOAD_OPTIONAL(name, args) *(void **)&n->name = ld_real_dlsym(h, #name);
+    if (!(*(void **)&n->pfn_##name = ld_real_dlsym(h, #name))) { \
+        LD_INFO(DRIVER, "libcuda lacks %s; tagged allocations pass through", #name); missing = 1; }
+#define LD_LOAD_OPTIONAL(name, args) *(void **)&n->pfn_##name = ld_real_dlsym(h, #name);
     LD_DRIVER_REQUIRED(LD_LOAD_REQUIRED)
     LD_DRIVER_OPTIONAL(LD_LOAD_OPTIONAL)
 #undef LD_LOAD_REQUIRED
@@ -149,7 +149,7 @@ const ld_driver_t *ld_driver(void) {
 const char *ld_cu_errname(CUresult r) {
     const char *s = NULL;
     const ld_driver_t *d = ld_driver();
-    if (d && d->cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
+    if (d && d->pfn_cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
     static __thread char buf[32];
     snprintf(buf, sizeof buf, "CUresult %d", (int)r);
     return buf;
@@ -157,6 +157,6 @@ const char *ld_cu_errname(CUresult r) {
 
 int ld_native_domain_count(const ld_driver_t *d, CUdevice dev) {
     int v = 0;
-    if (d->cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) != CUDA_SUCCESS) return 0;
+    if (d->pfn_cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) != CUDA_SUCCESS) return 0;
     return v > 0 ? v : 0;
 }

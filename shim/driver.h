@@ -4,7 +4,9 @@
  * "libcuda.so.1" (or $LDSHIM_LIBCUDA, used by the tests' fake driver; one that cannot be
  * loaded or exports no cuInit is reported once and libcuda.so.1 used instead) and resolves
  * every entry below with the real dlsym. The shim's own driver calls go through this table, so
- * they never re-enter the shim's wrappers.
+ * they never re-enter the shim's wrappers. Each member is the entry's name with a pfn_ prefix
+ * (d->pfn_cuMemAlloc_v2 is the driver's cuMemAlloc_v2, resolved by that exact name): a driver
+ * pointer never shares a name with the hook the shim exports, so a call says which it reaches.
  *
  * Thread-safety: ld_driver() is safe from any thread and never blocks on another thread
  * (idempotent initialization, see driver.c); the table is immutable once published. Entries the driver lacks are NULL; callers check the ones that may
@@ -101,7 +103,7 @@
     X(cuPointerGetAttribute, (void *, CUpointer_attribute, CUdeviceptr))
 
 typedef struct ld_driver {
-#define LD_DRIVER_FIELD(name, args) CUresult (*name) args;
+#define LD_DRIVER_FIELD(name, args) CUresult (*pfn_##name) args;
     LD_DRIVER_REQUIRED(LD_DRIVER_FIELD)
     LD_DRIVER_OPTIONAL(LD_DRIVER_FIELD)
 #undef LD_DRIVER_FIELD
@@ -146,23 +148,23 @@ typedef struct {
 static inline void ld_own_calls_begin(ld_own_calls_t *oc, const ld_driver_t *d) {
     oc->d = d;
     oc->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    oc->relaxed = d->cuThreadExchangeStreamCaptureMode && d->cuThreadExchangeStreamCaptureMode(&oc->mode) == CUDA_SUCCESS;
+    oc->relaxed = d->pfn_cuThreadExchangeStreamCaptureMode && d->pfn_cuThreadExchangeStreamCaptureMode(&oc->mode) == CUDA_SUCCESS;
     oc->pushed = 0;
 }
 static inline int ld_own_calls_push(ld_own_calls_t *oc, CUcontext ctx) {
     if (oc->pushed) return -1;
-    oc->pushed = oc->d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    oc->pushed = oc->d->pfn_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
     return oc->pushed ? 0 : -1;
 }
 static inline void ld_own_calls_pop(ld_own_calls_t *oc) {
     if (!oc->pushed) return;
     CUcontext x;
-    oc->d->cuCtxPopCurrent_v2(&x);
+    oc->d->pfn_cuCtxPopCurrent_v2(&x);
     oc->pushed = 0;
 }
 static inline void ld_own_calls_end(ld_own_calls_t *oc) {
     ld_own_calls_pop(oc);
-    if (oc->relaxed) oc->d->cuThreadExchangeStreamCaptureMode(&oc->mode);
+    if (oc->relaxed) oc->d->pfn_cuThreadExchangeStreamCaptureMode(&oc->mode);
     oc->relaxed = 0;
 }
 

@@ -77,8 +77,8 @@ __attribute__((destructor)) static void ldshim_fini(void) {
     if (ld_cfg.report_path[0] && (!in_child || pid_path) && (ld_cuda_used() || pid_path)) {
         char why[320];
         if (ld_report_write_why(ld_cfg.report_path, why, sizeof why) != 0 && ld_cuda_used())
-            LD_WARN("cannot write report %.*s%s: %s", 300, ld_cfg.report_path,
-                    strlen(ld_cfg.report_path) > 300 ? "..." : "", why);
+            LD_WARN(REPORT, "cannot write report %.*s%s: %s", 300, ld_cfg.report_path,
+                            strlen(ld_cfg.report_path) > 300 ? "..." : "", why);
     }
     if (ld_backend_mlopart.shutdown) ld_backend_mlopart.shutdown(0);
 }

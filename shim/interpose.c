@@ -330,9 +330,9 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
     if (note_use_and_driver() && ld_registry_find(p, &r) == 0) {
         ld_rule_note_ipc_refused(r.rule);
         const char *rule = r.rule >= 0 && r.rule < ld_cfg.policy.n_rules ? ld_cfg.policy.rules[r.rule].name : "?";
-        LD_WARN("cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
-                "handle; exclude this size (%zu bytes) from the policy for programs that share it",
-                (unsigned long long)p, rule, r.size);
+        LD_WARN(INTERPOSE, "cuIpcGetMemHandle(0x%llx): memory placed by rule '%s' is a VMM mapping and has no legacy IPC "
+                           "handle; exclude this size (%zu bytes) from the policy for programs that share it",
+                           (unsigned long long)p, rule, r.size);
         return CUDA_ERROR_INVALID_VALUE;      /* what the driver itself answers for VMM memory */
     }
     if (!HAVE(cuIpcGetMemHandle)) return CUDA_ERROR_NOT_INITIALIZED;
@@ -479,11 +479,11 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     const ld_driver_t *d = note_use_and_driver();
     if (r != CUDA_SUCCESS || !d) return r;
     CUdevice me, owner;
-    if (d->cuCtxGetDevice(&me) != CUDA_SUCCESS) return r;
-    if (d->cuCtxPushCurrent_v2(peer) != CUDA_SUCCESS) return r;
-    CUresult g = d->cuCtxGetDevice(&owner);
+    if (d->pfn_cuCtxGetDevice(&me) != CUDA_SUCCESS) return r;
+    if (d->pfn_cuCtxPushCurrent_v2(peer) != CUDA_SUCCESS) return r;
+    CUresult g = d->pfn_cuCtxGetDevice(&owner);
     CUcontext x;
-    d->cuCtxPopCurrent_v2(&x);
+    d->pfn_cuCtxPopCurrent_v2(&x);
     if (g == CUDA_SUCCESS) ld_vmm_grant_peer(d, owner, me);
     return r;
 }
@@ -607,7 +607,7 @@ EXPORT CUresult cuStreamGetGreenCtx(CUstream s, CUgreenCtx *pg) {
     CUresult r = REAL(cuStreamGetGreenCtx, CUresult (*)(CUstream, CUgreenCtx *))(ld_compute_stream(s, 0), pg);
     const ld_driver_t *d = ld_driver();
     CUcontext c = NULL;
-    if (r == CUDA_SUCCESS && pg && *pg && d && d->cuCtxFromGreenCtx && d->cuCtxFromGreenCtx(&c, *pg) == CUDA_SUCCESS &&
+    if (r == CUDA_SUCCESS && pg && *pg && d && d->pfn_cuCtxFromGreenCtx && d->pfn_cuCtxFromGreenCtx(&c, *pg) == CUDA_SUCCESS &&
         ld_compute_unbind(c) != c)
         *pg = NULL;
     return r;
@@ -675,7 +675,7 @@ static CUresult array_copy_async(CUmemorytype dt, CUarray da, CUdeviceptr dd, si
 static CUresult ptds_capturing(CUstream s) {
     const ld_driver_t *d = ld_driver();
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d && d->cuStreamIsCapturing && s != CU_STREAM_LEGACY && d->cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
+    if (d && d->pfn_cuStreamIsCapturing && s != CU_STREAM_LEGACY && d->pfn_cuStreamIsCapturing(s, &st) == CUDA_SUCCESS &&
         st != CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return CUDA_SUCCESS;
@@ -683,7 +683,7 @@ static CUresult ptds_capturing(CUstream s) {
 
 static CUresult ptds_sync(CUstream s) {
     const ld_driver_t *d = ld_driver();
-    return d ? d->cuStreamSynchronize(s) : CUDA_ERROR_NOT_INITIALIZED;
+    return d ? d->pfn_cuStreamSynchronize(s) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 #define LD_PTDS_WRAPPERS(name, legacy, params, args, async, fb) \
@@ -776,10 +776,10 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     const ld_driver_t *d = note_use_and_driver();
     if (d && ctx) {
         CUdevice dev = -1;
-        if (d->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
-            d->cuCtxGetDevice(&dev);
+        if (d->pfn_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS) {
+            d->pfn_cuCtxGetDevice(&dev);
             CUcontext x;
-            d->cuCtxPopCurrent_v2(&x);
+            d->pfn_cuCtxPopCurrent_v2(&x);
         }
         ld_alloc_teardown_context(d, ctx, dev);
     }

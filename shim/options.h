@@ -46,6 +46,8 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
       "map: the mismatch state inverts the published map instead")                                               \
     X(LOG, WORD, USER, "warn",                                                                                   \
       "error|warn|info|debug: which lines the shim writes to stderr")                                            \
+    X(LOG_SUBSYS, LIST, USER, "all",                                                                             \
+      "subsystems whose info and debug lines are written, e.g. probe,compute; ^ excludes (shim/log.h)")          \
     X(REPORT, PATH, USER, "none",                                                                                \
       "JSON report written at exit; %p expands to the pid")                                                      \
     X(COMPUTE, WORD, USER, "the policy's compute (all)",                                                         \

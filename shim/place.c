@@ -19,7 +19,7 @@
 
 static int current_device(const ld_driver_t *d, CUdevice *dev) {
     CUcontext c = NULL;
-    return d->cuCtxGetCurrent(&c) == CUDA_SUCCESS && c && d->cuCtxGetDevice(dev) == CUDA_SUCCESS ? 0 : -1;
+    return d->pfn_cuCtxGetCurrent(&c) == CUDA_SUCCESS && c && d->pfn_cuCtxGetDevice(dev) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The device record of `dev` if domain `dom` can be placed on it; else a reason in why. */
@@ -121,7 +121,7 @@ static const CUmemPool_attribute followed_attrs[] = {
  * other devices' access. */
 static void follow(const ld_driver_t *d, CUdevice dev, CUmemoryPool def, CUmemoryPool p) {
     int ndev = 0;
-    if (d->cuDeviceGetCount(&ndev) != CUDA_SUCCESS) ndev = 0;
+    if (d->pfn_cuDeviceGetCount(&ndev) != CUDA_SUCCESS) ndev = 0;
     if (ndev > LD_MAX_DEVICES) ndev = LD_MAX_DEVICES;
     for (int pass = 0; pass < 8; pass++) {
         unsigned gen = atomic_load(&pools_gen[dev]);
@@ -129,19 +129,19 @@ static void follow(const ld_driver_t *d, CUdevice dev, CUmemoryPool def, CUmemor
             cuuint64_t wide = 0;   /* the release threshold */
             int flag = 0;          /* the reuse flags */
             void *v = followed_attrs[i] == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD ? (void *)&wide : (void *)&flag;
-            if (d->cuMemPoolGetAttribute(def, followed_attrs[i], v) == CUDA_SUCCESS)
-                d->cuMemPoolSetAttribute(p, followed_attrs[i], v);
+            if (d->pfn_cuMemPoolGetAttribute(def, followed_attrs[i], v) == CUDA_SUCCESS)
+                d->pfn_cuMemPoolSetAttribute(p, followed_attrs[i], v);
         }
         for (int a = 0; a < ndev; a++) {
             if (a == dev) continue;
             CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = a };   /* 13.4+: id is in a union */
             CUmemAccess_flags f = CU_MEM_ACCESS_FLAGS_PROT_NONE;
-            if (d->cuMemPoolGetAccess(&f, def, &loc) != CUDA_SUCCESS || (f == CU_MEM_ACCESS_FLAGS_PROT_NONE && !pass))
+            if (d->pfn_cuMemPoolGetAccess(&f, def, &loc) != CUDA_SUCCESS || (f == CU_MEM_ACCESS_FLAGS_PROT_NONE && !pass))
                 continue;   /* a new pool grants no peer access */
             CUmemAccessDesc desc = { loc, f };
-            CUresult r = d->cuMemPoolSetAccess(p, &desc, 1);
+            CUresult r = d->pfn_cuMemPoolSetAccess(p, &desc, 1);
             if (r != CUDA_SUCCESS)
-                LD_DEBUG("place: device %d: access of device %d to the shim's pool: %s", (int)dev, a, ld_cu_errname(r));
+                LD_DEBUG(PLACE, "device %d: access of device %d to the shim's pool: %s", (int)dev, a, ld_cu_errname(r));
         }
         if (atomic_load(&pools_gen[dev]) == gen) return;
     }
@@ -169,8 +169,8 @@ static void destroy_pools(const ld_driver_t *d, CUmemoryPool *v, int n) {
     /* Allocations still outstanding keep their memory: the driver releases a destroyed
      * pool's resources when the last one is freed. */
     for (int i = 0; i < n; i++) {
-        CUresult r = d->cuMemPoolDestroy(v[i]);
-        if (r != CUDA_SUCCESS) LD_DEBUG("place: cuMemPoolDestroy: %s", ld_cu_errname(r));
+        CUresult r = d->pfn_cuMemPoolDestroy(v[i]);
+        if (r != CUDA_SUCCESS) LD_DEBUG(PLACE, "cuMemPoolDestroy: %s", ld_cu_errname(r));
     }
 }
 
@@ -189,7 +189,7 @@ void ld_place_forget_device(const ld_driver_t *d, int dev) {
     int n = take_pools(dev, 0, v);
     if (n) {
         destroy_pools(d, v, n);
-        LD_INFO("place: device %d reset: destroyed the shim's %d memory pool(s)", dev, n);
+        LD_INFO(PLACE, "device %d reset: destroyed the shim's %d memory pool(s)", dev, n);
     }
 }
 
@@ -203,8 +203,8 @@ static CUmemoryPool domain_pool(const ld_driver_t *d, CUdevice dev, int dom, CUm
     *closed = pools_closed;
     pthread_mutex_unlock(&pools_mu);
     if (p || *closed) return p;
-    if (!d->cuMemPoolCreate || !d->cuMemPoolDestroy || !d->cuMemPoolGetAttribute || !d->cuMemPoolSetAttribute ||
-        !d->cuMemPoolGetAccess || !d->cuMemPoolSetAccess) {
+    if (!d->pfn_cuMemPoolCreate || !d->pfn_cuMemPoolDestroy || !d->pfn_cuMemPoolGetAttribute || !d->pfn_cuMemPoolSetAttribute ||
+        !d->pfn_cuMemPoolGetAccess || !d->pfn_cuMemPoolSetAccess) {
         snprintf(why, n, "the driver has no memory pools");
         return NULL;
     }
@@ -212,7 +212,7 @@ static CUmemoryPool domain_pool(const ld_driver_t *d, CUdevice dev, int dom, CUm
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location = domain_location(dev, dom);
-    CUresult r = d->cuMemPoolCreate(&p, &props);
+    CUresult r = d->pfn_cuMemPoolCreate(&p, &props);
     if (r != CUDA_SUCCESS) { snprintf(why, n, "cuMemPoolCreate in domain %d: %s", dom, ld_cu_errname(r)); return NULL; }
     pthread_mutex_lock(&pools_mu);
     CUmemoryPool keep = pools[dev].pool[dom];
@@ -226,14 +226,14 @@ static CUmemoryPool domain_pool(const ld_driver_t *d, CUdevice dev, int dom, CUm
     }
     pthread_mutex_unlock(&pools_mu);
     if (lost) {
-        d->cuMemPoolDestroy(p);   /* another thread's pool won (ours holds nothing) */
+        d->pfn_cuMemPoolDestroy(p);   /* another thread's pool won (ours holds nothing) */
         return keep;
     }
     if (first) atexit(pools_at_exit);
     /* Published first, then the settings: a change the program makes meanwhile reaches it
      * either way (follow reads the default after it, or the hook sees the new pool). */
     follow(d, dev, def, p);
-    LD_INFO("place: device %d: stream-ordered allocations of tagged sizes come from a pool in domain %d", (int)dev, dom);
+    LD_INFO(PLACE, "device %d: stream-ordered allocations of tagged sizes come from a pool in domain %d", (int)dev, dom);
     return p;
 }
 
@@ -258,8 +258,8 @@ CUresult ld_place_pool_set_access(const ld_driver_t *d, ld_pool_access_fn real, 
     CUmemoryPool f[MAX_DOMS];
     int dev = -1, n = r == CUDA_SUCCESS ? followers(pool, &dev, f) : 0;
     for (int i = 0; i < n; i++) {
-        CUresult m = d->cuMemPoolSetAccess(f[i], map, count);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: access to the shim's pool: %s", dev, ld_cu_errname(m));
+        CUresult m = d->pfn_cuMemPoolSetAccess(f[i], map, count);
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: access to the shim's pool: %s", dev, ld_cu_errname(m));
     }
     if (n) atomic_fetch_add(&pools_gen[dev], 1);
     return r;
@@ -271,9 +271,9 @@ CUresult ld_place_pool_set_attribute(const ld_driver_t *d, ld_pool_attr_fn real,
     CUmemoryPool f[MAX_DOMS];
     int dev = -1, n = r == CUDA_SUCCESS ? followers(pool, &dev, f) : 0;
     for (int i = 0; i < n; i++) {
-        CUresult m = d->cuMemPoolSetAttribute(f[i], attr, value);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: attribute %d of the shim's pool: %s", dev, (int)attr,
-                                        ld_cu_errname(m));
+        CUresult m = d->pfn_cuMemPoolSetAttribute(f[i], attr, value);
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: attribute %d of the shim's pool: %s", dev, (int)attr,
+                                               ld_cu_errname(m));
     }
     if (n) atomic_fetch_add(&pools_gen[dev], 1);
     return r;
@@ -293,7 +293,7 @@ CUresult ld_place_pool_get_attribute(const ld_driver_t *d, ld_pool_attr_fn real,
     int dev = -1, n = followers(pool, &dev, f);
     for (int i = 0; i < n; i++) {
         cuuint64_t v = 0;
-        if (d->cuMemPoolGetAttribute(f[i], attr, &v) == CUDA_SUCCESS) *(cuuint64_t *)value += v;
+        if (d->pfn_cuMemPoolGetAttribute(f[i], attr, &v) == CUDA_SUCCESS) *(cuuint64_t *)value += v;
     }
     return r;
 }
@@ -304,15 +304,15 @@ CUresult ld_place_pool_get_attribute(const ld_driver_t *d, ld_pool_attr_fn real,
 CUresult ld_place_pool_trim_to(const ld_driver_t *d, ld_pool_trim_fn real, CUmemoryPool pool, size_t keep) {
     CUresult r = real(pool, keep);
     CUmemoryPool f[MAX_DOMS];
-    int dev = -1, n = r == CUDA_SUCCESS && d->cuMemPoolTrimTo ? followers(pool, &dev, f) : 0;
+    int dev = -1, n = r == CUDA_SUCCESS && d->pfn_cuMemPoolTrimTo ? followers(pool, &dev, f) : 0;
     if (!n) return r;
     cuuint64_t left = keep, res = 0;
-    if (d->cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) == CUDA_SUCCESS)
+    if (d->pfn_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) == CUDA_SUCCESS)
         left = res < left ? left - res : 0;
     for (int i = 0; i < n; i++) {
-        CUresult m = d->cuMemPoolTrimTo(f[i], (size_t)left);
-        if (m != CUDA_SUCCESS) LD_DEBUG("place: device %d: trimming the shim's pool: %s", dev, ld_cu_errname(m));
-        if (d->cuMemPoolGetAttribute(f[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) == CUDA_SUCCESS)
+        CUresult m = d->pfn_cuMemPoolTrimTo(f[i], (size_t)left);
+        if (m != CUDA_SUCCESS) LD_DEBUG(PLACE, "device %d: trimming the shim's pool: %s", dev, ld_cu_errname(m));
+        if (d->pfn_cuMemPoolGetAttribute(f[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) == CUDA_SUCCESS)
             left = res < left ? left - res : 0;
     }
     return r;
@@ -327,7 +327,7 @@ static CUresult own_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *d
 static void note_placed_ptr(const ld_driver_t *d, const ld_decision_t *dc, ld_api_t api, CUdeviceptr p, size_t n,
                             CUdevice dev, int emulated) {
     CUcontext cur = NULL;
-    d->cuCtxGetCurrent(&cur);
+    d->pfn_cuCtxGetCurrent(&cur);
     ld_obj_t o = { LD_OBJ_PTR, (uint64_t)p, (int)dev, cur };
     ld_alloc_note_placed(dc, api, n, dc->domain, emulated, &o);
 }
@@ -337,7 +337,7 @@ CUresult ld_place_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp,
     if (!dp || !ld_alloc_decide(n, LD_API_ASYNC, &dc) || dc.kind != LD_PLACE_DOMAIN) return own_async(d, real, dp, n, s);
     char why[200];
     CUdevice dev;
-    if ((d->cuStreamGetDevice ? d->cuStreamGetDevice(s, &dev) : CUDA_ERROR_NOT_SUPPORTED) != CUDA_SUCCESS &&
+    if ((d->pfn_cuStreamGetDevice ? d->pfn_cuStreamGetDevice(s, &dev) : CUDA_ERROR_NOT_SUPPORTED) != CUDA_SUCCESS &&
         current_device(d, &dev) != 0)
         return own_async(d, real, dp, n, s);   /* no device to place on: the driver gives the stock answer */
     ld_device_t *dv = placeable(d, dev, dc.domain, why, sizeof why);
@@ -359,8 +359,8 @@ CUresult ld_place_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp,
     }
     /* A pool the program made current is its own: its allocations stay there. */
     CUmemoryPool cur = NULL, def = NULL;
-    if (!d->cuDeviceGetMemPool || !d->cuDeviceGetDefaultMemPool || !d->cuMemAllocFromPoolAsync ||
-        d->cuDeviceGetMemPool(&cur, dev) != CUDA_SUCCESS || d->cuDeviceGetDefaultMemPool(&def, dev) != CUDA_SUCCESS) {
+    if (!d->pfn_cuDeviceGetMemPool || !d->pfn_cuDeviceGetDefaultMemPool || !d->pfn_cuMemAllocFromPoolAsync ||
+        d->pfn_cuDeviceGetMemPool(&cur, dev) != CUDA_SUCCESS || d->pfn_cuDeviceGetDefaultMemPool(&def, dev) != CUDA_SUCCESS) {
         ld_alloc_note_fallback(&dc, LD_API_ASYNC, "the driver cannot name the device's memory pools");
         return own_async(d, real, dp, n, s);
     }
@@ -379,7 +379,7 @@ CUresult ld_place_async(const ld_driver_t *d, ld_async_fn real, CUdeviceptr *dp,
     /* The _ptsz variant's NULL stream is the per-thread default stream: say so explicitly
      * to the non-_ptsz entry the shim calls. */
     CUstream use = per_thread && s == NULL ? CU_STREAM_PER_THREAD : s;
-    LD_POOL_RETRY_OOM(d, r, d->cuMemAllocFromPoolAsync(dp, n, pool, use));
+    LD_POOL_RETRY_OOM(d, r, d->pfn_cuMemAllocFromPoolAsync(dp, n, pool, use));
     if (r == CUDA_SUCCESS) {
         note_placed_ptr(d, &dc, LD_API_ASYNC, *dp, n, dev, 0);
         return r;
@@ -447,7 +447,7 @@ CUresult ld_place_managed(const ld_driver_t *d, ld_managed_fn real, CUdeviceptr 
         return ld_alloc_count_unplaced(r);
     }
     /* The memory stays valid either way: only its preferred home changes. */
-    CUresult a = d->cuMemAdvise_v2 ? d->cuMemAdvise_v2(*dp, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+    CUresult a = d->pfn_cuMemAdvise_v2 ? d->pfn_cuMemAdvise_v2(*dp, n, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
                                                        domain_location(dev, dc.domain))
                                    : CUDA_ERROR_NOT_SUPPORTED;
     if (a == CUDA_SUCCESS) {

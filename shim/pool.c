@@ -214,7 +214,7 @@ uint64_t ld_pool_drain(int dev, void (*each)(const ld_range_t *, void *), void *
     }
     if (freed) {
         atomic_fetch_add(&trims, 1);
-        LD_DEBUG("pool: released %llu bytes", (unsigned long long)freed);
+        LD_DEBUG(POOL, "released %llu bytes", (unsigned long long)freed);
     }
     return freed;
 }

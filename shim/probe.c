@@ -61,7 +61,7 @@ static double now_ms(void) {
 
 static const char *cu_name(const ld_driver_t *drv, CUresult r) {
     const char *s = NULL;
-    if (drv && drv->cuGetErrorName && drv->cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
+    if (drv && drv->pfn_cuGetErrorName && drv->pfn_cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
     return "CUDA error";
 }
 
@@ -119,7 +119,7 @@ static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, co
     } else rc = -1;
     free(text);
     if (rc && !__atomic_exchange_n(&dump_warned, 1, __ATOMIC_RELAXED))
-        LD_WARN("probe: LDSHIM_PROBE_DUMP=%s: %s; no dump written", dir, why);
+        LD_WARN(PROBE, "LDSHIM_PROBE_DUMP=%s: %s; no dump written", dir, why);
 }
 
 /* ---- kernels ----------------------------------------------------------------------- */
@@ -127,37 +127,37 @@ static void dump_matrix(const char *mode, const probe_t *p, uint32_t attempt, co
 static int load_kernels(probe_t *p) {
     const ld_driver_t *d = p->drv;
     if (!ld_probe_fatbin) { snprintf(p->err, sizeof p->err, "probe kernels not built into this binary"); return -1; }
-    if (check(p, d->cuModuleLoadData(&p->mod, ld_probe_fatbin), "loading probe kernels")) { p->mod = NULL; return -1; }
-    if (check(p, d->cuModuleGetFunction(&p->f_init_chunks, p->mod, "ldprobe_init_chunks"), "ldprobe_init_chunks") ||
-        check(p, d->cuModuleGetFunction(&p->f_init_lines, p->mod, "ldprobe_init_lines"), "ldprobe_init_lines") ||
-        check(p, d->cuModuleGetFunction(&p->f_clear, p->mod, "ldprobe_clear"), "ldprobe_clear") ||
-        check(p, d->cuModuleGetFunction(&p->f_flush, p->mod, "ldprobe_flush"), "ldprobe_flush") ||
-        check(p, d->cuModuleGetFunction(&p->f_anchored, p->mod, "ldprobe_anchored"), "ldprobe_anchored") ||
-        check(p, d->cuModuleGetFunction(&p->f_clustered, p->mod, "ldprobe_clustered"), "ldprobe_clustered"))
+    if (check(p, d->pfn_cuModuleLoadData(&p->mod, ld_probe_fatbin), "loading probe kernels")) { p->mod = NULL; return -1; }
+    if (check(p, d->pfn_cuModuleGetFunction(&p->f_init_chunks, p->mod, "ldprobe_init_chunks"), "ldprobe_init_chunks") ||
+        check(p, d->pfn_cuModuleGetFunction(&p->f_init_lines, p->mod, "ldprobe_init_lines"), "ldprobe_init_lines") ||
+        check(p, d->pfn_cuModuleGetFunction(&p->f_clear, p->mod, "ldprobe_clear"), "ldprobe_clear") ||
+        check(p, d->pfn_cuModuleGetFunction(&p->f_flush, p->mod, "ldprobe_flush"), "ldprobe_flush") ||
+        check(p, d->pfn_cuModuleGetFunction(&p->f_anchored, p->mod, "ldprobe_anchored"), "ldprobe_anchored") ||
+        check(p, d->pfn_cuModuleGetFunction(&p->f_clustered, p->mod, "ldprobe_clustered"), "ldprobe_clustered"))
         return -1;
     /* One CTA per SM: ask for the per-block maximum of shared memory, then confirm with
      * the occupancy calculator (when the driver exposes it) that only one fits. */
     int optin = 0, per_sm = 0, reserved = 0;
-    d->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, p->dev);
-    d->cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, p->dev);
-    d->cuDeviceGetAttribute(&reserved, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, p->dev);
+    d->pfn_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, p->dev);
+    d->pfn_cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, p->dev);
+    d->pfn_cuDeviceGetAttribute(&reserved, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, p->dev);
     if (optin <= 0) optin = 48 * 1024;
     p->smem = (unsigned)optin;
     CUfunction chase[2] = { p->f_anchored, p->f_clustered };
     for (int i = 0; i < 2; i++)
-        if (check(p, d->cuFuncSetAttribute(chase[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin),
+        if (check(p, d->pfn_cuFuncSetAttribute(chase[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin),
                   "setting probe shared memory"))
             return -1;
     int fit = -1;
     CUresult (*occ)(int *, CUfunction, int, size_t) = NULL;
-    if (d->cuGetProcAddress_v2 &&
-        d->cuGetProcAddress_v2("cuOccupancyMaxActiveBlocksPerMultiprocessor", (void **)&occ, CUDA_VERSION,
+    if (d->pfn_cuGetProcAddress_v2 &&
+        d->pfn_cuGetProcAddress_v2("cuOccupancyMaxActiveBlocksPerMultiprocessor", (void **)&occ, CUDA_VERSION,
                                CU_GET_PROC_ADDRESS_DEFAULT, NULL) == CUDA_SUCCESS && occ) {
         if (occ(&fit, p->f_clustered, 32, p->smem) != CUDA_SUCCESS) fit = -1;
     }
     if (fit < 0 && per_sm > 0) fit = per_sm / (optin + (reserved > 0 ? reserved : 0));
     if (fit != 1)
-        LD_INFO("probe: %d probe CTAs fit per SM (want 1); SM coverage is checked per launch", fit);
+        LD_INFO(PROBE, "%d probe CTAs fit per SM (want 1); SM coverage is checked per launch", fit);
     return 0;
 }
 
@@ -171,17 +171,17 @@ static int launch_chase(probe_t *p, CUfunction f, void **args) {
     uint32_t nseen = p->num_sms + 1;
     void *cargs[] = { &p->seen, &nseen };
     for (int t = 0; t < LD_PROBE_LAUNCH_TRIES; t++) {
-        if (check(p, d->cuLaunchKernel(p->f_clear, 1, 1, 1, 256, 1, 1, 0, p->stream, cargs, NULL), "clearing SM counters") ||
-            check(p, d->cuLaunchKernel(f, p->num_sms, 1, 1, 32, 1, 1, p->smem, p->stream, args, NULL), "launching probe") ||
-            check(p, d->cuStreamSynchronize(p->stream), "running probe") ||
-            check(p, d->cuMemcpyDtoH_v2(seen, p->seen, (p->num_sms + 1) * sizeof *seen), "reading SM counters"))
+        if (check(p, d->pfn_cuLaunchKernel(p->f_clear, 1, 1, 1, 256, 1, 1, 0, p->stream, cargs, NULL), "clearing SM counters") ||
+            check(p, d->pfn_cuLaunchKernel(f, p->num_sms, 1, 1, 32, 1, 1, p->smem, p->stream, args, NULL), "launching probe") ||
+            check(p, d->pfn_cuStreamSynchronize(p->stream), "running probe") ||
+            check(p, d->pfn_cuMemcpyDtoH_v2(seen, p->seen, (p->num_sms + 1) * sizeof *seen), "reading SM counters"))
             break;
         uint32_t missing = 0, doubled = 0;
         for (uint32_t s = 0; s < p->num_sms; s++) { missing += seen[s] == 0; doubled += seen[s] > 1; }
         if (!missing && !doubled && !seen[p->num_sms]) { rc = 0; break; }
         snprintf(p->err, sizeof p->err, "chase missed %u SMs, ran twice on %u, %u SM ids >= %u",
                  missing, doubled, seen[p->num_sms], p->num_sms);
-        LD_DEBUG("probe: launch %d: %s; relaunching", t + 1, p->err);
+        LD_DEBUG(PROBE, "launch %d: %s; relaunching", t + 1, p->err);
     }
     if (rc == 0) p->err[0] = 0;
     free(seen);
@@ -203,11 +203,11 @@ typedef struct {
 } anchored_mem_t;
 
 static void anchored_free(probe_t *p, const ld_probe_opts_t *o, anchored_mem_t *m) {
-    if (p->stream) p->drv->cuStreamSynchronize(p->stream);   /* nothing may still use them */
+    if (p->stream) p->drv->pfn_cuStreamSynchronize(p->stream);   /* nothing may still use them */
     for (uint32_t d = 0; d < p->nd; d++)
         if (m->bufs.p[d]) o->free_localized(o->alloc_ctx, m->bufs.p[d], m->bytes);
-    if (m->flush) p->drv->cuMemFree_v2(m->flush);
-    if (m->out) p->drv->cuMemFree_v2(m->out);
+    if (m->flush) p->drv->pfn_cuMemFree_v2(m->flush);
+    if (m->out) p->drv->pfn_cuMemFree_v2(m->out);
     memset(m, 0, sizeof *m);
 }
 
@@ -222,18 +222,18 @@ static int anchored_setup(probe_t *p, const ld_probe_opts_t *o, anchored_mem_t *
         m->bufs.p[dom] = b;
         uint64_t lines = m->bytes / LD_PROBE_LINE_BYTES;
         void *args[] = { &b, &lines };
-        if (check(p, d->cuLaunchKernel(p->f_init_chunks, grid_for(lines), 1, 1, 256, 1, 1, 0, p->stream, args, NULL),
+        if (check(p, d->pfn_cuLaunchKernel(p->f_init_chunks, grid_for(lines), 1, 1, 256, 1, 1, 0, p->stream, args, NULL),
                   "building chase rings"))
             return -1;
     }
     m->flush_bytes = LD_PROBE_FLUSH_BYTES;
-    while (d->cuMemAlloc_v2(&m->flush, m->flush_bytes) != CUDA_SUCCESS) {
+    while (d->pfn_cuMemAlloc_v2(&m->flush, m->flush_bytes) != CUDA_SUCCESS) {
         m->flush = 0;
         if (m->flush_bytes <= (64u << 20)) { snprintf(p->err, sizeof p->err, "no device memory for the L2 flush"); return -1; }
         m->flush_bytes /= 2;
     }
-    if (m->flush_bytes < LD_PROBE_FLUSH_BYTES) LD_INFO("probe: L2 flush buffer reduced to %zu MiB", m->flush_bytes >> 20);
-    return check(p, d->cuMemAlloc_v2(&m->out, (size_t)p->nd * p->num_sms * LD_PROBE_CHUNKS * sizeof(float)),
+    if (m->flush_bytes < LD_PROBE_FLUSH_BYTES) LD_INFO(PROBE, "L2 flush buffer reduced to %zu MiB", m->flush_bytes >> 20);
+    return check(p, d->pfn_cuMemAlloc_v2(&m->out, (size_t)p->nd * p->num_sms * LD_PROBE_CHUNKS * sizeof(float)),
                  "allocating probe results");
 }
 
@@ -242,12 +242,12 @@ static int anchored_measure(probe_t *p, anchored_mem_t *m, float *lat, uint32_t 
     const ld_driver_t *d = p->drv;
     uint64_t n16 = m->flush_bytes / 16;
     void *fargs[] = { &m->flush, &n16, &attempt };
-    if (check(p, d->cuLaunchKernel(p->f_flush, 4 * p->num_sms, 1, 1, 512, 1, 1, 0, p->stream, fargs, NULL), "flushing L2"))
+    if (check(p, d->pfn_cuLaunchKernel(p->f_flush, 4 * p->num_sms, 1, 1, 512, 1, 1, 0, p->stream, fargs, NULL), "flushing L2"))
         return -1;
     uint32_t nd = p->nd, chunks = LD_PROBE_CHUNKS, nsms = p->num_sms;
     void *args[] = { &m->bufs, &nd, &chunks, &nsms, &m->out, &p->seen };
     if (launch_chase(p, p->f_anchored, args)) return -1;
-    return check(p, d->cuMemcpyDtoH_v2(lat, m->out, (size_t)nd * nsms * chunks * sizeof(float)), "reading probe results");
+    return check(p, d->pfn_cuMemcpyDtoH_v2(lat, m->out, (size_t)nd * nsms * chunks * sizeof(float)), "reading probe results");
 }
 
 /* ---- clustered --------------------------------------------------------------------- */
@@ -255,19 +255,19 @@ static int anchored_measure(probe_t *p, anchored_mem_t *m, float *lat, uint32_t 
 typedef struct { CUdeviceptr region, idx, out; } clustered_mem_t;
 
 static void clustered_free(probe_t *p, clustered_mem_t *m) {
-    if (p->stream) p->drv->cuStreamSynchronize(p->stream);
-    if (m->region) p->drv->cuMemFree_v2(m->region);
-    if (m->idx) p->drv->cuMemFree_v2(m->idx);
-    if (m->out) p->drv->cuMemFree_v2(m->out);
+    if (p->stream) p->drv->pfn_cuStreamSynchronize(p->stream);
+    if (m->region) p->drv->pfn_cuMemFree_v2(m->region);
+    if (m->idx) p->drv->pfn_cuMemFree_v2(m->idx);
+    if (m->out) p->drv->pfn_cuMemFree_v2(m->out);
     memset(m, 0, sizeof *m);
 }
 
 static int clustered_setup(probe_t *p, clustered_mem_t *m) {
     const ld_driver_t *d = p->drv;
     memset(m, 0, sizeof *m);
-    if (check(p, d->cuMemAlloc_v2(&m->region, (size_t)LD_PROBE_REGION_LINES * LD_PROBE_LINE_BYTES), "allocating probe lines") ||
-        check(p, d->cuMemAlloc_v2(&m->idx, LD_PROBE_LINES * sizeof(uint32_t)), "allocating probe lines") ||
-        check(p, d->cuMemAlloc_v2(&m->out, (size_t)p->num_sms * LD_PROBE_LINES * sizeof(float)), "allocating probe results"))
+    if (check(p, d->pfn_cuMemAlloc_v2(&m->region, (size_t)LD_PROBE_REGION_LINES * LD_PROBE_LINE_BYTES), "allocating probe lines") ||
+        check(p, d->pfn_cuMemAlloc_v2(&m->idx, LD_PROBE_LINES * sizeof(uint32_t)), "allocating probe lines") ||
+        check(p, d->pfn_cuMemAlloc_v2(&m->out, (size_t)p->num_sms * LD_PROBE_LINES * sizeof(float)), "allocating probe results"))
         return -1;
     return 0;
 }
@@ -278,12 +278,12 @@ static int clustered_measure(probe_t *p, clustered_mem_t *m, float *lat, uint32_
     /* The init kernel picks the lines (ld_probe_line: distinct, the same for a given
      * attempt in every process), writes their rings, and leaves them in L2. */
     void *iargs[] = { &m->region, &m->idx, &nl, &attempt };
-    if (check(p, d->cuLaunchKernel(p->f_init_lines, grid_for((uint64_t)nl * 32), 1, 1, 256, 1, 1, 0, p->stream, iargs, NULL),
+    if (check(p, d->pfn_cuLaunchKernel(p->f_init_lines, grid_for((uint64_t)nl * 32), 1, 1, 256, 1, 1, 0, p->stream, iargs, NULL),
               "building line rings"))
         return -1;
     void *args[] = { &m->region, &m->idx, &nl, &nsms, &m->out, &p->seen };
     if (launch_chase(p, p->f_clustered, args)) return -1;
-    return check(p, d->cuMemcpyDtoH_v2(lat, m->out, (size_t)nsms * nl * sizeof(float)), "reading probe results");
+    return check(p, d->pfn_cuMemcpyDtoH_v2(lat, m->out, (size_t)nsms * nl * sizeof(float)), "reading probe results");
 }
 
 /* ---- orchestration ----------------------------------------------------------------- */
@@ -309,7 +309,7 @@ static int run_anchored(probe_t *p, const ld_probe_opts_t *o, ld_probe_result_t 
             r->far_cycles = c.far_cycles;
             r->separation = c.separation;
             snprintf(r->verdict, sizeof r->verdict, "anchored: %.140s", c.verdict);
-            LD_INFO("probe: anchored attempt %u: %s", a + 1, c.verdict);
+            LD_INFO(PROBE, "anchored attempt %u: %s", a + 1, c.verdict);
             if (k == 0) { rc = 1; break; }
         }
     }
@@ -335,7 +335,7 @@ static int run_clustered(probe_t *p, ld_probe_result_t *r, const uint8_t *labels
             r->far_cycles = c.far_cycles;
             r->separation = c.separation;
             snprintf(r->verdict, sizeof r->verdict, "clustered: %.140s", c.verdict);
-            LD_INFO("probe: clustered attempt %u: %s", a + 1, c.verdict);
+            LD_INFO(PROBE, "clustered attempt %u: %s", a + 1, c.verdict);
             if (k == 0) { rc = 1; break; }
         }
     }
@@ -356,8 +356,8 @@ static int measure(probe_t *p, ld_probe_mode_t mode, const ld_probe_opts_t *o, l
         return 0;
     }
     if (load_kernels(p) ||
-        check(p, d->cuStreamCreate(&p->stream, CU_STREAM_NON_BLOCKING), "creating probe stream") ||
-        check(p, d->cuMemAlloc_v2(&p->seen, (p->num_sms + 1) * sizeof(uint32_t)), "allocating SM counters")) {
+        check(p, d->pfn_cuStreamCreate(&p->stream, CU_STREAM_NON_BLOCKING), "creating probe stream") ||
+        check(p, d->pfn_cuMemAlloc_v2(&p->seen, (p->num_sms + 1) * sizeof(uint32_t)), "allocating SM counters")) {
         snprintf(r->verdict, sizeof r->verdict, "%s", p->err);
         goto out;
     }
@@ -375,13 +375,13 @@ static int measure(probe_t *p, ld_probe_mode_t mode, const ld_probe_opts_t *o, l
         int rc = run_clustered(p, r, have_pref ? pref : NULL);
         if (rc == 1) { r->mode_used = LD_PROBE_CLUSTERED; ok = 1; goto out; }
         if (rc < 0) snprintf(r->verdict, sizeof r->verdict, "clustered: %.140s", p->err);
-        if (prev[0]) LD_INFO("probe: before clustering, %s", prev);
+        if (prev[0]) LD_INFO(PROBE, "before clustering, %s", prev);
     }
 out:
-    if (p->stream) d->cuStreamSynchronize(p->stream);
-    if (p->seen) d->cuMemFree_v2(p->seen);
-    if (p->stream) d->cuStreamDestroy_v2(p->stream);
-    if (p->mod) d->cuModuleUnload(p->mod);
+    if (p->stream) d->pfn_cuStreamSynchronize(p->stream);
+    if (p->seen) d->pfn_cuMemFree_v2(p->seen);
+    if (p->stream) d->pfn_cuStreamDestroy_v2(p->stream);
+    if (p->mod) d->pfn_cuModuleUnload(p->mod);
     p->seen = 0; p->stream = NULL; p->mod = NULL;
     return ok;
 }
@@ -389,13 +389,13 @@ out:
 static void fill_key(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint32_t nd, ld_cache_key_t *k) {
     memset(k, 0, sizeof *k);
     CUuuid u;
-    if (d->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+    if (d->pfn_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
         const unsigned char *b = (const unsigned char *)u.bytes;
         snprintf(k->uuid, sizeof k->uuid,
                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     }
-    d->cuDriverGetVersion(&k->driver_version);
+    d->pfn_cuDriverGetVersion(&k->driver_version);
     char kv[4097];       /* sysfs says 4096 bytes for every attribute file */
     size_t klen;
     if (ld_file_read_into("/sys/module/nvidia/version", kv, sizeof kv - 1, 0, 0, &klen, NULL, 0) == LD_FILE_OK)
@@ -432,7 +432,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     memset(out, 0, sizeof *out);
     if (!drv) { snprintf(out->verdict, sizeof out->verdict, "no CUDA driver"); return -1; }
     int nsms = 0;
-    CUresult e = drv->cuDeviceGetAttribute(&nsms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    CUresult e = drv->pfn_cuDeviceGetAttribute(&nsms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     if (e != CUDA_SUCCESS || nsms <= 0) {
         snprintf(out->verdict, sizeof out->verdict, "cannot query device %d: %s", (int)dev, cu_name(drv, e));
         return -1;
@@ -447,7 +447,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     if (nsms > LDSHIM_MAX_SMS) {
         even_result(out);
         snprintf(out->verdict, sizeof out->verdict, "%d SMs exceed LDSHIM_MAX_SMS (%d): even map", nsms, LDSHIM_MAX_SMS);
-        LD_WARN("probe: device %d: %s", (int)dev, out->verdict);
+        LD_WARN(PROBE, "device %d: %s", (int)dev, out->verdict);
         finish(o, out, t0);
         return 0;
     }
@@ -471,7 +471,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     char dir[4096], why[256];
     ld_cache_key_t key;
     int cache_ok = o->use_cache && ld_cache_dir(o->cache_dir, dir, sizeof dir) == 0;
-    if (o->use_cache && !cache_ok) LD_INFO("probe: no cache directory (set LDSHIM_CACHE_DIR or HOME)");
+    if (o->use_cache && !cache_ok) LD_INFO(PROBE, "no cache directory (set LDSHIM_CACHE_DIR or HOME)");
     if (cache_ok) fill_key(drv, dev, out->num_sms, out->num_domains, &key);
     if (cache_ok && !force) {
         ld_probe_result_t c = *out;
@@ -480,13 +480,13 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
             *out = c;
             out->from_cache = 1;
             finish(o, out, t0);
-            LD_DEBUG("probe: device %d: topology from cache (%s)", (int)dev, mode_name(c.mode_used));
+            LD_DEBUG(PROBE, "device %d: topology from cache (%s)", (int)dev, mode_name(c.mode_used));
             return 0;
         }
-        if (rc == LD_CACHE_BAD) LD_WARN("probe: ignoring topology cache: %s", why);
-        else if (rc == LD_CACHE_STALE) LD_INFO("probe: re-probing: %s", why);
-        else if (rc == LD_CACHE_HIT) LD_INFO("probe: cached %s result does not serve mode %s; re-probing",
-                                             mode_name(c.mode_used), mode_name(mode));
+        if (rc == LD_CACHE_BAD) LD_WARN(PROBE, "ignoring topology cache: %s", why);
+        else if (rc == LD_CACHE_STALE) LD_INFO(PROBE, "re-probing: %s", why);
+        else if (rc == LD_CACHE_HIT) LD_INFO(PROBE, "cached %s result does not serve mode %s; re-probing",
+                                                    mode_name(c.mode_used), mode_name(mode));
     }
 
     /* The probe's own launches must not be captured into, or break, a capture running in
@@ -498,11 +498,11 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     CUcontext caller = NULL, prim = NULL;
     CUdevice cur_dev = -1;
     int pushed = 0;
-    drv->cuCtxGetCurrent(&caller);
-    if (!caller || drv->cuCtxGetDevice(&cur_dev) != CUDA_SUCCESS || cur_dev != dev) {
-        if (drv->cuDevicePrimaryCtxRetain(&prim, dev) == CUDA_SUCCESS) {
+    drv->pfn_cuCtxGetCurrent(&caller);
+    if (!caller || drv->pfn_cuCtxGetDevice(&cur_dev) != CUDA_SUCCESS || cur_dev != dev) {
+        if (drv->pfn_cuDevicePrimaryCtxRetain(&prim, dev) == CUDA_SUCCESS) {
             if (ld_own_calls_push(&oc, prim) == 0) pushed = 1;
-            else { drv->cuDevicePrimaryCtxRelease_v2(dev); prim = NULL; }
+            else { drv->pfn_cuDevicePrimaryCtxRelease_v2(dev); prim = NULL; }
         }
     }
     probe_t p;
@@ -515,25 +515,25 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
            : (snprintf(out->verdict, sizeof out->verdict, "no context for device %d", (int)dev), 0);
     if (pushed) {
         ld_own_calls_pop(&oc);
-        drv->cuDevicePrimaryCtxRelease_v2(dev);
+        drv->pfn_cuDevicePrimaryCtxRelease_v2(dev);
     }
     CUcontext now = NULL;
-    if (drv->cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != caller) drv->cuCtxSetCurrent(caller);
+    if (drv->pfn_cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != caller) drv->pfn_cuCtxSetCurrent(caller);
     ld_own_calls_end(&oc);
 
     if (ok) {
         out->valid = 1;
         if (cache_ok) {
             finish(o, out, t0);
-            if (ld_cache_store(dir, &key, out, why, sizeof why)) LD_INFO("probe: not cached: %s", why);
+            if (ld_cache_store(dir, &key, out, why, sizeof why)) LD_INFO(PROBE, "not cached: %s", why);
         }
     } else {
         char reason[sizeof out->verdict];
         snprintf(reason, sizeof reason, "%s", out->verdict);
         even_result(out);
         snprintf(out->verdict, sizeof out->verdict, "%.120s; even map", reason);
-        LD_WARN("probe: device %d: %s; using the even map (TPC t -> domain t mod %d) after %d attempt%s",
-                (int)dev, reason, nd, out->attempts, out->attempts == 1 ? "" : "s");
+        LD_WARN(PROBE, "device %d: %s; using the even map (TPC t -> domain t mod %d) after %d attempt%s",
+                       (int)dev, reason, nd, out->attempts, out->attempts == 1 ? "" : "s");
     }
     finish(o, out, t0);
     return 0;

@@ -51,13 +51,13 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     size_t bytes = 0;
     CUresult r;
     if (m->key.kind == LD_MOD_LIBRARY) {
-        if (!d->cuLibraryGetGlobal) return -1;
-        r = d->cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
+        if (!d->pfn_cuLibraryGetGlobal) return -1;
+        r = d->pfn_cuLibraryGetGlobal(&p, &bytes, (CUlibrary)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     } else {
-        r = d->cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
+        r = d->pfn_cuModuleGetGlobal_v2(&p, &bytes, (CUmodule)m->key.handle, LDSHIM_TOPOLOGY_SYMBOL);
     }
     if (r != CUDA_SUCCESS) {
-        LD_DEBUG("module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
+        LD_DEBUG(TOPO, "module %p: no %s (%s)", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, ld_cu_errname(r));
         return -1;
     }
     /* A module built with the version-1 header gets the version-1 prefix (no bound set). */
@@ -65,27 +65,27 @@ static int publish_one(const ld_driver_t *d, const mod_t *m, int dev, const ldsh
     if (bytes == LDSHIM_TOPOLOGY_V1_BYTES) {
         t.version = 1;
     } else if (bytes != sizeof(ldshim_topology_t)) {
-        LD_WARN("module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
-                "not published", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
-                (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
+        LD_WARN(TOPO, "module %p defines %s with %zu bytes, expected %zu or %zu (other ldshim_topology.h version): "
+                      "not published", m->key.handle, LDSHIM_TOPOLOGY_SYMBOL, bytes, sizeof(ldshim_topology_t),
+                      (size_t)LDSHIM_TOPOLOGY_V1_BYTES);
         return -1;
     }
     /* A private non-blocking stream: a synchronous copy would run on the legacy stream and
      * invalidate a capture that the program may be running on a blocking stream. */
     CUstream st = NULL;
-    if (d->cuMemcpyHtoDAsync_v2 && d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
-        r = d->cuMemcpyHtoDAsync_v2(p, &t, bytes, st);
-        if (r == CUDA_SUCCESS) r = d->cuStreamSynchronize(st);
-        d->cuStreamDestroy_v2(st);
+    if (d->pfn_cuMemcpyHtoDAsync_v2 && d->pfn_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        r = d->pfn_cuMemcpyHtoDAsync_v2(p, &t, bytes, st);
+        if (r == CUDA_SUCCESS) r = d->pfn_cuStreamSynchronize(st);
+        d->pfn_cuStreamDestroy_v2(st);
     } else {
-        r = d->cuMemcpyHtoD_v2(p, &t, bytes);
+        r = d->pfn_cuMemcpyHtoD_v2(p, &t, bytes);
     }
     if (r != CUDA_SUCCESS) {
-        LD_WARN("publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
+        LD_WARN(TOPO, "publishing the map into module %p: %s", m->key.handle, ld_cu_errname(r));
         return -1;
     }
-    LD_DEBUG("published device %d map into %s %p", dev, m->key.kind == LD_MOD_LIBRARY ? "library" : "module",
-             m->key.handle);
+    LD_DEBUG(TOPO, "published device %d map into %s %p", dev, m->key.kind == LD_MOD_LIBRARY ? "library" : "module",
+                   m->key.handle);
     return 0;
 }
 
@@ -123,7 +123,7 @@ static CUresult alloc_localized(void *c, int domain, size_t bytes, CUdeviceptr *
     ld_range_t r;
     char why[160];
     CUcontext ctx = NULL;
-    lc->d->cuCtxGetCurrent(&ctx);
+    lc->d->pfn_cuCtxGetCurrent(&ctx);
     CUresult res = ld_vmm_alloc(lc->d, lc->dv, ctx, -1, bytes, 1, &domain, &r, why, sizeof why);
     if (res != CUDA_SUCCESS) return res;   /* the probe reports it and takes another mode */
     *out = r.base;
@@ -189,7 +189,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         if (!claimed) return;   /* another thread probes; it publishes (and binds its primary) */
         /* It probes for a context of its own: this primary is bound once its map is there. */
         expect = wait_probe(dev);
-        if (expect == PROBE_RUNNING) LD_WARN("device %d: the topology probe of another thread is still running; "
+        if (expect == PROBE_RUNNING) LD_WARN(PROBE, "device %d: the topology probe of another thread is still running; "
                                  "binding without its map", dev);
     }
     if (!mine && !bind && expect != PROBE_PUBLISHED) return;
@@ -215,7 +215,7 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
         }
         ld_probe_result_t *res = &results[dev];
         if (ld_probe_device(d, dev, &o, res) != 0) {
-            LD_WARN("device %d: topology probe could not query the device; no map published", dev);
+            LD_WARN(PROBE, "device %d: topology probe could not query the device; no map published", dev);
             atomic_store(&probe_state[dev], PROBE_NONE);
         } else {
             /* The driver's own answer where it has one; by the policy it may replace the map. */
@@ -225,8 +225,8 @@ void ld_topology_on_context(const ld_driver_t *d, CUdevice dev, CUcontext ctx, i
             pthread_mutex_lock(&mods_mu);
             published[dev] = t;
             pthread_mutex_unlock(&mods_mu);
-            LD_INFO("device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
-                    res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
+            LD_INFO(PROBE, "device %d: %s map, %u SMs in %u domains (%s)%s", dev, ld_probe_name(res->mode_used), res->num_sms,
+                           res->num_domains, res->verdict, res->from_cache ? " [cache]" : "");
             probed = 1;
         }
     }
@@ -262,7 +262,7 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     m->key.kind = kind;
     m->dev = -1;
     CUdevice dev;
-    if (d->cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
+    if (d->pfn_cuCtxGetCurrent(&m->ctx) == CUDA_SUCCESS && m->ctx && d->pfn_cuCtxGetDevice(&dev) == CUDA_SUCCESS) m->dev = dev;
     /* A key already recorded belongs to a module that went without an unload the shim
      * saw (its context was destroyed, say) and whose handle the driver reuses: the new
      * record replaces it. */
@@ -274,11 +274,11 @@ void ld_topology_on_module(const ld_driver_t *d, int kind, void *handle, const v
     pthread_mutex_unlock(&mods_mu);
     free(stale);
     if (!added) {                /* no host memory for the table: the module goes unpublished */
-        LD_DEBUG("%s %p not recorded: out of host memory", kind == LD_MOD_LIBRARY ? "library" : "module", handle);
+        LD_DEBUG(TOPO, "%s %p not recorded: out of host memory", kind == LD_MOD_LIBRARY ? "library" : "module", handle);
         free(m);
         return;
     }
-    LD_DEBUG("recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
+    LD_DEBUG(TOPO, "recorded %s %p that defines %s", kind == LD_MOD_LIBRARY ? "library" : "module", handle, LDSHIM_TOPOLOGY_SYMBOL);
     if (mdev >= 0 && mdev < LD_MAX_DEVICES && atomic_load(&probe_state[mdev]) == PROBE_PUBLISHED) {
         ld_own_calls_t oc;
         ld_own_calls_begin(&oc, d);

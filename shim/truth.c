@@ -25,27 +25,27 @@ static int ldid_map(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint8_t *
     int rc = -1;
     CUresult r;
     if (!host) { snprintf(why, n, "out of host memory"); return -1; }
-    if ((r = d->cuModuleLoadData(&mod, ld_truth_ldid_ptx)) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuModuleLoadData(&mod, ld_truth_ldid_ptx)) != CUDA_SUCCESS) {
         mod = NULL;
         snprintf(why, n, "the driver did not take the PTX 9.5 marker (%s)", ld_cu_errname(r));
         goto done;
     }
-    if ((r = d->cuModuleGetFunction(&f, mod, "ldtruth_domain_id")) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuModuleGetFunction(&f, mod, "ldtruth_domain_id")) != CUDA_SUCCESS) {
         snprintf(why, n, "the PTX 9.5 marker has no kernel: %s", ld_cu_errname(r));
         goto done;
     }
     /* One block per SM at a time: the most shared memory a block may have. */
     int optin = 0;
     unsigned smem = 0;
-    if (d->cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev) == CUDA_SUCCESS &&
-        optin > 0 && d->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin) == CUDA_SUCCESS)
+    if (d->pfn_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev) == CUDA_SUCCESS &&
+        optin > 0 && d->pfn_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin) == CUDA_SUCCESS)
         smem = (unsigned)optin;
-    if ((r = d->cuMemAlloc_v2(&out, nsms * sizeof *host)) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuMemAlloc_v2(&out, nsms * sizeof *host)) != CUDA_SUCCESS) {
         out = 0;
         snprintf(why, n, "marker buffer: %s", ld_cu_errname(r));
         goto done;
     }
-    if ((r = d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
         st = NULL;
         snprintf(why, n, "marker stream: %s", ld_cu_errname(r));
         goto done;
@@ -54,10 +54,10 @@ static int ldid_map(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint8_t *
     for (int t = 0; t < kLdidTries && reached < nsms; t++) {
         void *args[] = { &out, &nsms, &hold };
         memset(host, 0, nsms * sizeof *host);
-        if ((r = d->cuMemcpyHtoD_v2(out, host, nsms * sizeof *host)) != CUDA_SUCCESS ||
-            (r = d->cuLaunchKernel(f, kLdidWaves * nsms, 1, 1, 32, 1, 1, smem, st, args, NULL)) != CUDA_SUCCESS ||
-            (r = d->cuStreamSynchronize(st)) != CUDA_SUCCESS ||
-            (r = d->cuMemcpyDtoH_v2(host, out, nsms * sizeof *host)) != CUDA_SUCCESS) {
+        if ((r = d->pfn_cuMemcpyHtoD_v2(out, host, nsms * sizeof *host)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuLaunchKernel(f, kLdidWaves * nsms, 1, 1, 32, 1, 1, smem, st, args, NULL)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuStreamSynchronize(st)) != CUDA_SUCCESS ||
+            (r = d->pfn_cuMemcpyDtoH_v2(host, out, nsms * sizeof *host)) != CUDA_SUCCESS) {
             snprintf(why, n, "running the PTX 9.5 marker: %s", ld_cu_errname(r));
             goto done;
         }
@@ -68,9 +68,9 @@ static int ldid_map(const ld_driver_t *d, CUdevice dev, uint32_t nsms, uint8_t *
     snprintf(why, n, "%%locality_domain_id read on %u of %u SMs", reached, nsms);
     rc = reached ? 0 : -1;
 done:
-    if (st && d->cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->cuStreamDestroy_v2(st);
-    if (out && d->cuMemFree_v2(out) != CUDA_SUCCESS) d->cuMemFree_v2(out);   /* once more: never leak it */
-    if (mod && d->cuModuleUnload(mod) != CUDA_SUCCESS) d->cuModuleUnload(mod);
+    if (st && d->pfn_cuStreamDestroy_v2(st) != CUDA_SUCCESS) d->pfn_cuStreamDestroy_v2(st);
+    if (out && d->pfn_cuMemFree_v2(out) != CUDA_SUCCESS) d->pfn_cuMemFree_v2(out);   /* once more: never leak it */
+    if (mod && d->pfn_cuModuleUnload(mod) != CUDA_SUCCESS) d->pfn_cuModuleUnload(mod);
     free(host);
     return rc;
 }
@@ -117,7 +117,7 @@ void ld_truth_check(const ld_driver_t *d, CUdevice dev, ld_topology_source_t pol
     /* count: one number per domain; a domain measured with fewer SMs disagrees (the
      * supplemental SMs beyond it may lie in either). */
     int v = 0;
-    if (d->cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS &&
+    if (d->pfn_cuDeviceGetAttribute(&v, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS &&
         v > 0) {
         t->count.state = LD_TRUTH_OK;
         t->count_per_domain = v;
@@ -149,15 +149,15 @@ void ld_truth_check(const ld_driver_t *d, CUdevice dev, ld_topology_source_t pol
         t->published_driver = 1;
         t->published_from = drv == &t->split ? "split" : "ldid";
         if (r->valid)
-            LD_WARN("device %d: the probe's map disagrees with the driver's (%s: %u of %u SMs alike); publishing "
-                    "the driver's (topology_source = driver)", (int)dev, t->published_from, drv->agree, drv->compared);
+            LD_WARN(TOPO, "device %d: the probe's map disagrees with the driver's (%s: %u of %u SMs alike); publishing "
+                          "the driver's (topology_source = driver)", (int)dev, t->published_from, drv->agree, drv->compared);
         else
-            LD_INFO("device %d: no measured map (%s); publishing the driver's (%s)", (int)dev, r->verdict,
-                    t->published_from);
+            LD_INFO(TOPO, "device %d: no measured map (%s); publishing the driver's (%s)", (int)dev, r->verdict,
+                          t->published_from);
     } else if (t->disagree) {
-        LD_WARN("device %d: the probe's map disagrees with the driver's (split %u/%u, ldid %u/%u SMs alike); "
-                "publishing the probe's (topology_source = probe)", (int)dev, t->split.agree, t->split.compared,
-                t->ldid.agree, t->ldid.compared);
+        LD_WARN(TOPO, "device %d: the probe's map disagrees with the driver's (split %u/%u, ldid %u/%u SMs alike); "
+                      "publishing the probe's (topology_source = probe)", (int)dev, t->split.agree, t->split.compared,
+                      t->ldid.agree, t->ldid.compared);
     }
 }
 

@@ -27,16 +27,16 @@ static int layout(size_t size, int n, size_t gran, size_t *slice, size_t *reserv
 /* Teardown calls, each retried once: a transient failure must not leak a mapping, a handle
  * or the address range (nothing else would ever release them). */
 static CUresult unmap(const ld_driver_t *d, CUdeviceptr p, size_t n) {
-    CUresult rc = d->cuMemUnmap(p, n);
-    return rc == CUDA_SUCCESS ? rc : d->cuMemUnmap(p, n);
+    CUresult rc = d->pfn_cuMemUnmap(p, n);
+    return rc == CUDA_SUCCESS ? rc : d->pfn_cuMemUnmap(p, n);
 }
 static CUresult release(const ld_driver_t *d, CUmemGenericAllocationHandle h) {
-    CUresult rc = d->cuMemRelease(h);
-    return rc == CUDA_SUCCESS ? rc : d->cuMemRelease(h);
+    CUresult rc = d->pfn_cuMemRelease(h);
+    return rc == CUDA_SUCCESS ? rc : d->pfn_cuMemRelease(h);
 }
 static CUresult address_free(const ld_driver_t *d, CUdeviceptr p, size_t n) {
-    CUresult rc = d->cuMemAddressFree(p, n);
-    return rc == CUDA_SUCCESS ? rc : d->cuMemAddressFree(p, n);
+    CUresult rc = d->pfn_cuMemAddressFree(p, n);
+    return rc == CUDA_SUCCESS ? rc : d->pfn_cuMemAddressFree(p, n);
 }
 /* Set while the process exits: the driver may already be shutting down, so teardown
  * failures are expected and not worth a warning. */
@@ -70,7 +70,7 @@ static size_t forced_chunk(void) {
     uint64_t b;
     if (s && (!strcmp(s, "slice") || !strcmp(s, "0"))) v = SIZE_MAX;
     else if (s && ld_parse_size(s, strlen(s), &b) == 0 && b > 0 && b <= kChunkMax) v = (size_t)b;
-    else if (s) LD_WARN("LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
+    else if (s) LD_WARN(CONFIG, "LDSHIM_CHUNK=%s is not a size 1..1TiB or slice; using the backend's default", s);
     atomic_store_explicit(&value, v, memory_order_relaxed);   /* every thread computes the same value */
     atomic_store_explicit(&state, 1, memory_order_release);
     return v;
@@ -139,7 +139,7 @@ void ld_vmm_readback_reset(void) {
  * counts fallbacks by reason) and the detail logged. */
 static int read_back(const ld_driver_t *d, CUdeviceptr p, int domain, char *why, size_t n) {
     int got = -2;
-    CUresult rc = d->cuPointerGetAttribute ? d->cuPointerGetAttribute(&got, LD_CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, p)
+    CUresult rc = d->pfn_cuPointerGetAttribute ? d->pfn_cuPointerGetAttribute(&got, LD_CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL, p)
                                            : CUDA_ERROR_NOT_SUPPORTED;
     if (rc != CUDA_SUCCESS) {
         atomic_fetch_add(&rb_unverified, 1);
@@ -156,7 +156,7 @@ static int read_back(const ld_driver_t *d, CUdeviceptr p, int domain, char *why,
         atomic_fetch_add(&rb_wrong, 1);
         snprintf(why, n, "read-back: a slice is homed in another domain than asked; discarded");
     }
-    LD_INFO("read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
+    LD_INFO(VMM, "read-back of 0x%llx: domain %d asked, the driver says %d", (unsigned long long)p, domain, got);
     return -1;
 }
 
@@ -172,7 +172,7 @@ CUresult ld_vmm_grant(const ld_driver_t *d, ld_range_t *r, unsigned long long ma
         k++;
     }
     if (!k) return CUDA_SUCCESS;
-    CUresult rc = d->cuMemSetAccess(r->base, r->reserved, acc, (size_t)k);
+    CUresult rc = d->pfn_cuMemSetAccess(r->base, r->reserved, acc, (size_t)k);
     if (rc == CUDA_SUCCESS) r->access_mask |= mask;
     return rc;
 }
@@ -211,7 +211,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
     }
 
     CUresult rc;
-    LD_POOL_RETRY_OOM(d, rc, d->cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0));
+    LD_POOL_RETRY_OOM(d, rc, d->pfn_cuMemAddressReserve(&r->base, r->reserved, dv->gran, 0, 0));
     if (rc != CUDA_SUCCESS) {
         snprintf(why, n, "cuMemAddressReserve: %s", ld_cu_errname(rc));
         free(r->handles);
@@ -225,7 +225,7 @@ CUresult ld_vmm_create(const ld_driver_t *d, ld_device_t *dv, size_t size, int n
         if (rc != CUDA_SUCCESS) goto undo;
     }
     for (int k = 0; k < npieces; k++, mapped++) {
-        rc = d->cuMemMap(piece_base(r, k), piece_bytes(r, k), 0, *piece_handle(r, k), 0);
+        rc = d->pfn_cuMemMap(piece_base(r, k), piece_bytes(r, k), 0, *piece_handle(r, k), 0);
         if (rc != CUDA_SUCCESS) {
             if (r->per_slice == 1) snprintf(why, n, "cuMemMap(slice %d): %s", k, ld_cu_errname(rc));
             else snprintf(why, n, "cuMemMap(slice %d, piece %d): %s", k / r->per_slice, k % r->per_slice, ld_cu_errname(rc));
@@ -265,15 +265,15 @@ void ld_vmm_teardown(const ld_driver_t *d, const ld_range_t *r) {
     for (int k = 0; k < npieces; k++) {
         CUresult rc = unmap(d, piece_base(&x, k), piece_bytes(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemUnmap(0x%llx, piece %d): %s", (unsigned long long)x.base, k, ld_cu_errname(rc));
+            LD_WARN(VMM, "cuMemUnmap(0x%llx, piece %d): %s", (unsigned long long)x.base, k, ld_cu_errname(rc));
     }
     for (int k = 0; k < npieces; k++) {
         CUresult rc = release(d, *piece_handle(&x, k));
         if (rc != CUDA_SUCCESS && !exiting())
-            LD_WARN("cuMemRelease(piece %d of 0x%llx): %s", k, (unsigned long long)x.base, ld_cu_errname(rc));
+            LD_WARN(VMM, "cuMemRelease(piece %d of 0x%llx): %s", k, (unsigned long long)x.base, ld_cu_errname(rc));
     }
     CUresult rc = address_free(d, x.base, x.reserved);
-    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN("cuMemAddressFree(0x%llx): %s", (unsigned long long)x.base, ld_cu_errname(rc));
+    if (rc != CUDA_SUCCESS && !exiting()) LD_WARN(VMM, "cuMemAddressFree(0x%llx): %s", (unsigned long long)x.base, ld_cu_errname(rc));
     free(x.handles);
 }
 
@@ -288,17 +288,17 @@ size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, 
     ld_range_t *v;
     size_t n = ld_registry_take_if(pred, arg, &v);
     CUcontext x;
-    if (n && first && d->cuCtxPushCurrent_v2(first) == CUDA_SUCCESS) {
-        d->cuCtxSynchronize();
-        d->cuCtxPopCurrent_v2(&x);
+    if (n && first && d->pfn_cuCtxPushCurrent_v2(first) == CUDA_SUCCESS) {
+        d->pfn_cuCtxSynchronize();
+        d->pfn_cuCtxPopCurrent_v2(&x);
     }
     /* Ranges allocated while a bound (green) context was current: wait for that context too. */
     for (size_t i = 0; i < n; i++) {
         int seen = v[i].ctx == first;
         for (size_t j = 0; j < i && !seen; j++) seen = v[j].ctx == v[i].ctx;
-        if (!seen && v[i].ctx && d->cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
-            d->cuCtxSynchronize();
-            d->cuCtxPopCurrent_v2(&x);
+        if (!seen && v[i].ctx && d->pfn_cuCtxPushCurrent_v2(v[i].ctx) == CUDA_SUCCESS) {
+            d->pfn_cuCtxSynchronize();
+            d->pfn_cuCtxPopCurrent_v2(&x);
         }
     }
     for (size_t i = 0; i < n; i++) ld_vmm_teardown(d, &v[i]);
@@ -308,7 +308,7 @@ size_t ld_vmm_teardown_if(const ld_driver_t *d, int (*pred)(const ld_range_t *, 
 
 void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor) {
     if (ld_device_add_peer(owner, accessor) != 0) return;
-    if (!d->cuMemSetAccess) return;
+    if (!d->pfn_cuMemSetAccess) return;
     size_t total = ld_registry_snapshot(owner, NULL, 0), got = 0;
     ld_range_t *buf = total ? malloc((total + 16) * sizeof *buf) : NULL;
     if (buf) got = ld_registry_snapshot(owner, buf, total + 16);
@@ -318,13 +318,13 @@ void ld_vmm_grant_peer(const ld_driver_t *d, int owner, int accessor) {
         a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         a.location.id = accessor;
         a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        CUresult r = d->cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
+        CUresult r = d->pfn_cuMemSetAccess(buf[i].base, buf[i].reserved, &a, 1);
         if (r != CUDA_SUCCESS)
-            LD_WARN("peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
-                    ld_cu_errname(r));
+            LD_WARN(VMM, "peer grant of range 0x%llx to device %d failed: %s", (unsigned long long)buf[i].base, accessor,
+                         ld_cu_errname(r));
     }
     free(buf);
-    LD_INFO("device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
+    LD_INFO(VMM, "device %d may now access %zu shim range(s) of device %d", accessor, got, owner);
 }
 
 static void teardown_drained(const ld_range_t *r, void *d) { ld_vmm_teardown(d, r); }
@@ -356,14 +356,14 @@ int ld_vmm_free(const ld_driver_t *d, CUdeviceptr base) {
     /* cudaFree/cuMemFree semantics: wait for work that may still use the memory, in the
      * context the range was allocated in. */
     CUcontext cur = NULL;
-    d->cuCtxGetCurrent(&cur);
-    int pushed = r.ctx && r.ctx != cur && d->cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS;
-    CUresult s = d->cuCtxSynchronize();
-    if (s != CUDA_SUCCESS) LD_DEBUG("free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
+    d->pfn_cuCtxGetCurrent(&cur);
+    int pushed = r.ctx && r.ctx != cur && d->pfn_cuCtxPushCurrent_v2(r.ctx) == CUDA_SUCCESS;
+    CUresult s = d->pfn_cuCtxSynchronize();
+    if (s != CUDA_SUCCESS) LD_DEBUG(VMM, "free 0x%llx: synchronize: %s", (unsigned long long)base, ld_cu_errname(s));
     ld_vmm_release(d, &r);
     if (pushed) {
         CUcontext dummy;
-        d->cuCtxPopCurrent_v2(&dummy);
+        d->pfn_cuCtxPopCurrent_v2(&dummy);
     }
     return 0;
 }

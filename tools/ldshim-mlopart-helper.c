@@ -40,17 +40,17 @@ enum {
 };
 
 typedef struct {
-    CUresult (*cuInit)(unsigned);
-    CUresult (*cuDeviceGetCount)(int *);
-    CUresult (*cuDeviceGet)(CUdevice *, int);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuCtxSetCurrent)(CUcontext);
-    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                            unsigned long long);
-    CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
-                                             CUmemAllocationHandleType, unsigned long long);
-    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
-    CUresult (*cuGetErrorName)(CUresult, const char **);
+    CUresult (*pfn_cuInit)(unsigned);
+    CUresult (*pfn_cuDeviceGetCount)(int *);
+    CUresult (*pfn_cuDeviceGet)(CUdevice *, int);
+    CUresult (*pfn_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*pfn_cuCtxSetCurrent)(CUcontext);
+    CUresult (*pfn_cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                                unsigned long long);
+    CUresult (*pfn_cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
+                                                 CUmemAllocationHandleType, unsigned long long);
+    CUresult (*pfn_cuMemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*pfn_cuGetErrorName)(CUresult, const char **);
 } cu_t;
 
 typedef struct {
@@ -83,7 +83,7 @@ static void usage(FILE *f) {
 
 static const char *cu_name(const helper_t *h, CUresult r) {
     const char *s = NULL;
-    if (h->cu.cuGetErrorName && h->cu.cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
+    if (h->cu.pfn_cuGetErrorName && h->cu.pfn_cuGetErrorName(r, &s) == CUDA_SUCCESS && s) return s;
     static char buf[32];   /* the helper is single-threaded */
     snprintf(buf, sizeof buf, "CUresult %d", (int)r);
     return buf;
@@ -110,7 +110,7 @@ static int reply(helper_t *h, const ld_mlo_req_t *q, int32_t status, int32_t val
 /* A handle is released once more when the first release fails: the helper runs for the
  * program's whole life and must not collect leaked memory. */
 static void release(helper_t *h, CUmemGenericAllocationHandle mh) {
-    if (h->cu.cuMemRelease(mh) != CUDA_SUCCESS) h->cu.cuMemRelease(mh);
+    if (h->cu.pfn_cuMemRelease(mh) != CUDA_SUCCESS) h->cu.pfn_cuMemRelease(mh);
 }
 
 static int load_cuda(helper_t *h, char *err, size_t n) {
@@ -127,7 +127,7 @@ static int load_cuda(helper_t *h, char *err, size_t n) {
     }
     if (!so) { snprintf(err, n, "cannot load %s: %s", lib, dlerror()); return -1; }
 #define LOAD(f) \
-    if (!(*(void **)&h->cu.f = dlsym(so, #f))) { snprintf(err, n, "%s lacks %s", lib, #f); return -1; }
+    if (!(*(void **)&h->cu.pfn_##f = dlsym(so, #f))) { snprintf(err, n, "%s lacks %s", lib, #f); return -1; }
     LOAD(cuInit) LOAD(cuDeviceGetCount) LOAD(cuDeviceGet) LOAD(cuDevicePrimaryCtxRetain)
     LOAD(cuCtxSetCurrent) LOAD(cuMemCreate) LOAD(cuMemExportToShareableHandle) LOAD(cuMemRelease)
     LOAD(cuGetErrorName)
@@ -156,13 +156,13 @@ static int start_cuda(helper_t *h, const char *dir, int budget_ms, char *err, si
     if (load_cuda(h, err, n)) return -1;
     CUresult r;
     int64_t until = ld_mlo_now_ms() + budget_ms;
-    while ((r = h->cu.cuInit(0)) != CUDA_SUCCESS && mps_not_ready(r) && ld_mlo_now_ms() < until)
+    while ((r = h->cu.pfn_cuInit(0)) != CUDA_SUCCESS && mps_not_ready(r) && ld_mlo_now_ms() < until)
         usleep(kMpsRetryMs * 1000);
     if (r != CUDA_SUCCESS) {
         snprintf(err, n, "cuInit as MPS client failed: %s", cu_name(h, r));
         return -(int)r;
     }
-    r = h->cu.cuDeviceGetCount(&h->ndevices);
+    r = h->cu.pfn_cuDeviceGetCount(&h->ndevices);
     if (r != CUDA_SUCCESS) {
         snprintf(err, n, "cuDeviceGetCount failed: %s", cu_name(h, r));
         return -(int)r;
@@ -171,13 +171,13 @@ static int start_cuda(helper_t *h, const char *dir, int budget_ms, char *err, si
 }
 
 static CUresult use_device(helper_t *h, int ord, CUdevice *dev) {
-    CUresult r = h->cu.cuDeviceGet(dev, ord);
+    CUresult r = h->cu.pfn_cuDeviceGet(dev, ord);
     if (r != CUDA_SUCCESS) return r;
     if (!h->ctx[ord]) {
-        r = h->cu.cuDevicePrimaryCtxRetain(&h->ctx[ord], *dev);
+        r = h->cu.pfn_cuDevicePrimaryCtxRetain(&h->ctx[ord], *dev);
         if (r != CUDA_SUCCESS) return r;
     }
-    return h->cu.cuCtxSetCurrent(h->ctx[ord]);
+    return h->cu.pfn_cuCtxSetCurrent(h->ctx[ord]);
 }
 
 /* Test hooks fire from the ALLOC after the first `after=N` ones (the shim's start-up probe
@@ -223,12 +223,12 @@ real:
     CUmemAllocationProp prop;
     ld_mlo_alloc_prop(&prop, dev);
     CUmemGenericAllocationHandle mh;
-    r = h->cu.cuMemCreate(&mh, (size_t)q->bytes, &prop, 0);
+    r = h->cu.pfn_cuMemCreate(&mh, (size_t)q->bytes, &prop, 0);
     if (r != CUDA_SUCCESS)
         return reply(h, q, r, 0, -1, "cuMemCreate(%llu B, device %d): %s",
                      (unsigned long long)q->bytes, ord, cu_name(h, r));
     int fd = -1;
-    r = h->cu.cuMemExportToShareableHandle(&fd, mh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    r = h->cu.pfn_cuMemExportToShareableHandle(&fd, mh, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS || fd < 0) {
         release(h, mh);
         return reply(h, q, r ? r : CUDA_ERROR_UNKNOWN, 0, -1, "cuMemExportToShareableHandle: %s",

@@ -69,26 +69,26 @@ typedef struct {
  * accepts it; checked once per device by allocating and releasing one granule. */
 static int native_probe(tool_mem_t *m) {
     const ld_driver_t *d = m->drv;
-    if (!d->cuMemCreate || !d->cuMemRelease || !d->cuMemAddressReserve || !d->cuMemMap ||
-        !d->cuMemSetAccess || !d->cuMemGetAllocationGranularity)
+    if (!d->pfn_cuMemCreate || !d->pfn_cuMemRelease || !d->pfn_cuMemAddressReserve || !d->pfn_cuMemMap ||
+        !d->pfn_cuMemSetAccess || !d->pfn_cuMemGetAllocationGranularity)
         return 0;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = LD_CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN;
     prop.location.id = LD_LOCALITY_LOCATION_ID(m->dev, 0);
-    if (d->cuMemGetAllocationGranularity(&m->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !m->gran)
+    if (d->pfn_cuMemGetAllocationGranularity(&m->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !m->gran)
         return 0;
     CUmemGenericAllocationHandle h;
-    if (d->cuMemCreate(&h, m->gran, &prop, 0) != CUDA_SUCCESS) return 0;
-    d->cuMemRelease(h);
+    if (d->pfn_cuMemCreate(&h, m->gran, &prop, 0) != CUDA_SUCCESS) return 0;
+    d->pfn_cuMemRelease(h);
     return 1;
 }
 
 static CUresult mem_alloc(void *ctx, int domain, size_t bytes, CUdeviceptr *out) {
     tool_mem_t *m = ctx;
     const ld_driver_t *d = m->drv;
-    if (!m->native) return d->cuMemAlloc_v2(out, bytes);
+    if (!m->native) return d->pfn_cuMemAlloc_v2(out, bytes);
     size_t sz = (bytes + m->gran - 1) / m->gran * m->gran;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
@@ -97,15 +97,15 @@ static CUresult mem_alloc(void *ctx, int domain, size_t bytes, CUdeviceptr *out)
     prop.location.id = LD_LOCALITY_LOCATION_ID(m->dev, domain);
     CUmemGenericAllocationHandle h;
     CUdeviceptr va = 0;
-    CUresult r = d->cuMemCreate(&h, sz, &prop, 0);
+    CUresult r = d->pfn_cuMemCreate(&h, sz, &prop, 0);
     if (r != CUDA_SUCCESS) return r;
-    if ((r = d->cuMemAddressReserve(&va, sz, m->gran, 0, 0)) != CUDA_SUCCESS) { d->cuMemRelease(h); return r; }
+    if ((r = d->pfn_cuMemAddressReserve(&va, sz, m->gran, 0, 0)) != CUDA_SUCCESS) { d->pfn_cuMemRelease(h); return r; }
     CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, m->dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    if ((r = d->cuMemMap(va, sz, 0, h, 0)) != CUDA_SUCCESS ||
-        (r = d->cuMemSetAccess(va, sz, &acc, 1)) != CUDA_SUCCESS) {
-        d->cuMemUnmap(va, sz);
-        d->cuMemAddressFree(va, sz);
-        d->cuMemRelease(h);
+    if ((r = d->pfn_cuMemMap(va, sz, 0, h, 0)) != CUDA_SUCCESS ||
+        (r = d->pfn_cuMemSetAccess(va, sz, &acc, 1)) != CUDA_SUCCESS) {
+        d->pfn_cuMemUnmap(va, sz);
+        d->pfn_cuMemAddressFree(va, sz);
+        d->pfn_cuMemRelease(h);
         return r;
     }
     m->h[domain] = h;
@@ -117,12 +117,12 @@ static CUresult mem_alloc(void *ctx, int domain, size_t bytes, CUdeviceptr *out)
 static void mem_free(void *ctx, CUdeviceptr p, size_t bytes) {
     tool_mem_t *m = ctx;
     const ld_driver_t *d = m->drv;
-    if (!m->native) { d->cuMemFree_v2(p); return; }
+    if (!m->native) { d->pfn_cuMemFree_v2(p); return; }
     size_t sz = (bytes + m->gran - 1) / m->gran * m->gran;
-    d->cuMemUnmap(p, sz);
-    d->cuMemAddressFree(p, sz);
+    d->pfn_cuMemUnmap(p, sz);
+    d->pfn_cuMemAddressFree(p, sz);
     for (int i = 0; i < LDSHIM_MAX_DOMAINS; i++)
-        if (m->va[i] == p && m->h[i]) { d->cuMemRelease(m->h[i]); m->h[i] = 0; m->va[i] = 0; break; }
+        if (m->va[i] == p && m->h[i]) { d->pfn_cuMemRelease(m->h[i]); m->h[i] = 0; m->va[i] = 0; break; }
 }
 
 /* ---- picture ----------------------------------------------------------------------- */
@@ -286,26 +286,26 @@ typedef struct { int on; ld_compute_t req; ld_split_t split; uint32_t cap; } com
 static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *base, int json, int physical,
                      const compute_req_t *creq) {
     CUdevice dev;
-    CUresult r = d->cuDeviceGet(&dev, ordinal);
+    CUresult r = d->pfn_cuDeviceGet(&dev, ordinal);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "ldshim-probe: device %d: %s\n", ordinal, ld_cu_errname(r));
         return 1;
     }
     char name[256] = "unknown GPU";
     CUresult (*get_name)(char *, int, CUdevice) = NULL;
-    if (d->cuGetProcAddress_v2 &&
-        d->cuGetProcAddress_v2("cuDeviceGetName", (void **)&get_name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+    if (d->pfn_cuGetProcAddress_v2 &&
+        d->pfn_cuGetProcAddress_v2("cuDeviceGetName", (void **)&get_name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
                                NULL) == CUDA_SUCCESS && get_name)
         get_name(name, sizeof name, dev);
     char uuid[48] = "GPU-?";
     CUuuid u;
-    if (d->cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+    if (d->pfn_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
         const unsigned char *b = (const unsigned char *)u.bytes;
         snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     }
     CUcontext ctx;
-    if ((r = d->cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS || (r = d->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS) {
+    if ((r = d->pfn_cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS || (r = d->pfn_cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS) {
         fprintf(stderr, "ldshim-probe: device %d: cannot create a context: %s\n", ordinal, ld_cu_errname(r));
         return 1;
     }
@@ -316,7 +316,7 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
     mem.dev = dev;
     if (o.ndomains <= 0) {
         int nd = 0;
-        if (d->cuDeviceGetAttribute(&nd, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) == CUDA_SUCCESS && nd >= 1)
+        if (d->pfn_cuDeviceGetAttribute(&nd, LD_CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT, dev) == CUDA_SUCCESS && nd >= 1)
             o.ndomains = nd;
         else
             o.ndomains = 2;
@@ -328,7 +328,7 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
         o.alloc_ctx = &mem;
     }
     if (o.mode == LD_PROBE_ANCHORED && !mem.native)
-        LD_INFO("device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
+        LD_INFO(PROBE, "device %d: no per-domain memory placement; anchored mode measures ordinary memory", ordinal);
     ld_probe_result_t res;
     int rc = ld_probe_device(d, dev, &o, &res);
     ld_compute_info_t ci;
@@ -336,8 +336,8 @@ static int probe_one(const ld_driver_t *d, int ordinal, const ld_probe_opts_t *b
     if (rc == 0 && creq->on)
         ld_compute_build_standalone(d, dev, &creq->req, creq->split, creq->cap, &res, o.cache_dir, o.use_cache, &ci);
     CUcontext popped;
-    d->cuCtxPopCurrent_v2(&popped);
-    d->cuDevicePrimaryCtxRelease_v2(dev);
+    d->pfn_cuCtxPopCurrent_v2(&popped);
+    d->pfn_cuDevicePrimaryCtxRelease_v2(dev);
     if (rc != 0) {
         fprintf(stderr, "ldshim-probe: device %d: %s\n", ordinal, res.verdict);
         return 1;
@@ -479,16 +479,16 @@ int main(int argc, char **argv) {
     if (optind < argc) { fprintf(stderr, "ldshim-probe: unexpected argument '%s'\n", argv[optind]); usage(stderr); return 2; }
     ld_log_init();
     for (int i = 0; i < LD_OPT_COUNT; i++)   /* values options.c refused whole: one line each */
-        if (ld_opt_refused((ld_opt_t)i)) LD_WARN("%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
+        if (ld_opt_refused((ld_opt_t)i)) LD_WARN(CONFIG, "%s %s; ignored", ld_option((ld_opt_t)i)->name, ld_opt_refused((ld_opt_t)i));
     if (classify) return classify_file(classify, o.ndomains > 0 ? o.ndomains : 2, json);
     const ld_driver_t *d = ld_driver();
     if (!d) {
         fprintf(stderr, "ldshim-probe: cannot load the NVIDIA driver library (libcuda.so.1); is a driver installed?\n");
         return 3;
     }
-    CUresult r = d->cuInit(0);
+    CUresult r = d->pfn_cuInit(0);
     int count = 0;
-    if (r == CUDA_SUCCESS) r = d->cuDeviceGetCount(&count);
+    if (r == CUDA_SUCCESS) r = d->pfn_cuDeviceGetCount(&count);
     if (r != CUDA_SUCCESS || count == 0) {
         fprintf(stderr, "ldshim-probe: no usable GPU: %s\n", r != CUDA_SUCCESS ? ld_cu_errname(r) : "no CUDA devices");
         return 3;

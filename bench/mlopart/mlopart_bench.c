@@ -80,27 +80,27 @@ static int local_plain(size_t bytes) {
     CUmemAllocationProp p;
     prop_for(&p, 0);
     CUmemGenericAllocationHandle h;
-    CUresult r = drv->cuMemCreate(&h, bytes, &p, 0);
+    CUresult r = drv->pfn_cuMemCreate(&h, bytes, &p, 0);
     if (r) return fail("cuMemCreate", r);
-    return drv->cuMemRelease(h) ? 1 : 0;
+    return drv->pfn_cuMemRelease(h) ? 1 : 0;
 }
 
 static int local_export_common(size_t bytes, int import) {
     CUmemAllocationProp p;
     prop_for(&p, 1);
     CUmemGenericAllocationHandle h, h2;
-    CUresult r = drv->cuMemCreate(&h, bytes, &p, 0);
+    CUresult r = drv->pfn_cuMemCreate(&h, bytes, &p, 0);
     if (r) return fail("cuMemCreate(POSIX fd)", r);
     int fd = -1;
-    r = drv->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (r) { drv->cuMemRelease(h); return fail("cuMemExportToShareableHandle", r); }
+    r = drv->pfn_cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r) { drv->pfn_cuMemRelease(h); return fail("cuMemExportToShareableHandle", r); }
     if (import) {
-        r = drv->cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-        if (r) { close(fd); drv->cuMemRelease(h); return fail("cuMemImportFromShareableHandle", r); }
-        drv->cuMemRelease(h2);
+        r = drv->pfn_cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (r) { close(fd); drv->pfn_cuMemRelease(h); return fail("cuMemImportFromShareableHandle", r); }
+        drv->pfn_cuMemRelease(h2);
     }
     close(fd);
-    drv->cuMemRelease(h);
+    drv->pfn_cuMemRelease(h);
     return 0;
 }
 static int local_export(size_t bytes) { return local_export_common(bytes, 0); }
@@ -114,10 +114,10 @@ static int helper_common(size_t bytes, int import) {
     if (rep.status) { fprintf(stderr, "mlopart_bench: helper: %s\n", rep.msg); return 1; }
     if (import) {
         CUmemGenericAllocationHandle h;
-        CUresult r = drv->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        CUresult r = drv->pfn_cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         close(fd);
         if (r) return fail("cuMemImportFromShareableHandle(helper fd)", r);
-        return drv->cuMemRelease(h) ? 1 : 0;
+        return drv->pfn_cuMemRelease(h) ? 1 : 0;
     }
     close(fd);
     return 0;
@@ -167,11 +167,11 @@ int main(int argc, char **argv) {
     CUcontext ctx;
     CUuuid u;
     CUresult r;
-    if ((r = drv->cuInit(0)) || (r = drv->cuDeviceGet(&g_dev, devord)) ||
-        (r = drv->cuDevicePrimaryCtxRetain(&ctx, g_dev)) || (r = drv->cuCtxSetCurrent(ctx)) ||
-        (r = drv->cuDeviceGetUuid_v2(&u, g_dev)))
+    if ((r = drv->pfn_cuInit(0)) || (r = drv->pfn_cuDeviceGet(&g_dev, devord)) ||
+        (r = drv->pfn_cuDevicePrimaryCtxRetain(&ctx, g_dev)) || (r = drv->pfn_cuCtxSetCurrent(ctx)) ||
+        (r = drv->pfn_cuDeviceGetUuid_v2(&u, g_dev)))
         return fail("device setup", r);
-    if (!drv->cuMemCreate || !drv->cuMemExportToShareableHandle || !drv->cuMemImportFromShareableHandle) {
+    if (!drv->pfn_cuMemCreate || !drv->pfn_cuMemExportToShareableHandle || !drv->pfn_cuMemImportFromShareableHandle) {
         fprintf(stderr, "mlopart_bench: driver lacks VMM export/import\n");
         return 1;
     }
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
         }
     }
     ld_mlo_helper_quit(&g_h, 30000);
-    drv->cuDevicePrimaryCtxRelease_v2(g_dev);
+    drv->pfn_cuDevicePrimaryCtxRelease_v2(g_dev);
     fputs(table, stdout);
     const char *out = getenv("OUT");
     if (out && *out) {

@@ -55,16 +55,16 @@ int main(int argc, char **argv) {
     const ld_driver_t *d = ld_driver();
     CUdevice dev;
     CUcontext ctx;
-    if (!d || d->cuInit(0) != CUDA_SUCCESS || d->cuDeviceGet(&dev, device) != CUDA_SUCCESS) {
+    if (!d || d->pfn_cuInit(0) != CUDA_SUCCESS || d->pfn_cuDeviceGet(&dev, device) != CUDA_SUCCESS) {
         fprintf(stderr, "bench_probe: no usable GPU %d\n", device);
         return 3;
     }
     double t = now_ms();
-    if (d->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || d->cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) {
+    if (d->pfn_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || d->pfn_cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) {
         fprintf(stderr, "bench_probe: cannot create a context on device %d\n", device);
         return 3;
     }
-    d->cuCtxSynchronize();
+    d->pfn_cuCtxSynchronize();
     double ctx_ms = now_ms() - t;
 
     char base[] = "/tmp/ldshim-bench-probe-XXXXXX", dir[256];
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     double cold[100], cached[100];
     size_t free0, free1, free2, total;
     int failed = 0;
-    d->cuMemGetInfo_v2(&free0, &total);
+    d->pfn_cuMemGetInfo_v2(&free0, &total);
     for (int i = 0; i < runs; i++) {
         snprintf(dir, sizeof dir, "%s/cold%d", base, i);          /* empty cache every time */
         t = now_ms();
@@ -90,8 +90,8 @@ int main(int argc, char **argv) {
                r.mode_used == LD_PROBE_CLUSTERED ? "clustered" : r.mode_used == LD_PROBE_ANCHORED ? "anchored" : "even",
                r.valid, r.attempts, r.verdict);
     }
-    d->cuCtxSynchronize();
-    d->cuMemGetInfo_v2(&free1, &total);
+    d->pfn_cuCtxSynchronize();
+    d->pfn_cuMemGetInfo_v2(&free1, &total);
     double first_cold = cold[0];
     int cached_n = 20, cache_hits = 0;
     for (int i = 0; i < cached_n; i++) {                          /* the last cold run's cache */
@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
         cached[i] = now_ms() - t;
         cache_hits += r.from_cache;
     }
-    d->cuCtxSynchronize();
-    d->cuMemGetInfo_v2(&free2, &total);
+    d->pfn_cuCtxSynchronize();
+    d->pfn_cuMemGetInfo_v2(&free2, &total);
     long long held_cold = (long long)free0 - (long long)free1, held_cached = (long long)free0 - (long long)free2;
     double cold_med = median(cold, runs), cached_med = median(cached, cached_n);
     printf("context creation: %.1f ms (not part of the probe)\n", ctx_ms);
@@ -117,8 +117,8 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     if (system(cmd) != 0) fprintf(stderr, "bench_probe: could not remove %s\n", base);
     CUcontext popped;
-    d->cuCtxPopCurrent_v2(&popped);
-    d->cuDevicePrimaryCtxRelease_v2(dev);
+    d->pfn_cuCtxPopCurrent_v2(&popped);
+    d->pfn_cuDevicePrimaryCtxRelease_v2(dev);
     if (cache_hits != cached_n)
         printf("note: %d/%d cached runs came from the cache (a probe that fell back is not cached)\n", cache_hits,
                cached_n);

@@ -80,7 +80,7 @@ def cases(a):
     C.append(Case("chunk/bad-option", "t_driver", ["chunks", "80MiB"], "chunk.policy",
                   env=dict(NATIVE, LDSHIM_CHUNK="32 MiB"),
                   expect={"handles": 4, "pages_ok": 1, "handles_after": 4},
-                  checks=[stderr_matches(r"^ldshim: warning: LDSHIM_CHUNK=32 MiB is not a size", 1)]))
+                  checks=[stderr_matches(r"^ldshim: warning: config: LDSHIM_CHUNK=32 MiB is not a size", 1)]))
     # The read-back covers every chunk: the 2nd handle homed wrongly discards the range.
     C.append(Case("chunk/readback", "t_driver", ["alloc", "link", "16MiB"], "chunk.policy",
                   env=dict(force4, FAKE_CUDA_READBACK="wrong@2"), expect={"a_shim": 0},
@@ -162,14 +162,14 @@ def cases(a):
                   checks=[truth("probe", split=("ok", 132, 132), count=("ok", 2), ldid=("ok", 132, 132),
                                 source="cache", sm_domain=sides())]))
     # The measurement disagrees: the driver's map is published (default), or the probe's.
-    warn_drv = stderr_matches(r"^ldshim: warning: device 0: the probe's map disagrees .*publishing the driver's", 1)
+    warn_drv = stderr_matches(r"^ldshim: warning: topo: device 0: the probe's map disagrees .*publishing the driver's", 1)
     C.append(Case("truth/disagree/driver", "t_driver", args, "truth_driver.policy", env=ptx, wrap=plant(phys=halves),
                   checks=[truth("split", split=("ok", 68, 132), count=("ok", 2), ldid=("ok", 68, 132),
                                 disagree=True, source="driver", sm_domain=sides()), warn_drv]))
     C.append(Case("truth/disagree/probe", "t_driver", args, "truth_probe.policy", env=ptx, wrap=plant(phys=halves),
                   checks=[truth("probe", split=("ok", 68, 132), count=("ok", 2), ldid=("ok", 68, 132),
                                 disagree=True, source="cache", sm_domain=halves),
-                          stderr_matches(r"^ldshim: warning: device 0: .*publishing the probe's", 1)]))
+                          stderr_matches(r"^ldshim: warning: topo: device 0: .*publishing the probe's", 1)]))
     # Only %locality_domain_id disagrees (on SM 0): the split, which agrees, is the driver's map.
     odd = "10" + sides()[2:]
     C.append(Case("truth/disagree/ldid-only", "t_driver", args, "truth_driver.policy",

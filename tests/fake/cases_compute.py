@@ -155,7 +155,7 @@ def cases(a):
                   checks=[lambda r, res: same_as_noshim(r, res, Case("", "t_compute", ["paths"], shim=False))]))
     C.append(Case("compute/paths/spread-in-stock", "t_compute", ["paths"], env={"LDSHIM_COMPUTE": "spread:32"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "green_live": 0},
-                  checks=[stderr_matches(r"^ldshim: warning: compute = spread:32 is ignored in state stock", 1)]))
+                  checks=[stderr_matches(r"^ldshim: warning: config: compute = spread:32 is ignored in state stock", 1)]))
     C.append(Case("compute/paths/all", "t_compute", ["paths"], "compute.policy", env={"LDSHIM_COMPUTE": "all"},
                   wrap=plant1, expect={"null_sms": NSMS, "real_is_green": 0, "topo_bound": 0, "green_live": 0,
                                        "attr_sms": NSMS}))

@@ -47,7 +47,7 @@ def strict_cases():
     C.append(Case("hard/strict/domain-0000000000000019", prog, args, "emulated.policy",
                   env={"LDSHIM_STATE": "memory-only", "LDSHIM_DOMAIN": "0000000000000019"},
                   checks=[_field("domain", want=0),
-                          stderr_matches(r"^ldshim: warning: LDSHIM_DOMAIN=0000000000000019 is not a domain number 0\.\.7", count=1)]))
+                          stderr_matches(r"^ldshim: warning: config: LDSHIM_DOMAIN=0000000000000019 is not a domain number 0\.\.7", count=1)]))
     C.append(Case("hard/strict/domain-0000000000000001", prog, args, "emulated.policy",
                   env={"LDSHIM_STATE": "memory-only", "LDSHIM_DOMAIN": "0000000000000001"},
                   checks=[_field("domain", want=1), ldshim_lines(0, r"LDSHIM_DOMAIN")]))
@@ -61,7 +61,7 @@ def strict_cases():
     C.append(Case("hard/strict/compute-too-long", prog, args, "emulated.policy",
                   env={"LDSHIM_STATE": "full", "LDSHIM_COMPUTE": long_v},
                   checks=[_field("compute_setting", "compute", want="all"),
-                          stderr_matches(r"^ldshim: warning: LDSHIM_COMPUTE is %d bytes long \(the limit is 255\); ignored$"
+                          stderr_matches(r"^ldshim: warning: config: LDSHIM_COMPUTE is %d bytes long \(the limit is 255\); ignored$"
                                          % len(long_v), count=1)]))
     return C
 
@@ -101,7 +101,7 @@ def libcuda_cases(a):
         os.mkfifo(fifo)
     C.append(Case("hard/libcuda/fifo", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
                   env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fifo}, timeout=30, expect={"a_shim": 1},
-                  checks=[stderr_matches(r"^ldshim: warning: LDSHIM_LIBCUDA=\S+fifo\.so cannot be used \(a FIFO, not a "
+                  checks=[stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+fifo\.so cannot be used \(a FIFO, not a "
                                          r"regular file\); using libcuda\.so\.1$", count=1)]))
     # A library that exports cuInit and nothing else the shim needs.
     src, so = os.path.join(d, "cuinit.c"), os.path.join(d, "libcuinit_only.so")
@@ -111,7 +111,7 @@ def libcuda_cases(a):
     if subprocess.run([cc, "-shared", "-fPIC", "-o", so, src]).returncode == 0:
         C.append(Case("hard/libcuda/cuinit-only", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
                       env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": so}, expect={"a_shim": 1},
-                      checks=[stderr_matches(r"^ldshim: warning: LDSHIM_LIBCUDA=\S+ cannot be used \(it exports no "
+                      checks=[stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+ cannot be used \(it exports no "
                                              r"cuDriverGetVersion: not a CUDA driver the shim can use\)", count=1)]))
     else:
         print("skip hard/libcuda/cuinit-only: %s cannot build a shared object" % cc)
@@ -119,7 +119,7 @@ def libcuda_cases(a):
     if os.path.isfile(stub):
         C.append(Case("hard/libcuda/toolkit-stub", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
                       env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": stub}, expect={"a_shim": 1},
-                      checks=[stderr_matches(r"^ldshim: warning: LDSHIM_LIBCUDA=\S+ cannot be used \(its "
+                      checks=[stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+ cannot be used \(its "
                                              r"cuDriverGetVersion fails with error 34: a stub, not a driver\)", count=1)]))
     else:
         print("skip hard/libcuda/toolkit-stub: no %s" % stub)

@@ -96,7 +96,7 @@ def cases(a):
     C.append(Case("place/stock", "t_place", ["all", "8MiB"], "place.policy", env=dict(native, LDSHIM_STATE="stock",
                                                                               T_COUNTS=None),
                   expect=dict(stock_where, alloc_shim=0, pitch_shim=0, counts="0,0,0,0", **kinds()), quiet=True))
-    probe_only = stderr_only(r"^ldshim: warning: (probe: |compute: |rule 'w': falling back)")
+    probe_only = stderr_only(r"^ldshim: warning: (probe: |compute: |alloc: rule 'w': falling back)")
     for x in (0, 1):
         for st in ("memory-only", "full-ld", "mismatch-ld"):
             C.append(Case("place/native/%s/d%d" % (st, x), "t_place", ["all", "8MiB"], "place.policy",

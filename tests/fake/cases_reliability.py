@@ -271,11 +271,11 @@ def options_listed_once(_, res):
     names = option_names()
     if len(names) < 20:
         raise Fail("read only %d option names from shim/options.h" % len(names))
-    listed = [l for l in lines if l.startswith("ldshim: debug: option ")]
+    listed = [l for l in lines if l.startswith("ldshim: debug: config: option ")]
     if len(listed) != len(names):
         raise Fail("%d option lines for %d options" % (len(listed), len(names)))
     for n in names:
-        mine = [l for l in listed if re.match(r"ldshim: debug: option %s(=.* \(set\)| unset \(default: .+\))$" % n, l)]
+        mine = [l for l in listed if re.match(r"ldshim: debug: config: option %s(=.* \(set\)| unset \(default: .+\))$" % n, l)]
         if len(mine) != 1:
             raise Fail("%d lines for %s" % (len(mine), n))
     for want in (r"option LDSHIM_LOG=debug \(set\)$", r"option LDSHIM_STATE=full \(set\)$",
@@ -283,9 +283,24 @@ def options_listed_once(_, res):
                  r"option LDSHIM_PROBE_DUMP unset \(default: none\)$"):
         if not any(re.search(want, l) for l in listed):
             raise Fail("no line /%s/" % want)
-    state = [i for i, l in enumerate(lines) if l.startswith("ldshim: info: state full, backend emulated")]
+    state = [i for i, l in enumerate(lines) if l.startswith("ldshim: info: config: state full, backend emulated")]
     if len(state) != 1 or lines.index(listed[-1]) > state[0]:
         raise Fail("the table does not come once before the state line")
+
+
+def log_subsystems(allowed, need=()):
+    """Every info and debug line carries a subsystem matching `allowed`; the lines of `need`
+    ("debug: alloc", ...) are there, so the filter let something through."""
+    def check(_, res):
+        lines = res.stderr.splitlines()
+        shown = [l for l in lines if re.match(r"ldshim: (info|debug): ", l)]
+        stray = [l for l in shown if not re.match(r"ldshim: (info|debug): (%s): " % allowed, l)]
+        if stray:
+            raise Fail("a line of another subsystem: %s" % stray[0][:200])
+        for n in need:
+            if not any(l.startswith("ldshim: %s: " % n) for l in shown):
+                raise Fail("no 'ldshim: %s:' line" % n)
+    return check
 
 
 def lazy_cases(a):
@@ -309,6 +324,25 @@ def lazy_cases(a):
     C.append(Case("rel/lazy/debug-lists-the-options", "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
                   env={"LDSHIM_LOG": "debug", "LDSHIM_STATE": "full", "LDSHIM_PROBE_DUMP": ""},
                   expect={"first_call_threads": 4}, checks=[options_listed_once]))
+    # LDSHIM_LOG_SUBSYS keeps the info and debug lines of the subsystems it names; warnings
+    # (here a bad LDSHIM_DOMAIN's, subsystem config) are written whatever it says.
+    C.append(Case("rel/log/subsys-keeps-named", "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
+                  env={"LDSHIM_LOG": "debug", "LDSHIM_LOG_SUBSYS": "ALLOC,backend", "LDSHIM_DOMAIN": "99"},
+                  expect={"first_call_threads": 4},
+                  checks=[log_subsystems(r"alloc|backend", need=("debug: alloc", "info: backend")),
+                          stderr_matches(r"^ldshim: warning: config: LDSHIM_DOMAIN=99 is not a domain number", 1)]))
+    C.append(Case("rel/log/subsys-excludes", "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
+                  env={"LDSHIM_LOG": "info", "LDSHIM_LOG_SUBSYS": "^config"}, expect={"first_call_threads": 4},
+                  checks=[log_subsystems(r"(?!config\b)\w+", need=("info: backend",))]))
+    # A value naming no subsystem is refused whole: one warning naming it, every subsystem shown.
+    for tag, val, name in (("unknown", "probe,bogus", "'bogus'"), ("empty-name", "probe,,alloc", "an empty name"),
+                           ("trailing-comma", "alloc,", "an empty name")):
+        C.append(Case("rel/log/subsys-refused/" + tag, "t_stress", ["first-call", 4, "8MiB"], "emulated.policy",
+                      env={"LDSHIM_LOG": "info", "LDSHIM_LOG_SUBSYS": val}, expect={"first_call_threads": 4},
+                      checks=[stderr_matches(r"^ldshim: warning: config: LDSHIM_LOG_SUBSYS (names no subsystem|has) "
+                                             + re.escape(name) + r" \(it takes config,", 1),
+                              stderr_matches(r"^ldshim: warning: config: LDSHIM_LOG_SUBSYS", 1),
+                              stderr_matches(r"^ldshim: info: config: state full", 1)]))
 
     # The same with a per-process report (%p, as ldshim-ab and per_domain.py set it): each of
     # these processes writes its report at exit, and writing it must not read the policy
@@ -337,7 +371,7 @@ def lazy_cases(a):
     C.append(Case("rel/lazy/cuda-reads-the-policy", "t_stress", ["chdir-alloc", "/", "8MiB"],
                   env={"LDSHIM_POLICY": fifo}, wrap=["/bin/sh", "-c", script, "sh", fifo],
                   expect={"opened": 1, "a_shim": 0},
-                  checks=[stderr_matches(r"^ldshim: error: \S+policy\.fifo:0:0: cannot open: a FIFO, not a regular file$")]))
+                  checks=[stderr_matches(r"^ldshim: error: policy: \S+policy\.fifo:0:0: cannot open: a FIFO, not a regular file$")]))
 
     # A relative policy is resolved against the directory the process started in, once.
     C.append(Case("rel/lazy/relative-policy-after-chdir", "t_stress", ["chdir-alloc", "/", "8MiB"],
@@ -345,12 +379,12 @@ def lazy_cases(a):
     # strict: main runs, the program ends with 3 at its first CUDA call.
     C.append(Case("rel/lazy/strict-at-first-call", "t_stress", ["before-cuda", "8MiB"], "strict_bad.policy", rc=3,
                   zero_counts=False, expect={"before": 1},
-                  checks=[stderr_matches(r"^ldshim: error: strict = on: refusing to run with a bad policy \(exit status 3\)$"),
+                  checks=[stderr_matches(r"^ldshim: error: policy: strict = on: refusing to run with a bad policy \(exit status 3\)$"),
                           no_key("after", "the program went on after its first CUDA call")]))
     # 16 threads reach the shim for the first time together: the policy is read once.
     C.append(Case("rel/lazy/first-call-once", "t_stress", ["first-call", 16, "8MiB"], "emulated.policy",
                   env={"LDSHIM_LOG": "info"}, expect={"first_call_threads": 16},
-                  checks=[stderr_matches(r"^ldshim: info: state full, backend emulated, compute all, 3 rule\(s\), policy ", count=1)]))
+                  checks=[stderr_matches(r"^ldshim: info: config: state full, backend emulated, compute all, 3 rule\(s\), policy ", count=1)]))
 
     # A process that never touched CUDA writes no report to the shared path, and a
     # per-process one (%p) says it read no policy.
@@ -427,7 +461,7 @@ def report_cases(a):
         C.append(Case("rel/report/foreign-link", prog, args, "emulated.policy", env={"LDSHIM_REPORT": lnk},
                       wrap=["/bin/sh", "-c", prep, "sh", tgt, lnk], expect={"a_shim": 1},
                       checks=[foreign_untouched,
-                              stderr_matches(r"^ldshim: warning: cannot write report .*: it is a symbolic link owned by uid 65534")]))
+                              stderr_matches(r"^ldshim: warning: report: cannot write report .*: it is a symbolic link owned by uid 65534")]))
     else:
         skip("rel/report/foreign-link", "needs root to make a link owned by another user")
 
@@ -473,7 +507,7 @@ def report_cases(a):
                   wrap=["/bin/sh", "-c", 'rm -f "$1"; mkfifo "$1"; f=$1; shift; "$@"; st=$?; '
                                          'test -p "$f" && echo fifo_kept=1; rm -f "$f"; exit $st', "sh", lone],
                   expect={"a_shim": 1, "fifo_kept": 1}, timeout=30,
-                  checks=[stderr_matches(r"^ldshim: warning: cannot write report \S+lone\.fifo: it is a FIFO without a reader; not written$")]))
+                  checks=[stderr_matches(r"^ldshim: warning: report: cannot write report \S+lone\.fifo: it is a FIFO without a reader; not written$")]))
 
     # Places the report cannot go: the reason is said.
     d5 = os.path.join(private_dir("report-dir"), "adir")
@@ -481,10 +515,10 @@ def report_cases(a):
                   wrap=["/bin/sh", "-c", 'mkdir "$1"; d=$1; shift; "$@"; st=$?; test -d "$d" && echo dir_kept=1; '
                                          'rmdir "$d"; exit $st', "sh", d5],
                   expect={"a_shim": 1, "dir_kept": 1},
-                  checks=[stderr_matches(r"^ldshim: warning: cannot write report \S+: it is a directory; only a regular file")]))
+                  checks=[stderr_matches(r"^ldshim: warning: report: cannot write report \S+: it is a directory; only a regular file")]))
     C.append(Case("rel/report/missing-directory", prog, args, "emulated.policy",
                   env={"LDSHIM_REPORT": "/nonexistent-ldshim-dir/r.json"}, expect={"a_shim": 1},
-                  checks=[stderr_matches(r"^ldshim: warning: cannot write report /nonexistent-ldshim-dir/r\.json: its directory: "
+                  checks=[stderr_matches(r"^ldshim: warning: report: cannot write report /nonexistent-ldshim-dir/r\.json: its directory: "
                                          r"No such file or directory$")]))
 
     # Longer than the shim keeps: refused with a warning, nothing written anywhere (the old
@@ -511,13 +545,13 @@ def report_cases(a):
     C.append(Case("rel/report/too-long", prog, args, "emulated.policy", env={"LDSHIM_REPORT": longp},
                   expect={"a_shim": 1},
                   checks=[nothing_written,
-                          stderr_matches(r"^ldshim: warning: LDSHIM_REPORT is %d bytes long \(the limit is 4095\); ignored$"
+                          stderr_matches(r"^ldshim: warning: config: LDSHIM_REPORT is %d bytes long \(the limit is 4095\); ignored$"
                                          % len(longp), count=1)]))
     # %p expanded past the limit is refused the same way.
     C.append(Case("rel/report/too-long-after-expansion", prog, args, "emulated.policy",
                   env={"LDSHIM_REPORT": d6 + "/" + "%p" * 1500}, expect={"a_shim": 1},
                   checks=[nothing_written,
-                          stderr_matches(r"^ldshim: warning: cannot write report .*: (the path is longer than 4095 bytes|"
+                          stderr_matches(r"^ldshim: warning: report: cannot write report .*: (the path is longer than 4095 bytes|"
                                          r"File name too long)$")]))
 
     # A policy path that is not UTF-8: the report is still JSON that json.load reads.
@@ -551,7 +585,7 @@ def report_cases(a):
             raise Fail("a control or invalid byte reached stderr")
     C.append(Case("rel/report/non-utf8-policy-error", prog, args, None,
                   env={"LDSHIM_POLICY": bad_odd, "LDSHIM_REPORT": r8}, expect={"a_shim": 0},
-                  checks=[bad_odd_json, stderr_matches(r"^ldshim: error: \S+bad\?\?\.policy:1:1: unknown key 'bogus'")]))
+                  checks=[bad_odd_json, stderr_matches(r"^ldshim: error: policy: \S+bad\?\?\.policy:1:1: unknown key 'bogus'")]))
     FIG["report_cases"] += len(C)
     return C
 
@@ -667,6 +701,8 @@ BAD_ENV = [
     ("LDSHIM_MLOPART_TIMEOUT_MS", "-5"), ("LDSHIM_MLOPART_TIMEOUT_MS", "99999999999999999999"),
     ("LDSHIM_MLOPART_HELPER", "/nonexistent"), ("LDSHIM_LIBCUDA", "/nonexistent/libcuda.so.1"),
     ("LDSHIM_LIBCUDA", "libm.so.6"), ("LDSHIM_LIBCUDA", "/dev/zero"), ("XDG_CACHE_HOME", ""), ("HOME", ""),
+    ("LDSHIM_LOG_SUBSYS", "bogus"), ("LDSHIM_LOG_SUBSYS", "\x1b[31m"), ("LDSHIM_LOG_SUBSYS", "^"),
+    ("LDSHIM_LOG_SUBSYS", "p" * 2000),
 ]
 BAD_ENV_ALL = {k: v for k, v in BAD_ENV if k not in ("LDSHIM_POLICY", "LDSHIM_REPORT", "LDSHIM_CACHE_DIR")}
 
@@ -708,7 +744,7 @@ def misc_cases(a):
         C.append(Case("rel/libcuda/%s/stock" % tag, "t_driver", ["stock", "8MiB", "1MiB"], "emulated.policy",
                       env={"LDSHIM_STATE": "stock", "LDSHIM_LIBCUDA": lib},
                       checks=[lambda r, res, b=base: same_as_noshim(r, res, b),
-                              stderr_matches(r"^ldshim: warning: LDSHIM_LIBCUDA=\S+ cannot be used .*; using libcuda\.so\.1$",
+                              stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+ cannot be used .*; using libcuda\.so\.1$",
                                              count=1)]))
         C.append(Case("rel/libcuda/%s/full" % tag, "t_stress", ["chdir-alloc", "/", "8MiB"], "emulated.policy",
                       env={"LDSHIM_LIBCUDA": lib}, expect={"a_shim": 1}))

@@ -410,7 +410,7 @@ def cases(a):
                   checks=[out_at_least("free_syncs", 1)]))
 
     # ipc/: legacy IPC refused on shim memory with a message naming the rule.
-    ipc_rule = stderr_matches(r"^ldshim: warning: cuIpcGetMemHandle\(0x[0-9a-f]+\): memory placed by rule 'weights' ")
+    ipc_rule = stderr_matches(r"^ldshim: warning: interpose: cuIpcGetMemHandle\(0x[0-9a-f]+\): memory placed by rule 'weights' ")
     C.append(Case("ipc/noshim", "t_driver", ["ipc", "8MiB", "1MiB"], shim=False,
                   expect={"t_shim": 0, "ipc_tagged": 0, "ipc_untagged": 0}))
     C.append(Case("ipc/driver", "t_driver", ["ipc", "8MiB", "1MiB"], "emulated.policy",
@@ -485,16 +485,16 @@ def cases(a):
     # bad-policy/: bad policies.
     C.append(Case("bad-policy/bad-syntax", "t_driver", ["alloc", "link", "8MiB"], "bad_syntax.policy",
                   expect={"a_shim": 0, "a_domains": -1},
-                  checks=[ldshim_lines(1, r"^ldshim: error: \S+:\d+:\d+: "),
-                          stderr_matches(r"^ldshim: error: \S*bad_syntax\.policy:5:1[34]: \S")]))
+                  checks=[ldshim_lines(1, r"^ldshim: error: policy: \S+:\d+:\d+: "),
+                          stderr_matches(r"^ldshim: error: policy: \S*bad_syntax\.policy:5:1[34]: \S")]))
     C.append(Case("bad-policy/strict", "t_driver", ["alloc", "link", "8MiB"], "strict_bad.policy", rc=3,
                   zero_counts=False,
-                  checks=[stderr_matches(r"^ldshim: error: \S*strict_bad\.policy:6:\d+: \S"),
+                  checks=[stderr_matches(r"^ldshim: error: policy: \S*strict_bad\.policy:6:\d+: \S"),
                           no_stdout]))
     C.append(Case("bad-policy/missing", "t_driver", ["alloc", "link", "8MiB"], "/nonexistent/ldshim-test.policy",
                   expect={"a_shim": 0, "a_domains": -1},
-                  checks=[ldshim_lines(1, r"^ldshim: error: \S+:\d+:\d+: "),
-                          stderr_matches(r"^ldshim: error: /nonexistent/ldshim-test\.policy:0:0: ")]))
+                  checks=[ldshim_lines(1, r"^ldshim: error: policy: \S+:\d+:\d+: "),
+                          stderr_matches(r"^ldshim: error: policy: /nonexistent/ldshim-test\.policy:0:0: ")]))
 
     # report/: the report.
     C.append(Case("report/written", "t_driver", ["reuse", "8MiB", 3], "emulated.policy",

@@ -66,7 +66,7 @@ rc=$?
 check "renamed copy of the shim: t_driver exits 0" test $rc -eq 0
 check "renamed copy: slices from the mlopart backend" grep -qx 'r_backend=mlopart' "$tmp/copy.out"
 check "renamed copy: exactly one helper started" test "$(grep -c 'mlopart: GPU-.*ready' "$tmp/copy.err")" -eq 1
-check "renamed copy: no shim ran inside the helper" test "$(grep -c 'ldshim: info: state ' "$tmp/copy.err")" -eq 1
+check "renamed copy: no shim ran inside the helper" test "$(grep -c 'ldshim: info: config: state ' "$tmp/copy.err")" -eq 1
 left=1
 for i in 1 2 3 4 5 6 7 8 9 10; do
   n=0

@@ -211,19 +211,19 @@ static int helper_pid(void) {
 /* Map `n` handles side by side, as the shim's vmm does. */
 static CUdeviceptr map_handles(CUmemGenericAllocationHandle *h, int n) {
     CUdeviceptr base = 0;
-    if (drv->cuMemAddressReserve(&base, n * SLICE, 0, 0, 0) != CUDA_SUCCESS) return 0;
+    if (drv->pfn_cuMemAddressReserve(&base, n * SLICE, 0, 0, 0) != CUDA_SUCCESS) return 0;
     for (int i = 0; i < n; i++)
-        if (drv->cuMemMap(base + i * SLICE, SLICE, 0, h[i], 0) != CUDA_SUCCESS) return 0;
+        if (drv->pfn_cuMemMap(base + i * SLICE, SLICE, 0, h[i], 0) != CUDA_SUCCESS) return 0;
     CUmemAccessDesc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    if (drv->cuMemSetAccess(base, n * SLICE, &a, 1) != CUDA_SUCCESS) return 0;
+    if (drv->pfn_cuMemSetAccess(base, n * SLICE, &a, 1) != CUDA_SUCCESS) return 0;
     return base;
 }
 
 static void unmap_handles(CUdeviceptr base, CUmemGenericAllocationHandle *h, int n) {
-    drv->cuMemUnmap(base, n * SLICE);
-    drv->cuMemAddressFree(base, n * SLICE);
-    for (int i = 0; i < n; i++) drv->cuMemRelease(h[i]);
+    drv->pfn_cuMemUnmap(base, n * SLICE);
+    drv->pfn_cuMemAddressFree(base, n * SLICE);
+    for (int i = 0; i < n; i++) drv->pfn_cuMemRelease(h[i]);
 }
 
 static void assert_fake_empty(void) {
@@ -542,7 +542,7 @@ static void test_cross_process(void) {
     waitpid(c, &st, 0);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CUmemGenericAllocationHandle mh = 0;
-    CU_ASSERT_EQUAL_FATAL(drv->cuMemImportFromShareableHandle(&mh, (void *)(intptr_t)fd,
+    CU_ASSERT_EQUAL_FATAL(drv->pfn_cuMemImportFromShareableHandle(&mh, (void *)(intptr_t)fd,
                                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
     close(fd);
     CUdeviceptr base = map_handles(&mh, 1);
@@ -633,7 +633,7 @@ static void *hammer(void *arg) {
         char w[128];
         if (ld_backend_mlopart.create(drv, 0, i & 1, SLICE, &h, w, sizeof w) == CUDA_SUCCESS) {
             t->ok++;
-            drv->cuMemRelease(h);
+            drv->pfn_cuMemRelease(h);
         } else {
             t->fail++;
         }
@@ -678,7 +678,7 @@ static void test_transient_error(void) {
     CU_ASSERT_EQUAL(create(0, &h), CUDA_ERROR_OUT_OF_MEMORY);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "out of memory"));
     CU_ASSERT_EQUAL(create(0, &h), CUDA_SUCCESS);
-    drv->cuMemRelease(h);
+    drv->pfn_cuMemRelease(h);
     CU_ASSERT_EQUAL(err_lines("failed: test hook"), 1);
     CU_ASSERT_EQUAL(err_lines("backend off"), 0);
     end();
@@ -804,7 +804,7 @@ static void test_server_not_ready(void) {
     free(saved);
     CUmemGenericAllocationHandle h;
     CU_ASSERT_EQUAL(create(1, &h), CUDA_SUCCESS);
-    drv->cuMemRelease(h);
+    drv->pfn_cuMemRelease(h);
     end();
 }
 
@@ -830,7 +830,7 @@ static void test_fork_child_forgets(void) {
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CUmemGenericAllocationHandle h;
     CU_ASSERT_EQUAL(create(0, &h), CUDA_SUCCESS);
-    drv->cuMemRelease(h);
+    drv->pfn_cuMemRelease(h);
     CU_ASSERT(file_has(g_log, "client: quit") == 0);
     end();
 }
@@ -891,7 +891,7 @@ static void register_tests(void) {
     setenv("FAKE_CUDA_FAIL", "cuMemImportFromShareableHandle:1:1,cuMemImportFromShareableHandle:3:1", 1);
     ld_log_init();
     drv = ld_driver();
-    if (!drv || drv->cuInit(0) != CUDA_SUCCESS || !getenv("LDSHIM_MLOPART_HELPER")) {
+    if (!drv || drv->pfn_cuInit(0) != CUDA_SUCCESS || !getenv("LDSHIM_MLOPART_HELPER")) {
         fprintf(stderr, "test_mlopart: needs the fake driver on LD_LIBRARY_PATH and "
                         "LDSHIM_MLOPART_HELPER / LDSHIM_MPS_CONTROL (run `make test-mlopart`)\n");
         exit(2);

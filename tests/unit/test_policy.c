@@ -1074,7 +1074,7 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(run_cli("--help", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ldshim-policy check FILE..."));
     /* The message format --help shows is the one `check` prints (issue 41). */
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "'ldshim: error: FILE:LINE:COL: what was expected'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "'ldshim: error: policy: FILE:LINE:COL: what was expected'"));
     {
         /* A file name with an escape sequence and a newline: shown as \xNN, never raw. */
         char dir[] = "/tmp/ldshim_cli_esc.XXXXXX", path[128], args[300];
@@ -1114,7 +1114,7 @@ static void test_cli(void) {
     write_file(path, "state = full\r\n", 14);
     snprintf(args, sizeof args, "check policy/examples/moe.policy '%s'", path);
     CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
-    snprintf(want, sizeof want, "ldshim: error: %s:1:13: expected LF line endings, found CR\n", path);
+    snprintf(want, sizeof want, "ldshim: error: policy: %s:1:13: expected LF line endings, found CR\n", path);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "moe.policy: ok"));   /* the good file is still checked */
     snprintf(path, sizeof path, "%s/none.policy", dir);

@@ -5,6 +5,7 @@
 #include "shim/pool.h"
 #include "shim/registry.h"
 #include "shim/image.h"
+#include "shim/log.h"
 #include "shim/topology.h"
 #include "shim/vmm.h"
 
@@ -102,13 +103,13 @@ static void reset_mock(void) {
 
 static int setup(void) {
     memset(&mock, 0, sizeof mock);
-    mock.cuMemAddressReserve = m_reserve;
-    mock.cuMemAddressFree = m_afree;
-    mock.cuMemRelease = m_release;
-    mock.cuMemMap = m_map;
-    mock.cuMemUnmap = m_unmap;
-    mock.cuMemSetAccess = m_access;
-    mock.cuGetErrorName = m_errname;
+    mock.pfn_cuMemAddressReserve = m_reserve;
+    mock.pfn_cuMemAddressFree = m_afree;
+    mock.pfn_cuMemRelease = m_release;
+    mock.pfn_cuMemMap = m_map;
+    mock.pfn_cuMemUnmap = m_unmap;
+    mock.pfn_cuMemSetAccess = m_access;
+    mock.pfn_cuGetErrorName = m_errname;
     (void)ld_driver_mock;
     ld_policy_init(&ld_cfg.policy);
     memset(&dev0, 0, sizeof dev0);
@@ -1009,11 +1010,11 @@ static CUresult m_exchange(CUstreamCaptureMode *m) {
     return CUDA_SUCCESS;
 }
 static void ctx_mock(int on) {
-    mock.cuCtxGetCurrent = on ? m_getcur : NULL;
-    mock.cuCtxPushCurrent_v2 = on ? m_push : NULL;
-    mock.cuCtxPopCurrent_v2 = on ? m_pop : NULL;
-    mock.cuCtxSynchronize = on ? m_sync : NULL;
-    mock.cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
+    mock.pfn_cuCtxGetCurrent = on ? m_getcur : NULL;
+    mock.pfn_cuCtxPushCurrent_v2 = on ? m_push : NULL;
+    mock.pfn_cuCtxPopCurrent_v2 = on ? m_pop : NULL;
+    mock.pfn_cuCtxSynchronize = on ? m_sync : NULL;
+    mock.pfn_cuThreadExchangeStreamCaptureMode = on ? m_exchange : NULL;
     cur_ctx = NULL;
     depth = pushes = pops = syncs = exchanges = fail_exchange = 0;
     thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -1114,12 +1115,62 @@ static void test_own_calls(void) {
     CU_ASSERT_EQUAL(thread_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
 
     /* a driver without the entry: nothing to relax, nothing called */
-    mock.cuThreadExchangeStreamCaptureMode = NULL;
+    mock.pfn_cuThreadExchangeStreamCaptureMode = NULL;
     ld_own_calls_begin(&oc, &mock);
     CU_ASSERT_EQUAL(ld_own_calls_push(&oc, A), 0);
     ld_own_calls_end(&oc);
     CU_ASSERT_PTR_EQUAL(cur_ctx, B);
     ctx_mock(0);
+}
+
+/* LDSHIM_LOG_SUBSYS's reading: names and `all`, any case, `^` inverts; an unknown or empty
+ * name refuses the whole value and leaves the mask as it was. */
+static void test_log_subsys(void) {
+    unsigned m = 0;
+    char bad[80];
+    CU_ASSERT_EQUAL(ld_log_parse_subsys("probe", &m, bad, sizeof bad), 0);
+    CU_ASSERT_EQUAL(m, LD_SUB_PROBE);
+    CU_ASSERT_EQUAL(ld_log_parse_subsys("Probe,ALLOC,topo", &m, bad, sizeof bad), 0);
+    CU_ASSERT_EQUAL(m, LD_SUB_PROBE | LD_SUB_ALLOC | LD_SUB_TOPO);
+    CU_ASSERT_EQUAL(ld_log_parse_subsys("all", &m, bad, sizeof bad), 0);
+    CU_ASSERT_EQUAL(m, LD_SUB_ALL);
+    CU_ASSERT_EQUAL(ld_log_parse_subsys("^config,policy", &m, bad, sizeof bad), 0);
+    CU_ASSERT_EQUAL(m, LD_SUB_ALL & ~(LD_SUB_CONFIG | LD_SUB_POLICY));
+    CU_ASSERT_EQUAL(ld_log_parse_subsys("^all", &m, bad, sizeof bad), 0);
+    CU_ASSERT_EQUAL(m, 0);
+    static const struct { const char *s, *bad; } refused[] = {
+        {"bogus", "bogus"}, {"probe,bogus", "bogus"}, {"probe,,alloc", ""}, {"alloc,", ""}, {",alloc", ""},
+        {"^", ""}, {"^^probe", "^probe"}, {"probe ", "probe "}, {"prob", "prob"}, {"probes", "probes"},
+        {"al", "al"}, {"^^", "^"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        m = 12345;
+        strcpy(bad, "unset");
+        CU_ASSERT_EQUAL(ld_log_parse_subsys(refused[i].s, &m, bad, sizeof bad), -1);
+        CU_ASSERT_EQUAL(m, 12345);
+        CU_ASSERT_STRING_EQUAL(bad, refused[i].bad);
+    }
+    /* Every subsystem has its own name, and a line's tag is that name. */
+    for (unsigned b = 1; b & LD_SUB_ALL; b <<= 1) {
+        CU_ASSERT_EQUAL(ld_log_parse_subsys(ld_log_subsys_name(b), &m, bad, sizeof bad), 0);
+        CU_ASSERT_EQUAL(m, b);
+    }
+    CU_ASSERT_STRING_EQUAL(ld_log_subsys_name(LD_SUB_PROBE | LD_SUB_ALLOC), "?");
+    CU_ASSERT_STRING_EQUAL(ld_log_subsys_name(0), "?");
+    /* The filter: info and debug lines by subsystem, errors and warnings always. */
+    int level = ld_log_level;
+    unsigned subsys = ld_log_subsys;
+    ld_log_level = LD_LOG_DEBUG;
+    ld_log_subsys = LD_SUB_PROBE;
+    CU_ASSERT_TRUE(ld_log_on(LD_LOG_DEBUG, LD_SUB_PROBE));
+    CU_ASSERT_FALSE(ld_log_on(LD_LOG_INFO, LD_SUB_ALLOC));
+    CU_ASSERT_FALSE(ld_log_on(LD_LOG_DEBUG, LD_SUB_ALLOC));
+    CU_ASSERT_TRUE(ld_log_on(LD_LOG_WARN, LD_SUB_ALLOC));
+    CU_ASSERT_TRUE(ld_log_on(LD_LOG_ERROR, LD_SUB_ALLOC));
+    ld_log_level = LD_LOG_WARN;
+    CU_ASSERT_FALSE(ld_log_on(LD_LOG_INFO, LD_SUB_PROBE));
+    ld_log_level = level;
+    ld_log_subsys = subsys;
 }
 
 static void register_tests(void) {
@@ -1146,6 +1197,7 @@ static void register_tests(void) {
     CU_add_test(s, "vmm: registered create and free, refusal, a dying context's ranges", test_vmm_alloc_free);
     CU_add_test(s, "driver: own calls relax the capture mode and push a context, then undo both", test_own_calls);
     CU_add_test(s, "topology: image scan for the symbol", test_image_scan);
+    CU_add_test(s, "log: LDSHIM_LOG_SUBSYS parsed whole; filters info and debug only", test_log_subsys);
 }
 
 #include "tests/unit/cunit_main.h"

@@ -92,19 +92,19 @@ static int crash(const ld_driver_t *drv, int dev, size_t slice) {
     r = ld_backend_mlopart.create(drv, dev, 1, slice, &h2, why, sizeof why);
     CHECK(r != CUDA_SUCCESS, "create() after the helper was killed succeeded");
     if (r != CUDA_SUCCESS) printf("PASS crash: create() after SIGKILL of helper %d fails: %s (%s)\n", hp, ld_cu_errname(r), why);
-    else drv->cuMemRelease(h2);
+    else drv->pfn_cuMemRelease(h2);
     r = ld_backend_mlopart.create(drv, dev, 1, slice, &h2, why, sizeof why);
     CHECK(r != CUDA_SUCCESS, "the backend did not stay off after the crash");
     /* Memory imported before the crash belongs to this process now. */
     CUdeviceptr base = 0;
-    CU(drv->cuMemAddressReserve(&base, slice, 0, 0, 0));
-    CU(drv->cuMemMap(base, slice, 0, h, 0));
+    CU(drv->pfn_cuMemAddressReserve(&base, slice, 0, 0, 0));
+    CU(drv->pfn_cuMemMap(base, slice, 0, h, 0));
     CUmemAccessDesc a;
     memset(&a, 0, sizeof a);
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a.location.id = dev;
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(drv->cuMemSetAccess(base, slice, &a, 1));
+    CU(drv->pfn_cuMemSetAccess(base, slice, &a, 1));
     uint32_t *p = (uint32_t *)(uintptr_t)base;
     fill<<<264, 256>>>(p, slice / 4, 77u);
     unsigned long long *dbad, kbad = 1;
@@ -115,9 +115,9 @@ static int crash(const ld_driver_t *drv, int dev, size_t slice) {
     RT(cudaFree(dbad));
     CHECK(kbad == 0, "slice imported before the crash reads back wrong: %llu words", kbad);
     if (!kbad) printf("PASS crash: the slice imported before the crash still works\n");
-    CU(drv->cuMemUnmap(base, slice));
-    CU(drv->cuMemAddressFree(base, slice));
-    CU(drv->cuMemRelease(h));
+    CU(drv->pfn_cuMemUnmap(base, slice));
+    CU(drv->pfn_cuMemAddressFree(base, slice));
+    CU(drv->pfn_cuMemRelease(h));
     ld_backend_mlopart.shutdown(0);
     return 0;
 }
@@ -144,14 +144,14 @@ static int cycle(const ld_driver_t *drv, int dev, size_t slice, size_t free0) {
     }
     CUdeviceptr base = 0;
     size_t bytes = nd * slice;
-    CU(drv->cuMemAddressReserve(&base, bytes, 0, 0, 0));
-    for (int d = 0; d < nd; d++) CU(drv->cuMemMap(base + d * slice, slice, 0, h[d], 0));
+    CU(drv->pfn_cuMemAddressReserve(&base, bytes, 0, 0, 0));
+    for (int d = 0; d < nd; d++) CU(drv->pfn_cuMemMap(base + d * slice, slice, 0, h[d], 0));
     CUmemAccessDesc a;
     memset(&a, 0, sizeof a);
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a.location.id = dev;
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU(drv->cuMemSetAccess(base, bytes, &a, 1));
+    CU(drv->pfn_cuMemSetAccess(base, bytes, &a, 1));
 
     uint32_t *p = (uint32_t *)(uintptr_t)base;
     size_t words = bytes / 4;
@@ -174,9 +174,9 @@ static int cycle(const ld_driver_t *drv, int dev, size_t slice, size_t free0) {
     CHECK(kbad == 0, "cudaMemcpy-written words seen wrong by a kernel: %llu of %zu", kbad, words);
     if (!bad && !kbad) printf("PASS bytes: %zu MiB over %d helper slices written/read by kernel and cudaMemcpy\n", bytes / MiB, nd);
 
-    CU(drv->cuMemUnmap(base, bytes));
-    CU(drv->cuMemAddressFree(base, bytes));
-    for (int d = 0; d < nd; d++) CU(drv->cuMemRelease(h[d]));
+    CU(drv->pfn_cuMemUnmap(base, bytes));
+    CU(drv->pfn_cuMemAddressFree(base, bytes));
+    for (int d = 0; d < nd; d++) CU(drv->pfn_cuMemRelease(h[d]));
     ld_backend_mlopart.shutdown(0);
 
     /* The helper's MPS server goes away asynchronously: poll for the baseline. */
