@@ -13,22 +13,8 @@
 #include "policy/policy.h"
 #include "shim/file.h"
 
-/* The message for errno e. NOTES: the shim reads the policy at a program's first CUDA call,
- * possibly while another thread holds the dynamic loader's lock and waits for us; the
- * localized strerror may load translation and conversion modules (dlopen), so prefer the
- * untranslated text where glibc has it. */
-static const char *err_text(int e) {
-#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
-#if __GLIBC_PREREQ(2, 32)
-    const char *s = strerrordesc_np(e);
-    if (s) return s;
-#endif
-#endif
-    return strerror(e);
-}
-
 static int io_fail(const char *path, const char *what, int e, char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "%s:0:0: %s: %s", path, what, err_text(e));
+    if (err && errlen) snprintf(err, errlen, "%s:0:0: %s: %s", path, what, ld_file_errtext(e));
     return -1;
 }
 

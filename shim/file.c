@@ -18,7 +18,7 @@
 
 /* Untranslated error text: the shim may get here while another thread holds the dynamic
  * loader's lock, and a localized strerror may load translation modules (dlopen). */
-static const char *err_text(int e) {
+const char *ld_file_errtext(int e) {
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 32)
     const char *s = strerrordesc_np(e);
@@ -58,7 +58,7 @@ const char *ld_file_printable(const char *s, char *out, size_t n) {
 
 static int dir_is_ours(int dfd, char *why, size_t wn) {
     struct stat st;
-    if (fstat(dfd, &st) != 0) { WHY("%s", err_text(errno)); return -1; }
+    if (fstat(dfd, &st) != 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
     if (!S_ISDIR(st.st_mode)) { WHY("not a directory"); errno = ENOTDIR; return -1; }
     if (st.st_uid != geteuid()) {
         WHY("the directory is owned by uid %u, not by this user (uid %u); not trusted", (unsigned)st.st_uid,
@@ -80,7 +80,7 @@ static int dir_is_ours(int dfd, char *why, size_t wn) {
 static int dir_is_parent(int dfd, unsigned flags, char *why, size_t wn) {
     if (flags & LD_FILE_TRUSTED) return dir_is_ours(dfd, why, wn);
     struct stat st;
-    if (fstat(dfd, &st) != 0) { WHY("%s", err_text(errno)); return -1; }
+    if (fstat(dfd, &st) != 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
     int others = (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_uid != geteuid());
     if (others && !(st.st_mode & S_ISVTX)) {
         WHY("the directory is writable by %s without the sticky bit (mode %04o); not written there",
@@ -125,12 +125,12 @@ int ld_file_open_dir(const char *path, unsigned flags, char *why, size_t wn) {
         }
         errno = ENOENT;
     }
-    if (dfd < 0 && errno == ENOENT && (flags & LD_FILE_EXISTING)) { WHY("%s", err_text(ENOENT)); return -1; }
+    if (dfd < 0 && errno == ENOENT && (flags & LD_FILE_EXISTING)) { WHY("%s", ld_file_errtext(ENOENT)); return -1; }
     if (dfd < 0 && errno == ENOENT) {
         if (flags & LD_FILE_MKDIR) {
-            if (make_parents(path) != 0 && errno != EEXIST) { WHY("cannot create it: %s", err_text(errno)); return -1; }
+            if (make_parents(path) != 0 && errno != EEXIST) { WHY("cannot create it: %s", ld_file_errtext(errno)); return -1; }
         } else if (mkdir(path, (flags & LD_FILE_SHARED) ? 0755 : 0700) != 0 && errno != EEXIST) {
-            WHY("cannot create it: %s", err_text(errno));
+            WHY("cannot create it: %s", ld_file_errtext(errno));
             return -1;
         }
         dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -140,7 +140,7 @@ int ld_file_open_dir(const char *path, unsigned flags, char *why, size_t wn) {
         struct stat st;
         if ((e == ELOOP || e == ENOTDIR) && lstat(path, &st) == 0)
             WHY("it is %s, not a directory; not followed", ld_file_kind(st.st_mode));
-        else WHY("%s", err_text(e));
+        else WHY("%s", ld_file_errtext(e));
         errno = e;
         return -1;
     }
@@ -172,14 +172,14 @@ static int open_parent(const char *path, unsigned flags, const char **base, int 
     if (!**base) { WHY("no file name (the path ends in '/')"); errno = EISDIR; return -1; }
     if (strlen(*base) > 255) { WHY("the file name is longer than 255 bytes"); errno = ENAMETOOLONG; return -1; }
     if ((flags & LD_FILE_MKDIR) && make_parents(dir) != 0 && errno != EEXIST) {
-        WHY("cannot create its directory: %s", err_text(errno));
+        WHY("cannot create its directory: %s", ld_file_errtext(errno));
         return -1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
         int e = errno;
         *absent = e == ENOENT || e == ENOTDIR;
-        WHY("its directory: %s", err_text(e));
+        WHY("its directory: %s", ld_file_errtext(e));
         errno = e;
         return -1;
     }
@@ -190,7 +190,7 @@ static int open_parent(const char *path, unsigned flags, const char **base, int 
 
 static int check_opened(int fd, size_t cap, unsigned flags, off_t *size, char *why, size_t wn) {
     struct stat st;
-    if (fstat(fd, &st) != 0) { WHY("%s", err_text(errno)); return -1; }
+    if (fstat(fd, &st) != 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
     if (!S_ISREG(st.st_mode)) {
         WHY("%s, not a regular file", ld_file_kind(st.st_mode));
         errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
@@ -232,7 +232,7 @@ static int open_read(const char *path, size_t cap, unsigned flags, off_t *size, 
         *absent = e == ENOENT;
         if (e == ELOOP && (flags & LD_FILE_TRUSTED)) WHY("a symbolic link; not trusted");
         else if (e == ENXIO) WHY("a socket or a device without a driver, not a regular file");
-        else WHY("%s", err_text(e));
+        else WHY("%s", ld_file_errtext(e));
         errno = e;
         return -1;
     }
@@ -264,7 +264,7 @@ int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned fla
     for (;;) {
         ssize_t k = read(fd, buf + got, cap + 1 - got);
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { WHY("%s", err_text(errno)); return -1; }
+        if (k < 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
         if (k == 0) break;
         got += (size_t)k;
         if (got > cap) { WHY("it grew past the limit of %zu bytes while it was read", cap); errno = EFBIG; return -1; }
@@ -324,7 +324,7 @@ int ld_file_read(const char *path, size_t cap, size_t line_cap, unsigned flags, 
         buf = nb;
         ssize_t k = read(fd, buf + got, room - got);
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { WHY("%s", err_text(errno)); rc = -1; break; }
+        if (k < 0) { WHY("%s", ld_file_errtext(errno)); rc = -1; break; }
         if (k == 0) break;
         got += (size_t)k;
         if (got == room) {
@@ -384,7 +384,7 @@ static int write_stream(int dfd, const char *name, const struct stat *want, cons
     if (fd < 0) {
         int e = errno;
         if (e == ENXIO) WHY("it is a FIFO without a reader; not written");
-        else WHY("%s", err_text(e));
+        else WHY("%s", ld_file_errtext(e));
         errno = e;
         return -1;
     }
@@ -399,7 +399,7 @@ static int write_stream(int dfd, const char *name, const struct stat *want, cons
     int rc = write_all(fd, data, n);
     int e = errno;
     close(fd);
-    if (rc) WHY("%s", err_text(e));
+    if (rc) WHY("%s", ld_file_errtext(e));
     errno = e;
     return rc;
 }
@@ -437,7 +437,7 @@ int ld_file_write_at(int dfd, const char *name, const void *data, size_t len, un
             return -1;
         }
     } else if (errno != ENOENT) {
-        WHY("%s", err_text(errno));
+        WHY("%s", ld_file_errtext(errno));
         return -1;
     }
     /* A temporary of our own (O_EXCL: a name planted meanwhile is never opened), then rename. */
@@ -454,14 +454,14 @@ int ld_file_write_at(int dfd, const char *name, const void *data, size_t len, un
                     (flags & LD_FILE_PRIVATE) ? 0600 : 0644);
         if (fd < 0 && errno != EEXIST) break;
     }
-    if (fd < 0) { WHY("cannot create a temporary file beside it: %s", err_text(errno)); return -1; }
+    if (fd < 0) { WHY("cannot create a temporary file beside it: %s", ld_file_errtext(errno)); return -1; }
     int e = write_all(fd, data, len) ? errno : 0;
     if (!e && (flags & LD_FILE_SYNC) && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
     if (!e && renameat(dfd, tmp, dfd, name) != 0) e = errno;
     if (e) {
         unlinkat(dfd, tmp, 0);
-        WHY("%s", err_text(e));
+        WHY("%s", ld_file_errtext(e));
         errno = e;
         return -1;
     }
@@ -486,7 +486,7 @@ int ld_file_write(const char *path, const void *data, size_t len, unsigned flags
 int ld_file_copy_at(int sdfd, const char *name, int ddfd, const char *dname, size_t cap, unsigned flags,
                     char *why, size_t wn) {
     int fd = openat(sdfd, name, RD_FLAGS | O_NOFOLLOW);
-    if (fd < 0) { WHY("%s", err_text(errno)); return -1; }
+    if (fd < 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
     if (check_opened(fd, cap, 0, NULL, why, wn) != 0) { close(fd); return -1; }
     char *buf = malloc(cap + 1);
     size_t len = 0;
@@ -509,7 +509,7 @@ int ld_file_create(const char *path, unsigned flags, char *why, size_t wn) {
                     (flags & LD_FILE_PRIVATE) ? 0600 : 0644);
     int e = errno;
     if (fd < 0 && e == EEXIST) WHY("it exists already; a new file was expected");
-    else if (fd < 0 && e != EPERM) WHY("%s", err_text(e));
+    else if (fd < 0 && e != EPERM) WHY("%s", ld_file_errtext(e));
     close(dfd);
     errno = e;
     return fd;

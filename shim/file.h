@@ -68,6 +68,10 @@ int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned fla
 /* 0 if `path` is a regular file that could be read (the check before dlopen), -1 with why. */
 int ld_file_check_regular(const char *path, char *why, size_t wn);
 
+/* The untranslated text of errno e: callers may run while another thread holds the dynamic
+ * loader's lock, and a localized strerror may dlopen translation modules. Thread-safe. */
+const char *ld_file_errtext(int e);
+
 /* Write `len` bytes to `path` as described above. 0, or -1 with `why`. */
 int ld_file_write(const char *path, const void *data, size_t len, unsigned flags, char *why, size_t wn);
 
