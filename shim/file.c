@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,20 +361,53 @@ int ld_file_read(const char *path, size_t cap, size_t line_cap, unsigned flags, 
 
 /* ---- writing ----------------------------------------------------------------------- */
 
+static long ms_until(const struct timespec *end) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(end->tv_sec - now.tv_sec) * 1000L + (end->tv_nsec - now.tv_nsec) / 1000000L;
+}
+
+/* SIGPIPE is blocked in the calling thread while it writes: a reader that goes away (a report
+ * sent to `| head`, from the exit handler) must cost the report, never the program's life or
+ * its exit status. A SIGPIPE this write raised is taken back; one the program had pending
+ * already stays. One deadline for the whole write, so a reader that takes a little at a time
+ * cannot stretch it past STREAM_WAIT_MS. */
 static int write_all(int fd, const char *data, size_t n) {
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE) == 1;
+    int masked = pthread_sigmask(SIG_BLOCK, &pipe_set, &old) == 0;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += STREAM_WAIT_MS / 1000;
+    end.tv_nsec += (long)(STREAM_WAIT_MS % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) { end.tv_sec++; end.tv_nsec -= 1000000000L; }
+    int rc = 0, e = 0;
     size_t off = 0;
     while (off < n) {
         ssize_t w = write(fd, data + off, n - off);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == EAGAIN) {        /* a FIFO whose reader is slow */
+            long left = ms_until(&end);
             struct pollfd pf = { .fd = fd, .events = POLLOUT };
-            if (poll(&pf, 1, STREAM_WAIT_MS) <= 0) { errno = EAGAIN; return -1; }
+            if (left <= 0 || poll(&pf, 1, (int)left) <= 0) { e = EAGAIN; rc = -1; break; }
             continue;
         }
-        if (w <= 0) { if (w == 0) errno = EIO; return -1; }
+        if (w <= 0) { e = w == 0 ? EIO : errno; rc = -1; break; }
         off += (size_t)w;
     }
-    return 0;
+    if (masked) {
+        if (rc && e == EPIPE && !was_pending) {
+            struct timespec zero = { 0, 0 };
+            sigtimedwait(&pipe_set, NULL, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    errno = e;
+    return rc;
 }
 
 /* An existing FIFO or character device, written in place: never replaced, opened without

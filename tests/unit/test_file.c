@@ -5,6 +5,7 @@
  * and say when they are skipped. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,42 @@ static void test_write_refusals(void) {
     alarm(0);
 }
 
+/* A reader that takes a little and goes away while a stream is written (a report sent to
+ * `| head` at exit): the write fails, and the process neither dies of SIGPIPE (its default
+ * action, which would end this test program) nor keeps one pending. */
+static void *read_some_then_close(void *arg) {
+    int fd = *(int *)arg;
+    char buf[4096];
+    usleep(100 * 1000);
+    (void)!read(fd, buf, sizeof buf);
+    close(fd);
+    return NULL;
+}
+
+static void test_write_reader_gone(void) {
+    char p[128];
+    alarm(20);
+    path_of(p, sizeof p, "fifo-gone");
+    CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+    int rd = open(p, O_RDONLY | O_NONBLOCK);
+    CU_ASSERT_FATAL(rd >= 0);
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, read_some_then_close, &rd), 0);
+    size_t n = 1u << 20;
+    char *data = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+    memset(data, 'x', n);
+    CU_ASSERT_EQUAL(ld_file_write(p, data, n, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    pthread_join(t, NULL);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    CU_ASSERT_FALSE(sigismember(&pending, SIGPIPE));
+    free(data);
+    unlink(p);
+    alarm(0);
+}
+
 static void test_write_shared_dirs(void) {
     char ww[128], p[160];
     path_of(ww, sizeof ww, "ww");
@@ -294,6 +331,7 @@ static void register_tests(void) {
     CU_add_test(s, "reads: trusted files (mode, link)", test_read_trusted);
     CU_add_test(s, "writes: new file renamed over the old, mode, no temporary left", test_write_replace);
     CU_add_test(s, "writes: links, FIFO, directory, long path, devices, other users", test_write_refusals);
+    CU_add_test(s, "writes: a FIFO reader that goes away mid-write (no SIGPIPE death)", test_write_reader_gone);
     CU_add_test(s, "shared and output directories", test_write_shared_dirs);
     CU_add_test(s, "printable copies for messages", test_printable);
 }
