@@ -3,9 +3,10 @@
 #include "kernels/ldshim_topology.h"
 #include "shim/file.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,18 +52,31 @@ int ld_image_mentions_symbol(const void *image) {
     return len && memmem(p, len, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
 }
 
+/* Read in blocks, not mmap: a file another process truncates during the scan must end the
+ * scan, not raise SIGBUS in the program. The last symbol length - 1 bytes of a block are kept
+ * in front of the next, so a name across two blocks is found. */
+#define SCAN_BLOCK (1u << 20)
+
 int ld_file_mentions_symbol(const char *path) {
     off_t size = 0;
     int fd = ld_file_open_read(path, IMAGE_MAX, LD_FILE_NUL_OK, &size, NULL, 0);
     if (fd < 0) return 0;
+    const size_t sym = sizeof LDSHIM_TOPOLOGY_SYMBOL - 1, keep = sym - 1;
+    unsigned char *buf = malloc(SCAN_BLOCK + keep);
     int found = 0;
-    if (size > 0) {
-        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m != MAP_FAILED) {
-            found = memmem(m, (size_t)size, LDSHIM_TOPOLOGY_SYMBOL, sizeof LDSHIM_TOPOLOGY_SYMBOL - 1) != NULL;
-            munmap(m, (size_t)size);
-        }
+    size_t have = 0;
+    uint64_t total = 0;
+    while (buf && !found && total < IMAGE_MAX) {
+        ssize_t r = read(fd, buf + have, SCAN_BLOCK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        total += (uint64_t)r;
+        size_t n = have + (size_t)r;
+        found = memmem(buf, n, LDSHIM_TOPOLOGY_SYMBOL, sym) != NULL;
+        have = n < keep ? n : keep;
+        memmove(buf, buf + n - have, have);
     }
+    free(buf);
     close(fd);
     return found;
 }

@@ -12,6 +12,7 @@
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -978,6 +979,28 @@ static void test_image_scan(void) {
     /* the runtime's wrapper struct pointing at it */
     struct { uint32_t magic, version; const void *data; void *name; } w = {0x466243B1u, 1, fb, NULL};
     CU_ASSERT_EQUAL(ld_image_mentions_symbol(&w), 1);
+    /* module files, scanned in 1 MiB blocks: the name across a block boundary, at the very end,
+     * absent, and a file that is not there */
+    char dir[] = "/tmp/ldshim-image-XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/mod.bin", dir);
+    size_t n = (1u << 20) + 4096;
+    unsigned char *big = calloc(1, n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    const size_t at[] = { (1u << 20) - 7, n - 15 };
+    for (int i = 0; i < 3; i++) {
+        memset(big, 'a', n);
+        if (i < 2) memcpy(big + at[i], "ldshim_topology", 15);
+        FILE *f = fopen(path, "wb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        CU_ASSERT_EQUAL(fwrite(big, 1, n, f), n);
+        fclose(f);
+        CU_ASSERT_EQUAL(ld_file_mentions_symbol(path), i < 2);
+    }
+    unlink(path);
+    CU_ASSERT_EQUAL(ld_file_mentions_symbol(path), 0);
+    rmdir(dir);
+    free(big);
 }
 
 /* --- the range's owner: registered create and free, a dying context; own calls ---------- */
