@@ -28,7 +28,9 @@
 //
 // Warp specialization: warp 0 makes the tile metadata (claims, list entries) a step ahead and
 // fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
-// with their bytes), token rows by cp.async (each lane arrives on full_b when its copies land).
+// with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
+// their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
+// an expert has more than a few tokens.
 // Warps 1-8 compute: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N,
 // so a handful of tokens per expert costs only the n8 blocks they fill; WM = BM/16 warps along M,
 // WK = 8/WM split each stage's k range, partial sums reduced through shared memory in fixed warp
@@ -74,7 +76,7 @@ struct LParams {
     uint32_t *ctl;       // kCtlWords
     uint32_t *ready;     // [E + cap / BN + 1] readiness per (expert, m-block)
     int32_t *list;       // [E][cap] pair ids per expert
-    int32_t *tokvalid;   // [T]
+    int32_t *tokvalid;   // [T] bit j: the token's id j is valid (k <= 16)
     uint32_t *arrive;    // [T][H / BM]
     __nv_bfloat16 *h;    // [cap][I]
     float *slot;         // [cap][H]
@@ -119,10 +121,14 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer (rows of BK k).
-template <int BK> __device__ __forceinline__ uint32_t swz(int r, int c) {
-    return (uint32_t)(r * BK * 2 + ((c ^ (r & 7)) << 4));
+// Byte offset of 16-byte chunk c of row r in a token (B) stage buffer: rows of BK k, each padded
+// by 16 bytes, so a row lands by one bulk copy and ldmatrix's 8 rows fall in 8 distinct bank groups.
+template <int BK> __device__ __forceinline__ uint32_t brow(int r, int c) {
+    return (uint32_t)(r * (BK * 2 + 16) + (c << 4));
 }
+// The h rows other CTAs stored (generic proxy) and this one acquired are ordered before this
+// thread's later bulk copies of them (async proxy).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 // Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group,
 // BK/64 boxes of 16x64 (2 KiB, one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte
 // offset of logical chunk c (over the stage's BK k) of row r:
@@ -148,7 +154,7 @@ struct Cfg {
     static constexpr int BK = BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
-    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
     static constexpr int STAGES = (BN <= 16) ? 4 : 3;
     static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
@@ -174,8 +180,9 @@ struct Smem {
     int32_t stage_k[C::STAGES];
     int32_t mwritten;                 // meta entries written
     float epi_w[BN];
-    int32_t epi_nv[BN];
-    int32_t comb[BN];
+    int32_t epi_mask[BN];             // bit j: the token's pair j is valid
+    int32_t comb[BN];                 // the token a slot write completed (-1: none)
+    int32_t comb_mask[BN];
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
@@ -252,13 +259,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
         for (int64_t t = (int64_t)blockIdx.x * kThreads + tid; t < p.T; t += stride) {
-            int nv = 0;
+            int32_t mask = 0;
             for (int j = 0; j < K; ++j) {
                 const int32_t e = __ldg(p.ids + t * K + j);
-                nv += (e >= 0 && e < E);
+                mask |= (int32_t)(e >= 0 && e < E) << j;
             }
-            p.tokvalid[t] = nv;
-            if (nv == 0) {
+            p.tokvalid[t] = mask;
+            if (mask == 0) {
                 uint4 *o = reinterpret_cast<uint4 *>(p.out + t * H);
                 for (int c = 0; c < H / 8; ++c) o[c] = make_uint4(0, 0, 0, 0);
             }
@@ -448,18 +455,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
             const int slot = step % C::STAGES;
             const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
-            const int Kd = m.phase == 1 ? H : I;
-            const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES;
-            for (int r = 0; r < m.rows; ++r) {
+            const int Kd = m.phase == 1 ? H : I, k0 = sh.stage_k[slot] * BK;
+            const uint32_t bytes = (uint32_t)min(BK, Kd - k0) * 2;
+            const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES, bar = s_u32(&sh.full_b[slot]);
+            fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
+            if (m.phase == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
+            if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)m.rows);   // lane 0's arrival
+            // One bulk copy per token row (x gathered by token at GEMM1, h by pair at GEMM2): the
+            // copy engine moves the rows, not 16 bytes per lane-instruction of this one warp.
+            for (int r = lane; r < m.rows; r += 32) {
                 const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
                                                         : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
-                #pragma unroll
-                for (int i = 0; i < C::CH / 32; ++i) {
-                    const int c = lane + 32 * i, kc = sh.stage_k[slot] * BK + c * 8;
-                    if (kc < Kd) cp16(b_s + swz<BK>(r, c), row + kc, true);
-                }
+                bulk_load(b_s + brow<BK>(r, 0), row + k0, bytes, bar);
             }
-            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s_u32(&sh.full_b[slot])) : "memory");
+            if (lane != 0) mbar_arrive(bar);
         };
         auto ready_of = [&](int step, bool block) {   // the GEMM1 rows of this deferred stage are done
             const Meta<BN> &m = sh.meta[sh.stage_entry[step % C::STAGES] % kMeta];
@@ -550,7 +559,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         #pragma unroll
         for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
         float pre_w = 0.f;
-        int32_t pre_nv = 0;
+        int32_t pre_mask = 0;
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
         for (int cstep = 0;; ++cstep) {
             const int slot = cstep % C::STAGES;
@@ -569,10 +578,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     const int32_t pr = m.pair[ctid];
                     pre_w = __ldg(p.wts + pr);
                     if (local) {
-                        pre_nv = 0;
-                        for (int j = 0; j < K; ++j) pre_nv += sh.leid[m.tok[ctid] * K + j] >= 0;
+                        pre_mask = 0;
+                        for (int j = 0; j < K; ++j) pre_mask |= (int32_t)(sh.leid[m.tok[ctid] * K + j] >= 0) << j;
                     } else {
-                        pre_nv = __ldcg(p.tokvalid + m.tok[ctid]);
+                        pre_mask = __ldcg(p.tokvalid + m.tok[ctid]);
                     }
                 }
             }
@@ -588,7 +597,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     for (int j = 0; j < C::NT; j += 2) {
                         if (j < nn) {
                             uint32_t b0, b1, b2, b3;
-                            ldsm4(b_s + swz<BK>(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
+                            ldsm4(b_s + brow<BK>(j * 8 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)), b0, b1,
                                   b2, b3);
                             mma16816(acc[j], a0, a1, a2, a3, b0, b1);
                             if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
@@ -600,7 +609,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));
             if (ck + 1 < ksteps(m)) continue;
             // -- epilogue: reduce the k-split warps in fixed order, then store --
-            if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_nv[ctid] = pre_nv; }
+            if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
             if (wk > 0) {
                 float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
                 #pragma unroll
@@ -660,23 +669,33 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (ctid < m.rows) {
                     const int32_t t = m.tok[ctid];
                     uint32_t *a = p.arrive + (int64_t)t * NB2 + m.nb;
-                    if (atom_add_acq_rel(a, 1u) + 1 == (uint32_t)sh.epi_nv[ctid]) { tok = t; *a = 0; }
+                    const int32_t msk = sh.epi_mask[ctid];
+                    if (atom_add_acq_rel(a, 1u) + 1 == (uint32_t)__popc(msk)) { tok = t; *a = 0; }
+                    sh.comb_mask[ctid] = msk;
                 }
                 sh.comb[ctid] = tok;
             }
             cbar();
-            for (int j = 0; j < m.rows; ++j) {
+            // The combine: every consumer thread takes 4 columns of a completed token, its valid
+            // slots read in pair order (the fixed sum order), all of them in flight at once.
+            for (int w = ctid; w < m.rows * (BM / 4); w += kConsumers) {
+                const int j = w / (BM / 4), col = m.nb * BM + (w % (BM / 4)) * 4;
                 const int32_t t = sh.comb[j];
                 if (t < 0) continue;
-                for (int c = ctid; c < BM; c += kConsumers) {
-                    const int col = m.nb * BM + c;
-                    float sum = 0.f;
-                    for (int kk = 0; kk < K; ++kk) {
-                        const int32_t e = __ldg(p.ids + (int64_t)t * K + kk);
-                        if (e >= 0 && e < E) sum += __ldcg(p.slot + ((int64_t)t * K + kk) * H + col);
+                const int32_t msk = sh.comb_mask[j];
+                float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+                #pragma unroll
+                for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
+                    if (kk < K && ((msk >> kk) & 1)) {
+                        const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
+                        sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
                     }
-                    p.out[(int64_t)t * H + col] = __float2bfloat16_rn(sum);
                 }
+                __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
+                uint2 o;
+                o.x = *reinterpret_cast<uint32_t *>(&lo);
+                o.y = *reinterpret_cast<uint32_t *>(&hi);
+                *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
             }
         }
     }
