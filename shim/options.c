@@ -52,7 +52,15 @@ static char *absolute(int i, const char *s) {
     return out;
 }
 
+static const char *const env_name[LD_ENV_COUNT] = { [LD_ENV_XDG_CACHE_HOME] = "XDG_CACHE_HOME",
+                                                      [LD_ENV_HOME] = "HOME" };
+static char *env_value[LD_ENV_COUNT];
+
 static void copy_all(void) {
+    for (int i = 0; i < LD_ENV_COUNT; i++) {
+        const char *s = getenv(env_name[i]);
+        env_value[i] = s && s[0] == '/' && strlen(s) <= LD_OPT_PATH_MAX ? strdup(s) : NULL;
+    }
     for (int i = 0; i < LD_OPT_COUNT; i++) {
         const char *s = getenv(table[i].name);
         refused[i][0] = 0;
@@ -86,6 +94,10 @@ void ld_options_reread(void) {
         free(value[i]);
         value[i] = NULL;
     }
+    for (int i = 0; i < LD_ENV_COUNT; i++) {
+        free(env_value[i]);
+        env_value[i] = NULL;
+    }
     copy_all();
 }
 
@@ -94,6 +106,14 @@ const char *ld_opt(ld_opt_t id) {
     ld_options_init();
     return value[id];
 }
+
+const char *ld_env(ld_env_t id) {
+    if ((unsigned)id >= LD_ENV_COUNT) return NULL;
+    ld_options_init();
+    return env_value[id];
+}
+
+const char *ld_env_name(ld_env_t id) { return (unsigned)id < LD_ENV_COUNT ? env_name[id] : NULL; }
 
 int ld_opt_true(ld_opt_t id) {
     const char *v = ld_opt(id);

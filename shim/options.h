@@ -134,6 +134,21 @@ const ld_option_t *ld_option(ld_opt_t id);
 const char *ld_opt_kind_name(ld_opt_kind_t k);
 const char *ld_opt_audience_name(ld_opt_audience_t a);
 
+/* Two variables of the XDG/POSIX conventions, read for the cache directory's default
+ * (shim/probe_cache.c). Copied at the same start as the table, for the same reason (the
+ * program may setenv later), with the same bound; kept out of the table because they are not
+ * the shim's variables (no LDSHIM_ name, default or doc row) and their rule differs: a
+ * relative value is ignored, not made absolute (the XDG Base Directory spec says a relative
+ * XDG_CACHE_HOME is invalid; a relative HOME names no home), and an overlong one too. */
+typedef enum { LD_ENV_XDG_CACHE_HOME, LD_ENV_HOME, LD_ENV_COUNT } ld_env_t;
+
+/* The copy (an absolute path of at most LD_OPT_PATH_MAX bytes), or NULL when unset, empty,
+ * relative or too long. */
+const char *ld_env(ld_env_t id);
+
+/* "XDG_CACHE_HOME", "HOME"; NULL out of range. */
+const char *ld_env_name(ld_env_t id);
+
 /* Tests only: copy the environment again after setenv/unsetenv. Not thread-safe against
  * readers; the constructor never calls it. */
 void ld_options_reread(void);

@@ -208,7 +208,10 @@ uint64_t ld_pool_drain(int dev, void (*each)(const ld_range_t *, void *), void *
     while (take) {
         kept_t *k = take;
         take = k->next;
+        /* The kept range owns its handle array: handed on to `each` (vmm.c's teardown frees
+         * it), or freed here when the ranges are only forgotten. */
         if (each) each(&k->r, arg);
+        else free(k->r.handles);
         freed += k->r.reserved;
         free(k);
     }

@@ -34,7 +34,7 @@ int ld_pool_keep(const ld_range_t *r, int *first);
 int ld_pool_contains(CUdeviceptr p);
 
 /* Take every kept range of `dev` (-1: every device) out of the pool and hand each to
- * each(range, arg) (NULL: forget them) after the lock is released. Returns their reserved
+ * each(range, arg) (NULL: forget them, freeing their handle arrays) after the lock is released. Returns their reserved
  * bytes; a non-zero return counts as a trim. vmm.h's ld_vmm_trim tears them down. */
 uint64_t ld_pool_drain(int dev, void (*each)(const ld_range_t *, void *), void *arg);
 

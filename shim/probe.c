@@ -471,7 +471,7 @@ int ld_probe_device(const ld_driver_t *drv, CUdevice dev, const ld_probe_opts_t 
     char dir[4096], why[256];
     ld_cache_key_t key;
     int cache_ok = o->use_cache && ld_cache_dir(o->cache_dir, dir, sizeof dir) == 0;
-    if (o->use_cache && !cache_ok) LD_INFO(PROBE, "no cache directory (set LDSHIM_CACHE_DIR or HOME)");
+    if (o->use_cache && !cache_ok) LD_INFO(PROBE, "no cache directory (set LDSHIM_CACHE_DIR, or an absolute XDG_CACHE_HOME or HOME)");
     if (cache_ok) fill_key(drv, dev, out->num_sms, out->num_domains, &key);
     if (cache_ok && !force) {
         ld_probe_result_t c = *out;

@@ -29,8 +29,10 @@ int ld_cache_dir(const char *opt, char *out, size_t n) {
     int len;
     if (opt && *opt) len = snprintf(out, n, "%s", opt);
     else if ((e = ld_opt(LD_OPT_CACHE_DIR))) len = snprintf(out, n, "%s", e);
-    else if ((e = getenv("XDG_CACHE_HOME")) && *e) len = snprintf(out, n, "%s/ldshim", e);
-    else if ((e = getenv("HOME")) && *e) len = snprintf(out, n, "%s/.cache/ldshim", e);
+    /* The start-time copies (options.h): a relative one reads as unset, so the cache never
+     * lands wherever the program chdir'd to before its first context. */
+    else if ((e = ld_env(LD_ENV_XDG_CACHE_HOME))) len = snprintf(out, n, "%s/ldshim", e);
+    else if ((e = ld_env(LD_ENV_HOME))) len = snprintf(out, n, "%s/.cache/ldshim", e);
     else return -1;
     return (len < 0 || (size_t)len >= n) ? -1 : 0;
 }

@@ -28,8 +28,9 @@ typedef struct {
 enum { LD_CACHE_HIT = 0, LD_CACHE_MISS = 1, LD_CACHE_STALE = 2, LD_CACHE_BAD = -1 };
 
 /* Directory to use: `opt` if non-NULL and non-empty, else $LDSHIM_CACHE_DIR, else
- * $XDG_CACHE_HOME/ldshim, else $HOME/.cache/ldshim. Returns 0, or -1 when none can be
- * formed (no HOME, or longer than n). */
+ * $XDG_CACHE_HOME/ldshim, else $HOME/.cache/ldshim, the variables as the process started
+ * with them (ld_opt, ld_env), a relative XDG_CACHE_HOME or HOME counting as unset. Returns
+ * 0, or -1 when none can be formed (no absolute HOME, or longer than n). */
 int ld_cache_dir(const char *opt, char *out, size_t n);
 
 /* Path of the file for `key` under `dir`. Returns 0, or -1 when it does not fit in n. */

@@ -294,16 +294,25 @@ static void supervise(const char *uuid, int timeout_ms, int lifeline, int events
         ok = 1;
     }
     if (ok) {
+        if (ld_mlo_hook("daemon-out-exists")) {   /* a name taken before the daemon's file */
+            int fd = ld_file_create(out_path, LD_FILE_PRIVATE, dwhy, sizeof dwhy);
+            if (fd >= 0) close(fd);
+        }
         int out_fd = ld_file_create(out_path, LD_FILE_PRIVATE, dwhy, sizeof dwhy);
         pid_t pid = out_fd < 0 ? -1 : fork();
+        int fork_errno = errno;   /* close() below may change errno */
         if (pid == 0) {
             char *argv[] = { "nvidia-cuda-mps-control", "-f", NULL };
             int devnull = ld_file_devnull(0);
             exec_child(&m, argv, devnull < 0 ? 0 : devnull, out_fd);
         }
         if (out_fd >= 0) close(out_fd);
-        if (pid < 0) {
-            say(why, sizeof why, "cannot start nvidia-cuda-mps-control: %s", strerror(errno));
+        if (out_fd < 0) {
+            /* The file layer's reason (a planted link, an existing name, ...), not errno. */
+            say(why, sizeof why, "cannot create %s: %s", out_path, dwhy);
+            ok = 0;
+        } else if (pid < 0) {
+            say(why, sizeof why, "cannot start nvidia-cuda-mps-control: %s", strerror(fork_errno));
             ok = 0;
         } else {
             m.daemon = pid;

@@ -4,8 +4,9 @@ crossed with hostile targets, each cell a fresh process.
 
 Inputs, enumerated so that a new one cannot be missed:
   * every variable of kind "path" in the shim's options table (build/tests/options_table
-    --kinds, linked with shim/options.c): each must have an exercise in SHIM_EXERCISES below,
-    or the matrix fails;
+    --kinds, linked with shim/options.c), and the two other variables the shim copies at start
+    for its cache directory (XDG_CACHE_HOME, HOME: --kinds lists them too): each must have an
+    exercise in SHIM_EXERCISES below, or the matrix fails;
   * every row of tools/path_flags.tsv, and every tool's --help is scanned for path inputs
     (metavar FILE, DIR or PATH): one the registry lacks fails the matrix.
 
@@ -13,7 +14,8 @@ Targets: a link planted to a victim file (ours; another user's file; a link `nob
 with setpriv in a sticky world-writable directory, to our private file), a dangling
 link, a FIFO, /dev/zero, a directory, a 10 GiB sparse file, a path inside an unwritable
 directory, one inside a world-writable directory without the sticky bit (another user's), a
-path longer than 4 KiB.
+path longer than 4 KiB; for XDG_CACHE_HOME and HOME (shim and registry rows) also a relative
+path, which must be ignored: nothing is created under it in the working directory.
 
 Every cell asserts: it finishes within its timeout; the victim is byte-identical (content,
 mode, owner); nothing was created outside where the input may write; one clear message: a
@@ -51,6 +53,11 @@ SHIM_EXERCISES = {
     "LDSHIM_REPORT": ("write", {"LDSHIM_POLICY": "@emulated"}),
     "LDSHIM_PROBE_DUMP": ("dir", {"LDSHIM_POLICY": "@emulated", "LDSHIM_PROBE_FORCE": "1"}),
     "LDSHIM_CACHE_DIR": ("dir", {"LDSHIM_POLICY": "@emulated", "LDSHIM_STATE": "full"}),
+    # The cache directory's defaults: $XDG_CACHE_HOME/ldshim, else $HOME/.cache/ldshim (with
+    # LDSHIM_CACHE_DIR unset, and for HOME XDG_CACHE_HOME unset too).
+    "XDG_CACHE_HOME": ("dir", {"LDSHIM_POLICY": "@emulated", "LDSHIM_STATE": "full", "LDSHIM_CACHE_DIR": None}),
+    "HOME": ("dir", {"LDSHIM_POLICY": "@emulated", "LDSHIM_STATE": "full", "LDSHIM_CACHE_DIR": None,
+                     "XDG_CACHE_HOME": None}),
     "LDSHIM_LIBCUDA": ("read", {"LDSHIM_POLICY": "@emulated", "LDSHIM_STATE": "full"}),
     "LDSHIM_MLOPART_HELPER": ("read", {"LDSHIM_POLICY": "@emulated", "LDSHIM_BACKEND": "mlopart"}),
     "LDSHIM_MPS_CONTROL": ("read", {"LDSHIM_POLICY": "@emulated", "LDSHIM_BACKEND": "mlopart"}),
@@ -64,13 +71,19 @@ SAFETY_ONLY = {"LDSHIM_PROBE_DUMP"}
 # On the fake the probe's result (the even map) is never cached, so the cache directory is
 # only looked up: a lookup that finds nothing usable is a silent miss, one that finds another
 # user's directory says so. 0 or 1 line.
-MAY_BE_SILENT = {"LDSHIM_CACHE_DIR"}
+MAY_BE_SILENT = {"LDSHIM_CACHE_DIR", "XDG_CACHE_HOME", "HOME"}
+# Variables of other programs' conventions that the shim copies at start (ld_env, options.h):
+# a relative value is ignored, so they get the extra target "relative-path". The registry's
+# rows of these names (ldshim-probe's default cache directory) are lookups on the fake too.
+START_ENV = {"XDG_CACHE_HOME", "HOME"}
 
 # A refused input's exit status: 2 (usage), except where a tool documents another.
 REFUSE_STATUS = {"ldshim-policy": 1}
 
 TARGETS = ["link-victim", "link-victim-other-user", "link-planted-by-nobody", "dangling-link", "fifo", "dev-zero", "directory",
            "sparse-10GiB", "in-unwritable-dir", "in-world-writable-dir", "path-4KiB"]
+START_ENV_TARGETS = ["relative-path"]
+RELATIVE = "rel.d"   # the relative target, taken from the cell's working directory (aux/)
 
 # What an input does with each target: "refuse" (one message, refusal status), "accept" (no
 # message, success) or "either" (root may write where others may not; both are safe).
@@ -86,7 +99,8 @@ EXPECT = {
     "dir": {"link-victim": "refuse", "link-victim-other-user": "refuse", "link-planted-by-nobody": "refuse",
             "dangling-link": "refuse",
             "fifo": "refuse", "dev-zero": "refuse", "directory": "accept", "sparse-10GiB": "refuse",
-            "in-unwritable-dir": "either", "in-world-writable-dir": "refuse", "path-4KiB": "refuse"},
+            "in-unwritable-dir": "either", "in-world-writable-dir": "refuse", "path-4KiB": "refuse",
+            "relative-path": "accept"},
 }
 
 
@@ -113,9 +127,10 @@ def snapshot(root):
 
 
 class Cell:
-    def __init__(self, name, direction, expect, command, env, refuse_rc, shim):
+    def __init__(self, name, direction, expect, command, env, refuse_rc, shim, targets=TARGETS):
         self.name, self.direction, self.expect = name, direction, expect
         self.command, self.env, self.refuse_rc, self.shim = command, env, refuse_rc, shim
+        self.targets = targets
 
 
 class Matrix:
@@ -246,12 +261,23 @@ class Matrix:
         elif target == "path-4KiB":
             path = os.path.join(inside, "/".join(["d" * 200] * 21), name)
             must_not.append(os.path.join(inside, "d" * 200))
+        elif target == "relative-path":
+            # Taken as relative (from the working directory), the cache directory would be
+            # rel.d/ldshim (XDG_CACHE_HOME) or rel.d/.cache/ldshim (HOME): both are planted
+            # world-writable, so a lookup there says "not trusted". Ignored, it is silent.
+            path = RELATIVE
+            for d in ("ldshim", ".cache/ldshim"):
+                planted = os.path.join(cell_dir, "aux", RELATIVE, d)
+                os.makedirs(planted)
+                os.chmod(planted, 0o777)
         return (path, victim_dir, inside, must_not), None
 
     # ---- one cell -------------------------------------------------------------------------
     def run_cell(self, cell, target):
         name = "%s x %s" % (cell.name, target)
-        expect = EXPECT[cell.direction][target] if cell.expect is None else cell.expect
+        # A relative XDG_CACHE_HOME or HOME is ignored: silent, nothing created (all inputs).
+        expect = EXPECT[cell.direction][target] if cell.expect is None or target in START_ENV_TARGETS \
+            else cell.expect
         tmp = tempfile.mkdtemp(prefix="ldshim-hostile-")
         os.chmod(tmp, 0o755)
         try:
@@ -263,7 +289,11 @@ class Matrix:
             path, victim_dir, inside, must_not = planted
             before = snapshot(tmp)
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LDSHIM_", "FAKE_CUDA_")) and k != "LD_PRELOAD"}
-            env.update(cell.env(path, tmp))
+            for k, v in cell.env(path, tmp).items():   # None: unset
+                if v is None:
+                    env.pop(k, None)
+                else:
+                    env[k] = v
             cmd = cell.command(path)
             t0 = time.time()
             try:
@@ -285,7 +315,7 @@ class Matrix:
             for f in must_not:
                 if os.path.lexists(f):
                     return self.say_fail(name, "%s was created" % f)
-            allowed = ((os.path.dirname(path), path) if cell.direction != "read" else ()) + \
+            allowed = ((os.path.dirname(path), path) if cell.direction != "read" and os.path.isabs(path) else ()) + \
                 tuple(os.path.join(tmp, d) for d in ("aux", "cache", "xdg"))
             for f in after:
                 if f in before:
@@ -317,6 +347,8 @@ class Matrix:
                                          % (p.returncode, len(lines), cell.refuse_rc, " | ".join(lines)[:300]))
                 if expect == "accept" and (p.returncode not in (0, 1) or refused):
                     return self.say_fail(name, "exit %d: %s" % (p.returncode, " | ".join(lines)[:300]))
+                if target in START_ENV_TARGETS and any(LDSHIM_LINE.search(l) for l in lines):
+                    return self.say_fail(name, "a relative value must be ignored, silently: %s" % " | ".join(lines)[:300])
                 if p.returncode < 0 or p.returncode > 3:
                     return self.say_fail(name, "exit %d: %s" % (p.returncode, " | ".join(lines)[:300]))
                 if refused and len(lines) != 1:
@@ -335,11 +367,14 @@ class Matrix:
         prog = os.path.join(self.fake, "t_runtime")
 
         def env(path, tmp):
-            e = {"LD_LIBRARY_PATH": self.fake, "LD_PRELOAD": self.a.preload,
+            e = {"LD_LIBRARY_PATH": self.fake, "LD_PRELOAD": self.a.preload, "HOME": os.path.join(tmp, "aux"),
                  "LDSHIM_CACHE_DIR": os.path.join(tmp, "cache"), "XDG_CACHE_HOME": os.path.join(tmp, "xdg")}
             if var != "LDSHIM_REPORT":
                 e["LDSHIM_REPORT"] = os.path.join(tmp, "aux", "r.json")
             for k, v in extra.items():
+                if v is None:          # unset: the default the variable under test feeds
+                    e[k] = None
+                    continue
                 if v == "@emulated":
                     v = os.path.join(policies, "emulated.policy")
                 elif v == "@fake-mps-control":
@@ -358,7 +393,7 @@ class Matrix:
         if var in ("LDSHIM_MLOPART_HELPER", "LDSHIM_MPS_CONTROL", "LDSHIM_MLOPART_DEBUG_LOGS"):
             expect = "any"
         return Cell("shim %s (%s)" % (var, direction), direction, expect, lambda path: [prog, "alloc", "8MiB"],
-                    env, 0, True)
+                    env, 0, True, TARGETS + (START_ENV_TARGETS if var in START_ENV else []))
 
     def tool_cell(self, row):
         tool, flag, direction, template = row
@@ -376,8 +411,9 @@ class Matrix:
         def env(path, tmp):
             # The fake driver for tools that look for a GPU (ldshim-probe --cache-dir).
             return {"XDG_CACHE_HOME": os.path.join(tmp, "xdg"), "HOME": tmp, "LD_LIBRARY_PATH": self.fake}
-        return Cell("%s %s (%s)" % (tool, flag, direction), direction, None, command, env,
-                    REFUSE_STATUS.get(tool, 2), False)
+        start_env = flag in START_ENV
+        return Cell("%s %s (%s)" % (tool, flag, direction), direction, "either" if start_env else None, command, env,
+                    REFUSE_STATUS.get(tool, 2), False, TARGETS + (START_ENV_TARGETS if start_env else []))
 
     def main(self):
         cells = []
@@ -406,10 +442,10 @@ class Matrix:
             cells.append(self.tool_cell(r))
         n = 0
         for c in cells:
-            for t in TARGETS:
+            for t in c.targets:
                 n += 1
                 self.run_cell(c, t)
-        print("test-hostile: %d inputs (%d path variables, %d registry rows) x %d targets = %d cells: "
+        print("test-hostile: %d inputs (%d path variables, %d registry rows) x %d targets (+1 for XDG_CACHE_HOME, HOME) = %d cells: "
               "%d passed, %d failed, %d skipped%s" % (len(cells), len(cells) - len(rows), len(rows), len(TARGETS), n,
                                                       self.passed, self.failed, self.skipped,
                                                       "" if self.root_user else " (not root: other-user cells skipped)"))

@@ -757,6 +757,11 @@ static void test_hang_start(void) {
     start_fails(NULL, NULL, NULL, "hang-start", 1000, "did not start: timeout");
 }
 
+/* The daemon's output file cannot be created: the file layer's reason, not errno's. */
+static void test_daemon_out_taken(void) {
+    start_fails(NULL, NULL, NULL, "daemon-out-exists", 5000, "daemon.out: it exists already");
+}
+
 static void test_v3_form(void) {
     begin(NULL, 5000);
     setenv("FAKE_MPS_MODE", "v3only", 1);
@@ -928,6 +933,7 @@ static void register_tests(void) {
     CU_add_test(b, "MLOPart refused", test_mlopart_refused);
     CU_add_test(b, "wrong device count", test_wrong_count);
     CU_add_test(b, "helper hangs at start", test_hang_start);
+    CU_add_test(b, "daemon output file name taken: the file layer's reason", test_daemon_out_taken);
     CU_add_test(b, "MPS v3 locality-domains form", test_v3_form);
     CU_add_test(b, "test-single mode", test_single_mode);
     CU_add_test(b, "MPS server not ready at first", test_server_not_ready);

@@ -2,7 +2,8 @@
  *
  *   options_table --markdown   the table as doc/shim.md's "Options" section holds it
  *   options_table --names      one name a line
- *   options_table --kinds      "NAME KIND AUDIENCE" a line (the hostile-path matrix)
+ *   options_table --kinds      "NAME KIND AUDIENCE" a line (the hostile-path matrix), then
+ *                              XDG_CACHE_HOME and HOME (ld_env) as "NAME path start-copy"
  *   options_table --check      the accessors' reading of the environment; prints one
  *                              "ok <what>" or "FAIL <what>" line per check, exits 1 on a failure */
 #include "shim/mlopart_proto.h"
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < LD_OPT_COUNT; i++)
             printf("%s %s %s\n", ld_option((ld_opt_t)i)->name, ld_opt_kind_name(ld_option((ld_opt_t)i)->kind),
                    ld_opt_audience_name(ld_option((ld_opt_t)i)->audience));
+        /* The other programs' path variables copied at start (ld_env): path inputs too. */
+        for (int i = 0; i < LD_ENV_COUNT; i++) printf("%s path start-copy\n", ld_env_name((ld_env_t)i));
         return 0;
     }
     if (!strcmp(mode, "--audience")) {

@@ -780,10 +780,55 @@ static void test_cache_dir_resolution(void) {
     ld_options_reread();
     CU_ASSERT_EQUAL(ld_cache_dir("", out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "/x/xdg/ldshim");
+    /* XDG_CACHE_HOME and HOME are the start-time copies: a later setenv or unsetenv (the
+     * program's, from any thread) changes nothing until the copy is made again. */
+    setenv("XDG_CACHE_HOME", "/y/xdg", 1);
+    unsetenv("HOME");
+    CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "/x/xdg/ldshim");
+    setenv("HOME", "/x/home", 1);
     unsetenv("XDG_CACHE_HOME");
+    ld_options_reread();
     CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), 0);
     CU_ASSERT_STRING_EQUAL(out, "/x/home/.cache/ldshim");
+    /* A relative XDG_CACHE_HOME is ignored (the XDG spec): $HOME/.cache, not a directory
+     * under whatever the cwd is at the first context. */
+    static const char *const rel[] = { "rel/xdg", "./xdg", "../xdg", "xdg" };
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        setenv("XDG_CACHE_HOME", rel[i], 1);
+        ld_options_reread();
+        CU_ASSERT_PTR_NULL(ld_env(LD_ENV_XDG_CACHE_HOME));
+        CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), 0);
+        CU_ASSERT_STRING_EQUAL(out, "/x/home/.cache/ldshim");
+    }
+    /* An absolute one over the path bound is refused whole, like an LDSHIM_ path. */
+    char *longp = malloc(LD_OPT_PATH_MAX + 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(longp);
+    memset(longp, 'a', LD_OPT_PATH_MAX + 1);
+    longp[0] = '/';
+    longp[LD_OPT_PATH_MAX + 1] = 0;
+    setenv("XDG_CACHE_HOME", longp, 1);
+    ld_options_reread();
+    CU_ASSERT_PTR_NULL(ld_env(LD_ENV_XDG_CACHE_HOME));
+    CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "/x/home/.cache/ldshim");
+    longp[LD_OPT_PATH_MAX] = 0;   /* exactly the bound: taken */
+    setenv("XDG_CACHE_HOME", longp, 1);
+    ld_options_reread();
+    CU_ASSERT_PTR_NOT_NULL(ld_env(LD_ENV_XDG_CACHE_HOME));
+    free(longp);
+    /* A relative HOME names no home: no cache directory (the caller's "no cache"). */
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "home", 1);
+    ld_options_reread();
+    CU_ASSERT_PTR_NULL(ld_env(LD_ENV_HOME));
+    CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), -1);
+    setenv("XDG_CACHE_HOME", "rel", 1);
+    ld_options_reread();
+    CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), -1);
+    unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
+    ld_options_reread();
     CU_ASSERT_EQUAL(ld_cache_dir(NULL, out, sizeof out), -1);
     CU_ASSERT_EQUAL(ld_cache_dir("/a/long/path", out, 5), -1);
     for (int i = 0; i < 3; i++) {

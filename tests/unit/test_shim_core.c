@@ -435,6 +435,27 @@ static void pool_empty(void) {
     ld_cfg.policy.pool_cap = 1ull << 40;
 }
 
+/* A trim without a driver (ld_vmm_trim(NULL, ...), the tests' and ld_pool_drain's "forget")
+ * frees what the pool owns of each range, its handle array too: under ASan (make SAN=1
+ * test-shim-core) a leak here fails the run. */
+static void test_pool_forget_frees_handles(void) {
+    pool_empty();
+    int d01[2] = {0, 1};
+    uint64_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        ld_range_t r = shaped(i % 2, 2, 4 * MB, d01);
+        r.chunk = MB;
+        r.per_slice = 4;
+        r.handles = calloc(8, sizeof *r.handles);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r.handles);
+        CU_ASSERT_EQUAL_FATAL(ld_pool_keep(&r, NULL), 0);
+        total += r.reserved;
+    }
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, 1), 8 * MB);
+    CU_ASSERT_EQUAL(ld_vmm_trim(NULL, -1), total - 8 * MB);
+    CU_ASSERT_TRUE(ld_pool_empty());
+}
+
 /* 36 shapes: devices 0-2 x 1-3 slices x 2 or 4 MiB x two domain orders. */
 enum { NSHAPES = 36, PER_SHAPE = 3 };
 typedef struct { int dev, ns; size_t slice; int dom[LD_MAX_SLICES]; } tshape_t;
@@ -1210,6 +1231,7 @@ static void register_tests(void) {
     CU_add_test(s, "pool: 36 shapes interleaved, exact shape, most recent first", test_pool_shapes);
     CU_add_test(s, "pool: per-device bytes under keep, take, trim; cap refusals", test_pool_accounting);
     CU_add_test(s, "pool: trim of one device leaves the others", test_pool_trim_device);
+    CU_add_test(s, "pool: a trim without a driver frees the handle arrays", test_pool_forget_frees_handles);
     CU_add_test(s, "pool: contains over every shape", test_pool_contains);
     CU_add_test(s, "pool: forked child resets without the driver", test_pool_fork);
     CU_add_test(s, "pool: no host memory for the table refuses, never exits", test_pool_out_of_memory);
