@@ -14,8 +14,11 @@
  * LD_FILE_PRIVATE), written, optionally fsync'd, then renamed over the target, and only
  * when the target is absent or a regular file the effective user owns. Nothing is ever
  * truncated in place and no link planted at the target is followed. With LD_FILE_STREAM an
- * existing FIFO or character device (or a link owned by the user or root that leads to one:
- * /dev/stdout) is written in place without blocking: the report's documented exception.
+ * existing FIFO or character device (or a link owned by the user or root that leads to one)
+ * is written in place without blocking, and /dev/stdout, /dev/stderr, /dev/fd/N and
+ * /proc/self/fd/N name the program's open descriptor N: a regular file or socket there is
+ * written through N at its offset (`> log.json`: appended; nothing opened or truncated), a
+ * closed N is an error. The report's documented exceptions.
  *
  * Directories the project writes into (the probe dump, caches, kept logs) are created new
  * (0700, or 0755 with LD_FILE_SHARED) or accepted when they exist, are no symbolic link, are
