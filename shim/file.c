@@ -261,6 +261,17 @@ int ld_file_check_regular(const char *path, char *why, size_t wn) {
     return 0;
 }
 
+int ld_file_same(const char *path, int fd, char *why, size_t wn) {
+    struct stat a, b;
+    if (fstat(fd, &a) != 0 || stat(path, &b) != 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        WHY("it was replaced after it was checked");
+        errno = ESTALE;
+        return 0;
+    }
+    return 1;
+}
+
 int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned flags, size_t *len, char *why,
                     size_t wn) {
     size_t got = 0;

@@ -68,8 +68,13 @@ int ld_file_open_read(const char *path, size_t cap, unsigned flags, off_t *size,
 int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned flags, size_t *len, char *why,
                     size_t wn);
 
-/* 0 if `path` is a regular file that could be read (the check before dlopen), -1 with why. */
+/* 0 if `path` is a regular file that could be read, -1 with why. */
 int ld_file_check_regular(const char *path, char *why, size_t wn);
+
+/* 1 if `path` (links followed) is still the file open as `fd` (the same st_dev and st_ino):
+ * a file checked through a descriptor and then used by name, where no name reaches the
+ * descriptor itself. 0 if it is another file, -1 if it cannot be told; why says which. */
+int ld_file_same(const char *path, int fd, char *why, size_t wn);
 
 /* The untranslated text of errno e: callers may run while another thread holds the dynamic
  * loader's lock, and a localized strerror may dlopen translation modules. Thread-safe. */

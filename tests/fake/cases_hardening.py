@@ -5,7 +5,8 @@ failed before: values parsed whole (Medium 3), relative paths against the start 
   hard/strict/...     LDSHIM_DOMAIN, LDSHIM_COMPUTE, LDSHIM_COMPUTE_SMS with leading zeros
                       (taken whole) or over their length bound (refused whole, one warning)
   hard/relative/...   a relative LDSHIM_REPORT and LDSHIM_POLICY in a program that chdir's
-  hard/libcuda/...    a FIFO (hung dlopen), the toolkit's stub, a library with cuInit only
+  hard/libcuda/...    a FIFO (hung dlopen), the toolkit's stub, a library with cuInit only, the
+                      fake driver by path and through a link (loaded from the checked descriptor)
 """
 import os
 import shutil
@@ -103,6 +104,21 @@ def libcuda_cases(a):
                   env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fifo}, timeout=30, expect={"a_shim": 1},
                   checks=[stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+fifo\.so cannot be used \(a FIFO, not a "
                                          r"regular file\); using libcuda\.so\.1$", count=1)]))
+    # The fake driver by path, and through a link of the user's: the file checked is the file
+    # loaded (dlopen of /proc/self/fd/N, the checked descriptor), and the shim runs on it.
+    fake = os.path.join(os.path.abspath(a.build), "fake", "libcuda.so.1")
+    link = os.path.join(d, "libcuda-link.so")
+    if not os.path.lexists(link):
+        os.symlink(fake, link)
+    for tag, lib in (("path", fake), ("link", link)):
+        C.append(Case("hard/libcuda/" + tag, "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                      env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": lib}, timeout=30, expect={"a_shim": 1},
+                      checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
+    # The shim loads it before the program does (its name is then /proc/self/fd/N): the program
+    # reaches it by its soname, and a hooked entry it looks up is still the shim's wrapper.
+    C.append(Case("hard/libcuda/shim-first", "t_runtime", ["shim-first"], "emulated.policy",
+                  env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30,
+                  expect={"entry_in": "libldshim.so"}, checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
     # A library that exports cuInit and nothing else the shim needs.
     src, so = os.path.join(d, "cuinit.c"), os.path.join(d, "libcuinit_only.so")
     with open(src, "w") as f:

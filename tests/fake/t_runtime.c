@@ -23,7 +23,10 @@ static const char *usage =
     "  stock T U             a fixed sequence whose observable results are printed\n"
     "  oom SIZE              prints the return code of one cudaMalloc\n"
     "  launch SIZE           cudaMalloc, then a kernel on the NULL stream, a created stream and\n"
-    "                        cudaStreamPerThread: the SMs each ran on (compute binding)\n";
+    "                        cudaStreamPerThread: the SMs each ran on (compute binding)\n"
+    "  shim-first            cuCtxGetCurrent through the shim before any runtime call (it loads\n"
+    "                        LDSHIM_LIBCUDA itself), then dlsym(libcuda.so.1, cuMemAlloc_v2):\n"
+    "                        the file that entry lies in\n";
 
 static void ready(void) {
     int n = 0;
@@ -160,6 +163,24 @@ static int case_launch(size_t size) {
     return 0;
 }
 
+/* The shim loads the driver first (LDSHIM_LIBCUDA names a path: it is loaded as
+ * /proc/self/fd/N); the program then reaches the same library by its soname, and a hooked
+ * entry it looks up must still be the shim's wrapper. */
+static int case_shim_first(void) {
+    int (*current)(void **) = (int (*)(void **))dlsym(RTLD_DEFAULT, "cuCtxGetCurrent");   /* the shim's */
+    void *ctx = NULL;
+    CHECK(current);
+    printf("current_rc=%d\n", current(&ctx));
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h);
+    void *p = dlsym(h, "cuMemAlloc_v2");
+    Dl_info info;
+    CHECK(p && dladdr(p, &info) && info.dli_fname);
+    const char *base = strrchr(info.dli_fname, '/');
+    printf("entry_in=%s\n", base ? base + 1 : info.dli_fname);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = PROG;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -168,6 +189,7 @@ int main(int argc, char **argv) {
     }
     const char *c = argv[1];
 #define ARGS(n) do { if (argc != (n) + 2) { fprintf(stderr, PROG ": %s needs %d arguments\n%s", c, n, usage); return 2; } } while (0)
+    if (!strcmp(c, "shim-first")) { ARGS(0); return case_shim_first(); }
     ready();
     if (!strcmp(c, "alloc")) { ARGS(1); return case_alloc(t_size(argv[2])); }
     if (!strcmp(c, "entry")) { ARGS(2); return case_entry(argv[2], t_size(argv[3])); }

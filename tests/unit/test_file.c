@@ -120,6 +120,25 @@ static void test_read_special(void) {
     alarm(0);
 }
 
+/* A file checked through a descriptor, then named again (LDSHIM_LIBCUDA without /proc): the
+ * name is the descriptor's file until something else is put in its place. */
+static void test_same(void) {
+    char p[128], q[128];
+    path_of(p, sizeof p, "lib.so");
+    path_of(q, sizeof q, "other.so");
+    put(p, "one\n", 0644);
+    put(q, "two\n", 0644);
+    int fd = ld_file_open_read(p, 64, 0, NULL, g_why, sizeof g_why);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), 1);
+    CU_ASSERT_EQUAL(rename(q, p), 0);                           /* swapped */
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), 0);
+    CU_ASSERT_STRING_EQUAL(g_why, "it was replaced after it was checked");
+    unlink(p);
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), -1);   /* gone */
+    close(fd);
+}
+
 static void test_read_trusted(void) {
     char p[128], real[128], *buf;
     size_t len;
@@ -431,6 +450,7 @@ static void register_tests(void) {
     CU_add_test(s, "reads: size and line caps, NUL bytes, absent, /proc", test_read_caps);
     CU_add_test(s, "reads: FIFO, /dev/zero, directory, 10 GiB sparse file", test_read_special);
     CU_add_test(s, "reads: trusted files (mode, link)", test_read_trusted);
+    CU_add_test(s, "a checked descriptor's file, named again (swapped, gone)", test_same);
     CU_add_test(s, "writes: new file renamed over the old, mode, no temporary left", test_write_replace);
     CU_add_test(s, "writes: links, FIFO, directory, long path, devices, other users", test_write_refusals);
     CU_add_test(s, "writes: a FIFO reader that goes away mid-write (no SIGPIPE death)", test_write_reader_gone);
