@@ -67,13 +67,16 @@ static int alt_warned;
  * blocking) is the file loaded. dlopen by name would open the name again, and a FIFO swapped
  * in between would block that open, and the program's first CUDA call, forever; so the
  * loader opens the checked descriptor through /proc/self/fd/N (the same inode whatever the
- * name names by then). The library's link-map name is then /proc/self/fd/N, hence
+ * name names by then). The library's link-map name is then /proc/self/fd/./N, hence
  * ld_driver_is_map. NULL with why. */
 static void *open_checked(const char *path, char *why, size_t wn) {
     int fd = ld_file_open_read(path, SIZE_MAX / 2, 0, NULL, why, wn);
     if (fd < 0) return NULL;
+    /* Spelt with "./": the loader answers a later dlopen of the same string with this library,
+     * and a program that loads a file of its own as /proc/self/fd/N (a memfd, say) once N is
+     * closed and reused must get that file. */
     char self[40];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    snprintf(self, sizeof self, "/proc/self/fd/./%d", fd);
     void *h = open_lib(self);
     if (!h) {
         const char *e = dlerror();

@@ -115,10 +115,12 @@ def libcuda_cases(a):
                       env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": lib}, timeout=30, expect={"a_shim": 1},
                       checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
     # The shim loads it before the program does (its name is then /proc/self/fd/N): the program
-    # reaches it by its soname, and a hooked entry it looks up is still the shim's wrapper.
+    # reaches it by its soname, and a hooked entry it looks up is still the shim's wrapper; the
+    # program's own file on the reused descriptor number, loaded by its /proc name, is that file.
     C.append(Case("hard/libcuda/shim-first", "t_runtime", ["shim-first"], "emulated.policy",
                   env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30,
-                  expect={"entry_in": "libldshim.so"}, checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
+                  expect={"entry_in": "libldshim.so", "fd_reused": 1, "fd_name_gives_libcuda": 0},
+                  checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
     # A library that exports cuInit and nothing else the shim needs.
     src, so = os.path.join(d, "cuinit.c"), os.path.join(d, "libcuinit_only.so")
     with open(src, "w") as f:

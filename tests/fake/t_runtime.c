@@ -5,6 +5,9 @@
 #include "tests/fake/fake_cudart.h"
 #include "tests/fake/t_common.h"
 
+#include <fcntl.h>
+#include <link.h>
+
 #ifdef FAKE_STATIC_CUDART
 #define PROG "t_runtime_static"
 #else
@@ -178,6 +181,22 @@ static int case_shim_first(void) {
     CHECK(p && dladdr(p, &info) && info.dli_fname);
     const char *base = strrchr(info.dli_fname, '/');
     printf("entry_in=%s\n", base ? base + 1 : info.dli_fname);
+    /* The descriptor the shim loaded it through is closed: a file of the program's own that
+     * gets the number next, loaded as /proc/self/fd/N, must be that file, not libcuda by name. */
+    struct link_map *lm = NULL;
+    CHECK(dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name);
+    const char *slash = strrchr(lm->l_name, '/');
+    int n = slash && !strncmp(lm->l_name, "/proc/self/fd/", 14) ? atoi(slash + 1) : -1;
+    Dl_info rt;
+    CHECK(dladdr((void *)cudaMalloc, &rt) && rt.dli_fname);
+    int fd = open(rt.dli_fname, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    char name[40];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+    void *again = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    printf("fd_reused=%d\n", fd == n);
+    printf("fd_name_gives_libcuda=%d\n", again == h);
+    close(fd);
     return 0;
 }
 
