@@ -121,6 +121,17 @@ def libcuda_cases(a):
                   env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30,
                   expect={"entry_in": "libldshim.so", "fd_reused": 1, "fd_name_gives_libcuda": 0},
                   checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
+    # Without /proc (a mount namespace that unmounts it; root only): loaded by name after the
+    # name is checked to be the file the descriptor holds.
+    no_proc = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'umount -l /proc && exec "$@"', "sh"]
+    if a.san or "san" in os.path.basename((a.preload or "").split(":")[0]):
+        print("skip hard/libcuda/no-proc: a sanitizer's runtime needs /proc")
+    elif subprocess.run(no_proc + ["true"], stderr=subprocess.DEVNULL).returncode != 0:
+        print("skip hard/libcuda/no-proc: cannot unmount /proc in a mount namespace (needs root)")
+    else:
+        C.append(Case("hard/libcuda/no-proc", "t_runtime", ["shim-first"], "emulated.policy",
+                      env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30, wrap=no_proc,
+                      expect={"entry_in": "libldshim.so"}, checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
     # A library that exports cuInit and nothing else the shim needs.
     src, so = os.path.join(d, "cuinit.c"), os.path.join(d, "libcuinit_only.so")
     with open(src, "w") as f:
