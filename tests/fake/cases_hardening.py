@@ -5,6 +5,7 @@ failed before: values parsed whole (Medium 3), relative paths against the start 
   hard/strict/...     LDSHIM_DOMAIN, LDSHIM_COMPUTE, LDSHIM_COMPUTE_SMS with leading zeros
                       (taken whole) or over their length bound (refused whole, one warning)
   hard/relative/...   a relative LDSHIM_REPORT and LDSHIM_POLICY in a program that chdir's
+  hard/report/...     LDSHIM_REPORT=/dev/stdout redirected to a file (appended) or a pipe
   hard/libcuda/...    a FIFO (hung dlopen), the toolkit's stub, a library with cuInit only, the
                       fake driver by path and through a link (loaded from the checked descriptor)
 """
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import atexit
+import json
 
 from run_cases import Case, Fail, report_check, stderr_matches, ldshim_lines
 
@@ -94,6 +96,33 @@ def relative_cases(a):
     return C
 
 
+def stdout_report_cases():
+    """LDSHIM_REPORT=/dev/stdout with stdout redirected to a file (`>>`: kept content first) or
+    a pipe: the report lands in it, beside the program's own lines."""
+    C = []
+
+    def report_in_stdout(kept):
+        def check(_, res):
+            if kept and not res.stdout.startswith("before\n"):
+                raise Fail("the file's earlier content is gone: %r" % res.stdout[:80])
+            i = res.stdout.find("{")
+            try:
+                r, _end = json.JSONDecoder().raw_decode(res.stdout[i:]) if i >= 0 else (None, 0)
+            except ValueError as e:
+                raise Fail("no JSON report in stdout (%s): %r" % (e, res.stdout[:200]))
+            if not isinstance(r, dict) or "counts" not in r:
+                raise Fail("no report in stdout: %r" % res.stdout[:200])
+        return check
+    to_file = 'o=$(mktemp) && echo before > "$o" && "$0" "$@" >> "$o"; s=$?; cat "$o"; rm -f "$o"; exit $s'
+    C.append(Case("hard/report/stdout-file", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                  env={"LDSHIM_REPORT": "/dev/stdout"}, wrap=["sh", "-c", to_file], expect={"a_shim": 1},
+                  checks=[report_in_stdout(True), ldshim_lines(0, pattern=r"report")]))
+    C.append(Case("hard/report/stdout-pipe", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                  env={"LDSHIM_REPORT": "/dev/stdout"}, expect={"a_shim": 1},
+                  checks=[report_in_stdout(False), ldshim_lines(0, pattern=r"report")]))
+    return C
+
+
 def libcuda_cases(a):
     C = []
     d = _dir("libcuda")
@@ -156,4 +185,4 @@ def libcuda_cases(a):
 
 
 def cases(a):
-    return strict_cases() + relative_cases(a) + libcuda_cases(a)
+    return strict_cases() + relative_cases(a) + stdout_report_cases() + libcuda_cases(a)
