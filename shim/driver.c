@@ -15,9 +15,14 @@
 #include "shim/options.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef void *(*dlsym_fn)(void *, const char *);
 /* Read by the dlsym trampoline in interpose.c, hence not static. */
@@ -58,6 +63,46 @@ static void *open_lib(const char *path) {
 
 static int alt_warned;
 
+/* LDSHIM_LIBCUDA as a path: the file the file layer checked (a regular file, opened without
+ * blocking) is the file loaded. dlopen by name would open the name again, and a FIFO swapped
+ * in between would block that open, and the program's first CUDA call, forever; so the
+ * loader opens the checked descriptor through /proc/self/fd/N (the same inode whatever the
+ * name names by then). The library's link-map name is then /proc/self/fd/./N, hence
+ * ld_driver_is_map. NULL with why. */
+static void *open_checked(const char *path, char *why, size_t wn) {
+    int fd = ld_file_open_read(path, SIZE_MAX / 2, 0, NULL, why, wn);
+    if (fd < 0) return NULL;
+    /* Spelt with "./": the loader answers a later dlopen of the same string with this library,
+     * and a program that loads a file of its own as /proc/self/fd/N (a memfd, say) once N is
+     * closed and reused must get that file. */
+    char self[40];
+    snprintf(self, sizeof self, "/proc/self/fd/./%d", fd);
+    void *h = open_lib(self);
+    if (!h) {
+        const char *e = dlerror();
+        size_t sl = strlen(self);
+        if (e && !strncmp(e, self, sl) && e[sl] == ':') e += sl + (e[sl + 1] == ' ' ? 2 : 1);
+        snprintf(why, wn, "%s", e ? e : "dlopen failed");
+        struct stat st;
+        /* No /proc (a bare chroot or container): no name reaches the descriptor. Load by name
+         * only while the name still is the file checked (st_dev, st_ino): that detects a swap
+         * made so far, and leaves only the window of dlopen's own open, which no check by name
+         * can close. */
+        if (stat(self, &st) != 0 && errno == ENOENT && ld_file_same(path, fd, why, wn) == 1 && !(h = open_lib(path))) {
+            e = dlerror();
+            snprintf(why, wn, "%s", e ? e : "dlopen failed");
+        }
+    }
+    close(fd);
+    return h;
+}
+
+int ld_driver_is_map(const void *map) {
+    void *h = __atomic_load_n(&lib_handle, __ATOMIC_ACQUIRE);
+    struct link_map *m = NULL;
+    return map && h && dlinfo(h, RTLD_DI_LINKMAP, &m) == 0 && (const void *)m == map;
+}
+
 void *ld_driver_handle(void) {
     void *h = __atomic_load_n(&lib_handle, __ATOMIC_ACQUIRE);
     if (h) return h;
@@ -66,17 +111,19 @@ void *ld_driver_handle(void) {
      * and use libcuda.so.1, which is what the program itself reaches. */
     const char *alt = ld_opt(LD_OPT_LIBCUDA);
     if (alt) {
-        /* A path is opened only when it names a regular file (the file layer's check: a FIFO
-         * would hang dlopen's open, a device or directory has no business here). A bare name
-         * is the dynamic loader's to find, as libcuda.so.1 is. */
+        /* A path is loaded only when it names a regular file (the file layer's check: a FIFO
+         * would hang dlopen's open, a device or directory has no business here), and the very
+         * file checked (open_checked). A bare name is the dynamic loader's to find, as
+         * libcuda.so.1 is. */
         char why[200] = "";
         h = NULL;
-        if (strchr(alt, '/') && ld_file_check_regular(alt, why, sizeof why) != 0) {
-            /* why says what it is */
+        if (strchr(alt, '/')) {
+            h = open_checked(alt, why, sizeof why);
         } else if (!(h = open_lib(alt))) {
             const char *e = dlerror();
             snprintf(why, sizeof why, "%s", e ? e : "dlopen failed");
-        } else {
+        }
+        if (h) {
             /* The toolkit's stub libcuda exports the names and fails every call: a library
              * lacking any entry the shim needs is no driver for it. */
             const char *lack = NULL;

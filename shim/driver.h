@@ -118,6 +118,10 @@ const ld_driver_t *ld_driver(void);
  * wrappers forward through it), or NULL when it cannot be loaded. */
 void *ld_driver_handle(void);
 
+/* 1 if `map` (a link map, from dladdr1 RTLD_DL_LINKMAP) is the published libcuda's: a library
+ * of LDSHIM_LIBCUDA is loaded as /proc/self/fd/N, so its name says nothing. Loads nothing. */
+int ld_driver_is_map(const void *map);
+
 /* The real dlsym (the shim interposes dlsym). Safe before ld_driver(). */
 void *ld_real_dlsym(void *handle, const char *name);
 

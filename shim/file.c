@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,6 +261,17 @@ int ld_file_check_regular(const char *path, char *why, size_t wn) {
     return 0;
 }
 
+int ld_file_same(const char *path, int fd, char *why, size_t wn) {
+    struct stat a, b;
+    if (fstat(fd, &a) != 0 || stat(path, &b) != 0) { WHY("%s", ld_file_errtext(errno)); return -1; }
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        WHY("it was replaced after it was checked");
+        errno = ESTALE;
+        return 0;
+    }
+    return 1;
+}
+
 int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned flags, size_t *len, char *why,
                     size_t wn) {
     size_t got = 0;
@@ -371,8 +383,10 @@ static long ms_until(const struct timespec *end) {
  * sent to `| head`, from the exit handler) must cost the report, never the program's life or
  * its exit status. A SIGPIPE this write raised is taken back; one the program had pending
  * already stays. One deadline for the whole write, so a reader that takes a little at a time
- * cannot stretch it past STREAM_WAIT_MS. */
-static int write_all(int fd, const char *data, size_t n) {
+ * cannot stretch it past STREAM_WAIT_MS. A socket (`sock`) is written with send(MSG_DONTWAIT):
+ * it is the program's own descriptor (a report to /dev/stdout under systemd), blocking, and its
+ * O_NONBLOCK would be shared with whoever else holds it, so each call does not wait instead. */
+static int write_all(int fd, const char *data, size_t n, int sock) {
     sigset_t pipe_set, old, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -388,9 +402,9 @@ static int write_all(int fd, const char *data, size_t n) {
     int rc = 0, e = 0;
     size_t off = 0;
     while (off < n) {
-        ssize_t w = write(fd, data + off, n - off);
+        ssize_t w = sock ? send(fd, data + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL) : write(fd, data + off, n - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) {        /* a FIFO whose reader is slow */
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {   /* a FIFO or socket whose reader is slow */
             long left = ms_until(&end);
             struct pollfd pf = { .fd = fd, .events = POLLOUT };
             if (left <= 0 || poll(&pf, 1, (int)left) <= 0) { e = EAGAIN; rc = -1; break; }
@@ -431,12 +445,93 @@ static int write_stream(int dfd, const char *name, const struct stat *want, cons
         errno = EAGAIN;
         return -1;
     }
-    int rc = write_all(fd, data, n);
+    int rc = write_all(fd, data, n, 0);
     int e = errno;
     close(fd);
     if (rc) WHY("%s", ld_file_errtext(e));
     errno = e;
     return rc;
+}
+
+/* ---- a descriptor named as a path: /dev/stdout ----------------------------------------- */
+
+/* N of `prefix`N: decimal digits only, no leading zero (/proc/self/fd has no "01"), at most 9
+ * digits; -1 for anything else. */
+static int fd_suffix(const char *path, const char *prefix) {
+    size_t pl = strlen(prefix);
+    if (strncmp(path, prefix, pl) != 0) return -1;
+    const char *d = path + pl;
+    size_t n = strlen(d);
+    if (n == 0 || n > 9 || (d[0] == '0' && n > 1)) return -1;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i] < '0' || d[i] > '9') return -1;
+        v = v * 10 + (d[i] - '0');
+    }
+    return v;
+}
+
+/* The target of the link `path` into buf (n bytes), when it is a link owned by this user or
+ * root (the rule for any link followed to a stream); -1 otherwise. */
+static int read_dev_link(const char *path, char *buf, size_t n) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid())) return -1;
+    ssize_t k = readlink(path, buf, n);
+    if (k <= 0 || (size_t)k >= n) return -1;
+    buf[k] = 0;
+    return 0;
+}
+
+/* The descriptor `path` names, by name and by as many links as it takes (at most 4, each
+ * short): /proc/self/fd/N itself; /dev/fd/N when /dev/fd is a link to /proc/self/fd;
+ * /dev/stdout and /dev/stderr when they are links to one of those (/proc/self/fd/1, or fd/1
+ * relative to /dev). -1 for any other path, written as a file with every refusal of one: a
+ * link of the user's to /proc/self/fd/N, or /dev/stdout when it is no link, is no exception. */
+static int named_fd(const char *path) {
+    char cur[64], tgt[48];
+    if (strlen(path) >= sizeof cur) return -1;
+    memcpy(cur, path, strlen(path) + 1);
+    for (int hop = 0; hop < 4; hop++) {
+        int n = fd_suffix(cur, "/proc/self/fd/");
+        if (n >= 0) return n;
+        if ((n = fd_suffix(cur, "/dev/fd/")) >= 0) {
+            if (read_dev_link("/dev/fd", tgt, sizeof tgt) != 0 || strcmp(tgt, "/proc/self/fd") != 0) return -1;
+            return n;
+        }
+        if (strcmp(cur, "/dev/stdout") != 0 && strcmp(cur, "/dev/stderr") != 0) return -1;
+        if (read_dev_link(cur, tgt, sizeof tgt) != 0) return -1;
+        snprintf(cur, sizeof cur, "%s%s", tgt[0] == '/' ? "" : "/dev/", tgt);
+    }
+    return -1;
+}
+
+/* The program's descriptor `fd`, named as /dev/stdout or /dev/fd/N. A regular file or a socket
+ * is written through fd itself, at its offset: an append to what the user redirected (`> log`),
+ * nothing opened, renamed or truncated. 1 for a FIFO or character device: the caller reopens
+ * it by its path without blocking, as any stream (fd itself may block, and setting O_NONBLOCK
+ * on it would change it for everyone who shares it). 0, or -1 with why (a closed descriptor). */
+static int write_fd(int fd, const char *data, size_t n, char *why, size_t wn) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        if (e == EBADF) WHY("descriptor %d is not open; not written", fd);
+        else WHY("descriptor %d: %s", fd, ld_file_errtext(e));
+        errno = e;
+        return -1;
+    }
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) return 1;
+    if (!S_ISREG(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+        WHY("descriptor %d is %s; not written", fd, ld_file_kind(st.st_mode));
+        errno = EINVAL;
+        return -1;
+    }
+    if (write_all(fd, data, n, S_ISSOCK(st.st_mode)) != 0) {
+        int e = errno;
+        WHY("descriptor %d: %s", fd, ld_file_errtext(e));
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 int ld_file_write_at(int dfd, const char *name, const void *data, size_t len, unsigned flags, char *why,
@@ -490,7 +585,7 @@ int ld_file_write_at(int dfd, const char *name, const void *data, size_t len, un
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) { WHY("cannot create a temporary file beside it: %s", ld_file_errtext(errno)); return -1; }
-    int e = write_all(fd, data, len) ? errno : 0;
+    int e = write_all(fd, data, len, 0) ? errno : 0;
     if (!e && (flags & LD_FILE_SYNC) && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
     if (!e && renameat(dfd, tmp, dfd, name) != 0) e = errno;
@@ -506,6 +601,11 @@ int ld_file_write_at(int dfd, const char *name, const void *data, size_t len, un
 int ld_file_write(const char *path, const void *data, size_t len, unsigned flags, char *why, size_t wn) {
     if (!path || !*path) { WHY("no file named"); errno = EINVAL; return -1; }
     if (strlen(path) >= 4096) { WHY("the path is longer than 4095 bytes"); errno = ENAMETOOLONG; return -1; }
+    int fd = (flags & LD_FILE_STREAM) ? named_fd(path) : -1;
+    if (fd >= 0) {
+        int r = write_fd(fd, data, len, why, wn);
+        if (r <= 0) return r;
+    }
     const char *base;
     int absent;
     int dfd = open_parent(path, flags, &base, &absent, why, wn);

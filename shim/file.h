@@ -14,8 +14,11 @@
  * LD_FILE_PRIVATE), written, optionally fsync'd, then renamed over the target, and only
  * when the target is absent or a regular file the effective user owns. Nothing is ever
  * truncated in place and no link planted at the target is followed. With LD_FILE_STREAM an
- * existing FIFO or character device (or a link owned by the user or root that leads to one:
- * /dev/stdout) is written in place without blocking: the report's documented exception.
+ * existing FIFO or character device (or a link owned by the user or root that leads to one)
+ * is written in place without blocking, and /dev/stdout, /dev/stderr, /dev/fd/N and
+ * /proc/self/fd/N name the program's open descriptor N: a regular file or socket there is
+ * written through N at its offset (`> log.json`: appended; nothing opened or truncated), a
+ * closed N is an error. The report's documented exceptions.
  *
  * Directories the project writes into (the probe dump, caches, kept logs) are created new
  * (0700, or 0755 with LD_FILE_SHARED) or accepted when they exist, are no symbolic link, are
@@ -65,8 +68,13 @@ int ld_file_open_read(const char *path, size_t cap, unsigned flags, off_t *size,
 int ld_file_read_fd(int fd, char *buf, size_t cap, size_t line_cap, unsigned flags, size_t *len, char *why,
                     size_t wn);
 
-/* 0 if `path` is a regular file that could be read (the check before dlopen), -1 with why. */
+/* 0 if `path` is a regular file that could be read, -1 with why. */
 int ld_file_check_regular(const char *path, char *why, size_t wn);
+
+/* 1 if `path` (links followed) is still the file open as `fd` (the same st_dev and st_ino):
+ * a file checked through a descriptor and then used by name, where no name reaches the
+ * descriptor itself. 0 if it is another file, -1 if it cannot be told; why says which. */
+int ld_file_same(const char *path, int fd, char *why, size_t wn);
 
 /* The untranslated text of errno e: callers may run while another thread holds the dynamic
  * loader's lock, and a localized strerror may dlopen translation modules. Thread-safe. */

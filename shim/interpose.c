@@ -893,7 +893,8 @@ EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
 
 /* --- resolvers --------------------------------------------------------------------------- */
 
-/* 1 if `path` names libcuda (or the library LDSHIM_LIBCUDA points at). */
+/* 1 if `path` names libcuda (or the library LDSHIM_LIBCUDA points at; one the shim loaded
+ * itself is named /proc/self/fd/N and known by its link map, ld_driver_is_map). */
 static int is_libcuda(const char *path) {
     if (!path) return 0;
     const char *base = strrchr(path, '/');
@@ -918,7 +919,8 @@ static void *substitute(void *p, int runtime) {
         if (__atomic_load_n(&hooks[i].real, __ATOMIC_ACQUIRE) == p)
             return hook_wanted(i) ? (runtime ? hooks[i].rt : hooks[i].drv) : p;
     Dl_info info;
-    if (!dladdr(p, &info) || !is_libcuda(info.dli_fname)) return p;
+    void *map = NULL;
+    if (!dladdr1(p, &info, &map, RTLD_DL_LINKMAP) || !(is_libcuda(info.dli_fname) || ld_driver_is_map(map))) return p;
     /* libcuda is loaded (p lies in it): looking its exports up loads nothing new. */
     for (int i = 0; i < H_COUNT; i++)
         if (real_of(i) == p) return hook_wanted(i) ? (runtime ? hooks[i].rt : hooks[i].drv) : p;

@@ -49,7 +49,7 @@ typedef enum { LD_OPT_USER, LD_OPT_TEST, LD_OPT_INTERNAL } ld_opt_audience_t;
     X(LOG_SUBSYS, LIST, USER, "all",                                                                             \
       "subsystems whose info and debug lines are written, e.g. probe,compute; ^ excludes (shim/log.h)")          \
     X(REPORT, PATH, USER, "none",                                                                                \
-      "JSON report written at exit; %p expands to the pid")                                                      \
+      "JSON report written at exit; %p expands to the pid; /dev/stdout: appended to fd 1")                       \
     X(COMPUTE, WORD, USER, "the policy's compute (all)",                                                         \
       "all|domain:N|spread:K; overrides the policy's compute; domain:N with no state named: compute-only in N") \
     X(COMPUTE_SPLIT, WORD, USER, "the policy's compute_split (aligned)",                                         \

@@ -279,7 +279,8 @@ static int expand(const char *in, char *out, size_t n) {
 /* Through the file layer (shim/file.h): a new or regular file of ours is replaced by a new
  * file (mode 0644 under the umask) renamed over it, so readers see the old report or the new
  * one and a link planted at the target is never followed; a FIFO or character device
- * (/dev/stdout, /dev/null, a tty) is written in place without blocking (LD_FILE_STREAM). */
+ * (/dev/null, a tty) is written in place without blocking, and /dev/stdout, /dev/stderr or
+ * /dev/fd/N through that descriptor, appended at its offset (LD_FILE_STREAM). */
 int ld_report_write_why(const char *path, char *why, size_t wn) {
     if (!path || !*path) { WHY("no path"); errno = EINVAL; return -1; }
     char p[LD_PATH_MAX];

@@ -5,13 +5,17 @@ failed before: values parsed whole (Medium 3), relative paths against the start 
   hard/strict/...     LDSHIM_DOMAIN, LDSHIM_COMPUTE, LDSHIM_COMPUTE_SMS with leading zeros
                       (taken whole) or over their length bound (refused whole, one warning)
   hard/relative/...   a relative LDSHIM_REPORT and LDSHIM_POLICY in a program that chdir's
-  hard/libcuda/...    a FIFO (hung dlopen), the toolkit's stub, a library with cuInit only
+  hard/report/...     LDSHIM_REPORT=/dev/stdout redirected to a file (appended) or a pipe
+  hard/libcuda/...    a FIFO (hung dlopen), the toolkit's stub, a library with cuInit only, the
+                      fake driver by path and through a link (loaded from the checked descriptor)
 """
 import os
 import shutil
 import subprocess
 import tempfile
 import atexit
+import json
+import shlex
 
 from run_cases import Case, Fail, report_check, stderr_matches, ldshim_lines
 
@@ -93,6 +97,39 @@ def relative_cases(a):
     return C
 
 
+def stdout_report_cases():
+    """LDSHIM_REPORT=/dev/stdout with stdout redirected to a file (`>>`: kept content first) or
+    a pipe: the report lands in it, beside the program's own lines. Only shell builtins wrap
+    the program (a tool such as mktemp fails under the sanitizers' leak check)."""
+    C = []
+    out = os.path.join(_dir("stdout"), "out.txt")
+
+    def report_in(kept):
+        def check(_, res):
+            text = res.stdout
+            if kept:
+                with open(out) as f:
+                    text = f.read()
+                if not text.startswith("before\n") or "a_shim=1\n" not in text:
+                    raise Fail("the file lacks its earlier content or the program's lines: %r" % text[:80])
+            i = text.find("{")
+            try:
+                r = json.JSONDecoder().raw_decode(text[i:])[0] if i >= 0 else None
+            except ValueError as e:
+                raise Fail("no JSON report in stdout (%s): %r" % (e, text[:200]))
+            if not isinstance(r, dict) or "counts" not in r:
+                raise Fail("no report in stdout: %r" % text[:200])
+        return check
+    to_file = 'printf "before\\n" > %s && exec "$0" "$@" >> %s' % (shlex.quote(out), shlex.quote(out))
+    C.append(Case("hard/report/stdout-file", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                  env={"LDSHIM_REPORT": "/dev/stdout"}, wrap=["sh", "-c", to_file],
+                  checks=[report_in(True), ldshim_lines(0, pattern=r"report")]))
+    C.append(Case("hard/report/stdout-pipe", "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                  env={"LDSHIM_REPORT": "/dev/stdout"}, expect={"a_shim": 1},
+                  checks=[report_in(False), ldshim_lines(0, pattern=r"report")]))
+    return C
+
+
 def libcuda_cases(a):
     C = []
     d = _dir("libcuda")
@@ -103,6 +140,34 @@ def libcuda_cases(a):
                   env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fifo}, timeout=30, expect={"a_shim": 1},
                   checks=[stderr_matches(r"^ldshim: warning: driver: LDSHIM_LIBCUDA=\S+fifo\.so cannot be used \(a FIFO, not a "
                                          r"regular file\); using libcuda\.so\.1$", count=1)]))
+    # The fake driver by path, and through a link of the user's: the file checked is the file
+    # loaded (dlopen of /proc/self/fd/N, the checked descriptor), and the shim runs on it.
+    fake = os.path.join(os.path.abspath(a.build), "fake", "libcuda.so.1")
+    link = os.path.join(d, "libcuda-link.so")
+    if not os.path.lexists(link):
+        os.symlink(fake, link)
+    for tag, lib in (("path", fake), ("link", link)):
+        C.append(Case("hard/libcuda/" + tag, "t_runtime", ["alloc", "8MiB"], "emulated.policy",
+                      env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": lib}, timeout=30, expect={"a_shim": 1},
+                      checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
+    # The shim loads it before the program does (its name is then /proc/self/fd/N): the program
+    # reaches it by its soname, and a hooked entry it looks up is still the shim's wrapper; the
+    # program's own file on the reused descriptor number, loaded by its /proc name, is that file.
+    C.append(Case("hard/libcuda/shim-first", "t_runtime", ["shim-first"], "emulated.policy",
+                  env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30,
+                  expect={"entry_in": "libldshim.so", "fd_reused": 1, "fd_name_gives_libcuda": 0},
+                  checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
+    # Without /proc (a mount namespace that unmounts it; root only): loaded by name after the
+    # name is checked to be the file the descriptor holds.
+    no_proc = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'umount -l /proc && exec "$@"', "sh"]
+    if a.san or "san" in os.path.basename((a.preload or "").split(":")[0]):
+        print("skip hard/libcuda/no-proc: a sanitizer's runtime needs /proc")
+    elif subprocess.run(no_proc + ["true"], stderr=subprocess.DEVNULL).returncode != 0:
+        print("skip hard/libcuda/no-proc: cannot unmount /proc in a mount namespace (needs root)")
+    else:
+        C.append(Case("hard/libcuda/no-proc", "t_runtime", ["shim-first"], "emulated.policy",
+                      env={"LDSHIM_STATE": "full", "LDSHIM_LIBCUDA": fake}, timeout=30, wrap=no_proc,
+                      expect={"entry_in": "libldshim.so"}, checks=[ldshim_lines(0, pattern=r"LDSHIM_LIBCUDA")]))
     # A library that exports cuInit and nothing else the shim needs.
     src, so = os.path.join(d, "cuinit.c"), os.path.join(d, "libcuinit_only.so")
     with open(src, "w") as f:
@@ -127,4 +192,4 @@ def libcuda_cases(a):
 
 
 def cases(a):
-    return strict_cases() + relative_cases(a) + libcuda_cases(a)
+    return strict_cases() + relative_cases(a) + stdout_report_cases() + libcuda_cases(a)

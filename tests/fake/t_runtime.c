@@ -5,6 +5,9 @@
 #include "tests/fake/fake_cudart.h"
 #include "tests/fake/t_common.h"
 
+#include <fcntl.h>
+#include <link.h>
+
 #ifdef FAKE_STATIC_CUDART
 #define PROG "t_runtime_static"
 #else
@@ -23,7 +26,10 @@ static const char *usage =
     "  stock T U             a fixed sequence whose observable results are printed\n"
     "  oom SIZE              prints the return code of one cudaMalloc\n"
     "  launch SIZE           cudaMalloc, then a kernel on the NULL stream, a created stream and\n"
-    "                        cudaStreamPerThread: the SMs each ran on (compute binding)\n";
+    "                        cudaStreamPerThread: the SMs each ran on (compute binding)\n"
+    "  shim-first            cuCtxGetCurrent through the shim before any runtime call (it loads\n"
+    "                        LDSHIM_LIBCUDA itself), then dlsym(libcuda.so.1, cuMemAlloc_v2):\n"
+    "                        the file that entry lies in\n";
 
 static void ready(void) {
     int n = 0;
@@ -160,6 +166,40 @@ static int case_launch(size_t size) {
     return 0;
 }
 
+/* The shim loads the driver first (LDSHIM_LIBCUDA names a path: it is loaded as
+ * /proc/self/fd/N); the program then reaches the same library by its soname, and a hooked
+ * entry it looks up must still be the shim's wrapper. */
+static int case_shim_first(void) {
+    int (*current)(void **) = (int (*)(void **))dlsym(RTLD_DEFAULT, "cuCtxGetCurrent");   /* the shim's */
+    void *ctx = NULL;
+    CHECK(current);
+    printf("current_rc=%d\n", current(&ctx));
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h);
+    void *p = dlsym(h, "cuMemAlloc_v2");
+    Dl_info info;
+    CHECK(p && dladdr(p, &info) && info.dli_fname);
+    const char *base = strrchr(info.dli_fname, '/');
+    printf("entry_in=%s\n", base ? base + 1 : info.dli_fname);
+    /* The descriptor the shim loaded it through is closed: a file of the program's own that
+     * gets the number next, loaded as /proc/self/fd/N, must be that file, not libcuda by name. */
+    struct link_map *lm = NULL;
+    CHECK(dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name);
+    const char *slash = strrchr(lm->l_name, '/');
+    int n = slash && !strncmp(lm->l_name, "/proc/self/fd/", 14) ? atoi(slash + 1) : -1;
+    Dl_info rt;
+    CHECK(dladdr((void *)cudaMalloc, &rt) && rt.dli_fname);
+    int fd = open(rt.dli_fname, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    char name[40];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+    void *again = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    printf("fd_reused=%d\n", fd == n);
+    printf("fd_name_gives_libcuda=%d\n", again == h);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     t_prog = PROG;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -168,6 +208,7 @@ int main(int argc, char **argv) {
     }
     const char *c = argv[1];
 #define ARGS(n) do { if (argc != (n) + 2) { fprintf(stderr, PROG ": %s needs %d arguments\n%s", c, n, usage); return 2; } } while (0)
+    if (!strcmp(c, "shim-first")) { ARGS(0); return case_shim_first(); }
     ready();
     if (!strcmp(c, "alloc")) { ARGS(1); return case_alloc(t_size(argv[2])); }
     if (!strcmp(c, "entry")) { ARGS(2); return case_entry(argv[2], t_size(argv[3])); }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,6 +118,25 @@ static void test_read_special(void) {
     CU_ASSERT_EQUAL(ld_file_check_regular(p, g_why, sizeof g_why), 0);
     unlink(p);
     alarm(0);
+}
+
+/* A file checked through a descriptor, then named again (LDSHIM_LIBCUDA without /proc): the
+ * name is the descriptor's file until something else is put in its place. */
+static void test_same(void) {
+    char p[128], q[128];
+    path_of(p, sizeof p, "lib.so");
+    path_of(q, sizeof q, "other.so");
+    put(p, "one\n", 0644);
+    put(q, "two\n", 0644);
+    int fd = ld_file_open_read(p, 64, 0, NULL, g_why, sizeof g_why);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), 1);
+    CU_ASSERT_EQUAL(rename(q, p), 0);                           /* swapped */
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), 0);
+    CU_ASSERT_STRING_EQUAL(g_why, "it was replaced after it was checked");
+    unlink(p);
+    CU_ASSERT_EQUAL(ld_file_same(p, fd, g_why, sizeof g_why), -1);   /* gone */
+    close(fd);
 }
 
 static void test_read_trusted(void) {
@@ -260,6 +280,107 @@ static void test_write_reader_gone(void) {
     alarm(0);
 }
 
+/* /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N name the program's own descriptor: a
+ * regular file or a socket is written through it at its offset (`./app > log.json`: an
+ * append, the same inode, nothing truncated); a pipe is still reopened without blocking; a
+ * closed descriptor is an error value. Any other link to a descriptor stays refused. */
+static void test_write_descriptor(void) {
+    char p[128], name[64], l[128];
+    struct stat st, st2;
+    alarm(20);
+    path_of(p, sizeof p, "redirected.json");
+    int f = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CU_ASSERT_FATAL(f >= 0);
+    CU_ASSERT_EQUAL(write(f, "before\n", 7), 7);
+    CU_ASSERT_EQUAL(fstat(f, &st), 0);
+    /* fd 1 a regular file (stdout redirected): the report follows what the program wrote. */
+    int pp[2];
+    CU_ASSERT_FATAL(pipe2(pp, O_NONBLOCK) == 0);   /* a read never waits */
+    fflush(stdout);
+    int saved = dup(1);
+    CU_ASSERT_FATAL(saved >= 0);
+    CU_ASSERT_EQUAL(dup2(f, 1), 1);
+    int rc = ld_file_write("/dev/stdout", "report\n", 7, LD_FILE_STREAM, g_why, sizeof g_why);
+    CU_ASSERT_EQUAL(write(1, "after\n", 6), 6);
+    /* fd 1 closed: an error value, nothing else. */
+    close(1);
+    errno = 0;
+    int rc_closed = ld_file_write("/dev/stdout", "x", 1, LD_FILE_STREAM, g_why, sizeof g_why);
+    int e_closed = errno;
+    char why_closed[sizeof g_why];
+    snprintf(why_closed, sizeof why_closed, "%s", g_why);
+    /* fd 1 a pipe: still written (reopened without blocking, as before). */
+    CU_ASSERT_EQUAL(dup2(pp[1], 1), 1);
+    int rc_pipe = ld_file_write("/dev/stdout", "piped\n", 6, LD_FILE_STREAM, g_why, sizeof g_why);
+    CU_ASSERT_EQUAL(dup2(saved, 1), 1);
+    close(saved);
+    close(pp[1]);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(same(p, "before\nreport\nafter\n"));
+    CU_ASSERT(stat(p, &st2) == 0 && st2.st_ino == st.st_ino);   /* written in place, no rename */
+    CU_ASSERT_EQUAL(rc_closed, -1);
+    CU_ASSERT_EQUAL(e_closed, EBADF);
+    CU_ASSERT_STRING_EQUAL(why_closed, "descriptor 1 is not open; not written");
+    CU_ASSERT_EQUAL(rc_pipe, 0);
+    char buf[16] = "";
+    CU_ASSERT_EQUAL(read(pp[0], buf, sizeof buf - 1), 6);
+    CU_ASSERT_STRING_EQUAL(buf, "piped\n");
+    close(pp[0]);
+
+    /* /dev/fd/N and /proc/self/fd/N of a file the program opened: appended at its offset. */
+    snprintf(name, sizeof name, "/dev/fd/%d", f);
+    CU_ASSERT_EQUAL(ld_file_write(name, "fd\n", 3, LD_FILE_STREAM, g_why, sizeof g_why), 0);
+    snprintf(name, sizeof name, "/proc/self/fd/%d", f);
+    CU_ASSERT_EQUAL(ld_file_write(name, "proc\n", 5, LD_FILE_STREAM, g_why, sizeof g_why), 0);
+    CU_ASSERT(same(p, "before\nreport\nafter\nfd\nproc\n"));
+    CU_ASSERT_EQUAL(lseek(f, 0, SEEK_CUR), 28);
+    /* Without LD_FILE_STREAM the name is a file like any other: refused (a link). */
+    CU_ASSERT_EQUAL(ld_file_write(name, "x", 1, 0, g_why, sizeof g_why), -1);
+    /* A link of the user's to the descriptor, and a leading zero: not a descriptor's name,
+     * refused as the link to a regular file elsewhere they are. */
+    path_of(l, sizeof l, "to-fd");
+    CU_ASSERT_EQUAL(symlink(name, l), 0);
+    CU_ASSERT_EQUAL(ld_file_write(l, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "symbolic link"));
+    unlink(l);
+    snprintf(name, sizeof name, "/dev/fd/0%d", f);
+    CU_ASSERT_EQUAL(ld_file_write(name, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT(same(p, "before\nreport\nafter\nfd\nproc\n"));
+    /* A closed descriptor by number. */
+    int gone = dup(f);
+    CU_ASSERT_FATAL(gone >= 0);
+    close(gone);
+    snprintf(name, sizeof name, "/dev/fd/%d", gone);
+    errno = 0;
+    CU_ASSERT_EQUAL(ld_file_write(name, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT_EQUAL(errno, EBADF);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "is not open"));
+    /* A read-only descriptor: the write's own error. */
+    int ro = open(p, O_RDONLY);
+    snprintf(name, sizeof name, "/dev/fd/%d", ro);
+    CU_ASSERT_EQUAL(ld_file_write(name, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    close(ro);
+    close(f);
+    CU_ASSERT(same(p, "before\nreport\nafter\nfd\nproc\n"));
+    /* A socket (stdout under systemd): sent whole. A directory: refused. */
+    int sv[2];
+    CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    snprintf(name, sizeof name, "/dev/fd/%d", sv[0]);
+    CU_ASSERT_EQUAL(ld_file_write(name, "sock\n", 5, LD_FILE_STREAM, g_why, sizeof g_why), 0);
+    memset(buf, 0, sizeof buf);
+    CU_ASSERT_EQUAL(recv(sv[1], buf, sizeof buf - 1, MSG_DONTWAIT), 5);
+    CU_ASSERT_STRING_EQUAL(buf, "sock\n");
+    close(sv[0]);
+    close(sv[1]);
+    int dfd = open(g_dir, O_RDONLY | O_DIRECTORY);
+    snprintf(name, sizeof name, "/proc/self/fd/%d", dfd);
+    CU_ASSERT_EQUAL(ld_file_write(name, "x", 1, LD_FILE_STREAM, g_why, sizeof g_why), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_why, "is a directory; not written"));
+    close(dfd);
+    unlink(p);
+    alarm(0);
+}
+
 static void test_write_shared_dirs(void) {
     char ww[128], p[160];
     path_of(ww, sizeof ww, "ww");
@@ -329,9 +450,11 @@ static void register_tests(void) {
     CU_add_test(s, "reads: size and line caps, NUL bytes, absent, /proc", test_read_caps);
     CU_add_test(s, "reads: FIFO, /dev/zero, directory, 10 GiB sparse file", test_read_special);
     CU_add_test(s, "reads: trusted files (mode, link)", test_read_trusted);
+    CU_add_test(s, "a checked descriptor's file, named again (swapped, gone)", test_same);
     CU_add_test(s, "writes: new file renamed over the old, mode, no temporary left", test_write_replace);
     CU_add_test(s, "writes: links, FIFO, directory, long path, devices, other users", test_write_refusals);
     CU_add_test(s, "writes: a FIFO reader that goes away mid-write (no SIGPIPE death)", test_write_reader_gone);
+    CU_add_test(s, "writes: /dev/stdout, /dev/fd/N of a file, pipe, socket, closed descriptor", test_write_descriptor);
     CU_add_test(s, "shared and output directories", test_write_shared_dirs);
     CU_add_test(s, "printable copies for messages", test_printable);
 }

@@ -9,7 +9,7 @@
 # descriptor into a stream: open openat open64 openat64 creat creat64 fopen fopen64 freopen
 # fdopen opendir mkdir mkdirat mkstemp mkostemp mkfifo truncate. Allowed: shim/file.c (the
 # layer) and nothing else. dlopen is not matched (a library is loaded by the dynamic loader,
-# after ld_file_check_regular: shim/driver.c); mkdtemp (a new private directory, never an
+# from a descriptor the layer checked: shim/driver.c); mkdtemp (a new private directory, never an
 # existing name) and open_memstream (memory, no file) are not file opens.
 #
 # Python: every Python tool a user runs, by the AST check of tests/ab/test_fileio.py (below).
