@@ -10,6 +10,7 @@
  * a thread that finds nothing published does the work itself and publishes with an atomic
  * compare-and-swap; a loser discards its copy. */
 #include "shim/driver.h"
+#include "shim/dlcheck.h"
 #include "shim/file.h"
 #include "shim/log.h"
 #include "shim/options.h"
@@ -55,48 +56,11 @@ static void *lib_handle;            /* libcuda, once some thread opened it      
 static ld_driver_t *table;          /* published complete table                       */
 static int table_failed;            /* 1: libcuda absent or incomplete: pass through  */
 
-/* Prefer the copy the program already loaded; never change its symbol scope. */
-static void *open_lib(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    return h ? h : dlopen(path, RTLD_NOW | RTLD_LOCAL);
-}
-
 static int alt_warned;
 
-/* LDSHIM_LIBCUDA as a path: the file the file layer checked (a regular file, opened without
- * blocking) is the file loaded. dlopen by name would open the name again, and a FIFO swapped
- * in between would block that open, and the program's first CUDA call, forever; so the
- * loader opens the checked descriptor through /proc/self/fd/N (the same inode whatever the
- * name names by then). The library's link-map name is then /proc/self/fd/./N, hence
- * ld_driver_is_map. NULL with why. */
-static void *open_checked(const char *path, char *why, size_t wn) {
-    int fd = ld_file_open_read(path, SIZE_MAX / 2, 0, NULL, why, wn);
-    if (fd < 0) return NULL;
-    /* Spelt with "./": the loader answers a later dlopen of the same string with this library,
-     * and a program that loads a file of its own as /proc/self/fd/N (a memfd, say) once N is
-     * closed and reused must get that file. */
-    char self[40];
-    snprintf(self, sizeof self, "/proc/self/fd/./%d", fd);
-    void *h = open_lib(self);
-    if (!h) {
-        const char *e = dlerror();
-        size_t sl = strlen(self);
-        if (e && !strncmp(e, self, sl) && e[sl] == ':') e += sl + (e[sl + 1] == ' ' ? 2 : 1);
-        snprintf(why, wn, "%s", e ? e : "dlopen failed");
-        struct stat st;
-        /* No /proc (a bare chroot or container): no name reaches the descriptor. Load by name
-         * only while the name still is the file checked (st_dev, st_ino): that detects a swap
-         * made so far, and leaves only the window of dlopen's own open, which no check by name
-         * can close. */
-        if (stat(self, &st) != 0 && errno == ENOENT && ld_file_same(path, fd, why, wn) == 1 && !(h = open_lib(path))) {
-            e = dlerror();
-            snprintf(why, wn, "%s", e ? e : "dlopen failed");
-        }
-    }
-    close(fd);
-    return h;
-}
-
+/* LDSHIM_LIBCUDA as a path: the file the file layer checked is the file loaded (dlcheck.c),
+ * so a FIFO swapped in under the name cannot block the program's first CUDA call. The
+ * library's link-map name is then /proc/self/fd/./N, hence ld_driver_is_map. */
 int ld_driver_is_map(const void *map) {
     void *h = __atomic_load_n(&lib_handle, __ATOMIC_ACQUIRE);
     struct link_map *m = NULL;
@@ -113,13 +77,13 @@ void *ld_driver_handle(void) {
     if (alt) {
         /* A path is loaded only when it names a regular file (the file layer's check: a FIFO
          * would hang dlopen's open, a device or directory has no business here), and the very
-         * file checked (open_checked). A bare name is the dynamic loader's to find, as
+         * file checked (ld_dlopen_checked). A bare name is the dynamic loader's to find, as
          * libcuda.so.1 is. */
         char why[200] = "";
         h = NULL;
         if (strchr(alt, '/')) {
-            h = open_checked(alt, why, sizeof why);
-        } else if (!(h = open_lib(alt))) {
+            h = ld_dlopen_checked(alt, why, sizeof why);
+        } else if (!(h = ld_dlopen_loaded_first(alt))) {
             const char *e = dlerror();
             snprintf(why, sizeof why, "%s", e ? e : "dlopen failed");
         }
@@ -148,7 +112,7 @@ void *ld_driver_handle(void) {
                             ld_file_printable(alt, shown, sizeof shown), why);
         }
     }
-    if (!h) h = open_lib("libcuda.so.1");
+    if (!h) h = ld_dlopen_loaded_first("libcuda.so.1");
     if (!h) return NULL;
     void *expect = NULL;
     if (!__atomic_compare_exchange_n(&lib_handle, &expect, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {

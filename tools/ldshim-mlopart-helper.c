@@ -12,6 +12,7 @@
  */
 #include "ldshim_build.h"   /* generated: LDSHIM_BUILD_VERSION, LDSHIM_BUILD_REVISION */
 #include "shim/mlopart_prop.h"
+#include "shim/dlcheck.h"
 #include "shim/file.h"
 #include "shim/mlopart_proto.h"
 #include "shim/options.h"
@@ -116,11 +117,11 @@ static void release(helper_t *h, CUmemGenericAllocationHandle mh) {
 static int load_cuda(helper_t *h, char *err, size_t n) {
     const char *lib = ld_opt(LD_OPT_LIBCUDA);
     if (!lib) lib = "libcuda.so.1";
-    /* As the shim does (shim/driver.c): a path is loaded only when it names a regular file,
-     * so a FIFO never hangs dlopen's open. */
+    /* As the shim does (shim/driver.c): a path is loaded from the very file checked to be a
+     * regular file (shim/dlcheck.c), so a FIFO never hangs dlopen's open, not even one swapped
+     * in after the check. */
     char why[200];
-    void *so = strchr(lib, '/') && ld_file_check_regular(lib, why, sizeof why) != 0 ? NULL
-             : dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    void *so = strchr(lib, '/') ? ld_dlopen_checked(lib, why, sizeof why) : dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!so && strcmp(lib, "libcuda.so.1")) {   /* as the shim does: a bad override falls back */
         lib = "libcuda.so.1";
         so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);

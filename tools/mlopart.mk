@@ -11,10 +11,10 @@ MLO_DIR      := $(BUILD)/mlopart
 MLO_OBJ      := $(MLO_DIR)/obj
 MLO_HELPER   := $(BUILD)/ldshim-mlopart-helper
 MLO_HDRS     := shim/mlopart_proto.h shim/mlopart_prop.h tools/mlopart_mps.h shim/backend.h shim/driver.h \
-                shim/log.h shim/options.h shim/cuda_compat.h policy/policy.h shim/file.h
+                shim/log.h shim/options.h shim/cuda_compat.h policy/policy.h shim/file.h shim/dlcheck.h
 # Backend + client + protocol, and the self-contained driver table and logger they call.
 MLO_SHIM_OBJS := $(MLO_OBJ)/backend_mlopart.o $(MLO_OBJ)/mlopart_client.o \
-                 $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/driver.o $(MLO_OBJ)/log.o $(MLO_OBJ)/options.o \
+                 $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/driver.o $(MLO_OBJ)/dlcheck.o $(MLO_OBJ)/log.o $(MLO_OBJ)/options.o \
                  $(MLO_OBJ)/file.o
 
 ALL_TARGETS  += $(MLO_HELPER)
@@ -34,14 +34,14 @@ $(MLO_OBJ)/helper_main.o: tools/ldshim-mlopart-helper.c $(MLO_HDRS) $(BUILD_INFO
 
 # Never linked against libcuda: it dlopens libcuda.so.1 once the MPS environment is set.
 $(MLO_HELPER): $(MLO_OBJ)/helper_main.o $(MLO_OBJ)/mlopart_mps.o $(MLO_OBJ)/mlopart_proto.o $(MLO_OBJ)/options.o \
-               $(MLO_OBJ)/file.o
+               $(MLO_OBJ)/file.o $(MLO_OBJ)/dlcheck.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl -pthread
 
 # Bench (bench/mlopart/): per-request cost of the helper vs in-process cuMemCreate, beside the
 # objects it links.
 #   make bench-mlopart        on the GPU machine: table to stdout and $(OUT) when set
 MLOB_BIN  := $(MLO_DIR)/mlopart_bench
-MLOB_OBJS := $(addprefix $(MLO_OBJ)/,mlopart_client.o mlopart_proto.o driver.o log.o options.o file.o)
+MLOB_OBJS := $(addprefix $(MLO_OBJ)/,mlopart_client.o mlopart_proto.o driver.o dlcheck.o log.o options.o file.o)
 
 BENCH_TARGETS += $(MLOB_BIN)
 

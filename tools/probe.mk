@@ -10,7 +10,7 @@
 # embedded kernels from kernels/kernels.mk ($(PROBE_KERN_OBJ)).
 
 PROBE_HOST_OBJS := $(BUILD)/shim/probe.o $(BUILD)/shim/probe_classify.o $(BUILD)/shim/probe_cache.o \
-                   $(BUILD)/shim/driver.o $(BUILD)/shim/log.o $(BUILD)/shim/json.o $(BUILD)/shim/compute.o $(BUILD)/shim/compute_groups.o $(BUILD)/shim/compute_streams.o \
+                   $(BUILD)/shim/driver.o $(BUILD)/shim/dlcheck.o $(BUILD)/shim/log.o $(BUILD)/shim/json.o $(BUILD)/shim/compute.o $(BUILD)/shim/compute_groups.o $(BUILD)/shim/compute_streams.o \
                    $(BUILD)/shim/compute_plan.o $(BUILD)/shim/options.o
 PROBE_TOOL      := $(BUILD)/bin/ldshim-probe
 PROBE_UNIT      := $(BUILD)/probe/test_probe

@@ -5,7 +5,7 @@
 
 # (The objects are tools/mlopart.mk's; named here as that file names them.)
 MLO_T_OBJS   := $(addprefix $(BUILD)/mlopart/obj/,backend_mlopart.o mlopart_client.o \
-                  mlopart_proto.o driver.o log.o options.o file.o)
+                  mlopart_proto.o driver.o dlcheck.o log.o options.o file.o)
 MLO_T_HELPER := $(BUILD)/ldshim-mlopart-helper
 MLO_TEST     := $(BUILD)/mlopart/test_mlopart
 

@@ -1,7 +1,7 @@
 # tests/unit/core.mk — CUnit tests of the shim core (registry, pool, range layout, image scan),
 # and `make bench-pool`, the pool table's CPU micro-benchmark.
 CORE_TEST_BIN := $(BUILD)/tests/test_shim_core
-CORE_TEST_OBJS := $(addprefix $(BUILD)/shim/,registry.o pool.o vmm.o device.o log.o config.o driver.o image.o \
+CORE_TEST_OBJS := $(addprefix $(BUILD)/shim/,registry.o pool.o vmm.o device.o log.o config.o driver.o dlcheck.o image.o \
                     compute.o compute_groups.o compute_streams.o compute_plan.o probe_cache.o probe_classify.o json.o options.o)
 
 # --wrap: the objects' malloc and calloc calls reach the test's __wrap_*, which can fail one on
