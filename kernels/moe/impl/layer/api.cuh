@@ -9,8 +9,23 @@
 namespace ldmoe {
 namespace layer {
 
+// Average pairs per expert above which a Hopper launch takes the wgmma tile (the mma.sync 64 x 64
+// tile below it, from the decode tile's 16 on).
+// Average pairs per expert up to which a launch takes the decode tile.
+#ifndef LDMOE_LAYER_DECODE_MAX
+#define LDMOE_LAYER_DECODE_MAX 16
+#endif
+#ifndef LDMOE_LAYER_WG_MIN
+#define LDMOE_LAYER_WG_MIN 16
+#endif
+// Weight rows of the wgmma tile (64 or 128; 128 needs H to be a multiple of 128 * domains).
+#ifndef LDMOE_LAYER_WG_BM
+#define LDMOE_LAYER_WG_BM 128
+#endif
+
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
-// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill (64 x 64).
+// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 64 weight rows x 128
+// tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere.
 template <int BM, int BN>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
@@ -91,16 +106,24 @@ struct LayerWs {
     void *stream;
     unsigned char *base;
     int64_t cap_pairs, cap_T;   // sizes it holds
+    int64_t cap_img;            // pairs the wgmma tile's stage images hold (0: none)
     int32_t cap_E, cap_H, cap_I;
     // parts
     uint32_t *ctl, *ready, *arrive;
     int32_t *list, *tokvalid;
-    __nv_bfloat16 *h;
+    __nv_bfloat16 *h, *ximg;
     float *slot;
 };
+// The wgmma tile's stage images (layer.cuh, img_off): m-blocks of 128 rows, at most pairs / 128 + E
+// of them (an expert's partial block each), stages of 128 k padded by 8 elements.
+constexpr int kImgBN = 128, kImgBK = layer::Cfg<LDMOE_LAYER_WG_BM, 128>::BK;
+size_t img_elems(int64_t pairs, int E, int K) {
+    if (pairs <= 0) return 0;
+    return (size_t)(pairs / kImgBN + E + 1) * kImgBN * (size_t)((K + kImgBK - 1) / kImgBK) * (kImgBK + 8);
+}
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][2];
+bool g_layer_attr[LDMOE_MAX_DEVICES][3];
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -114,7 +137,9 @@ size_t layout_ws(LayerWs &w, unsigned char *base) {
     const size_t zero_bytes = off;   // everything up to here starts (and is left) at zero
     w.list = (int32_t *)take((size_t)w.cap_E * w.cap_pairs * 4);
     w.tokvalid = (int32_t *)take((size_t)w.cap_T * 4);
-    w.h = (__nv_bfloat16 *)take((size_t)w.cap_pairs * w.cap_I * 2);
+    const size_t h_plain = (size_t)w.cap_pairs * w.cap_I, h_img = img_elems(w.cap_img, w.cap_E, w.cap_I);
+    w.h = (__nv_bfloat16 *)take((h_plain > h_img ? h_plain : h_img) * 2);   // one layout per launch
+    w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_img, w.cap_E, w.cap_H) * 2);
     w.slot = (float *)take((size_t)w.cap_pairs * w.cap_H * 4);
     (void)zero_bytes;
     return off;
@@ -126,12 +151,15 @@ size_t ws_zero_bytes(const LayerWs &w) {
 
 // Caller holds g_lock. The workspace of (dev, stream) holding at least these sizes: grown (the
 // old one freed after the stream drains) when too small; never inside a stream capture.
-static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, int k, LayerWs **out) {
+// img: the launch takes the wgmma tile (its stage images are sized too).
+static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, int k, bool img, LayerWs **out) {
     LayerWs *w = NULL;
     for (int i = 0; i < g_nlws; ++i)
         if (g_lws[i].device == dev && g_lws[i].stream == stream) w = &g_lws[i];
     const int64_t pairs = T * k;
-    if (w && w->cap_pairs >= pairs && w->cap_T >= T && w->cap_E >= E && w->cap_H >= H && w->cap_I >= I) {
+    const int64_t img_pairs = img ? pairs : 0;
+    if (w && w->cap_pairs >= pairs && w->cap_T >= T && w->cap_E >= E && w->cap_H >= H && w->cap_I >= I &&
+        w->cap_img >= img_pairs) {
         *out = w;
         return LDMOE_OK;
     }
@@ -152,6 +180,7 @@ static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, i
     n.cap_E = w && w->cap_E > E ? w->cap_E : E;
     n.cap_H = w && w->cap_H > H ? w->cap_H : H;
     n.cap_I = w && w->cap_I > I ? w->cap_I : I;
+    n.cap_img = w && w->cap_img > img_pairs ? w->cap_img : img_pairs;
     const size_t bytes = layout_ws(n, NULL);
     uint32_t err_word = 0;
     if (w) {   // the old one may still be in use by this stream's queued launches
@@ -191,16 +220,24 @@ static void layer_release_device(int dev) {
         else g_lws[kept++] = g_lws[i];
     }
     g_nlws = kept;
-    if (dev >= 0 && dev < LDMOE_MAX_DEVICES) g_layer_attr[dev][0] = g_layer_attr[dev][1] = false;
+    if (dev >= 0 && dev < LDMOE_MAX_DEVICES) g_layer_attr[dev][0] = g_layer_attr[dev][1] = g_layer_attr[dev][2] = false;
 }
 
 // ---------------------------------------------------------------------------------------------
 // the API
 
 struct LayerCfg { const void *fn; int smem; };
+// The tile of a launch, by tokens per expert on average (no host sync: the routing is on the
+// device): 0 decode, 1 the mma.sync prefill tile, 2 the wgmma prefill tile (Hopper: its kernel is
+// built for sm_90a only).
+static int layer_tile(int64_t T, int k, int E, int H, int D, int major) {
+    if (T * k <= (int64_t)LDMOE_LAYER_DECODE_MAX * E) return 0;
+    return major == 9 && T * k > (int64_t)LDMOE_LAYER_WG_MIN * E && H % (LDMOE_LAYER_WG_BM * D) == 0 ? 2 : 1;
+}
 template <int BM, int BN> static LayerCfg layer_cfg() {
-    static_assert(sizeof(Smem<BM, BN>) + 128 <= 232448, "the layer's shared memory fits an sm_90 block");
-    return {(const void *)moe_layer_kernel<BM, BN>, (int)sizeof(Smem<BM, BN>) + 128};
+    constexpr int bytes = (int)sizeof(Smem<BM, BN>) + layer::Cfg<BM, BN>::ALIGN;   // slack: the body aligns its ring
+    static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
+    return {(const void *)moe_layer_kernel<BM, BN>, bytes};
 }
 
 LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
@@ -229,9 +266,9 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
         return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 9.0 or newer (bulk copies, mbarrier "
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
-    const bool decode = p->T * p->k <= 16LL * p->E;
-    const LayerCfg c = decode ? layer_cfg<32, 16>() : layer_cfg<64, 64>();
-    const int ci = decode ? 0 : 1;
+    const int ci = layer_tile(p->T, p->k, p->E, p->H, D, major);
+    const bool wg = ci == 2;
+    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<LDMOE_LAYER_WG_BM, 128>() : layer_cfg<64, 64>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
@@ -242,7 +279,7 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
         else
             g_layer_attr[dev][ci] = true;
     }
-    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, &w);
+    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, &w);
     LParams kp = {};
     if (!rc) {
         kp.x = (const __nv_bfloat16 *)p->x;
@@ -252,7 +289,7 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
         kp.wts = p->topk_weights;
         kp.out = (__nv_bfloat16 *)p->out;
         kp.ctl = w->ctl; kp.ready = w->ready; kp.list = w->list; kp.tokvalid = w->tokvalid;
-        kp.arrive = w->arrive; kp.h = w->h; kp.slot = w->slot;
+        kp.arrive = w->arrive; kp.h = w->h; kp.ximg = w->ximg; kp.slot = w->slot;
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
@@ -285,9 +322,12 @@ LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *str
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
     if (dev >= LDMOE_MAX_DEVICES) return fail(LDMOE_ERR_UNSUPPORTED, "device %d beyond %d", dev, LDMOE_MAX_DEVICES);
+    int major = 0;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
+        return cuda_fail(e, "cudaDeviceGetAttribute(compute capability)");
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
-    rc = layer_ws_get(dev, stream, T, E, H, I, k, &w);
+    rc = layer_ws_get(dev, stream, T, E, H, I, k, layer_tile(T, k, E, H, 1, major) == 2, &w);
     pthread_mutex_unlock(&g_lock);
     if (!rc) g_msg[0] = 0;
     return rc;

@@ -26,17 +26,23 @@
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
-// Warp specialization: warp 0 makes the tile metadata (claims, list entries) a step ahead and
+// Warp specialization: warp 8 makes the tile metadata (claims, list entries) a step ahead and
 // fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
 // with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
-// Warps 1-8 compute: weights on the mma's M side (m16n8k16 mma.sync, bf16 -> fp32), tokens on N,
-// so a handful of tokens per expert costs only the n8 blocks they fill; WM = BM/16 warps along M,
-// WK = 8/WM split each stage's k range, partial sums reduced through shared memory in fixed warp
-// order at the tile's end (deterministic); each warp releases a stage on its empty barrier.
-// Stages of BK = 512 k (decode) or 256 k (prefill); the ring runs across tile and phase
-// boundaries, so weights keep streaming.
+// Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper): weights on the mma's M side
+// (m16n8k16, bf16 -> fp32), tokens on N, so a handful of tokens per expert costs only the n8
+// blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
+// reduced through shared memory in fixed warp order at the tile's end (deterministic).
+// The wgmma tile (prefill on Hopper, 128 weight rows x 128 tokens): each warpgroup takes 64 tokens
+// on wgmma's M side from registers (ldmatrix of the padded rows) against all the weight rows on N
+// by descriptor, whole k per warpgroup (no reduction). Its token rows reach a stage by one bulk
+// copy: after the routing, the routed x is written once in the stages' image (img_off), and
+// GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were its limit.
+// Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode), 256
+// (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
+// keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only after its GEMM1 queues are empty; only its
 // producer waits for readiness (the consumers wait on nothing but the ring, so this CTA's own
@@ -48,13 +54,15 @@
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/impl/ptx.cuh"
+#include "kernels/moe/impl/wgmma.cuh"
 #include "kernels/moe/impl/layer/layer_sched.h"
 
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 288;            // warp 0: scheduler and producer; warps 1-8: consumers
+constexpr int kThreads = 288;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and producer
 constexpr int kConsumers = 256;
+constexpr int kProd = 8;                 // the producer warp
 constexpr int kMeta = 16;                // tile metadata ring
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
@@ -78,7 +86,8 @@ struct LParams {
     int32_t *list;       // [E][cap] pair ids per expert
     int32_t *tokvalid;   // [T] bit j: the token's id j is valid (k <= 16)
     uint32_t *arrive;    // [T][H / BM]
-    __nv_bfloat16 *h;    // [cap][I]
+    __nv_bfloat16 *h;    // [cap][I]; the wgmma tile: the stage image of h (img_off)
+    __nv_bfloat16 *ximg; // the wgmma tile: the stage image of the routed x (img_off)
     float *slot;         // [cap][H]
     int32_t T, E, H, I, k, D, packed, mode, cap;
     float steal_waves;
@@ -126,14 +135,25 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
 template <int BK> __device__ __forceinline__ uint32_t brow(int r, int c) {
     return (uint32_t)(r * (BK * 2 + 16) + (c << 4));
 }
+// The wgmma tile's token operands lie in global memory as the stages will hold them: for m-block
+// mbg (expert-grouped, mbp order) and stage ks of a K-long operand, BN rows of BK k each padded by
+// 8 elements (brow's layout), so a stage's token rows arrive by one bulk copy. Element offset of
+// (row r, k) of m-block mbg:
+template <int BN, int BK> __device__ __forceinline__ int64_t img_off(int mbg, int K, int r, int k) {
+    return ((int64_t)(mbg * ((K + BK - 1) / BK) + k / BK) * BN + r) * (BK + 8) + k % BK;
+}
 // The h rows other CTAs stored (generic proxy) and this one acquired are ordered before this
 // thread's later bulk copies of them (async proxy).
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
-// Weight (A) stages hold the packed layout's boxes as they are in memory: per 16-row group,
-// BK/64 boxes of 16x64 (2 KiB, one per 64 k), chunk c of box row rr at 16 (c ^ (rr % 8)). Byte
-// offset of logical chunk c (over the stage's BK k) of row r:
-template <int BK> __device__ __forceinline__ uint32_t aswz(int r, int c) {
-    return (uint32_t)((((r >> 4) * (BK / 64) + (c >> 3)) * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
+// Weight (A) stages hold the packed layout's 16x64 boxes (2 KiB, one per 16 rows and 64 k; chunk c
+// of box row rr at 16 (c ^ (rr % 8)), the wgmma/TMA 128-byte swizzle). Byte offset of logical
+// chunk c (over the stage's BK k) of row r: row-group-major (a 16-row group's boxes as they lie in
+// memory, one bulk copy per group) for the mma.sync tiles; k-box-major for the wgmma tile, so that
+// every 8-row core group of a k box lies 1024 bytes after the previous one (the descriptor's
+// single stride).
+template <int BM, int BK, bool KBOX> __device__ __forceinline__ uint32_t aswz(int r, int c) {
+    const int box = KBOX ? (c >> 3) * (BM / 16) + (r >> 4) : (r >> 4) * (BK / 64) + (c >> 3);
+    return (uint32_t)((box * 16 + (r & 15)) * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
 // ---- shared state ---------------------------------------------------------------------------
@@ -148,19 +168,25 @@ struct Meta {
 
 template <int BM, int BN>
 struct Cfg {
-    static constexpr int WM = BM / 16, WK = 8 / WM;
+    // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, tokens
+    // from registers (ldmatrix of the padded rows), weights by descriptor. Otherwise mma.sync.
+    static constexpr bool WG = BN >= 128;
+    static constexpr int WM = WG ? 1 : BM / 16, WK = 8 / WM;
     // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
-    // over 32 KiB of weights), 256 for the prefill tile (its token rows are 4x larger).
-    static constexpr int BK = BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    // over 32 KiB of weights), 256 for the mma.sync prefill tile (its token rows are 4x larger),
+    // 128 for the wgmma tile (128 token rows: four stages fit).
+    static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
     static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = (BN <= 16) ? 4 : 3;
-    static constexpr int RED_FLOATS = (WK - 1) * WM * 32 * NT * 4;
+    static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
+    static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
+    static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
+    static_assert(!WG || ((BM == 64 || BM == 128) && BN == 128 && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
     // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
-    static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 32 == 0, "warp layout");
+    static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
 
@@ -216,7 +242,9 @@ template <int BM, int BN>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
     using C = Cfg<BM, BN>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    Smem<BM, BN> &sh = *reinterpret_cast<Smem<BM, BN> *>(smem_raw);
+    // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
+    Smem<BM, BN> &sh = *reinterpret_cast<Smem<BM, BN> *>(
+        smem_raw + ((C::ALIGN - (s_u32(smem_raw) & (C::ALIGN - 1))) & (C::ALIGN - 1)));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
     const int64_t npairs = (int64_t)p.T * K;
@@ -328,6 +356,28 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     }
+    if constexpr (C::WG) {
+        // The routed x, copied into its stage image (img_off) by a warp per expert-grouped row,
+        // then a second grid barrier: every GEMM1 stage then takes its token rows by one bulk copy
+        // instead of one per row (the copy's cost, T*k rows of H, is small beside GEMM1 at the
+        // token counts that take this tile).
+        __syncthreads();
+        const int nrows = sh.seg[E];
+        for (int row = blockIdx.x * (kThreads / 32) + warp; row < nrows; row += gridDim.x * (kThreads / 32)) {
+            int lo = 0, hi = E - 1;   // the row's expert: the last e with seg[e] <= row
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) >> 1;
+                if (sh.seg[mid] <= row) lo = mid; else hi = mid - 1;
+            }
+            const int re = row - sh.seg[lo];
+            const int32_t tok = __ldcg(p.list + (int64_t)lo * cap + re) / K;
+            const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
+            for (int c = lane; c < H / 8; c += 32)
+                *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(sh.mbp[lo] + re / BN, H, re % BN, c * 8)) = __ldg(src + c);
+        }
+        fence_proxy_async_global();   // these generic stores before the bulk copies that read them
+        grid_barrier(ctl);
+    }
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
         sh.mwritten = 0;
@@ -388,7 +438,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == 0 && lane == 0 && !ended) creg = claim(1);
+    if (warp == kProd && lane == 0 && !ended) creg = claim(1);
     // One step of warp 0's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
@@ -440,7 +490,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     constexpr int BK = C::BK;
     auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + BK - 1) / BK; };
 
-    if (warp == 0) {
+    if (warp == kProd) {
         // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
         // Weights: packed, lane 0 bulk-copies each 16-row group's boxes (bytes on full_a) and the
         // other lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they
@@ -460,13 +510,21 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES, bar = s_u32(&sh.full_b[slot]);
             fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
             if (m.phase == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
-            if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)m.rows);   // lane 0's arrival
-            // One bulk copy per token row (x gathered by token at GEMM1, h by pair at GEMM2): the
-            // copy engine moves the rows, not 16 bytes per lane-instruction of this one warp.
-            for (int r = lane; r < m.rows; r += 32) {
-                const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
-                                                        : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
-                bulk_load(b_s + brow<BK>(r, 0), row + k0, bytes, bar);
+            if constexpr (C::WG) {   // the stage's rows lie together in the image: one copy
+                if (lane == 0) {
+                    const uint32_t img = (uint32_t)m.rows * (BK * 2 + 16);
+                    mbar_expect_tx(bar, img);   // lane 0's arrival
+                    bulk_load(b_s, (m.phase == 1 ? p.ximg : p.h) + img_off<BN, BK>(m.mbg, Kd, 0, k0), img, bar);
+                }
+            } else {
+                if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)m.rows);   // lane 0's arrival
+                // One bulk copy per token row (x gathered by token at GEMM1, h by pair at GEMM2):
+                // the copy engine moves the rows, not 16 bytes per lane-instruction of this warp.
+                for (int r = lane; r < m.rows; r += 32) {
+                    const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
+                                                            : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
+                    bulk_load(b_s + brow<BK>(r, 0), row + k0, bytes, bar);
+                }
             }
             if (lane != 0) mbar_arrive(bar);
         };
@@ -518,9 +576,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
                     fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
                     mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
-                    #pragma unroll
-                    for (int g = 0; g < BM / 16; ++g)
-                        bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                    if (!C::WG) {   // a 16-row group's boxes lie together in memory and in the stage
+                        #pragma unroll
+                        for (int g = 0; g < BM / 16; ++g)
+                            bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                    } else {        // k-box-major in the stage: one copy per box
+                        for (int b = 0; b < nbox; ++b)
+                            #pragma unroll
+                            for (int g = 0; g < BM / 16; ++g)
+                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64 + b) * 1024,
+                                               2048, bar, pol);
+                    }
                 } else {
                     mbar_arrive(bar);
                 }
@@ -535,9 +601,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         row = p.w2 + ((int64_t)m.e * H + m.nb * BM + r) * I;
                     }
                     #pragma unroll
-                    for (int i = 0; i < C::CH / 32; ++i) {
-                        const int c = lane + 32 * i, kc = k0 + c * 8;
-                        if (kc < Kd) cp16(a_s + aswz<BK>(r, c), row + kc, true);
+                    for (int c = lane; c < C::CH; c += 32) {
+                        const int kc = k0 + c * 8;
+                        if (kc < Kd) cp16(a_s + aswz<BM, BK, C::WG>(r, c), row + kc, true);
                     }
                 }
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
@@ -553,11 +619,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
     } else {
         // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
-        const int cw = warp - 1, ctid = tid - 32;
+        const int cw = warp, ctid = tid;
         const int wm = cw % C::WM, wk = cw / C::WM;
         float acc[C::NT][4];
         #pragma unroll
         for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        // wgmma tile: warpgroup wg takes tokens [64 wg, 64 wg + 64), warp wl of it 16 of them;
+        // wacc is the m64 x nBM accumulator (4 per n8 block: rows g and g + 8, columns 2q, 2q + 1).
+        const int wg = cw >> 2, wl = cw & 3;
+        float wacc[C::WG ? BM / 2 : 1];
+        #pragma unroll
+        for (int i = 0; i < (C::WG ? BM / 2 : 1); ++i) wacc[i] = 0.f;
         float pre_w = 0.f;
         int32_t pre_mask = 0;
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
@@ -585,14 +657,44 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                 }
             }
-            {
+            if constexpr (C::WG) {
+                // A warpgroup whose 64 tokens all lie past the tile's rows skips the stage. Its
+                // token fragments come first (all of the stage's k), then one fence and the
+                // wgmmas; the tile's first wgmma starts from zero (scale_d 0). No branch between
+                // the wgmmas (ptxas would serialize them): a stage that K fills only half (K is a
+                // multiple of 64) runs its second half on zero token fragments against its first
+                // half's weights, which adds exact zeros.
+                if (wg * 64 < m.rows) {
+                    const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
+                    const bool half = ck * BK + BK > kdim;
+                    uint32_t fa[BK / 16][4];
+                    #pragma unroll
+                    for (int ks = 0; ks < BK / 16; ++ks) {
+                        ldsm4(b_s + brow<BK>(wg * 64 + wl * 16 + (lane & 15), 2 * ks + (lane >> 4)), fa[ks][0], fa[ks][1],
+                              fa[ks][2], fa[ks][3]);
+                        if (ks >= BK / 32) {
+                            #pragma unroll
+                            for (int i = 0; i < 4; ++i) fa[ks][i] = half ? 0u : fa[ks][i];
+                        }
+                    }
+                    wg_fence_acc(wacc);
+                    wg_fence();
+                    #pragma unroll
+                    for (int ks = 0; ks < BK / 16; ++ks)
+                        wgmma_m64k16_rs<BM>(wacc, fa[ks][0], fa[ks][1], fa[ks][2], fa[ks][3],
+                                            wg_desc(a_s + (half ? 0 : ks >> 2) * (BM * 128) + (ks & 3) * 32), ck > 0 || ks > 0);
+                    wg_commit();
+                    wg_wait<0>();
+                    wg_fence_acc(wacc);
+                }
+            } else {
                 const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
                 #pragma unroll
                 for (int s = 0; s < C::KSTEP; ++s) {
                     const int ks = wk * C::KSTEP + s;   // k16 index in the stage
                     if (ck * BK + ks * 16 >= kdim) continue;   // past K (a last stage that K does not fill)
                     uint32_t a0, a1, a2, a3;
-                    ldsm4(a_s + aswz<BK>(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
+                    ldsm4(a_s + aswz<BM, BK, false>(wm * 16 + (lane & 15), 2 * ks + (lane >> 4)), a0, a1, a2, a3);
                     #pragma unroll
                     for (int j = 0; j < C::NT; j += 2) {
                         if (j < nn) {
@@ -610,49 +712,81 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (ck + 1 < ksteps(m)) continue;
             // -- epilogue: reduce the k-split warps in fixed order, then store --
             if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
-            if (wk > 0) {
-                float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
-                #pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-                    if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
-            }
-            cbar();
-            if (wk == 0) {
-                #pragma unroll
-                for (int w = 1; w < C::WK; ++w) {
-                    const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
+            if constexpr (C::WG) {
+                cbar();
+                const int g = lane >> 2, q = lane & 3;
+                if (wg * 64 < m.rows) {
                     #pragma unroll
-                    for (int j = 0; j < C::NT; ++j)
-                        if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
-                }
-                const int g = lane >> 2, cc = (lane & 3) * 2;
-                if (m.phase == 1) {
-                    const int ch = m.nb * (BM / 2) + wm * 8 + g;
-                    const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
-                    #pragma unroll
-                    for (int j = 0; j < C::NT; ++j) {
-                        #pragma unroll
-                        for (int u = 0; u < 2; ++u) {
-                            const int col = j * 8 + cc + u;
-                            if (j < nn && col < m.rows) {
-                                const float gt = acc[j][u], up = acc[j][2 + u];
-                                const float hv = gt / (1.f + __expf(-gt)) * up;
-                                p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const int col = wg * 64 + wl * 16 + g + 8 * hr;   // the tile's token
+                        if (col >= m.rows) continue;
+                        if (m.phase == 1) {   // n8 blocks 2G (gate) and 2G + 1 (up) of 16-row group G
+                            // h goes to GEMM2's stage image; a tile's BM/2 channels lie in one stage
+                            __nv_bfloat16 *hrow = p.h + img_off<BN, BK>(m.mbg, I, col, m.nb * (BM / 2) + 2 * q);
+                            #pragma unroll
+                            for (int G = 0; G < BM / 16; ++G) {
+                                float hv[2];
+                                #pragma unroll
+                                for (int u = 0; u < 2; ++u) {
+                                    const float gt = wacc[8 * G + 2 * hr + u], up = wacc[8 * G + 4 + 2 * hr + u];
+                                    hv[u] = gt / (1.f + __expf(-gt)) * up;
+                                }
+                                *reinterpret_cast<__nv_bfloat162 *>(hrow + 8 * G) = __floats2bfloat162_rn(hv[0], hv[1]);
                             }
+                        } else {
+                            float *sl = p.slot + (int64_t)m.pair[col] * H + m.nb * BM + 2 * q;
+                            const float w = sh.epi_w[col];
+                            #pragma unroll
+                            for (int j = 0; j < BM / 8; ++j)
+                                __stcg(reinterpret_cast<float2 *>(sl + 8 * j), make_float2(wacc[4 * j + 2 * hr] * w, wacc[4 * j + 2 * hr + 1] * w));
                         }
                     }
-                } else {
-                    const int row = m.nb * BM + wm * 16 + g;
+                }
+            } else {
+                if (wk > 0) {
+                    float *r = sh.red + (((wk - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
                     #pragma unroll
-                    for (int j = 0; j < C::NT; ++j) {
+                    for (int j = 0; j < C::NT; ++j)
+                        if (j < nn) { r[j * 4] = acc[j][0]; r[j * 4 + 1] = acc[j][1]; r[j * 4 + 2] = acc[j][2]; r[j * 4 + 3] = acc[j][3]; }
+                }
+                cbar();
+                if (wk == 0) {
+                    #pragma unroll
+                    for (int w = 1; w < C::WK; ++w) {
+                        const float *r = sh.red + (((w - 1) * C::WM + wm) * 32 + lane) * C::NT * 4;
                         #pragma unroll
-                        for (int u = 0; u < 2; ++u) {
-                            const int col = j * 8 + cc + u;
-                            if (j < nn && col < m.rows) {
-                                float *sl = p.slot + (int64_t)m.pair[col] * H;
-                                const float w = sh.epi_w[col];
-                                __stcg(sl + row, acc[j][u] * w);
-                                __stcg(sl + row + 8, acc[j][2 + u] * w);
+                        for (int j = 0; j < C::NT; ++j)
+                            if (j < nn) { acc[j][0] += r[j * 4]; acc[j][1] += r[j * 4 + 1]; acc[j][2] += r[j * 4 + 2]; acc[j][3] += r[j * 4 + 3]; }
+                    }
+                    const int g = lane >> 2, cc = (lane & 3) * 2;
+                    if (m.phase == 1) {
+                        const int ch = m.nb * (BM / 2) + wm * 8 + g;
+                        const int64_t pos0 = sh.seg[m.e] + (int64_t)m.mb * BN;
+                        #pragma unroll
+                        for (int j = 0; j < C::NT; ++j) {
+                            #pragma unroll
+                            for (int u = 0; u < 2; ++u) {
+                                const int col = j * 8 + cc + u;
+                                if (j < nn && col < m.rows) {
+                                    const float gt = acc[j][u], up = acc[j][2 + u];
+                                    const float hv = gt / (1.f + __expf(-gt)) * up;
+                                    p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
+                                }
+                            }
+                        }
+                    } else {
+                        const int row = m.nb * BM + wm * 16 + g;
+                        #pragma unroll
+                        for (int j = 0; j < C::NT; ++j) {
+                            #pragma unroll
+                            for (int u = 0; u < 2; ++u) {
+                                const int col = j * 8 + cc + u;
+                                if (j < nn && col < m.rows) {
+                                    float *sl = p.slot + (int64_t)m.pair[col] * H;
+                                    const float w = sh.epi_w[col];
+                                    __stcg(sl + row, acc[j][u] * w);
+                                    __stcg(sl + row + 8, acc[j][2 + u] * w);
+                                }
                             }
                         }
                     }
