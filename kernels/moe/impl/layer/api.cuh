@@ -9,22 +9,16 @@
 namespace ldmoe {
 namespace layer {
 
-// Average pairs per expert above which a Hopper launch takes the wgmma tile (the mma.sync 64 x 64
-// tile below it, from the decode tile's 16 on).
-// Average pairs per expert up to which a launch takes the decode tile.
-#ifndef LDMOE_LAYER_DECODE_MAX
-#define LDMOE_LAYER_DECODE_MAX 16
-#endif
-#ifndef LDMOE_LAYER_WG_MIN
-#define LDMOE_LAYER_WG_MIN 16
-#endif
-// Weight rows of the wgmma tile (64 or 128; 128 needs H to be a multiple of 128 * domains).
-#ifndef LDMOE_LAYER_WG_BM
-#define LDMOE_LAYER_WG_BM 128
-#endif
+// Tile choice (layer_tile): the decode tile up to kDecodePairs pairs per expert on average, above
+// it the wgmma tile of kWgBM weight rows on Hopper when H allows (else the mma.sync 64 x 64 one).
+// Both chosen by measurement (doc/moe.md, "The fused MoE layer"): from 8 tokens per expert the
+// decode tile's 16-token tiles stream a popular expert's weights once per 16 tokens; 128 weight
+// rows rather than 64 halve the token bytes each stage moves per weight byte.
+constexpr int kDecodePairs = 8;
+constexpr int kWgBM = 128;
 
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
-// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 64 weight rows x 128
+// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 weight rows x 128
 // tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere.
 template <int BM, int BN>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
@@ -115,11 +109,11 @@ struct LayerWs {
     float *slot;
 };
 // The wgmma tile's stage images (layer.cuh, img_off): m-blocks of 128 rows, at most pairs / 128 + E
-// of them (an expert's partial block each), stages of 128 k padded by 8 elements.
-constexpr int kImgBN = 128, kImgBK = layer::Cfg<LDMOE_LAYER_WG_BM, 128>::BK;
+// of them (an expert's partial block each), stages of 128 k (a half-filled last one zero-padded).
+constexpr int kImgBN = 128, kImgBK = layer::Cfg<kWgBM, 128>::BK;
 size_t img_elems(int64_t pairs, int E, int K) {
     if (pairs <= 0) return 0;
-    return (size_t)(pairs / kImgBN + E + 1) * kImgBN * (size_t)((K + kImgBK - 1) / kImgBK) * (kImgBK + 8);
+    return (size_t)(pairs / kImgBN + E + 1) * kImgBN * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
@@ -231,8 +225,8 @@ struct LayerCfg { const void *fn; int smem; };
 // device): 0 decode, 1 the mma.sync prefill tile, 2 the wgmma prefill tile (Hopper: its kernel is
 // built for sm_90a only).
 static int layer_tile(int64_t T, int k, int E, int H, int D, int major) {
-    if (T * k <= (int64_t)LDMOE_LAYER_DECODE_MAX * E) return 0;
-    return major == 9 && T * k > (int64_t)LDMOE_LAYER_WG_MIN * E && H % (LDMOE_LAYER_WG_BM * D) == 0 ? 2 : 1;
+    if (T * k <= (int64_t)kDecodePairs * E) return 0;
+    return major == 9 && H % (kWgBM * D) == 0 ? 2 : 1;
 }
 template <int BM, int BN> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN>) + layer::Cfg<BM, BN>::ALIGN;   // slack: the body aligns its ring
@@ -268,7 +262,7 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     const int ci = layer_tile(p->T, p->k, p->E, p->H, D, major);
     const bool wg = ci == 2;
-    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<LDMOE_LAYER_WG_BM, 128>() : layer_cfg<64, 64>();
+    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<kWgBM, 128>() : layer_cfg<64, 64>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);

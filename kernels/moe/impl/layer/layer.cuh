@@ -136,11 +136,17 @@ template <int BK> __device__ __forceinline__ uint32_t brow(int r, int c) {
     return (uint32_t)(r * (BK * 2 + 16) + (c << 4));
 }
 // The wgmma tile's token operands lie in global memory as the stages will hold them: for m-block
-// mbg (expert-grouped, mbp order) and stage ks of a K-long operand, BN rows of BK k each padded by
-// 8 elements (brow's layout), so a stage's token rows arrive by one bulk copy. Element offset of
-// (row r, k) of m-block mbg:
+// mbg (expert-grouped, mbp order) and stage ks of a K-long operand, BN rows x BK k as wgmma reads
+// them by descriptor (per 64-k box, BN rows of 128 bytes, 16-byte chunk c of row r at c ^ (r % 8)),
+// so a stage's token rows arrive by one bulk copy per box. A stage that K fills only half (K is
+// a multiple of 64) holds zeros in its second box. Byte offset of chunk c of row r in a stage, and
+// the element offset of (row r, k) of m-block mbg in an image:
+template <int BN> __device__ __forceinline__ uint32_t tsw(int r, int c) {
+    return (uint32_t)((c >> 3) * (BN * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
 template <int BN, int BK> __device__ __forceinline__ int64_t img_off(int mbg, int K, int r, int k) {
-    return ((int64_t)(mbg * ((K + BK - 1) / BK) + k / BK) * BN + r) * (BK + 8) + k % BK;
+    const int kk = k % BK;
+    return (int64_t)(mbg * ((K + BK - 1) / BK) + k / BK) * (BN * BK) + tsw<BN>(r, kk >> 3) / 2 + (kk & 7);
 }
 // The h rows other CTAs stored (generic proxy) and this one acquired are ordered before this
 // thread's later bulk copies of them (async proxy).
@@ -178,7 +184,7 @@ struct Cfg {
     static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
-    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * (BK * 2 + 16);
+    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
     static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
@@ -372,8 +378,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int re = row - sh.seg[lo];
             const int32_t tok = __ldcg(p.list + (int64_t)lo * cap + re) / K;
             const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
-            for (int c = lane; c < H / 8; c += 32)
-                *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(sh.mbp[lo] + re / BN, H, re % BN, c * 8)) = __ldg(src + c);
+            const int mbg = sh.mbp[lo] + re / BN, r = re % BN;
+            constexpr int KC = C::BK / 8;   // chunks per stage
+            for (int c = lane; c < (H + C::BK - 1) / C::BK * KC; c += 32)   // past H: the zero box
+                *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+            for (int c = I / 8 + lane; c < (I + C::BK - 1) / C::BK * KC; c += 32)   // h's zero box
+                *reinterpret_cast<uint4 *>(p.h + img_off<BN, C::BK>(mbg, I, r, c * 8)) = make_uint4(0, 0, 0, 0);
         }
         fence_proxy_async_global();   // these generic stores before the bulk copies that read them
         grid_barrier(ctl);
@@ -510,11 +520,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES, bar = s_u32(&sh.full_b[slot]);
             fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
             if (m.phase == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
-            if constexpr (C::WG) {   // the stage's rows lie together in the image: one copy
+            if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
                 if (lane == 0) {
-                    const uint32_t img = (uint32_t)m.rows * (BK * 2 + 16);
-                    mbar_expect_tx(bar, img);   // lane 0's arrival
-                    bulk_load(b_s, (m.phase == 1 ? p.ximg : p.h) + img_off<BN, BK>(m.mbg, Kd, 0, k0), img, bar);
+                    const uint32_t rb = (uint32_t)m.rows * 128;
+                    const __nv_bfloat16 *src = (m.phase == 1 ? p.ximg : p.h) + img_off<BN, BK>(m.mbg, Kd, 0, k0);
+                    mbar_expect_tx(bar, rb * (BK / 64));   // lane 0's arrival
+                    #pragma unroll
+                    for (int b = 0; b < BK / 64; ++b) bulk_load(b_s + b * (BN * 128), src + b * (BN * 64), rb, bar);
                 }
             } else {
                 if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)m.rows);   // lane 0's arrival
@@ -575,17 +587,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
                     const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
                     fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
-                    mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
+                    // wgmma: every box of the stage (a half stage's second box repeats its first,
+                    // finite weights against the zero token box)
+                    mbar_expect_tx(bar, (uint32_t)(BM / 16 * (C::WG ? BK / 64 : nbox) * 2048));
                     if (!C::WG) {   // a 16-row group's boxes lie together in memory and in the stage
                         #pragma unroll
                         for (int g = 0; g < BM / 16; ++g)
                             bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
                     } else {        // k-box-major in the stage: one copy per box
-                        for (int b = 0; b < nbox; ++b)
+                        #pragma unroll
+                        for (int b = 0; b < BK / 64; ++b)
                             #pragma unroll
                             for (int g = 0; g < BM / 16; ++g)
-                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64 + b) * 1024,
-                                               2048, bar, pol);
+                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048,
+                                               w + ((grp0 + g) * (Kd / 64) + k0 / 64 + min(b, nbox - 1)) * 1024, 2048, bar, pol);
                     }
                 } else {
                     mbar_arrive(bar);
@@ -602,8 +617,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                     #pragma unroll
                     for (int c = lane; c < C::CH; c += 32) {
-                        const int kc = k0 + c * 8;
-                        if (kc < Kd) cp16(a_s + aswz<BM, BK, C::WG>(r, c), row + kc, true);
+                        const int kc = k0 + c * 8;   // wgmma: past K, the stage's first box again
+                        if (C::WG || kc < Kd) cp16(a_s + aswz<BM, BK, C::WG>(r, c), row + (kc < Kd ? kc : kc - 64), true);
                     }
                 }
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
@@ -658,34 +673,48 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 }
             }
             if constexpr (C::WG) {
-                // A warpgroup whose 64 tokens all lie past the tile's rows skips the stage. Its
-                // token fragments come first (all of the stage's k), then one fence and the
-                // wgmmas; the tile's first wgmma starts from zero (scale_d 0). No branch between
-                // the wgmmas (ptxas would serialize them): a stage that K fills only half (K is a
-                // multiple of 64) runs its second half on zero token fragments against its first
-                // half's weights, which adds exact zeros.
-                if (wg * 64 < m.rows) {
-                    const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
-                    const bool half = ck * BK + BK > kdim;
-                    uint32_t fa[BK / 16][4];
-                    #pragma unroll
-                    for (int ks = 0; ks < BK / 16; ++ks) {
-                        ldsm4(b_s + brow<BK>(wg * 64 + wl * 16 + (lane & 15), 2 * ks + (lane >> 4)), fa[ks][0], fa[ks][1],
-                              fa[ks][2], fa[ks][3]);
-                        if (ks >= BK / 32) {
-                            #pragma unroll
-                            for (int i = 0; i < 4; ++i) fa[ks][i] = half ? 0u : fa[ks][i];
-                        }
-                    }
+                // A whole tile here, stage after stage (its stages are consecutive in the ring).
+                // Both operands by descriptor: this warpgroup's 64 token rows (M) and the BM
+                // weight rows (N); the tile's first wgmma starts from zero (scale_d 0). One group
+                // stays in flight: a stage is handed back once the next one's wgmmas are issued
+                // and its own are done. A warpgroup whose 64 tokens all lie past the tile's rows
+                // issues nothing and hands each stage back as it lands.
+                const int nk = ksteps(m);
+                auto issue = [&](int sl, bool first) {
+                    const uint32_t a_s = s_u32(sh.ring[sl]), b_s = a_s + C::A_BYTES + wg * 64 * 128;
                     wg_fence_acc(wacc);
                     wg_fence();
                     #pragma unroll
                     for (int ks = 0; ks < BK / 16; ++ks)
-                        wgmma_m64k16_rs<BM>(wacc, fa[ks][0], fa[ks][1], fa[ks][2], fa[ks][3],
-                                            wg_desc(a_s + (half ? 0 : ks >> 2) * (BM * 128) + (ks & 3) * 32), ck > 0 || ks > 0);
+                        wgmma_m64k16<BM>(wacc, wg_desc(b_s + (ks >> 2) * (BN * 128) + (ks & 3) * 32),
+                                         wg_desc(a_s + (ks >> 2) * (BM * 128) + (ks & 3) * 32), first && ks == 0 ? 0 : 1);
                     wg_commit();
+                };
+                auto give = [&](int sl) { __syncwarp(); if (lane == 0) mbar_arrive(s_u32(&sh.empty[sl])); };
+                auto next = [&]() {   // the tile's next stage, landed
+                    ++cstep;
+                    const int sl = cstep % C::STAGES;
+                    const uint32_t ph = (uint32_t)(cstep / C::STAGES) & 1u;
+                    mbar_wait(s_u32(&sh.full_a[sl]), ph);
+                    mbar_wait(s_u32(&sh.full_b[sl]), ph);
+                    return sl;
+                };
+                if (wg * 64 < m.rows) {
+                    issue(slot, true);
+                    int prev = slot;
+                    for (int kk = 1; kk < nk; ++kk) {
+                        const int sl = next();
+                        issue(sl, false);
+                        wg_wait<1>();
+                        give(prev);
+                        prev = sl;
+                    }
                     wg_wait<0>();
                     wg_fence_acc(wacc);
+                    give(prev);
+                } else {
+                    give(slot);
+                    for (int kk = 1; kk < nk; ++kk) give(next());
                 }
             } else {
                 const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
@@ -707,9 +736,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                 }
             }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));
-            if (ck + 1 < ksteps(m)) continue;
+            if constexpr (!C::WG) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));
+                if (ck + 1 < ksteps(m)) continue;
+            }
             // -- epilogue: reduce the k-split warps in fixed order, then store --
             if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
             if constexpr (C::WG) {
@@ -721,8 +752,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         const int col = wg * 64 + wl * 16 + g + 8 * hr;   // the tile's token
                         if (col >= m.rows) continue;
                         if (m.phase == 1) {   // n8 blocks 2G (gate) and 2G + 1 (up) of 16-row group G
-                            // h goes to GEMM2's stage image; a tile's BM/2 channels lie in one stage
-                            __nv_bfloat16 *hrow = p.h + img_off<BN, BK>(m.mbg, I, col, m.nb * (BM / 2) + 2 * q);
+                            // h goes to GEMM2's stage image (a tile's BM/2 channels lie in one stage)
                             #pragma unroll
                             for (int G = 0; G < BM / 16; ++G) {
                                 float hv[2];
@@ -731,7 +761,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                     const float gt = wacc[8 * G + 2 * hr + u], up = wacc[8 * G + 4 + 2 * hr + u];
                                     hv[u] = gt / (1.f + __expf(-gt)) * up;
                                 }
-                                *reinterpret_cast<__nv_bfloat162 *>(hrow + 8 * G) = __floats2bfloat162_rn(hv[0], hv[1]);
+                                *reinterpret_cast<__nv_bfloat162 *>(p.h + img_off<BN, BK>(m.mbg, I, col, m.nb * (BM / 2) + 8 * G + 2 * q)) =
+                                    __floats2bfloat162_rn(hv[0], hv[1]);
                             }
                         } else {
                             float *sl = p.slot + (int64_t)m.pair[col] * H + m.nb * BM + 2 * q;
