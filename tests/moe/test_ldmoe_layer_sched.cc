@@ -2,7 +2,8 @@
 // (kernels/moe/impl/layer/layer_sched.h, the functions the kernel calls) on the CPU: every tile of
 // a phase decodes to a distinct (expert, m-block, n-block) inside its slice, and CTAs claiming by
 // the kernel's rule, in random interleavings, take every tile exactly once — with unequal domains,
-// a domain without SMs, stealing on and off, and one queue (unaware).
+// a domain without SMs, stealing on and off, and one queue (unaware); and the wgmma tile's stage
+// images are sized for every routing's m-blocks.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "tests/unit/cunit_main.h"
 
 using ldmoe::layer::decode_tile;
+using ldmoe::layer::img_blocks_max;
+using ldmoe::layer::kImgRows;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::TilePos;
@@ -29,16 +32,42 @@ struct Routing {
     int64_t total() const { return mbp[E]; }
 };
 
-// Random per-expert token counts with empty experts and one popular expert, as m-block prefixes.
-static Routing make_routing(int E, int BN) {
+// Random per-expert token counts with empty experts and one popular expert, as m-block prefixes
+// (*pairs: their sum).
+static Routing make_routing(int E, int BN, int64_t *pairs = NULL) {
     Routing r{E, BN, std::vector<int32_t>(E + 1, 0)};
     const int hot = (int)rnd(E);
+    int64_t sum = 0;
     for (int e = 0; e < E; ++e) {
         int c = rnd(3) == 0 ? 0 : (int)rnd(40);
         if (e == hot) c += (int)rnd(300);
+        if (rnd(4) == 0) c = (int)(1 + rnd(3)) * BN + (int)rnd(2);   // whole blocks, and one row more
         r.mbp[e + 1] = r.mbp[e] + (c + BN - 1) / BN;
+        sum += c;
     }
+    if (pairs) *pairs = sum;
     return r;
+}
+
+// The host sizes the wgmma tile's stage images by img_blocks_max: every routing's m-blocks fit,
+// including the worst case (every expert one row past whole blocks), and the bound is tight there.
+static void test_image_bound(void) {
+    int over = 0;
+    for (int it = 0; it < 2000; ++it) {
+        const int E = 1 + (int)rnd(256);
+        int64_t pairs = 0;
+        const Routing r = make_routing(E, kImgRows, &pairs);
+        if (r.total() > img_blocks_max(pairs, E)) ++over;
+    }
+    CU_ASSERT_EQUAL(over, 0);
+    for (int E = 1; E <= 256; E *= 2) {   // c_e = kImgRows * j + 1: j + 1 blocks each
+        for (int j = 0; j < 3; ++j) {
+            const int64_t pairs = (int64_t)E * (kImgRows * j + 1);
+            CU_ASSERT(img_blocks_max(pairs, E) >= (int64_t)E * (j + 1));
+            CU_ASSERT(img_blocks_max(pairs, E) <= (int64_t)E * (j + 1) + E);
+        }
+    }
+    CU_ASSERT_EQUAL(img_blocks_max(0, 8), 0);
 }
 
 static void test_numbering(void) {
@@ -144,4 +173,5 @@ static void register_tests(void) {
     CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
     CU_add_test(s, "claims: every tile exactly once (200 x 6 interleavings)", test_claims);
     CU_add_test(s, "steal rule", test_rule);
+    CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
 }

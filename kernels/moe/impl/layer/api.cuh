@@ -108,12 +108,11 @@ struct LayerWs {
     __nv_bfloat16 *h, *ximg;
     float *slot;
 };
-// The wgmma tile's stage images (layer.cuh, img_off): m-blocks of 128 rows, at most pairs / 128 + E
-// of them (an expert's partial block each), stages of 128 k (a half-filled last one zero-padded).
-constexpr int kImgBN = 128, kImgBK = layer::Cfg<kWgBM, 128>::BK;
+// The wgmma tile's stage images (layer.cuh, img_off): img_blocks_max m-blocks (layer_sched.h) of
+// kImgRows rows, stages of BK k (a half-filled last one zero-padded).
+constexpr int kImgBK = layer::Cfg<kWgBM, kImgRows>::BK;
 size_t img_elems(int64_t pairs, int E, int K) {
-    if (pairs <= 0) return 0;
-    return (size_t)(pairs / kImgBN + E + 1) * kImgBN * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
+    return (size_t)img_blocks_max(pairs, E) * kImgRows * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
@@ -262,7 +261,7 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     const int ci = layer_tile(p->T, p->k, p->E, p->H, D, major);
     const bool wg = ci == 2;
-    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<kWgBM, 128>() : layer_cfg<64, 64>();
+    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<kWgBM, kImgRows>() : layer_cfg<64, 64>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);

@@ -189,7 +189,7 @@ struct Cfg {
     static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
-    static_assert(!WG || ((BM == 64 || BM == 128) && BN == 128 && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
+    static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
     // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");

@@ -44,5 +44,11 @@ LDMOE_LAYER_FN bool steal_allowed(int64_t phase_tiles, float steal_waves, unsign
 }
 LDMOE_LAYER_FN bool may_take(int pos, bool steal, int domain_sms) { return pos == 0 || steal || domain_sms == 0; }
 
+// The wgmma tile's stage images (layer.cuh, img_off) hold m-blocks of kImgRows token rows; an
+// expert's partial block costs at most one more, so a launch of `pairs` valid pairs over E experts
+// has at most pairs / kImgRows + E of them (the host sizes the images by this).
+constexpr int kImgRows = 128;
+LDMOE_LAYER_FN int64_t img_blocks_max(int64_t pairs, int E) { return pairs > 0 ? pairs / kImgRows + E : 0; }
+
 }  // namespace layer
 }  // namespace ldmoe
