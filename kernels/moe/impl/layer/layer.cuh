@@ -36,11 +36,11 @@
 // blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
 // reduced through shared memory in fixed warp order at the tile's end (deterministic).
 // The wgmma tile (prefill on Hopper, 128 weight rows x 128 tokens): each warpgroup takes 64 tokens
-// on wgmma's M side from registers (ldmatrix of the padded rows) against all the weight rows on N
-// by descriptor, whole k per warpgroup (no reduction). Its token rows reach a stage by one bulk
-// copy: after the routing, the routed x is written once in the stages' image (img_off), and
-// GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were its limit.
-// Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode), 256
+// on wgmma's M side against all the weight rows on N, both by descriptor, whole k per warpgroup
+// (no reduction), one wgmma group in flight across stages. Its token rows reach a stage by one
+// bulk copy per 64-k box: after the routing, the routed x is written once in the stages' image
+// (img_off), and GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were
+// its limit. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode), 256
 // (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
 // keep streaming.
 //
@@ -174,8 +174,8 @@ struct Meta {
 
 template <int BM, int BN>
 struct Cfg {
-    // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, tokens
-    // from registers (ldmatrix of the padded rows), weights by descriptor. Otherwise mma.sync.
+    // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, both
+    // operands by descriptor. Otherwise mma.sync.
     static constexpr bool WG = BN >= 128;
     static constexpr int WM = WG ? 1 : BM / 16, WK = 8 / WM;
     // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
