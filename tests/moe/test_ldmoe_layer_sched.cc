@@ -14,6 +14,7 @@
 #include "tests/unit/cunit_main.h"
 
 using ldmoe::layer::decode_tile;
+using ldmoe::layer::img_blocks_cap;
 using ldmoe::layer::img_blocks_max;
 using ldmoe::layer::kImgRows;
 using ldmoe::layer::may_take;
@@ -68,6 +69,22 @@ static void test_image_bound(void) {
         }
     }
     CU_ASSERT_EQUAL(img_blocks_max(0, 8), 0);
+    // A workspace sized for (pairs, E) by img_blocks_cap holds every launch at or below those sizes
+    // that takes the wgmma tile (more than 8 pairs per expert), with fewer experts than reserved too.
+    int short_cap = 0, launches = 0;
+    for (int it = 0; it < 4000; ++it) {
+        const int cap_E = 1 + (int)rnd(256);
+        const int64_t cap_pairs = 1 + (int64_t)rnd(40000);
+        const int E = 1 + (int)rnd((uint32_t)cap_E);
+        int64_t pairs = 0;
+        const Routing r = make_routing(E, kImgRows, &pairs);
+        if (pairs > cap_pairs || pairs <= 8LL * E) continue;   // not a launch this workspace serves with the tile
+        ++launches;
+        if (r.total() > img_blocks_cap(cap_pairs, cap_E, 8)) ++short_cap;
+    }
+    CU_ASSERT_EQUAL(short_cap, 0);
+    CU_ASSERT(launches > 500);
+    CU_ASSERT(img_blocks_cap(32, 128, 8) == 3);   // 32 pairs: at most 3 experts above 8 pairs each
 }
 
 static void test_numbering(void) {

@@ -109,10 +109,11 @@ struct LayerWs {
     float *slot;
 };
 // The wgmma tile's stage images (layer.cuh, img_off): img_blocks_max m-blocks (layer_sched.h) of
-// kImgRows rows, stages of BK k (a half-filled last one zero-padded).
+// kImgRows rows, stages of BK k (a half-filled last one zero-padded). A launch of `pairs` takes the
+// tile only with fewer than pairs / kDecodePairs experts, which bounds the partial blocks too.
 constexpr int kImgBK = layer::Cfg<kWgBM, kImgRows>::BK;
 size_t img_elems(int64_t pairs, int E, int K) {
-    return (size_t)img_blocks_max(pairs, E) * kImgRows * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
+    return (size_t)img_blocks_cap(pairs, E, kDecodePairs) * kImgRows * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
@@ -320,7 +321,9 @@ LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *str
         return cuda_fail(e, "cudaDeviceGetAttribute(compute capability)");
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
-    rc = layer_ws_get(dev, stream, T, E, H, I, k, layer_tile(T, k, E, H, 1, major) == 2, &w);
+    // Images for any call up to these sizes that may take the wgmma tile (fewer experts or a
+    // smaller H than reserved can choose it where these sizes do not).
+    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, &w);
     pthread_mutex_unlock(&g_lock);
     if (!rc) g_msg[0] = 0;
     return rc;

@@ -180,7 +180,7 @@ struct Cfg {
     static constexpr int WM = WG ? 1 : BM / 16, WK = 8 / WM;
     // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
     // over 32 KiB of weights), 256 for the mma.sync prefill tile (its token rows are 4x larger),
-    // 128 for the wgmma tile (128 token rows: four stages fit).
+    // 128 for the wgmma tile (three stages of 128 weight and 128 token rows fit).
     static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
@@ -405,7 +405,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
     const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
 
-    // -- scheduler (warp 0; lane 0 claims) --
+    // -- scheduler (the producer warp; lane 0 claims) --
     // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
     // steal_waves waves of tiles, or the slice's domain has no SM); unaware: one queue over all
     // slices (counter of slice 0); static: tile blockIdx.x + i * grid.
@@ -449,7 +449,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
     if (warp == kProd && lane == 0 && !ended) creg = claim(1);
-    // One step of warp 0's entry maker; returns after at most one global round trip it waits on.
+    // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
             Meta<BN> &m = sh.meta[have % kMeta];
@@ -502,10 +502,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
 
     if (warp == kProd) {
         // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
-        // Weights: packed, lane 0 bulk-copies each 16-row group's boxes (bytes on full_a) and the
-        // other lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they
-        // land. Token rows: every lane cp.asyncs one 16-byte column of each row and arrives on
-        // full_b when they land. A GEMM2 stage's h rows wait for the (expert, m-block)'s GEMM1
+        // Weights: packed, lane 0 bulk-copies the stage's boxes (bytes on full_a) and the other
+        // lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they land.
+        // Token rows: lane 0 bulk-copies them (per row, or per box of a stage image; bytes on
+        // full_b) and the other lanes just arrive. A GEMM2 stage's h rows wait for the (expert, m-block)'s GEMM1
         // tiles: its weights go out at once, its rows once ready (deferred, in order), so the
         // weights keep streaming; the consumers never wait on anything but these barriers, so
         // this CTA's own GEMM1 tiles finish while the producer waits.
@@ -682,6 +682,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 const int nk = ksteps(m);
                 auto issue = [&](int sl, bool first) {
                     const uint32_t a_s = s_u32(sh.ring[sl]), b_s = a_s + C::A_BYTES + wg * 64 * 128;
+                    // Plain weights land by cp.async, a generic-proxy write; wgmma reads through
+                    // the async proxy (bulk copies need no fence: both sides are async).
+                    if (!p.packed) fence_proxy_async();
                     wg_fence_acc(wacc);
                     wg_fence();
                     #pragma unroll

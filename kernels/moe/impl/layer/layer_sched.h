@@ -49,6 +49,12 @@ LDMOE_LAYER_FN bool may_take(int pos, bool steal, int domain_sms) { return pos =
 // has at most pairs / kImgRows + E of them (the host sizes the images by this).
 constexpr int kImgRows = 128;
 LDMOE_LAYER_FN int64_t img_blocks_max(int64_t pairs, int E) { return pairs > 0 ? pairs / kImgRows + E : 0; }
+// A workspace for launches of up to `pairs` pairs and E experts: a launch takes the wgmma tile only
+// with more than decode_pairs pairs per expert, so with fewer than pairs / decode_pairs experts.
+LDMOE_LAYER_FN int64_t img_blocks_cap(int64_t pairs, int E, int decode_pairs) {
+    const int64_t e_max = pairs > 0 ? (pairs - 1) / decode_pairs : 0;
+    return img_blocks_max(pairs, (int)(E < e_max ? E : e_max));
+}
 
 }  // namespace layer
 }  // namespace ldmoe
