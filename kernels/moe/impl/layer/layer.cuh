@@ -504,11 +504,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // ---- producer: the scheduler's entries, then each stage's weights and token rows ----
         // Weights: packed, lane 0 bulk-copies the stage's boxes (bytes on full_a) and the other
         // lanes just arrive; plain, every lane cp.asyncs its chunks and arrives when they land.
-        // Token rows: lane 0 bulk-copies them (per row, or per box of a stage image; bytes on
-        // full_b) and the other lanes just arrive. A GEMM2 stage's h rows wait for the (expert, m-block)'s GEMM1
-        // tiles: its weights go out at once, its rows once ready (deferred, in order), so the
-        // weights keep streaming; the consumers never wait on anything but these barriers, so
-        // this CTA's own GEMM1 tiles finish while the producer waits.
+        // Token rows: the lanes bulk-copy them (a row each, or lane 0 a stage image's boxes; bytes
+        // on full_b) and the other lanes just arrive. A GEMM2 stage's h rows wait for the (expert,
+        // m-block)'s GEMM1 tiles: its weights go out at once, its rows once ready (deferred, in
+        // order), so the weights keep streaming; the consumers never wait on anything but these
+        // barriers, so this CTA's own GEMM1 tiles finish while the producer waits.
         const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
         int lseq = 0, lk = 0;
         int pend_lo = 0, pend_hi = 0;   // steps whose token rows are deferred: [pend_lo, pend_hi)
