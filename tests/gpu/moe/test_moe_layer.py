@@ -274,7 +274,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--digest")
-    ap.add_argument("--tiny", action="store_true", help="two small cases and the bad-id test (for compute-sanitizer)")
+    ap.add_argument("--tiny", action="store_true", help="three small cases and the bad-id test (for compute-sanitizer)")
     a = ap.parse_args()
     import torch as _t
     torch = _t
@@ -302,9 +302,10 @@ def main():
     steps = [lambda c=c: run_case(gen, *c[:5], kind=c[5], modes=("auto", "aware", "unaware", "static")) for c in cases]
     steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_graph(gen, True),
               lambda: test_graph(gen, False), test_errors]
-    if a.tiny:   # a local-routing decode case, a global-routing prefill case, the bad ids
+    if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
+                 lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
                  lambda: test_bad_ids(gen)]
     for st in steps:
         try:
