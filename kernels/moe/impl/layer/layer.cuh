@@ -23,6 +23,8 @@
 //   4. combine, fused: each slot write counts an arrival on (token, n-block of H); the CTA whose
 //      arrival completes the token's valid pairs sums its k slots in k order and writes out.
 //      So the sum's order is fixed: out is bit-identical whatever CTA or SM computed what.
+//      The decode tile hands each GEMM2 tile's arrivals and sums to warp 9 (a 4-record ring), so
+//      its consumers go on to the next tile instead of waiting out two global round trips.
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
@@ -60,9 +62,11 @@
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 288;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and producer
-constexpr int kConsumers = 256;
+constexpr int kThreads = 320;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and
+constexpr int kConsumers = 256;          // producer; warp 9: the decode tile's combine warp
 constexpr int kProd = 8;                 // the producer warp
+constexpr int kComb = 9;                 // the combine warp (Cfg::CWARP; idle in the other tiles)
+constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warp
 constexpr int kMeta = 16;                // tile metadata ring
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
@@ -180,7 +184,8 @@ struct Cfg {
     static constexpr int WM = WG ? 1 : BM / 16, WK = 8 / WM;
     // k per stage: 512 for the decode tile (the producer's fixed cost per stage is then spread
     // over 32 KiB of weights), 256 for the mma.sync prefill tile (its token rows are 4x larger),
-    // 128 for the wgmma tile (three stages of 128 weight and 128 token rows fit).
+    // 128 for the wgmma tile (three stages of 128 weight and 128 token rows fit; six of 64 k were
+    // slower, doc/moe.md).
     static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
@@ -192,8 +197,21 @@ struct Cfg {
     static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
     // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
+    // The decode tile hands each GEMM2 tile's arrivals and combine to warp kComb: two dependent
+    // global round trips (the arrival atomics, then the k slot loads) per tile of 32 x <= 16 that
+    // the consumers would otherwise wait out before their next tile. Prefill tiles combine up to
+    // 128 tokens x BM columns per tile: all consumers do it.
+    static constexpr bool CWARP = BN <= 16;
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
+};
+
+// A GEMM2 tile's epilogue handed to the combine warp: its tokens, their valid-pair masks, its n-block.
+template <int BN>
+struct EpiRec {
+    int32_t nb, rows;   // rows < 0: no more tiles
+    int32_t tok[BN];
+    int32_t mask[BN];
 };
 
 template <int BM, int BN>
@@ -203,6 +221,9 @@ struct Smem {
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
     uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
+    uint64_t epi_full[C::CWARP ? kEpi : 1];    // a record written (consumer thread 0, after the slot stores)
+    uint64_t epi_empty[C::CWARP ? kEpi : 1];   // the combine warp has read it
+    EpiRec<BN> erec[C::CWARP ? kEpi : 1];
     float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
     int32_t cnt[kMaxE];
     int32_t mbp[kMaxE + 1];      // m-block prefix per expert
@@ -218,7 +239,6 @@ struct Smem {
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
-    int32_t last;                             // this CTA left last (resets the counters)
     int32_t fill[C::LOCAL ? kMaxE : 1];       // local routing: pairs placed per expert
     int32_t lpair[C::LOCAL ? C::LOCAL : 1];   // local routing: the expert-grouped pair list
     int16_t leid[C::LOCAL ? C::LOCAL : 1];    // local routing: each pair's expert (-1: invalid id)
@@ -241,6 +261,26 @@ __device__ __forceinline__ void grid_barrier(uint32_t *ctl) {
         __threadfence();
     }
     __syncthreads();
+}
+
+// out[t, col .. col + 3] = bf16 of the sum of token t's valid slots (msk) in pair order: the fixed
+// sum order that makes out bit-identical whichever CTA completes the token. The k loads are all
+// in flight at once.
+__device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t msk, int col) {
+    const int K = p.k, H = p.H;
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    #pragma unroll
+    for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
+        if (kk < K && ((msk >> kk) & 1)) {
+            const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
+            sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+        }
+    }
+    __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
+    uint2 o;
+    o.x = *reinterpret_cast<uint32_t *>(&lo);
+    o.y = *reinterpret_cast<uint32_t *>(&hi);
+    *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
 }
 
 // ---- the kernel body ------------------------------------------------------------------------
@@ -396,6 +436,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             mbar_init(s_u32(&sh.full_b[s]), 32);
             mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
         }
+        if constexpr (C::CWARP)
+            for (int i = 0; i < kEpi; ++i) {
+                mbar_init(s_u32(&sh.epi_full[i]), 1);
+                mbar_init(s_u32(&sh.epi_empty[i]), 1);
+            }
         fence_mbar_init();
     }
     __syncthreads();
@@ -632,7 +677,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
             if (++lk == ksteps(m)) { lk = 0; ++lseq; }
         }
-    } else {
+    } else if (warp < kProd) {
         // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
         const int cw = warp, ctid = tid;
         const int wm = cw % C::WM, wk = cw / C::WM;
@@ -647,6 +692,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         for (int i = 0; i < (C::WG ? BM / 2 : 1); ++i) wacc[i] = 0.f;
         float pre_w = 0.f;
         int32_t pre_mask = 0;
+        int eseq = 0;   // GEMM2 epilogue records handed to the combine warp (Cfg::CWARP)
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
         for (int cstep = 0;; ++cstep) {
             const int slot = cstep % C::STAGES;
@@ -746,6 +792,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
             // -- epilogue: reduce the k-split warps in fixed order, then store --
             if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
+            if constexpr (C::CWARP)
+                if (m.phase == 2) {   // the record for the combine warp (published after the stores' bar.sync)
+                    const int ei = eseq % kEpi;
+                    mbar_wait(s_u32(&sh.epi_empty[ei]), ((uint32_t)(eseq / kEpi) & 1u) ^ 1u);
+                    if (ctid < m.rows) { sh.erec[ei].tok[ctid] = m.tok[ctid]; sh.erec[ei].mask[ctid] = pre_mask; }
+                    if (ctid == 0) { sh.erec[ei].nb = m.nb; sh.erec[ei].rows = m.rows; }
+                }
             if constexpr (C::WG) {
                 cbar();
                 const int g = lane >> 2, q = lane & 3;
@@ -831,6 +884,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (ctid == 0) red_release(p.ready + m.mbg, 1u);
                 continue;
             }
+            if constexpr (C::CWARP) {
+                if (ctid == 0) mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
+                ++eseq;
+                continue;
+            }
             // arrivals on (token, n-block); the one that completes a token combines it
             if (ctid < BN) {
                 int32_t tok = -1;
@@ -847,23 +905,47 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             // The combine: every consumer thread takes 4 columns of a completed token, its valid
             // slots read in pair order (the fixed sum order), all of them in flight at once.
             for (int w = ctid; w < m.rows * (BM / 4); w += kConsumers) {
-                const int j = w / (BM / 4), col = m.nb * BM + (w % (BM / 4)) * 4;
+                const int j = w / (BM / 4);
                 const int32_t t = sh.comb[j];
-                if (t < 0) continue;
-                const int32_t msk = sh.comb_mask[j];
-                float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-                #pragma unroll
-                for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
-                    if (kk < K && ((msk >> kk) & 1)) {
-                        const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
-                        sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
-                    }
-                }
-                __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
-                uint2 o;
-                o.x = *reinterpret_cast<uint32_t *>(&lo);
-                o.y = *reinterpret_cast<uint32_t *>(&hi);
-                *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
+                if (t >= 0) combine4(p, t, sh.comb_mask[j], m.nb * BM + (w % (BM / 4)) * 4);
+            }
+        }
+        if constexpr (C::CWARP)   // no more tiles: tell the combine warp
+            if (ctid == 0) {
+                mbar_wait(s_u32(&sh.epi_empty[eseq % kEpi]), ((uint32_t)(eseq / kEpi) & 1u) ^ 1u);
+                sh.erec[eseq % kEpi].rows = -1;
+                mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
+            }
+    } else if (C::CWARP && warp == kComb) {
+        // ---- the combine warp: a GEMM2 tile's arrivals on (token, n-block), then the sums of the
+        // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0
+        // after a bar.sync behind the slot stores) and the arrival's acq_rel atomic carry the
+        // slots' visibility as the consumers' own arrivals would. ----
+        for (int i = 0;; ++i) {
+            const int ei = i % kEpi;
+            mbar_wait(s_u32(&sh.epi_full[ei]), (uint32_t)(i / kEpi) & 1u);
+            const EpiRec<BN> &r = sh.erec[ei];
+            const int rows = r.rows, nb = r.nb;
+            if (rows < 0) break;
+            int32_t tok = -1, msk = 0;
+            if (lane < rows) {
+                const int32_t t = r.tok[lane];
+                msk = r.mask[lane];
+                uint32_t *a = p.arrive + (int64_t)t * NB2 + nb;
+                if (atom_add_acq_rel(a, 1u) + 1 == (uint32_t)__popc(msk)) { tok = t; *a = 0; }
+            }
+            __syncwarp();   // the record read, and the lanes' loads below after each other's acquires
+            if (lane == 0) mbar_arrive(s_u32(&sh.epi_empty[ei]));
+            const uint32_t done = __ballot_sync(0xffffffffu, tok >= 0);
+            const int nd = __popc(done);
+            const int total = nd * (BM / 4);   // 4 columns of a completed token per lane and pass
+            for (int base = 0; base < total; base += 32) {
+                const int w = base + lane;
+                uint32_t d = done;   // lane j of the (w / (BM/4))-th completed token
+                for (int n = min(w, total - 1) / (BM / 4); n > 0; --n) d &= d - 1;
+                const int j = __ffs(d) - 1;
+                const int32_t tj = __shfl_sync(0xffffffffu, tok, j), mj = __shfl_sync(0xffffffffu, msk, j);
+                if (w < total) combine4(p, tj, mj, nb * BM + (w % (BM / 4)) * 4);
             }
         }
     }
@@ -871,12 +953,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
 
     // -- 5. the last CTA out resets what the next launch needs at zero --
     __syncthreads();
+    bool last = false;
     if (tid == 0) {
         __threadfence();
-        sh.last = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
+        last = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
     }
-    __syncthreads();
-    if (sh.last) {
+    if (__syncthreads_or(last)) {
         __threadfence();
         for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
         for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
