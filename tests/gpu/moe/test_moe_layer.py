@@ -194,6 +194,27 @@ def test_bad_ids(gen):
     report(ldmoe.moe_errors() == 0, "no flag from valid ids")
 
 
+def test_all_invalid(gen):
+    """No valid id in the whole launch (expert parallelism marks other ranks' experts -1): no tile
+    at all, zero rows, the flag, and the next launch on the same workspace still right."""
+    for T, E, H, I, k, D in ((5, 16, 256, 128, 4, 0), (300, 4, 256, 128, 2, 2)):
+        x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+        w13, w2 = make_weights(gen, E, H, I)
+        W = (ldmoe.pack_moe(w13, w2, D=D), None) if D else (w13, w2)
+        ids, wts = make_routing(gen, T, E, k)
+        bad = torch.full_like(ids, -1)
+        ldmoe.moe_errors()
+        out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ldmoe.moe(x, W[0], W[1], bad, wts, out=out)
+        torch.cuda.synchronize()
+        tag = "T%d E%d all ids -1" % (T, E)
+        report(bool((out == 0).all()), "%s: every row zero" % tag)
+        report(ldmoe.moe_errors() == ldmoe.MOE_ERR_BAD_ID, "%s: error flag set" % tag)
+        out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ldmoe.moe(x, W[0], W[1], ids, wts, out=out)
+        check("%s: the next launch with valid ids" % tag, out, reference(x, w13, w2, ids, wts))
+
+
 def test_graph(gen, decode):
     E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
     T = 3 if decode else 200
@@ -274,7 +295,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--digest")
-    ap.add_argument("--tiny", action="store_true", help="three small cases and the bad-id test (for compute-sanitizer)")
+    ap.add_argument("--tiny", action="store_true", help="three small cases and the bad-id tests (for compute-sanitizer)")
     a = ap.parse_args()
     import torch as _t
     torch = _t
@@ -300,13 +321,13 @@ def main():
     if a.quick:
         cases = cases[:3] + cases[7:8]
     steps = [lambda c=c: run_case(gen, *c[:5], kind=c[5], modes=("auto", "aware", "unaware", "static")) for c in cases]
-    steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_graph(gen, True),
-              lambda: test_graph(gen, False), test_errors]
+    steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_all_invalid(gen),
+              lambda: test_graph(gen, True), lambda: test_graph(gen, False), test_errors]
     if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
-                 lambda: test_bad_ids(gen)]
+                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen)]
     for st in steps:
         try:
             st()

@@ -202,6 +202,7 @@ struct Cfg {
     // the consumers would otherwise wait out before their next tile. Prefill tiles combine up to
     // 128 tokens x BM columns per tile: all consumers do it.
     static constexpr bool CWARP = BN <= 16;
+    static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
@@ -486,14 +487,16 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
         return -1;
     };
-    int64_t creg = -1;          // lane 0: the claim in flight
-    bool ended = s_phase == 0;  // the terminal entry is written (or about to be)
+    int64_t creg = -1;          // lane 0: the claim in flight (-1: none)
+    // The terminal entry is written. A launch with no valid id (no m-blocks, s_phase 0) writes it
+    // on the first step too: creg stays -1, so the entry maker takes the end-of-work branch.
+    bool ended = false;
     int bstate = 0;             // 1: an entry decoded, its list loads in registers
     int have = 0;               // entries written (warp 0's copy of sh.mwritten)
     int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == kProd && lane == 0 && !ended) creg = claim(1);
+    if (warp == kProd && lane == 0 && s_phase != 0) creg = claim(1);
     // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
@@ -957,6 +960,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     if (tid == 0) {
         __threadfence();
         last = atomicAdd(ctl + kCtlExit, 1u) == gridDim.x - 1;
+        __threadfence();   // the other CTAs' counter uses, seen by this atomic, before the resets below
     }
     if (__syncthreads_or(last)) {
         __threadfence();
