@@ -7,16 +7,16 @@
 //      builds the same expert-grouped pair list in shared memory (counts by shared atomics, ranks
 //      in pair order by one warp), no barrier. Global: every (token, k) pair with an id in [0, E)
 //      takes a rank by a global integer atomic and is written at list[e * cap + rank], each
-//      token's count of valid ids goes to tokvalid[t]; one grid barrier. Either way a token with
+//      token's valid-id mask goes to tokvalid[t]; one grid barrier. Either way a token with
 //      no valid id gets a zero output row here, and an invalid id sets the error word.
 //   2. every CTA builds the same tile tables from the per-expert counts (shared memory).
 //   3. GEMM1 tiles then GEMM2 tiles, claimed from per-domain queues (local first, stealing by the
 //      grouped GEMM's rule). GEMM1 tile (e, m-block, n-block): BM weight rows = BM/2 gate rows and
 //      the matching BM/2 up rows (interleaved by 8: rows 0-7 of each 16-row group are gate,
 //      8-15 up, so one mma fragment holds both and SwiGLU happens in registers) x BN routed
-//      tokens, gathered from x by the loader (no permuted copy of x). h = bf16(silu(g)·u) goes to
-//      h[pos, I] (pos: the pair's row in the expert-grouped order), then the (expert, m-block)'s
-//      readiness counter is incremented (release).
+//      tokens, gathered from x by the loader (the wgmma tile: from the image below). h =
+//      bf16(silu(g)·u) goes to h[pos, I] (pos: the pair's row in the expert-grouped order; the
+//      wgmma tile: its image), then the (expert, m-block)'s readiness counter is incremented.
 //      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
 //      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
 //      readiness, no grid barrier). Epilogue: acc · routing weight -> slot[(t,k), H] fp32.
@@ -33,7 +33,7 @@
 // with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
-// Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper): weights on the mma's M side
+// Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 128D != 0): weights on the mma's M side
 // (m16n8k16, bf16 -> fp32), tokens on N, so a handful of tokens per expert costs only the n8
 // blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
 // reduced through shared memory in fixed warp order at the tile's end (deterministic).
@@ -47,8 +47,9 @@
 // keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only after its GEMM1 queues are empty; only its
-// producer waits for readiness (the consumers wait on nothing but the ring, so this CTA's own
-// GEMM1 tiles finish meanwhile); GEMM1 tiles never wait. The global routing's grid barrier
+// producer waits for readiness (the consumers wait on nothing but the ring and the combine
+// warps' record slots, which wait on nothing else, so this CTA's own GEMM1 tiles finish
+// meanwhile); GEMM1 tiles never wait. The global routing's grid barrier
 // needs co-residency (cooperative launch).
 #pragma once
 #include <cuda_bf16.h>
