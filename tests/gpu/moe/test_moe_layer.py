@@ -315,7 +315,7 @@ def main():
         (9, 8, 256, 128, 4, "dup"),
         (300, 32, 512, 256, 8, "random"),   # prefill tiles (T*k > 16 E)
         (129, 8, 256, 384, 2, "one"),       # prefill, one expert gets every token
-        (200, 8, 384, 128, 2, "random"),    # prefill: at D = 2, H % 256 != 0 takes the mma.sync 64 x 64 tile
+        (200, 8, 384, 128, 2, "random"),    # prefill: H % 256 != 0 takes the mma.sync 64 x 64 tile at every D
         (50, 32, 256, 128, 16, "random"),
         (7, 256, 256, 128, 8, "random"),
     ]

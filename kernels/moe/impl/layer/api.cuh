@@ -10,7 +10,7 @@ namespace ldmoe {
 namespace layer {
 
 // Tile choice (layer_tile): the decode tile up to kDecodePairs pairs per expert on average, above
-// it the wgmma tile of kWgBM weight rows on Hopper when H allows (else the mma.sync 64 x 64 one).
+// it the wgmma tile of kWgBM weight rows on Hopper when H % (2 kWgBM) == 0 (else the mma.sync 64 x 64 one).
 // Both chosen by measurement (doc/moe.md, "The fused MoE layer"): from 8 tokens per expert the
 // decode tile's 16-token tiles stream a popular expert's weights once per 16 tokens; 128 weight
 // rows rather than 64 halve the token bytes each stage moves per weight byte.
@@ -224,9 +224,14 @@ struct LayerCfg { const void *fn; int smem; };
 // The tile of a launch, by tokens per expert on average (no host sync: the routing is on the
 // device): 0 decode, 1 the mma.sync prefill tile, 2 the wgmma prefill tile (Hopper: its kernel is
 // built for sm_90a only).
+// The wgmma and mma.sync tiles sum k in different orders, so the choice must not depend on D: a
+// program packed for one domain (no map, stock) and for two (the aware states) gets the same
+// tile and bit-identical outputs. The wgmma tile needs H % (kWgBM * D) == 0; asking for
+// kWgBM * 2 at D <= 2 makes the rule one for both. (D > 2 — no GPU has more than two domains
+// today — may still change the tile.)
 static int layer_tile(int64_t T, int k, int E, int H, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return 0;
-    return major == 9 && H % (kWgBM * D) == 0 ? 2 : 1;
+    return major == 9 && H % (kWgBM * (D > 2 ? D : 2)) == 0 ? 2 : 1;
 }
 template <int BM, int BN> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN>) + layer::Cfg<BM, BN>::ALIGN;   // slack: the body aligns its ring

@@ -33,7 +33,7 @@
 // with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
-// Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 128D != 0): weights on the mma's M side
+// Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 256 != 0): weights on the mma's M side
 // (m16n8k16, bf16 -> fp32), tokens on N, so a handful of tokens per expert costs only the n8
 // blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
 // reduced through shared memory in fixed warp order at the tile's end (deterministic).
