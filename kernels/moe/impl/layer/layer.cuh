@@ -23,8 +23,9 @@
 //   4. combine, fused: each slot write counts an arrival on (token, n-block of H); the CTA whose
 //      arrival completes the token's valid pairs sums its k slots in k order and writes out.
 //      So the sum's order is fixed: out is bit-identical whatever CTA or SM computed what.
-//      The decode tile hands each GEMM2 tile's arrivals and sums to warp 9 (a 4-record ring), so
-//      its consumers go on to the next tile instead of waiting out two global round trips.
+//      The decode tile hands each GEMM2 tile's arrivals and sums to warps 9-10 (a 4-record ring,
+//      records taken in turn), so its consumers go on to the next tile instead of waiting out two
+//      global round trips.
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
@@ -63,11 +64,13 @@
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 320;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and
-constexpr int kConsumers = 256;          // producer; warp 9: the decode tile's combine warp
+constexpr int kThreads = 352;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and
+constexpr int kConsumers = 256;          // producer; warps 9-10: the decode tile's combine warps
 constexpr int kProd = 8;                 // the producer warp
-constexpr int kComb = 9;                 // the combine warp (Cfg::CWARP; idle in the other tiles)
-constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warp
+constexpr int kComb = 9;                 // the first combine warp (Cfg::CWARP; idle in the other tiles)
+constexpr int kCombW = 2;                // combine warps: record i goes to warp kComb + i % kCombW
+constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warps
+static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp");
 constexpr int kMeta = 16;                // tile metadata ring
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
@@ -198,7 +201,7 @@ struct Cfg {
     static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
     // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
-    // The decode tile hands each GEMM2 tile's arrivals and combine to warp kComb: two dependent
+    // The decode tile hands each GEMM2 tile's arrivals and combine to kCombW warps: two dependent
     // global round trips (the arrival atomics, then the k slot loads) per tile of 32 x <= 16 that
     // the consumers would otherwise wait out before their next tile. Prefill tiles combine up to
     // 128 tokens x BM columns per tile: all consumers do it.
@@ -208,7 +211,7 @@ struct Cfg {
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
 
-// A GEMM2 tile's epilogue handed to the combine warp: its tokens, their valid-pair masks, its n-block.
+// A GEMM2 tile's epilogue handed to a combine warp: its tokens, their valid-pair masks, its n-block.
 template <int BN>
 struct EpiRec {
     int32_t nb, rows;   // rows < 0: no more tiles
@@ -224,7 +227,7 @@ struct Smem {
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
     uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
     uint64_t epi_full[C::CWARP ? kEpi : 1];    // a record written (consumer thread 0, after the slot stores)
-    uint64_t epi_empty[C::CWARP ? kEpi : 1];   // the combine warp has read it
+    uint64_t epi_empty[C::CWARP ? kEpi : 1];   // its combine warp has read it
     EpiRec<BN> erec[C::CWARP ? kEpi : 1];
     float red[C::RED_FLOATS > 0 ? C::RED_FLOATS : 1];
     int32_t cnt[kMaxE];
@@ -605,7 +608,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         int known_ready = -1;   // entry whose readiness was seen
         for (int step = 0;; ++step) {
             while (have <= lseq) sched_one();
-            if (have <= lseq + 2) sched_one();
             // deferred token rows whose GEMM1 rows are now done, in order
             while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
                 known_ready = sh.stage_entry[pend_lo % C::STAGES];
@@ -679,6 +681,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (pend_lo == pend_hi) pend_lo = step;
                 pend_hi = step + 1;
             }
+            // The next entries a step ahead, once this stage is on its way (before it, the first
+            // stage of a launch would wait out the second claim's round trip).
+            if (have <= lseq + 2) sched_one();
             if (++lk == ksteps(m)) { lk = 0; ++lseq; }
         }
     } else if (warp < kProd) {
@@ -696,7 +701,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         for (int i = 0; i < (C::WG ? BM / 2 : 1); ++i) wacc[i] = 0.f;
         float pre_w = 0.f;
         int32_t pre_mask = 0;
-        int eseq = 0;   // GEMM2 epilogue records handed to the combine warp (Cfg::CWARP)
+        int eseq = 0;   // GEMM2 epilogue records handed to the combine warps (Cfg::CWARP)
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
         for (int cstep = 0;; ++cstep) {
             const int slot = cstep % C::STAGES;
@@ -797,7 +802,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             // -- epilogue: reduce the k-split warps in fixed order, then store --
             if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
             if constexpr (C::CWARP)
-                if (m.phase == 2) {   // the record for the combine warp (published after the stores' bar.sync)
+                if (m.phase == 2) {   // the record for a combine warp (published after the stores' bar.sync)
                     const int ei = eseq % kEpi;
                     mbar_wait(s_u32(&sh.epi_empty[ei]), ((uint32_t)(eseq / kEpi) & 1u) ^ 1u);
                     if (ctid < m.rows) { sh.erec[ei].tok[ctid] = m.tok[ctid]; sh.erec[ei].mask[ctid] = pre_mask; }
@@ -914,18 +919,19 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (t >= 0) combine4(p, t, sh.comb_mask[j], m.nb * BM + (w % (BM / 4)) * 4);
             }
         }
-        if constexpr (C::CWARP)   // no more tiles: tell the combine warp
-            if (ctid == 0) {
-                mbar_wait(s_u32(&sh.epi_empty[eseq % kEpi]), ((uint32_t)(eseq / kEpi) & 1u) ^ 1u);
-                sh.erec[eseq % kEpi].rows = -1;
-                mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
-            }
-    } else if (C::CWARP && warp == kComb) {
-        // ---- the combine warp: a GEMM2 tile's arrivals on (token, n-block), then the sums of the
+        if constexpr (C::CWARP)   // no more tiles: tell each combine warp
+            if (ctid == 0)
+                for (int w = 0; w < kCombW; ++w, ++eseq) {
+                    mbar_wait(s_u32(&sh.epi_empty[eseq % kEpi]), ((uint32_t)(eseq / kEpi) & 1u) ^ 1u);
+                    sh.erec[eseq % kEpi].rows = -1;
+                    mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
+                }
+    } else if (C::CWARP && warp >= kComb && warp < kComb + kCombW) {
+        // ---- a combine warp: each of its GEMM2 tiles' arrivals on (token, n-block), then the sums of the
         // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0
         // after a bar.sync behind the slot stores) and the arrival's acq_rel atomic carry the
         // slots' visibility as the consumers' own arrivals would. ----
-        for (int i = 0;; ++i) {
+        for (int i = warp - kComb;; i += kCombW) {   // this warp's records: one in kCombW
             const int ei = i % kEpi;
             mbar_wait(s_u32(&sh.epi_full[ei]), (uint32_t)(i / kEpi) & 1u);
             const EpiRec<BN> &r = sh.erec[ei];
