@@ -114,8 +114,8 @@ MOE_ERR_BAD_ID = 1      # LDMOE_MOE_ERR_BAD_ID
 class MoePacked:
     """w13 and w2 in the layer's packed layout (ldmoe.h, ldmoe_pack_moe_weights), made by pack_moe().
 
-    w13, w2: bf16 CUDA tensors of the plain shapes [E, 2I, H] and [E, H, I] whose bytes are in the
-    packed order (index them only through the library); E, H, I, D: the sizes packed for."""
+    w13, w2: bf16 (or, fp8 True, float8_e4m3fn) CUDA tensors of the plain shapes [E, 2I, H] and
+    [E, H, I] whose bytes are in the packed order (index them only through the library); E, H, I, D: the sizes packed for."""
     __slots__ = ("_w13", "_w2", "_E", "_H", "_I", "_D", "_f8")
 
     def __init__(self, w13, w2, E, H, I, D, f8=False):

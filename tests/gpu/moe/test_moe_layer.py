@@ -239,7 +239,7 @@ def test_fp8(gen):
         ref = reference(x, d13, d2, ids, wts)
         base = None
         for D in (1, 2):
-            if H % (128 * D) or I % (128 * D):
+            if H % (64 * D) or I % (64 * D):   # the library's rule; a slice may split a scale block
                 continue
             pk = ldmoe.pack_moe(q13, q2, D=D)
             out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
@@ -250,7 +250,7 @@ def test_fp8(gen):
             base = out.clone() if base is None else base
     pk = ldmoe.pack_moe(q13, q2)
     for kw, what in (({}, "no scales"), ({"w13_scale": s13}, "no w2_scale"),
-                     ({"w13_scale": s13[:, :1], "w2_scale": s2}, "w13_scale of the wrong shape")):
+                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "w13_scale of the wrong shape")):
         try:
             ldmoe.moe(x, pk, None, ids, wts, **kw)
             report(False, "fp8 with %s refused" % what)

@@ -117,7 +117,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][5];   // by layer_cfg_index
+bool g_layer_attr[LDMOE_MAX_DEVICES][5];   // by tile index (moe_run: 0-2 bf16, 3-4 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 

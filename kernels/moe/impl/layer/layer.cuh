@@ -677,6 +677,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 } else {
                     mbar_arrive(bar);
                 }
+            } else if constexpr (F8) {
+                __trap();   // FP8 weights are packed only (the host refuses plain ones)
             } else {
                 #pragma unroll 4
                 for (int r = 0; r < BM; ++r) {
