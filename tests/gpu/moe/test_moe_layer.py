@@ -338,7 +338,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--digest")
-    ap.add_argument("--tiny", action="store_true", help="three small cases and the bad-id tests (for compute-sanitizer)")
+    ap.add_argument("--tiny", action="store_true", help="small cases, the bad-id tests and FP8 (for compute-sanitizer)")
     a = ap.parse_args()
     import torch as _t
     torch = _t
@@ -371,7 +371,7 @@ def main():
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
-                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen)]
+                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen)]
     for st in steps:
         try:
             st()
