@@ -10,6 +10,7 @@ time (us), byte floor (us), FLOP floor (us), time / floor. The full benchmark wi
 bench/moe/bench_layer.py; this one only steers development.
 
 Usage: layer_time.py [--shapes qwen3,dsv2lite,mixtral] [--tokens 1,4,16,64,256,1024] [--layouts packed,plain]
+                     [--fp8]   (weight-only FP8: e4m3 weights with 128 x 128 block scales; bytes halve)
 """
 import argparse
 import os
@@ -59,6 +60,14 @@ def gemm_rate():
     return 2 * n ** 3 / med(ts)
 
 
+def quant_blocks(w):
+    """[E, R, K] bf16 -> e4m3 and fp32 scales [E, R/128, K/128] (amax / 448 per 128 x 128 block)."""
+    E, R, K = w.shape
+    b = w.float().view(E, R // 128, 128, K // 128, 128)
+    s = (b.abs().amax(dim=(2, 4)) / 448.0).clamp(min=1e-12)
+    return (b / s[:, :, None, :, None]).to(torch.float8_e4m3fn).view(E, R, K), s.contiguous()
+
+
 def routing(gen, T, E, k):
     # uneven: expert popularity ~ softmax of a random logit vector (seeded), top-k without replacement
     logits = torch.randn(E, generator=gen) * 1.0
@@ -74,6 +83,7 @@ def main():
     ap.add_argument("--tokens", default="1,4,16,64,256,1024")
     ap.add_argument("--layouts", default="packed")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--fp8", action="store_true", help="e4m3 weights with 128 x 128 block scales (packed only)")
     a = ap.parse_args()
     bw, fl = copy_bw(), gemm_rate()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -83,16 +93,27 @@ def main():
     gen = torch.Generator().manual_seed(7)
     for name in a.shapes.split(","):
         E, k, H, I = SHAPES[name]
-        per_expert = (2 * I * H + H * I) * 2
+        per_expert = (2 * I * H + H * I) * (1 if a.fp8 else 2)
         free = torch.cuda.mem_get_info()[0]
-        ncopy = max(2, min(8, int(0.5 * free // (per_expert * E))))
+        # bf16 copies are made first (FP8: quantized from them, 2 more bytes per weight alongside)
+        ncopy = max(2, min(8, int(0.5 * free // ((2 * I * H + H * I) * (4 if a.fp8 else 2) * E))))
         w13s = [(torch.randn((E, 2 * I, H), device="cuda") * H ** -0.5).to(torch.bfloat16) for _ in range(ncopy)]
         w2s = [(torch.randn((E, H, I), device="cuda") * I ** -0.5).to(torch.bfloat16) for _ in range(ncopy)]
         for lay in a.layouts.split(","):
-            if lay == "packed":
+            sc = {}
+            if lay == "packed" and a.fp8:
+                Ws, SC = [], []
+                for i in range(ncopy):
+                    q13, s13 = quant_blocks(w13s[i])
+                    q2, s2 = quant_blocks(w2s[i])
+                    Ws.append((ldmoe.pack_moe(q13, q2, D=1), None))
+                    SC.append({"w13_scale": s13, "w2_scale": s2})
+                    del q13, q2
+            elif lay == "packed":
                 Ws = [(ldmoe.pack_moe(w13s[i], w2s[i], D=1), None) for i in range(ncopy)]
             else:
                 Ws = [(w13s[i], w2s[i]) for i in range(ncopy)]
+            SC = SC if lay == "packed" and a.fp8 else [sc] * ncopy
             for T in [int(t) for t in a.tokens.split(",")]:
                 x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
                 ids, wts = routing(gen, T, E, k)
@@ -106,11 +127,11 @@ def main():
                 with torch.cuda.stream(s):
                     ldmoe.moe_reserve(T, E, H, I, k)
                     for i in range(ncopy):
-                        ldmoe.moe(x, Ws[i][0], Ws[i][1], ids, wts, out=out)
+                        ldmoe.moe(x, Ws[i][0], Ws[i][1], ids, wts, out=out, **SC[i])
                     g = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(g, stream=s):
                         for i in range(ncall):
-                            ldmoe.moe(x, Ws[i % ncopy][0], Ws[i % ncopy][1], ids, wts, out=out)
+                            ldmoe.moe(x, Ws[i % ncopy][0], Ws[i % ncopy][1], ids, wts, out=out, **SC[i % ncopy])
                 torch.cuda.current_stream().wait_stream(s)
                 g.replay()
                 torch.cuda.synchronize()

@@ -320,6 +320,25 @@ typedef struct ldmoe_moe_params {
  * any CUDA call. See above for the workspace and graph capture. */
 int ldmoe_moe(const ldmoe_moe_params_t *p);
 
+/* The layer with weight-only FP8 (branch layer-fp8, not yet run on a GPU): w13 and w2 e4m3,
+ * packed by ldmoe_pack_moe_weights_fp8 (base.layout must be LDMOE_LAYOUT_PACKED), with DeepSeek's
+ * 128 x 128 block scales (scaling LDMOE_FP8_BLOCK): w13_scale [E, 2I/128, H/128] over the plain
+ * w13's rows (gate 0..I-1, up I..2I-1), w2_scale [E, H/128, I/128], fp32, 4-byte aligned; x, out
+ * bf16 as for ldmoe_moe. H and I multiples of 128 (and of 64 * D). Each 128-k block's partial sum
+ * is scaled in fp32. Runs on the mma.sync tiles (decode; prefill 64 x 64). Everything else as
+ * ldmoe_moe. */
+typedef struct ldmoe_moe_fp8_params {
+    ldmoe_moe_params_t base;
+    int32_t        scaling;      /* LDMOE_FP8_BLOCK (ROWWISE: LDMOE_ERR_UNSUPPORTED)         */
+    const float   *w13_scale;
+    const float   *w2_scale;
+} ldmoe_moe_fp8_params_t;
+int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p);
+/* e4m3 w13 [E, 2I, H] and w2 [E, H, I] -> the FP8 packed layout (the bf16 one over half as many
+ * 2-byte units: a 2 KiB box is 16 rows x 128 k). Packed sizes: E*2I*H and E*H*I bytes. */
+int ldmoe_pack_moe_weights_fp8(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E, int H,
+                               int I, int D, void *stream);
+
 /* Size the (device, stream) layer workspace for calls up to these sizes now (outside a
  * capture), so that calls up to them inside a capture allocate nothing. Synchronous when it grows. */
 int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream);

@@ -114,12 +114,12 @@ MOE_ERR_BAD_ID = 1      # LDMOE_MOE_ERR_BAD_ID
 class MoePacked:
     """w13 and w2 in the layer's packed layout (ldmoe.h, ldmoe_pack_moe_weights), made by pack_moe().
 
-    w13, w2: bf16 CUDA tensors of the plain shapes [E, 2I, H] and [E, H, I] whose bytes are in the
-    packed order (index them only through the library); E, H, I, D: the sizes packed for."""
-    __slots__ = ("_w13", "_w2", "_E", "_H", "_I", "_D")
+    w13, w2: bf16 (or, fp8 True, float8_e4m3fn) CUDA tensors of the plain shapes [E, 2I, H] and
+    [E, H, I] whose bytes are in the packed order (index them only through the library); E, H, I, D: the sizes packed for."""
+    __slots__ = ("_w13", "_w2", "_E", "_H", "_I", "_D", "_f8")
 
-    def __init__(self, w13, w2, E, H, I, D):
-        self._w13, self._w2, self._E, self._H, self._I, self._D = w13, w2, E, H, I, D
+    def __init__(self, w13, w2, E, H, I, D, f8=False):
+        self._w13, self._w2, self._E, self._H, self._I, self._D, self._f8 = w13, w2, E, H, I, D, f8
 
     w13 = property(lambda self: self._w13)
     w2 = property(lambda self: self._w2)
@@ -127,6 +127,7 @@ class MoePacked:
     H = property(lambda self: self._H)
     I = property(lambda self: self._I)
     D = property(lambda self: self._D)
+    fp8 = property(lambda self: self._f8)   # e4m3 weights (pack_moe of float8_e4m3fn tensors)
 
     @property
     def device(self):
@@ -142,6 +143,11 @@ class _MoeParams(ctypes.Structure):
                 ("T", ctypes.c_int64), ("E", ctypes.c_int32), ("H", ctypes.c_int32), ("I", ctypes.c_int32),
                 ("k", ctypes.c_int32), ("layout", ctypes.c_int32), ("num_domains", ctypes.c_int32),
                 ("mode", ctypes.c_int32), ("steal_waves", ctypes.c_float), ("stream", ctypes.c_void_p)]
+
+
+class _MoeFp8Params(ctypes.Structure):
+    _fields_ = [("base", _MoeParams), ("scaling", ctypes.c_int32), ("w13_scale", ctypes.c_void_p),
+                ("w2_scale", ctypes.c_void_p)]
 
 
 class _Params(ctypes.Structure):
@@ -465,20 +471,25 @@ def _moe_lib():
         lib.ldmoe_moe_errors.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
         lib.ldmoe_moe_packed_bytes.argtypes = [ctypes.c_int] * 4 + [ctypes.POINTER(ctypes.c_size_t)] * 2
         lib.ldmoe_pack_moe_weights.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        lib.ldmoe_moe_fp8.argtypes = [ctypes.POINTER(_MoeFp8Params)]
+        lib.ldmoe_pack_moe_weights_fp8.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
         _moe_bound = True
     return lib
 
 
 def pack_moe(w13, w2, D=None):
-    """Plain w13 [E, 2I, H] and w2 [E, H, I] bf16 -> MoePacked for num_domains D (default: 1)
-    (device kernels on the current stream). Build it once, where the weights are loaded."""
+    """Plain w13 [E, 2I, H] and w2 [E, H, I], bf16 or float8_e4m3fn (weight-only FP8: moe() then
+    takes their 128 x 128 block scales) -> MoePacked for num_domains D (default: 1) (device
+    kernels on the current stream). Build it once, where the weights are loaded."""
     _need_torch("pack_moe")
     lib = _moe_lib()
     if not isinstance(w13, torch.Tensor) or not w13.is_cuda:
         raise ValueError("w13 must be a CUDA tensor")
     dev = w13.device
-    _need(w13, "w13", torch.bfloat16, dev, 3)
-    _need(w2, "w2", torch.bfloat16, dev, 3)
+    f8 = w13.dtype == getattr(torch, "float8_e4m3fn", None)
+    dt = w13.dtype if f8 else torch.bfloat16
+    _need(w13, "w13", dt, dev, 3)
+    _need(w2, "w2", dt, dev, 3)
     E, I2, H = w13.shape
     if I2 % 2:
         raise ValueError("w13 must be [E, 2I, H], got shape %s" % (tuple(w13.shape),))
@@ -489,21 +500,24 @@ def pack_moe(w13, w2, D=None):
     b13, b2 = ctypes.c_size_t(), ctypes.c_size_t()
     _check(lib.ldmoe_moe_packed_bytes(E, H, I, D, ctypes.byref(b13), ctypes.byref(b2)))
     p13, p2 = torch.empty_like(w13), torch.empty_like(w2)
+    fn = lib.ldmoe_pack_moe_weights_fp8 if f8 else lib.ldmoe_pack_moe_weights
     with torch.cuda.device(dev):
-        _check(lib.ldmoe_pack_moe_weights(w13.data_ptr(), w2.data_ptr(), p13.data_ptr(), p2.data_ptr(), E, H, I, D,
-                                          torch.cuda.current_stream(dev).cuda_stream))
-    return MoePacked(p13, p2, E, H, I, D)
+        _check(fn(w13.data_ptr(), w2.data_ptr(), p13.data_ptr(), p2.data_ptr(), E, H, I, D,
+                  torch.cuda.current_stream(dev).cuda_stream))
+    return MoePacked(p13, p2, E, H, I, D, f8)
 
 
-def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_waves=0.0):
+def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_waves=0.0, w13_scale=None,
+        w2_scale=None):
     """The whole MoE layer in one launch: out[t] = sum_j topk_weights[t, j] *
     (silu(x[t] @ gate_e.T) * (x[t] @ up_e.T)) @ w2_e.T with e = topk_ids[t, j] (ldmoe.h ldmoe_moe).
 
     x [T, H] bf16; w13 [E, 2I, H] bf16 (gate rows 0..I-1, up rows I..2I-1) and w2 [E, H, I] bf16,
     or w13 = a MoePacked (pack_moe) with w2 None (or the same MoePacked, or its .w2); topk_ids [T, k] int32; topk_weights [T, k] fp32;
     out [T, H] bf16 (allocated when None). H and I multiples of 64 * D, E <= 256, k <= 16.
-    Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns.
-    Runs on the current stream; the first call at a size must come before a CUDA graph capture
+    Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns. FP8 weights
+    (a MoePacked of e4m3 tensors) take w13_scale [E, 2I/128, H/128] and w2_scale [E, H/128, I/128]
+    fp32 (ldmoe_moe_fp8; H and I multiples of 128). Runs on the current stream; the first call at a size must come before a CUDA graph capture
     (or call moe_reserve)."""
     _need_torch("moe")
     lib = _moe_lib()
@@ -556,9 +570,29 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     p.T, p.E, p.H, p.I, p.k, p.layout, p.num_domains = T, E, H, I, k, lay, D
     p.mode = _enum(MODES, mode, "mode")
     p.steal_waves = float(steal_waves)
+    f8 = isinstance(w13, MoePacked) and w13.fp8
+    if f8:
+        if H % 128 or I % 128:
+            raise ValueError("FP8 weights: H = %d and I = %d must be multiples of 128" % (H, I))
+        for t, name, shape in ((w13_scale, "w13_scale", (E, 2 * I // 128, H // 128)),
+                               (w2_scale, "w2_scale", (E, H // 128, I // 128))):
+            if t is None:
+                raise ValueError("FP8 weights need %s %s (fp32 block scales)" % (name, shape))
+            _need(t, name, torch.float32, dev, 3)
+            if tuple(t.shape) != shape:
+                raise ValueError("%s must be %s, got %s" % (name, shape, tuple(t.shape)))
+        f = _MoeFp8Params()
+        f.base, f.scaling = p, 2   # LDMOE_FP8_BLOCK
+        f.w13_scale, f.w2_scale = w13_scale.data_ptr(), w2_scale.data_ptr()
+    elif w13_scale is not None or w2_scale is not None:
+        raise ValueError("w13_scale / w2_scale are for FP8 weights (pack_moe of float8_e4m3fn tensors)")
     with torch.cuda.device(dev):
-        p.stream = torch.cuda.current_stream(dev).cuda_stream
-        _check(lib.ldmoe_moe(ctypes.byref(p)))
+        if f8:
+            f.base.stream = torch.cuda.current_stream(dev).cuda_stream
+            _check(lib.ldmoe_moe_fp8(ctypes.byref(f)))
+        else:
+            p.stream = torch.cuda.current_stream(dev).cuda_stream
+            _check(lib.ldmoe_moe(ctypes.byref(p)))
     return out
 
 

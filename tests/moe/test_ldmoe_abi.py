@@ -31,6 +31,7 @@ STRUCTS = [(ldmoe.Topology, "ldshim_topology_t", "kernels/ldshim_topology.h"),
            (ldmoe._Params, "ldmoe_params_t", "kernels/moe/ldmoe.h"),
            (ldmoe._Fp8Params, "ldmoe_fp8_params_t", "kernels/moe/ldmoe.h"),
            (ldmoe._MoeParams, "ldmoe_moe_params_t", "kernels/moe/ldmoe.h"),
+           (ldmoe._MoeFp8Params, "ldmoe_moe_fp8_params_t", "kernels/moe/ldmoe.h"),
            (ldmoe_lab._LabParams, "ldmoe_lab_params_t", "bench/moe/lab/ldmoe_lab.h"),
            (ldmoe_lab._LabFp8Params, "ldmoe_lab_fp8_params_t", "bench/moe/lab/ldmoe_lab.h"),
            # the two-GPU check's mirror of libldshim's pointer-info struct

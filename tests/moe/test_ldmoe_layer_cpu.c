@@ -55,6 +55,38 @@ static void test_layer_validation(void) {
     p = good(); p.T = 1 << 20; p.E = 256; p.k = 16; expect(&p, LDMOE_ERR_UNSUPPORTED, "2^31");
 }
 
+static int fp8_call(ldmoe_moe_fp8_params_t *f, int code, const char *needle) {
+    int rc = ldmoe_moe_fp8(f);
+    CU_ASSERT_EQUAL(rc, code);
+    if (needle) CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), needle));
+    return rc;
+}
+
+static void test_layer_fp8_validation(void) {
+    ldmoe_moe_fp8_params_t f;
+    memset(&f, 0, sizeof f);
+    CU_ASSERT_EQUAL(ldmoe_moe_fp8(NULL), LDMOE_ERR_INVALID_ARG);
+    f.base = good(); f.scaling = LDMOE_FP8_BLOCK;
+    fp8_call(&f, LDMOE_OK, NULL);   /* T = 0 with NULL scales: nothing to do */
+    f.w13_scale = (const float *)P(0x70000); f.w2_scale = (const float *)P(0x80000);
+    fp8_call(&f, LDMOE_OK, NULL);
+    f.scaling = 0; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_BLOCK");
+    f.scaling = LDMOE_FP8_ROWWISE; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "LDMOE_FP8_BLOCK");
+    f.scaling = LDMOE_FP8_BLOCK;
+    f.base.layout = LDMOE_LAYOUT_PLAIN; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "packed");
+    f.base = good(); f.base.num_domains = 1; f.base.I = 192; fp8_call(&f, LDMOE_ERR_ALIGNMENT, "multiples of 128");
+    f.base = good(); f.base.T = 4; f.w2_scale = NULL; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "non-NULL");
+    f.w2_scale = (const float *)P(0x80002); fp8_call(&f, LDMOE_ERR_ALIGNMENT, "4-byte");
+    f.base = good(); f.base.T = 4; f.base.k = 0; f.w2_scale = (const float *)P(0x80000);
+    fp8_call(&f, LDMOE_ERR_INVALID_ARG, "k = 0");   /* the bf16 layer's checks apply */
+    /* the FP8 packer: H and I multiples of 128 */
+    CU_ASSERT_EQUAL(ldmoe_pack_moe_weights_fp8(P(0x1000000), P(0x4000000), P(0x2000000), P(0x5000000), 8, 256, 192, 1,
+                                               NULL), LDMOE_ERR_ALIGNMENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ldmoe_last_error(), "multiples of 128"));
+    CU_ASSERT_EQUAL(ldmoe_pack_moe_weights_fp8(NULL, P(0x4000000), P(0x2000000), P(0x5000000), 8, 256, 128, 1, NULL),
+                    LDMOE_ERR_INVALID_ARG);
+}
+
 static void test_layer_packed_bytes(void) {
     size_t a = 0, b = 0;
     CU_ASSERT_EQUAL(ldmoe_moe_packed_bytes(128, 2048, 768, 2, &a, &b), LDMOE_OK);
@@ -89,5 +121,6 @@ static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe layer (CPU)", NULL, NULL);
     CU_add_test(s, "argument validation", test_layer_validation);
     CU_add_test(s, "packed sizes", test_layer_packed_bytes);
+    CU_add_test(s, "FP8 argument validation", test_layer_fp8_validation);
     CU_add_test(s, "packing and helpers validation", test_layer_pack_validation);
 }

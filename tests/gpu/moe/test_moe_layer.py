@@ -215,6 +215,49 @@ def test_all_invalid(gen):
         check("%s: the next launch with valid ids" % tag, out, reference(x, w13, w2, ids, wts))
 
 
+def quant_blocks(w):
+    """[E, R, K] -> e4m3 [E, R, K], fp32 scales [E, R/128, K/128] (amax / 448 per 128 x 128 block),
+    and the dequantized fp32 weights the kernel multiplies by."""
+    E, R, K = w.shape
+    b = w.float().view(E, R // 128, 128, K // 128, 128)
+    s = (b.abs().amax(dim=(2, 4)) / 448.0).clamp(min=1e-12)
+    q = (b / s[:, :, None, :, None]).to(torch.float8_e4m3fn)
+    deq = (q.float() * s[:, :, None, :, None]).view(E, R, K)
+    return q.view(E, R, K), s.contiguous(), deq
+
+
+def test_fp8(gen):
+    """Weight-only FP8 (ldmoe_moe_fp8): e4m3 weights with 128 x 128 block scales against the fp32
+    reference of the dequantized weights; decode and the mma.sync prefill tile, D = 1 and 2; the
+    argument checks."""
+    for T, E, H, I, k in ((1, 8, 256, 128, 2), (5, 16, 512, 256, 4), (200, 8, 384, 256, 2)):
+        x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+        w13, w2 = make_weights(gen, E, H, I)
+        q13, s13, d13 = quant_blocks(w13)
+        q2, s2, d2 = quant_blocks(w2)
+        ids, wts = make_routing(gen, T, E, k)
+        ref = reference(x, d13, d2, ids, wts)
+        base = None
+        for D in (1, 2):
+            if H % (64 * D) or I % (64 * D):   # the library's rule; a slice may split a scale block
+                continue
+            pk = ldmoe.pack_moe(q13, q2, D=D)
+            out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.moe(x, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2)
+            tag = "fp8 T%d E%d H%d I%d k%d D%d" % (T, E, H, I, k, D)
+            if check(tag, out, ref) and base is not None:
+                report(torch.equal(out.view(torch.int16), base.view(torch.int16)), "%s bit-identical to D = 1" % tag)
+            base = out.clone() if base is None else base
+    pk = ldmoe.pack_moe(q13, q2)
+    for kw, what in (({}, "no scales"), ({"w13_scale": s13}, "no w2_scale"),
+                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "w13_scale of the wrong shape")):
+        try:
+            ldmoe.moe(x, pk, None, ids, wts, **kw)
+            report(False, "fp8 with %s refused" % what)
+        except ValueError:
+            report(True, "fp8 with %s refused" % what)
+
+
 def test_graph(gen, decode):
     E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
     T = 3 if decode else 200
@@ -295,7 +338,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--digest")
-    ap.add_argument("--tiny", action="store_true", help="three small cases and the bad-id tests (for compute-sanitizer)")
+    ap.add_argument("--tiny", action="store_true", help="small cases, the bad-id tests and FP8 (for compute-sanitizer)")
     a = ap.parse_args()
     import torch as _t
     torch = _t
@@ -323,12 +366,12 @@ def main():
         cases = cases[:3] + cases[7:8]
     steps = [lambda c=c: run_case(gen, *c[:5], kind=c[5], modes=("auto", "aware", "unaware", "static")) for c in cases]
     steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_all_invalid(gen),
-              lambda: test_graph(gen, True), lambda: test_graph(gen, False), test_errors]
+              lambda: test_fp8(gen), lambda: test_graph(gen, True), lambda: test_graph(gen, False), test_errors]
     if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
-                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen)]
+                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen)]
     for st in steps:
         try:
             st()

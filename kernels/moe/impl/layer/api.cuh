@@ -20,10 +20,10 @@ constexpr int kWgBM = 128;
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 weight rows x 128
 // tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere.
-template <int BM, int BN>
+template <int BM, int BN, bool F8>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
-    moe_layer_body<BM, BN>(p, &ldshim_topology);
+    moe_layer_body<BM, BN, F8>(p, &ldshim_topology);
 #else
     (void)p;
     __trap();
@@ -117,7 +117,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][3];
+bool g_layer_attr[LDMOE_MAX_DEVICES][5];   // by tile index (moe_run: 0-2 bf16, 3-4 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -214,7 +214,8 @@ static void layer_release_device(int dev) {
         else g_lws[kept++] = g_lws[i];
     }
     g_nlws = kept;
-    if (dev >= 0 && dev < LDMOE_MAX_DEVICES) g_layer_attr[dev][0] = g_layer_attr[dev][1] = g_layer_attr[dev][2] = false;
+    if (dev >= 0 && dev < LDMOE_MAX_DEVICES)
+        for (bool &a : g_layer_attr[dev]) a = false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,14 +234,14 @@ static int layer_tile(int64_t T, int k, int E, int H, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return 0;
     return major == 9 && H % (kWgBM * (D > 2 ? D : 2)) == 0 ? 2 : 1;
 }
-template <int BM, int BN> static LayerCfg layer_cfg() {
-    constexpr int bytes = (int)sizeof(Smem<BM, BN>) + layer::Cfg<BM, BN>::ALIGN;   // slack: the body aligns its ring
+template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
+    constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
-    return {(const void *)moe_layer_kernel<BM, BN>, bytes};
+    return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
-LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
-    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+// The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block scales, NULL for bf16).
+static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
     int rc = moe_check_dims(p->T, p->E, p->H, p->I, p->k, p->layout, p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1);
     if (rc) return rc;
@@ -265,9 +266,14 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
         return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 9.0 or newer (bulk copies, mbarrier "
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
-    const int ci = layer_tile(p->T, p->k, p->E, p->H, D, major);
+    // FP8 (weight-only) runs on the mma.sync tiles: decode, else the 64 x 64 prefill tile.
+    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, D, 0) == 0 ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, D, major);
     const bool wg = ci == 2;
-    const LayerCfg c = ci == 0 ? layer_cfg<32, 16>() : wg ? layer_cfg<kWgBM, kImgRows>() : layer_cfg<64, 64>();
+    const LayerCfg c = ci == 0   ? layer_cfg<32, 16>()
+                       : ci == 1 ? layer_cfg<64, 64>()
+                       : ci == 2 ? layer_cfg<kWgBM, kImgRows>()
+                       : ci == 3 ? layer_cfg<32, 16, true>()
+                                 : layer_cfg<64, 64, true>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
@@ -289,6 +295,7 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
         kp.out = (__nv_bfloat16 *)p->out;
         kp.ctl = w->ctl; kp.ready = w->ready; kp.list = w->list; kp.tokvalid = w->tokvalid;
         kp.arrive = w->arrive; kp.h = w->h; kp.ximg = w->ximg; kp.slot = w->slot;
+        kp.s13 = s13; kp.s2 = s2;
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
@@ -312,6 +319,27 @@ LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     if ((e = cudaLaunchKernelExC(&cfg, c.fn, args)) != cudaSuccess) return cuda_fail(e, "launch of the MoE layer kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    return moe_run(p, false, NULL, NULL);
+}
+
+LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
+    if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
+    const ldmoe_moe_params_t *b = &p->base;
+    if (p->scaling != LDMOE_FP8_BLOCK)
+        return fail(p->scaling == LDMOE_FP8_ROWWISE ? LDMOE_ERR_UNSUPPORTED : LDMOE_ERR_INVALID_ARG,
+                    "scaling %d: the FP8 layer takes LDMOE_FP8_BLOCK (2, 128 x 128 weight blocks)", p->scaling);
+    if (b->layout != LDMOE_LAYOUT_PACKED)
+        return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 layer takes packed weights (ldmoe_pack_moe_weights_fp8)");
+    if (b->H % 128 || b->I % 128)
+        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 (the weights' scale blocks)", b->H, b->I);
+    if (b->T > 0 && (!p->w13_scale || !p->w2_scale)) return fail(LDMOE_ERR_INVALID_ARG, "w13_scale and w2_scale must be non-NULL");
+    if (((uintptr_t)p->w13_scale & 3u) || ((uintptr_t)p->w2_scale & 3u))
+        return fail(LDMOE_ERR_ALIGNMENT, "w13_scale and w2_scale must be 4-byte aligned");
+    return moe_run(b, true, p->w13_scale, p->w2_scale);
 }
 
 LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream) {
@@ -366,15 +394,19 @@ LDMOE_API int ldmoe_moe_packed_bytes(int E, int H, int I, int D, size_t *w13_byt
     return LDMOE_OK;
 }
 
-LDMOE_API int ldmoe_pack_moe_weights(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E, int H,
-                                     int I, int D, void *stream) {
+// eb: bytes per weight element (2 bf16, 1 e4m3: the bf16 packer over rows of half as many
+// 2-byte units, so a 2 KiB box holds 16 rows x 128 e4m3 k).
+static int pack_run(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E, int H, int I, int D,
+                    void *stream, int eb) {
     int rc = moe_check_dims(0, E, H, I, 1, LDMOE_LAYOUT_PACKED, D);
     if (rc) return rc;
+    if (eb == 1 && (H % 128 || I % 128))
+        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 for FP8 weights", H, I);
     if (!w13 || !w2 || !w13_packed || !w2_packed)
         return fail(LDMOE_ERR_INVALID_ARG, "w13, w2, w13_packed and w2_packed must be non-NULL");
     if (!aligned16(w13) || !aligned16(w2) || !aligned16(w13_packed) || !aligned16(w2_packed))
         return fail(LDMOE_ERR_ALIGNMENT, "w13, w2, w13_packed and w2_packed must be 16-byte aligned");
-    const size_t b13 = (size_t)E * 2 * I * H * 2, b2 = (size_t)E * H * I * 2;
+    const size_t b13 = (size_t)E * 2 * I * H * eb, b2 = (size_t)E * H * I * eb;
     auto overlap = [](const void *a, size_t na, const void *b, size_t nb) {
         return (uintptr_t)a < (uintptr_t)b + nb && (uintptr_t)b < (uintptr_t)a + na;
     };
@@ -382,11 +414,21 @@ LDMOE_API int ldmoe_pack_moe_weights(const void *w13, const void *w2, void *w13_
         return fail(LDMOE_ERR_INVALID_ARG, "source and packed buffers must not overlap");
     const int64_t c13 = (int64_t)(b13 / 16), c2 = (int64_t)(b2 / 16);
     pack_layer_kernel<<<(unsigned)(c13 / 256 < 65536 ? c13 / 256 + 1 : 65536), 256, 0, (cudaStream_t)stream>>>(
-        (const uint4 *)w13, (uint4 *)w13_packed, E, 2 * I, H, D, 1, I, c13);
+        (const uint4 *)w13, (uint4 *)w13_packed, E, 2 * I, H * eb / 2, D, 1, I, c13);
     pack_layer_kernel<<<(unsigned)(c2 / 256 < 65536 ? c2 / 256 + 1 : 65536), 256, 0, (cudaStream_t)stream>>>(
-        (const uint4 *)w2, (uint4 *)w2_packed, E, H, I, D, 0, I, c2);
+        (const uint4 *)w2, (uint4 *)w2_packed, E, H, I * eb / 2, D, 0, I, c2);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_fail(e, "launch of the layer packing kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
+}
+
+LDMOE_API int ldmoe_pack_moe_weights(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E, int H,
+                                     int I, int D, void *stream) {
+    return pack_run(w13, w2, w13_packed, w2_packed, E, H, I, D, stream, 2);
+}
+
+LDMOE_API int ldmoe_pack_moe_weights_fp8(const void *w13, const void *w2, void *w13_packed, void *w2_packed, int E,
+                                         int H, int I, int D, void *stream) {
+    return pack_run(w13, w2, w13_packed, w2_packed, E, H, I, D, stream, 1);
 }

@@ -54,6 +54,7 @@
 // needs co-residency (cooperative launch).
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
@@ -97,6 +98,7 @@ struct LParams {
     __nv_bfloat16 *h;    // [cap][I]; the wgmma tile: the stage image of h (img_off)
     __nv_bfloat16 *ximg; // the wgmma tile: the stage image of the routed x (img_off)
     float *slot;         // [cap][H]
+    const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]
     int32_t T, E, H, I, k, D, packed, mode, cap;
     float steal_waves;
 };
@@ -122,6 +124,21 @@ __device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uin
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint2 lds64(uint32_t a) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
+    return v;
+}
+// Four e4m3 values (bytes 0..3) -> bf16x2 of bytes 0, 1 (lo) and of bytes 2, 3 (hi); exact (e4m3
+// fits half and bf16).
+__device__ __forceinline__ void e4m3x4_bf16(uint32_t v, uint32_t &lo, uint32_t &hi) {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffffu), __NV_E4M3);
+    const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
+    const float2 fa = __half22float2(__half2(a)), fb = __half22float2(__half2(b));
+    const __nv_bfloat162 x = __floats2bfloat162_rn(fa.x, fa.y), y = __floats2bfloat162_rn(fb.x, fb.y);
+    lo = *reinterpret_cast<const uint32_t *>(&x);
+    hi = *reinterpret_cast<const uint32_t *>(&y);
 }
 // One thread publishes what the whole CTA wrote before a bar.sync (release is cumulative over what
 // the barrier ordered before it), and acquires what the other CTAs published.
@@ -180,7 +197,9 @@ struct Meta {
     int32_t tok[BN];   // pair / k: the x row a GEMM1 tile gathers
 };
 
-template <int BM, int BN>
+// F8: weight-only FP8 (e4m3 weights in the packed layout, a 2 KiB box = 16 rows x 128 k; 128 x 128
+// block scales; bf16 tokens), on the mma.sync tiles only.
+template <int BM, int BN, bool F8 = false>
 struct Cfg {
     // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, both
     // operands by descriptor. Otherwise mma.sync.
@@ -193,7 +212,7 @@ struct Cfg {
     static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
-    static constexpr int A_BYTES = BM * BK * 2, B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
+    static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
     static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
@@ -206,6 +225,9 @@ struct Cfg {
     // the consumers would otherwise wait out before their next tile. Prefill tiles combine up to
     // 128 tokens x BM columns per tile: all consumers do it.
     static constexpr bool CWARP = BN <= 16;
+    static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
+    // FP8: each consumer warp's k range in a stage is one 128-k scale block (decode 512 / 4, prefill 256 / 2)
+    static_assert(!F8 || (!WG && BK / WK == 128), "FP8 runs on the mma.sync tiles, a scale block per warp and stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
@@ -219,9 +241,9 @@ struct EpiRec {
     int32_t mask[BN];
 };
 
-template <int BM, int BN>
+template <int BM, int BN, bool F8 = false>
 struct Smem {
-    using C = Cfg<BM, BN>;
+    using C = Cfg<BM, BN, F8>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
@@ -289,12 +311,12 @@ __device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t ms
 }
 
 // ---- the kernel body ------------------------------------------------------------------------
-template <int BM, int BN>
+template <int BM, int BN, bool F8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
-    using C = Cfg<BM, BN>;
+    using C = Cfg<BM, BN, F8>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
-    Smem<BM, BN> &sh = *reinterpret_cast<Smem<BM, BN> *>(
+    Smem<BM, BN, F8> &sh = *reinterpret_cast<Smem<BM, BN, F8> *>(
         smem_raw + ((C::ALIGN - (s_u32(smem_raw) & (C::ALIGN - 1))) & (C::ALIGN - 1)));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
@@ -631,7 +653,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
             if (p.packed) {
                 if (lane == 0) {
-                    const int nbox = min(BK / 64, (Kd - k0) / 64);
+                    const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
                     const int Rs = (m.phase == 1 ? 2 * I : H) / D;
                     const int NBs = m.phase == 1 ? NBs1 : NBs2;
                     const int d = m.nb / NBs, nbl = m.nb - d * NBs;
@@ -644,7 +666,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     if (!C::WG) {   // a 16-row group's boxes lie together in memory and in the stage
                         #pragma unroll
                         for (int g = 0; g < BM / 16; ++g)
-                            bulk_load_hint(a_s + g * (BK / 64) * 2048, w + ((grp0 + g) * (Kd / 64) + k0 / 64) * 1024, nbox * 2048, bar, pol);
+                            bulk_load_hint(a_s + g * (BK / C::KBOX) * 2048,
+                                           w + ((grp0 + g) * (Kd / C::KBOX) + k0 / C::KBOX) * 1024, nbox * 2048, bar, pol);
                     } else {        // k-box-major in the stage: one copy per box
                         #pragma unroll
                         for (int b = 0; b < BK / 64; ++b)
@@ -656,6 +679,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 } else {
                     mbar_arrive(bar);
                 }
+            } else if constexpr (F8) {
+                __trap();   // FP8 weights are packed only (the host refuses plain ones)
             } else {
                 #pragma unroll 4
                 for (int r = 0; r < BM; ++r) {
@@ -776,6 +801,54 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 }
             } else {
                 const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
+                if constexpr (F8) {
+                    // Weight-only FP8: this warp's 128 k of the stage (one scale block) in steps of
+                    // 32: the e4m3 A tile by ldmatrix as b16 (16 rows x 32 bytes), each register's
+                    // four values to two bf16x2, two m16n8k16 per step over a k order permuted alike
+                    // on the token side (k 4q..4q+3 and 16+4q..16+4q+3 by two 8-byte loads). The
+                    // block's partial sum is scaled into acc in fp32 (DeepSeek's promotion).
+                    const int kw = wk * (BK / C::WK);   // this warp's first k in the stage
+                    if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
+                        const int kb = (ck * BK + kw) / 128;
+                        float sa, sb;   // scales of fragment rows g and g + 8
+                        if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
+                            const int ch = m.nb * (BM / 2) + wm * 8;
+                            const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
+                            sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
+                            sb = __ldg(sc + ((I + ch) / 128) * (H / 128) + kb);
+                        } else {
+                            sa = sb = __ldg(p.s2 + ((int64_t)m.e * (H / 128) + (m.nb * BM + wm * 16) / 128) * (I / 128) + kb);
+                        }
+                        float tmp[C::NT][4];
+                        #pragma unroll
+                        for (int j = 0; j < C::NT; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
+                        const int g = lane >> 2, q = lane & 3;
+                        #pragma unroll
+                        for (int s = 0; s < BK / C::WK / 32; ++s) {
+                            const int k32 = kw / 32 + s;
+                            uint32_t a0, a1, a2, a3, l0, h0, l1, h1, l2, h2, l3, h3;
+                            ldsm4(a_s + aswz<BM, BK / 2, false>(wm * 16 + (lane & 15), 2 * k32 + (lane >> 4)), a0, a1, a2, a3);
+                            e4m3x4_bf16(a0, l0, h0);
+                            e4m3x4_bf16(a1, l1, h1);
+                            e4m3x4_bf16(a2, l2, h2);
+                            e4m3x4_bf16(a3, l3, h3);
+                            #pragma unroll
+                            for (int j = 0; j < C::NT; ++j) {
+                                if (j < nn) {
+                                    const uint32_t rb = b_s + brow<BK>(j * 8 + g, 0) + k32 * 64 + q * 8;
+                                    const uint2 u = lds64(rb), v = lds64(rb + 32);
+                                    mma16816(tmp[j], l0, l1, l2, l3, u.x, v.x);
+                                    mma16816(tmp[j], h0, h1, h2, h3, u.y, v.y);
+                                }
+                            }
+                        }
+                        #pragma unroll
+                        for (int j = 0; j < C::NT; ++j) {
+                            acc[j][0] += tmp[j][0] * sa; acc[j][1] += tmp[j][1] * sa;
+                            acc[j][2] += tmp[j][2] * sb; acc[j][3] += tmp[j][3] * sb;
+                        }
+                    }
+                } else {
                 #pragma unroll
                 for (int s = 0; s < C::KSTEP; ++s) {
                     const int ks = wk * C::KSTEP + s;   // k16 index in the stage
@@ -792,6 +865,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                             if (j + 1 < nn) mma16816(acc[j + 1], a0, a1, a2, a3, b2, b3);
                         }
                     }
+                }
                 }
             }
             if constexpr (!C::WG) {
