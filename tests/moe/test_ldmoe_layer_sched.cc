@@ -19,6 +19,7 @@ using ldmoe::layer::img_blocks_max;
 using ldmoe::layer::kImgRows;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
+using ldmoe::layer::sweep_after;
 using ldmoe::layer::TilePos;
 
 static uint64_t g_rng = 88172645463325252ull;
@@ -118,8 +119,9 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
                                  float steal_waves, bool unaware) {
     const int G = (int)cta_dom.size();
     std::vector<int64_t> ctr(D, 0);
-    std::vector<int> taken(per * D, 0), pos(G, 0);
+    std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0);
     std::vector<int> active(G);
+    uint32_t done = 0;   // the phase's dry-queue counter (kCtlDone1 / kCtlDone2)
     for (int i = 0; i < G; ++i) active[i] = i;
     while (!active.empty()) {
         const int k = (int)rnd((uint32_t)active.size()), c = active[k];
@@ -129,13 +131,18 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
             if (t < per * D) got = t;
         } else {
             const bool steal = steal_allowed(per * D, steal_waves, (unsigned)G);
-            while (pos[c] < D) {
-                const int q = (cta_dom[c] + pos[c]) % D;
-                if (may_take(pos[c], steal, domcnt[q])) {
-                    const int64_t t = ctr[q]++;
-                    if (t < per) { got = (int64_t)q * per + t; break; }
+            for (;;) {
+                while (pos[c] < D) {
+                    const int q = (cta_dom[c] + pos[c]) % D;
+                    if (sweep[c] || may_take(pos[c], steal, domcnt[q])) {
+                        const int64_t t = ctr[q]++;
+                        if (t < per) { got = (int64_t)q * per + t; break; }
+                    }
+                    ++pos[c];
                 }
-                ++pos[c];
+                if (got >= 0 || sweep[c] || !sweep_after(done++, (unsigned)G)) break;
+                sweep[c] = 1;
+                pos[c] = 0;
             }
         }
         if (got < 0) { active.erase(active.begin() + k); continue; }
@@ -175,6 +182,38 @@ static void test_claims(void) {
     CU_ASSERT_EQUAL(runs, 1200);
 }
 
+// A map that does not describe the grid: it counts SMs for a domain on which no CTA runs (the
+// process bound by other means than the shim's). Without stealing, that slice is only claimed by
+// the sweep; every tile must still be taken exactly once, and without the sweep some would not.
+static void test_sweep(void) {
+    int fails = 0, runs = 0, unswept_missing = 0;
+    for (int it = 0; it < 200; ++it) {
+        const int D = 2 + (int)rnd(3), G = 4 + (int)rnd(140);
+        const int64_t per = 1 + rnd(400);
+        const int absent = (int)rnd(D);
+        std::vector<int> cta_dom(G), domcnt(D, 0);
+        for (int i = 0; i < G; ++i) {
+            cta_dom[i] = (absent + 1 + (int)rnd(D - 1)) % D;
+            domcnt[cta_dom[i]]++;
+        }
+        domcnt[absent] = 1 + (int)rnd(66);   // the map's count for the domain with no CTA
+        fails += !exactly_once(simulate(per, D, cta_dom, domcnt, 1000.0f, false));   // no stealing
+        fails += !exactly_once(simulate(per, D, cta_dom, domcnt, 1e-6f, false));     // stealing
+        runs += 2;
+        // the same claims without the sweep leave the absent domain's slice unclaimed
+        std::vector<int64_t> ctr(D, 0);
+        for (int c = 0; c < G; ++c)
+            for (int pos = 0; pos < D; ++pos) {
+                const int q = (cta_dom[c] + pos) % D;
+                if (may_take(pos, false, domcnt[q])) ctr[q] = per;
+            }
+        unswept_missing += ctr[absent] == 0;
+    }
+    CU_ASSERT_EQUAL(fails, 0);
+    CU_ASSERT_EQUAL(runs, 400);
+    CU_ASSERT_EQUAL(unswept_missing, 200);
+}
+
 static void test_rule(void) {
     CU_ASSERT_FALSE(steal_allowed(263, 2.0f, 132));      // below two waves: no stealing
     CU_ASSERT_TRUE(steal_allowed(264, 2.0f, 132));       // two waves: stealing
@@ -189,6 +228,7 @@ static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe layer scheduling (host)", NULL, NULL);
     CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
     CU_add_test(s, "claims: every tile exactly once (200 x 6 interleavings)", test_claims);
+    CU_add_test(s, "sweep: a map counting SMs where no CTA runs still has every tile taken once", test_sweep);
     CU_add_test(s, "steal rule", test_rule);
     CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
 }

@@ -79,6 +79,7 @@ constexpr int kMaxD = LDMOE_MAX_DOMAINS;
 // Control words of the workspace (uint32). The rest of the workspace is laid out by the host.
 enum {
     kCtlBarArrive = 0, kCtlBarGen = 1, kCtlExit = 2, kCtlErr = 3,
+    kCtlDone1 = 4, kCtlDone2 = 5,   // aware mode: CTAs whose queues ran dry, per phase (the sweep)
     kCtlQ1 = 8,               // GEMM1 queue counters [8]
     kCtlQ2 = 16,              // GEMM2 queue counters [8]
     kCtlCounts = 32,          // per-expert pair counts [256]
@@ -489,6 +490,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int my_dom = sh.my_dom;
     int s_phase = total_mb > 0 ? 1 : 0;   // phase of the claim in flight; 0: done
     int s_q = 0;                          // queue position (aware: offset from own domain)
+    bool s_sweep = false;                 // aware: this CTA sweeps the phase's queues
     uint32_t s_static = 0;
     auto claim = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
         const int64_t per = phase == 1 ? per1 : per2;
@@ -503,15 +505,23 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             return t < per * D ? t : -1;
         }
         const bool steal = steal_allowed(per * D, p.steal_waves, gridDim.x);
-        while (s_q < D) {
-            const int q = (my_dom + s_q) % D;
-            if (may_take(s_q, steal, sh.domcnt[q])) {
-                const int64_t t = atomicAdd(qc + q, 1u);
-                if (t < per) return (int64_t)q * per + t;
+        for (;;) {
+            while (s_q < D) {
+                const int q = (my_dom + s_q) % D;
+                if (s_sweep || may_take(s_q, steal, sh.domcnt[q])) {
+                    const int64_t t = atomicAdd(qc + q, 1u);
+                    if (t < per) return (int64_t)q * per + t;
+                }
+                ++s_q;
             }
-            ++s_q;
+            // The sweep (sweep_after in layer_sched.h): the last CTA whose queues ran dry in this
+            // phase takes what is left in every queue. Left means a slice the map counts SMs for
+            // but no CTA of this grid runs on (a map that does not describe the grid); unswept,
+            // its tiles would never be claimed and GEMM2 would wait for them forever.
+            if (s_sweep || !sweep_after(atomicAdd(ctl + (phase == 1 ? kCtlDone1 : kCtlDone2), 1u), gridDim.x)) return -1;
+            s_sweep = true;
+            s_q = 0;
         }
-        return -1;
     };
     int64_t creg = -1;          // lane 0: the claim in flight (-1: none)
     // The terminal entry is written. A launch with no valid id (no m-blocks, s_phase 0) writes it
@@ -544,7 +554,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         const int64_t t = __shfl_sync(0xffffffffu, creg, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
-                s_phase = 2; s_q = 0; s_static = 0;
+                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false;
                 if (lane == 0) creg = claim(2);
                 return;
             }
@@ -1048,7 +1058,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
         for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
         if (tid < 16) ctl[kCtlQ1 + tid] = 0;
-        if (tid == 0) ctl[kCtlExit] = 0;
+        if (tid == 0) ctl[kCtlExit] = ctl[kCtlDone1] = ctl[kCtlDone2] = 0;
         __threadfence();
     }
 }

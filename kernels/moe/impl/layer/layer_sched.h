@@ -43,6 +43,11 @@ LDMOE_LAYER_FN bool steal_allowed(int64_t phase_tiles, float steal_waves, unsign
     return (float)phase_tiles >= steal_waves * (float)grid;
 }
 LDMOE_LAYER_FN bool may_take(int pos, bool steal, int domain_sms) { return pos == 0 || steal || domain_sms == 0; }
+// The sweep: a CTA whose queues (by may_take) ran dry counts itself on the phase's counter; the
+// one that completes the count (`before`: the counter's value it saw, `grid` CTAs) then claims from
+// every queue. Every CTA has emptied its own domain's queue by then, so what it finds is only the
+// slices of domains no CTA runs on (usually nothing).
+LDMOE_LAYER_FN bool sweep_after(uint32_t before, unsigned grid) { return before + 1 == grid; }
 
 // The wgmma tile's stage images (layer.cuh, img_off) hold m-blocks of kImgRows token rows; an
 // expert's partial block costs at most one more, so a launch of `pairs` valid pairs over E experts
