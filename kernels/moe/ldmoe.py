@@ -479,7 +479,7 @@ def _moe_lib():
 
 def pack_moe(w13, w2, D=None):
     """Plain w13 [E, 2I, H] and w2 [E, H, I], bf16 or float8_e4m3fn (weight-only FP8: moe() then
-    takes their 128 x 128 block scales) -> MoePacked for num_domains D (default: 1) (device
+    takes their 128 x 128 block or per-row scales) -> MoePacked for num_domains D (default: 1) (device
     kernels on the current stream). Build it once, where the weights are loaded."""
     _need_torch("pack_moe")
     lib = _moe_lib()
@@ -517,7 +517,7 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     out [T, H] bf16 (allocated when None). H and I multiples of 64 * D, E <= 256, k <= 16.
     Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns. FP8 weights
     (a MoePacked of e4m3 tensors) take w13_scale [E, 2I/128, H/128] and w2_scale [E, H/128, I/128]
-    fp32 (ldmoe_moe_fp8; H and I multiples of 128). Runs on the current stream; the first call at a size must come before a CUDA graph capture
+    fp32 (ldmoe_moe_fp8; H and I multiples of 128), or a scale per weight row, [E, 2I] and [E, H]. Runs on the current stream; the first call at a size must come before a CUDA graph capture
     (or call moe_reserve)."""
     _need_torch("moe")
     lib = _moe_lib()
@@ -574,15 +574,17 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     if f8:
         if H % 128 or I % 128:
             raise ValueError("FP8 weights: H = %d and I = %d must be multiples of 128" % (H, I))
-        for t, name, shape in ((w13_scale, "w13_scale", (E, 2 * I // 128, H // 128)),
-                               (w2_scale, "w2_scale", (E, H // 128, I // 128))):
+        # rowwise ([E, 2I], [E, H]: a scale per weight row) when w13_scale has two dimensions
+        row = isinstance(w13_scale, torch.Tensor) and w13_scale.dim() == 2
+        shapes = ((E, 2 * I), (E, H)) if row else ((E, 2 * I // 128, H // 128), (E, H // 128, I // 128))
+        for t, name, shape in ((w13_scale, "w13_scale", shapes[0]), (w2_scale, "w2_scale", shapes[1])):
             if t is None:
-                raise ValueError("FP8 weights need %s %s (fp32 block scales)" % (name, shape))
-            _need(t, name, torch.float32, dev, 3)
+                raise ValueError("FP8 weights need %s %s (fp32 %s scales)" % (name, shape, "row" if row else "block"))
+            _need(t, name, torch.float32, dev, len(shape))
             if tuple(t.shape) != shape:
                 raise ValueError("%s must be %s, got %s" % (name, shape, tuple(t.shape)))
         f = _MoeFp8Params()
-        f.base, f.scaling = p, 2   # LDMOE_FP8_BLOCK
+        f.base, f.scaling = p, 1 if row else 2   # LDMOE_FP8_ROWWISE / LDMOE_FP8_BLOCK
         f.w13_scale, f.w2_scale = w13_scale.data_ptr(), w2_scale.data_ptr()
     elif w13_scale is not None or w2_scale is not None:
         raise ValueError("w13_scale / w2_scale are for FP8 weights (pack_moe of float8_e4m3fn tensors)")

@@ -71,7 +71,8 @@ static void test_layer_fp8_validation(void) {
     f.w13_scale = (const float *)P(0x70000); f.w2_scale = (const float *)P(0x80000);
     fp8_call(&f, LDMOE_OK, NULL);
     f.scaling = 0; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_BLOCK");
-    f.scaling = LDMOE_FP8_ROWWISE; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "LDMOE_FP8_BLOCK");
+    f.scaling = 7; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_ROWWISE");
+    f.scaling = LDMOE_FP8_ROWWISE; fp8_call(&f, LDMOE_OK, NULL);   /* a scale per weight row */
     f.scaling = LDMOE_FP8_BLOCK;
     f.base.layout = LDMOE_LAYOUT_PLAIN; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "packed");
     f.base = good(); f.base.num_domains = 1; f.base.I = 192; fp8_call(&f, LDMOE_ERR_ALIGNMENT, "multiples of 128");

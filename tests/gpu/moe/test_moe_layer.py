@@ -226,15 +226,24 @@ def quant_blocks(w):
     return q.view(E, R, K), s.contiguous(), deq
 
 
+def quant_rowwise(w):
+    """[E, R, K] -> e4m3, fp32 scales [E, R] (amax / 448 per weight row), the dequantized weights."""
+    s = (w.float().abs().amax(dim=2) / 448.0).clamp(min=1e-12)
+    q = (w.float() / s[:, :, None]).to(torch.float8_e4m3fn)
+    return q, s.contiguous(), q.float() * s[:, :, None]
+
+
 def test_fp8(gen):
-    """Weight-only FP8 (ldmoe_moe_fp8): e4m3 weights with 128 x 128 block scales against the fp32
+    """Weight-only FP8 (ldmoe_moe_fp8): e4m3 weights with 128 x 128 block or per-row scales against the fp32
     reference of the dequantized weights; decode and the mma.sync prefill tile, D = 1 and 2; the
     argument checks."""
-    for T, E, H, I, k in ((1, 8, 256, 128, 2), (5, 16, 512, 256, 4), (200, 8, 384, 256, 2)):
+    for T, E, H, I, k, sc in ((1, 8, 256, 128, 2, "block"), (5, 16, 512, 256, 4, "block"), (200, 8, 384, 256, 2, "block"),
+                              (3, 16, 256, 128, 4, "row"), (150, 8, 256, 256, 2, "row")):
         x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
         w13, w2 = make_weights(gen, E, H, I)
-        q13, s13, d13 = quant_blocks(w13)
-        q2, s2, d2 = quant_blocks(w2)
+        qf = quant_blocks if sc == "block" else quant_rowwise
+        q13, s13, d13 = qf(w13)
+        q2, s2, d2 = qf(w2)
         ids, wts = make_routing(gen, T, E, k)
         ref = reference(x, d13, d2, ids, wts)
         base = None
@@ -244,13 +253,14 @@ def test_fp8(gen):
             pk = ldmoe.pack_moe(q13, q2, D=D)
             out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
             ldmoe.moe(x, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2)
-            tag = "fp8 T%d E%d H%d I%d k%d D%d" % (T, E, H, I, k, D)
+            tag = "fp8 %s T%d E%d H%d I%d k%d D%d" % (sc, T, E, H, I, k, D)
             if check(tag, out, ref) and base is not None:
                 report(torch.equal(out.view(torch.int16), base.view(torch.int16)), "%s bit-identical to D = 1" % tag)
             base = out.clone() if base is None else base
     pk = ldmoe.pack_moe(q13, q2)
     for kw, what in (({}, "no scales"), ({"w13_scale": s13}, "no w2_scale"),
-                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "w13_scale of the wrong shape")):
+                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "w13_scale of the wrong shape"),
+                     ({"w13_scale": s13, "w2_scale": s2[:, None, :].contiguous()}, "rowwise w13_scale, w2_scale of 3 dims")):
         try:
             ldmoe.moe(x, pk, None, ids, wts, **kw)
             report(False, "fp8 with %s refused" % what)

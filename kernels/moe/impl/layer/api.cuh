@@ -241,7 +241,7 @@ template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
 }
 
 // The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block scales, NULL for bf16).
-static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2) {
+static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
     int rc = moe_check_dims(p->T, p->E, p->H, p->I, p->k, p->layout, p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1);
     if (rc) return rc;
@@ -295,7 +295,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         kp.out = (__nv_bfloat16 *)p->out;
         kp.ctl = w->ctl; kp.ready = w->ready; kp.list = w->list; kp.tokvalid = w->tokvalid;
         kp.arrive = w->arrive; kp.h = w->h; kp.ximg = w->ximg; kp.slot = w->slot;
-        kp.s13 = s13; kp.s2 = s2;
+        kp.s13 = s13; kp.s2 = s2; kp.f8row = f8row ? 1 : 0;
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
@@ -323,23 +323,23 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
 
 LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    return moe_run(p, false, NULL, NULL);
+    return moe_run(p, false, NULL, NULL, false);
 }
 
 LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
     const ldmoe_moe_params_t *b = &p->base;
-    if (p->scaling != LDMOE_FP8_BLOCK)
-        return fail(p->scaling == LDMOE_FP8_ROWWISE ? LDMOE_ERR_UNSUPPORTED : LDMOE_ERR_INVALID_ARG,
-                    "scaling %d: the FP8 layer takes LDMOE_FP8_BLOCK (2, 128 x 128 weight blocks)", p->scaling);
+    if (p->scaling != LDMOE_FP8_BLOCK && p->scaling != LDMOE_FP8_ROWWISE)
+        return fail(LDMOE_ERR_INVALID_ARG, "scaling %d: the FP8 layer takes LDMOE_FP8_ROWWISE (1, a scale per weight "
+                    "row) or LDMOE_FP8_BLOCK (2, 128 x 128 weight blocks)", p->scaling);
     if (b->layout != LDMOE_LAYOUT_PACKED)
         return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 layer takes packed weights (ldmoe_pack_moe_weights_fp8)");
     if (b->H % 128 || b->I % 128)
-        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 (the weights' scale blocks)", b->H, b->I);
+        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 (the tokens' and weights' scale blocks)", b->H, b->I);
     if (b->T > 0 && (!p->w13_scale || !p->w2_scale)) return fail(LDMOE_ERR_INVALID_ARG, "w13_scale and w2_scale must be non-NULL");
     if (((uintptr_t)p->w13_scale & 3u) || ((uintptr_t)p->w2_scale & 3u))
         return fail(LDMOE_ERR_ALIGNMENT, "w13_scale and w2_scale must be 4-byte aligned");
-    return moe_run(b, true, p->w13_scale, p->w2_scale);
+    return moe_run(b, true, p->w13_scale, p->w2_scale, p->scaling == LDMOE_FP8_ROWWISE);
 }
 
 LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream) {

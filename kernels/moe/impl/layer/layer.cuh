@@ -99,8 +99,8 @@ struct LParams {
     __nv_bfloat16 *h;    // [cap][I]; the wgmma tile: the stage image of h (img_off)
     __nv_bfloat16 *ximg; // the wgmma tile: the stage image of the routed x (img_off)
     float *slot;         // [cap][H]
-    const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]
-    int32_t T, E, H, I, k, D, packed, mode, cap;
+    const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]; rowwise [E][2I], [E][H]
+    int32_t T, E, H, I, k, D, packed, mode, cap, f8row;
     float steal_waves;
 };
 
@@ -821,7 +821,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
                         const int kb = (ck * BK + kw) / 128;
                         float sa, sb;   // scales of fragment rows g and g + 8
-                        if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
+                        if (p.f8row) {   // a scale per weight row (each lane its rows')
+                            if (m.phase == 1) {   // row g: gate channel ch, row g + 8: its up row
+                                const int64_t ch = (int64_t)m.e * 2 * I + m.nb * (BM / 2) + wm * 8 + (lane >> 2);
+                                sa = __ldg(p.s13 + ch);
+                                sb = __ldg(p.s13 + ch + I);
+                            } else {
+                                const int64_t r = (int64_t)m.e * H + m.nb * BM + wm * 16 + (lane >> 2);
+                                sa = __ldg(p.s2 + r);
+                                sb = __ldg(p.s2 + r + 8);
+                            }
+                        } else if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
                             const int ch = m.nb * (BM / 2) + wm * 8;
                             const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
                             sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
