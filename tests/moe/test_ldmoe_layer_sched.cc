@@ -116,7 +116,7 @@ static void test_numbering(void) {
 // One phase claimed the kernel's way (claim() in layer.cuh, aware or unaware): CTAs in random
 // order, each claim one step; returns the number of times each tile was taken.
 static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta_dom, const std::vector<int> &domcnt,
-                                 float steal_waves, bool unaware) {
+                                 float steal_waves, bool unaware, bool with_sweep = true) {
     const int G = (int)cta_dom.size();
     std::vector<int64_t> ctr(D, 0);
     std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0);
@@ -140,7 +140,7 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
                     }
                     ++pos[c];
                 }
-                if (got >= 0 || sweep[c] || !sweep_after(done++, (unsigned)G)) break;
+                if (got >= 0 || sweep[c] || !with_sweep || !sweep_after(done++, (unsigned)G)) break;
                 sweep[c] = 1;
                 pos[c] = 0;
             }
@@ -201,13 +201,10 @@ static void test_sweep(void) {
         fails += !exactly_once(simulate(per, D, cta_dom, domcnt, 1e-6f, false));     // stealing
         runs += 2;
         // the same claims without the sweep leave the absent domain's slice unclaimed
-        std::vector<int64_t> ctr(D, 0);
-        for (int c = 0; c < G; ++c)
-            for (int pos = 0; pos < D; ++pos) {
-                const int q = (cta_dom[c] + pos) % D;
-                if (may_take(pos, false, domcnt[q])) ctr[q] = per;
-            }
-        unswept_missing += ctr[absent] == 0;
+        const std::vector<int> unswept = simulate(per, D, cta_dom, domcnt, 1000.0f, false, false);
+        int64_t missing = 0;
+        for (int64_t t = 0; t < per; ++t) missing += unswept[(int64_t)absent * per + t] == 0;
+        unswept_missing += missing == per;
     }
     CU_ASSERT_EQUAL(fails, 0);
     CU_ASSERT_EQUAL(runs, 400);

@@ -241,6 +241,9 @@ def test_fp8(gen):
                               (3, 16, 256, 128, 4, "row"), (150, 8, 256, 256, 2, "row")):
         x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
         w13, w2 = make_weights(gen, E, H, I)
+        if sc == "row":   # rows 8x apart at most, so a row read with another row's scale is far off
+            w13 = (w13.float() * 2.0 ** torch.randint(-3, 1, (E, 2 * I, 1), generator=gen).cuda()).to(torch.bfloat16)
+            w2 = (w2.float() * 2.0 ** torch.randint(-3, 1, (E, H, 1), generator=gen).cuda()).to(torch.bfloat16)
         qf = quant_blocks if sc == "block" else quant_rowwise
         q13, s13, d13 = qf(w13)
         q2, s2, d2 = qf(w2)
@@ -258,9 +261,12 @@ def test_fp8(gen):
                 report(torch.equal(out.view(torch.int16), base.view(torch.int16)), "%s bit-identical to D = 1" % tag)
             base = out.clone() if base is None else base
     pk = ldmoe.pack_moe(q13, q2)
-    for kw, what in (({}, "no scales"), ({"w13_scale": s13}, "no w2_scale"),
-                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "w13_scale of the wrong shape"),
-                     ({"w13_scale": s13, "w2_scale": s2[:, None, :].contiguous()}, "rowwise w13_scale, w2_scale of 3 dims")):
+    _, b13, _ = quant_blocks(w13)   # the last case's weights with block scales, for the refusals
+    _, b2, _ = quant_blocks(w2)
+    for kw, what in (({}, "no scales"), ({"w13_scale": b13}, "no w2_scale"),
+                     ({"w13_scale": b13[:, :1].contiguous(), "w2_scale": b2}, "block w13_scale of the wrong shape"),
+                     ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "rowwise w13_scale of the wrong shape"),
+                     ({"w13_scale": s13, "w2_scale": b2}, "rowwise w13_scale with a block w2_scale")):
         try:
             ldmoe.moe(x, pk, None, ids, wts, **kw)
             report(False, "fp8 with %s refused" % what)

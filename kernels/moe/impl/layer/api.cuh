@@ -240,7 +240,7 @@ template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
-// The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block scales, NULL for bf16).
+// The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block or row scales, f8row: which; NULL for bf16).
 static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
     int rc = moe_check_dims(p->T, p->E, p->H, p->I, p->k, p->layout, p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1);
@@ -335,7 +335,7 @@ LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
     if (b->layout != LDMOE_LAYOUT_PACKED)
         return fail(LDMOE_ERR_UNSUPPORTED, "the FP8 layer takes packed weights (ldmoe_pack_moe_weights_fp8)");
     if (b->H % 128 || b->I % 128)
-        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 (the tokens' and weights' scale blocks)", b->H, b->I);
+        return fail(LDMOE_ERR_ALIGNMENT, "H = %d and I = %d must be multiples of 128 (a consumer warp's k range is one scale block)", b->H, b->I);
     if (b->T > 0 && (!p->w13_scale || !p->w2_scale)) return fail(LDMOE_ERR_INVALID_ARG, "w13_scale and w2_scale must be non-NULL");
     if (((uintptr_t)p->w13_scale & 3u) || ((uintptr_t)p->w2_scale & 3u))
         return fail(LDMOE_ERR_ALIGNMENT, "w13_scale and w2_scale must be 4-byte aligned");

@@ -47,11 +47,13 @@
 // (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
 // keep streaming.
 //
-// Deadlock freedom: a CTA claims GEMM2 tiles only after its GEMM1 queues are empty; only its
-// producer waits for readiness (the consumers wait on nothing but the ring and the combine
-// warps' record slots, which wait on nothing else, so this CTA's own GEMM1 tiles finish
-// meanwhile); GEMM1 tiles never wait. The global routing's grid barrier
-// needs co-residency (cooperative launch).
+// Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
+// so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for
+// readiness (the consumers wait on nothing but the ring and the combine warps' record slots,
+// which wait on nothing else, so this CTA's own GEMM1 tiles finish meanwhile); GEMM1 tiles never
+// wait. Every GEMM1 tile is claimed before any CTA's GEMM2 sweep (aware mode) can complete its
+// count: the phase-1 sweeper is still in phase 1. The global routing's grid barrier needs
+// co-residency (cooperative launch).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
