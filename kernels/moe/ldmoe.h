@@ -281,7 +281,8 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
  *
  * Requirements: 1 <= E <= LDMOE_MOE_MAX_EXPERTS, 1 <= k <= LDMOE_MOE_MAX_TOPK, H and I multiples
  * of 64 * D (D = 1 for PLAIN; the tiles read k in 64-element boxes and cut each domain's slice
- * into whole 32-row blocks), T * k * E < 2^31, 16-byte aligned x, w13, w2, out; 4-byte aligned
+ * into whole 32-row blocks), T * k * E < 2^31 and (T*k/16 + E) * max(2I, H)/32 < 2^31 (tiles a phase),
+ * 16-byte aligned x, w13, w2, out; 4-byte aligned
  * topk_ids and topk_weights; compute capability 9.0 or newer (bulk copies and mbarrier
  * transactions; the launch is cooperative, one CTA per SM of the bound set). T = 0 returns at once and touches nothing.
  *

@@ -53,6 +53,8 @@ static void test_layer_validation(void) {
     p = good(); p.topk_ids = (const int32_t *)P(0x40002); expect(&p, LDMOE_ERR_ALIGNMENT, "4-byte");
     p = good(); p.T = (int64_t)1 << 40; expect(&p, LDMOE_ERR_UNSUPPORTED, "too large");
     p = good(); p.T = 1 << 20; p.E = 256; p.k = 16; expect(&p, LDMOE_ERR_UNSUPPORTED, "2^31");
+    /* T*k*E within bounds, but 2^22 m-blocks x 2^19 weight-row blocks: a phase's tiles are numbered in 32 bits */
+    p = good(); p.T = 1 << 26; p.E = 1; p.k = 1; p.H = 128; p.I = 1 << 23; expect(&p, LDMOE_ERR_UNSUPPORTED, "too many tiles");
 }
 
 static int fp8_call(ldmoe_moe_fp8_params_t *f, int code, const char *needle) {

@@ -88,6 +88,9 @@ static int moe_check_dims(int64_t T, int E, int H, int I, int k, int layout, int
     if (T * k > INT32_MAX / 2 || T * (int64_t)k * E >= ((int64_t)1 << 31))
         return fail(LDMOE_ERR_UNSUPPORTED, "T * k = %lld (x E = %d) too large for one launch (T*k*E < 2^31)",
                     (long long)(T * k), E);
+    if (phase_tiles_max(T * k, E, H, I) >= ((int64_t)1 << 31))   // the kernel numbers a phase's tiles in 32 bits
+        return fail(LDMOE_ERR_UNSUPPORTED, "T * k = %lld, E = %d, H = %d, I = %d: too many tiles for one launch "
+                    "((T*k/16 + E) * max(2I, H)/32 must be < 2^31)", (long long)(T * k), E, H, I);
     return LDMOE_OK;
 }
 

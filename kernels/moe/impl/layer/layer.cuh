@@ -196,6 +196,12 @@ struct Meta {
     int32_t tile;     // -1: end of work
     int32_t phase;    // 1 or 2
     int32_t e, mb, nb, rows, mbg, ready;
+    // Made once per tile so that a stage costs the producer only its k offset (one warp issues
+    // every stage; its instructions per stage bound the decode tile, not the bytes): packed
+    // weights: the tile's first 16-row group's boxes at k 0 (wsrc) and the bytes from one group's
+    // boxes to the next (wgs); GEMM2: the tile's first h row (hrow).
+    const unsigned char *wsrc;
+    int32_t wgs, hrow;
     int32_t pair[BN];
     int32_t tok[BN];   // pair / k: the x row a GEMM1 tile gathers
 };
@@ -494,27 +500,41 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     int s_q = 0;                          // queue position (aware: offset from own domain)
     bool s_sweep = false;                 // aware: this CTA sweeps the phase's queues
     uint32_t s_static = 0;
-    auto claim = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
-        const int64_t per = phase == 1 ? per1 : per2;
+    // A claim is issued (the counter's atomic) and resolved (its value read) apart, an entry later:
+    // its round trip is longer than a decode stage, and the producer warp waiting on it would
+    // issue no stage meanwhile.
+    uint32_t c_raw = 0;   // lane 0: the claim in flight: the counter's value (static: the tile)
+    int c_q = -1;         // its queue; -1: none issued (this CTA's queues of the phase are dry)
+    auto claim_issue = [&](int phase) {   // lane 0
         uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
-        if (mode == 3) {
-            const int64_t t = (int64_t)blockIdx.x + (int64_t)s_static * gridDim.x;
-            ++s_static;
-            return t < per * D ? t : -1;
-        }
-        if (mode == 2) {
-            const int64_t t = atomicAdd(qc, 1u);
-            return t < per * D ? t : -1;
-        }
-        const bool steal = steal_allowed(per * D, p.steal_waves, gridDim.x);
-        for (;;) {
-            while (s_q < D) {
+        c_q = -1;
+        if (mode == LDMOE_MODE_STATIC) {
+            c_raw = blockIdx.x + s_static++ * gridDim.x;
+            c_q = 0;
+        } else if (mode == LDMOE_MODE_UNAWARE) {
+            c_raw = atomicAdd(qc, 1u);
+            c_q = 0;
+        } else {
+            const bool steal = steal_allowed((phase == 1 ? per1 : per2) * D, p.steal_waves, gridDim.x);
+            for (; s_q < D; ++s_q) {
                 const int q = (my_dom + s_q) % D;
                 if (s_sweep || may_take(s_q, steal, sh.domcnt[q])) {
-                    const int64_t t = atomicAdd(qc + q, 1u);
-                    if (t < per) return (int64_t)q * per + t;
+                    c_raw = atomicAdd(qc + q, 1u);
+                    c_q = q;
+                    return;
                 }
-                ++s_q;
+            }
+        }
+    };
+    auto claim_resolve = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
+        const uint32_t per = (uint32_t)(phase == 1 ? per1 : per2);
+        for (;;) {
+            if (c_q >= 0) {
+                if (mode != LDMOE_MODE_AWARE) return c_raw < per * D ? (int64_t)c_raw : -1;
+                if (c_raw < per) return (int64_t)c_q * per + c_raw;
+                ++s_q;                 // that queue is dry: the next one, waited for here (rare)
+                claim_issue(phase);
+                continue;
             }
             // The sweep (sweep_after in layer_sched.h): the last CTA whose queues ran dry in this
             // phase takes what is left in every queue. Left means a slice the map counts SMs for
@@ -523,18 +543,19 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (s_sweep || !sweep_after(atomicAdd(ctl + (phase == 1 ? kCtlDone1 : kCtlDone2), 1u), gridDim.x)) return -1;
             s_sweep = true;
             s_q = 0;
+            claim_issue(phase);
         }
     };
-    int64_t creg = -1;          // lane 0: the claim in flight (-1: none)
     // The terminal entry is written. A launch with no valid id (no m-blocks, s_phase 0) writes it
-    // on the first step too: creg stays -1, so the entry maker takes the end-of-work branch.
+    // on the first step: no claim is resolved, so the entry maker takes the end-of-work branch.
     bool ended = false;
     int bstate = 0;             // 1: an entry decoded, its list loads in registers
     int have = 0;               // entries written (warp 0's copy of sh.mwritten)
-    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0;
+    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0, r_wgs = 0;
+    const unsigned char *r_wsrc = nullptr;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == kProd && lane == 0 && s_phase != 0) creg = claim(1);
+    if (warp == kProd && lane == 0 && s_phase != 0) claim_issue(1);
     // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
@@ -545,6 +566,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (lane == 0) {
                 m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
                 m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
+                m.wsrc = r_wsrc; m.wgs = r_wgs; m.hrow = sh.seg[r_e] + r_mb * BN;
             }
             bstate = 0;
             ++have;
@@ -553,11 +575,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             return;
         }
         if (ended) return;
-        const int64_t t = __shfl_sync(0xffffffffu, creg, 0);
+        int64_t t = -1;
+        if (lane == 0 && s_phase != 0) t = claim_resolve(s_phase);
+        t = __shfl_sync(0xffffffffu, t, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
                 s_phase = 2; s_q = 0; s_static = 0; s_sweep = false;
-                if (lane == 0) creg = claim(2);
+                if (lane == 0) claim_issue(2);
                 return;
             }
             if (lane == 0) sh.meta[have % kMeta].tile = -1;
@@ -568,9 +592,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             return;
         }
         const int ph = s_phase;
-        const TilePos tp = decode_tile(sh.mbp, E, ph == 1 ? NBs1 : NBs2, ph == 1 ? per1 : per2, t);
+        const TilePos tp = decode_tile<uint32_t>(sh.mbp, E, ph == 1 ? NBs1 : NBs2, (uint32_t)(ph == 1 ? per1 : per2), (uint32_t)t);
         const int e = tp.e, mb = tp.mb;
         r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
+        if (lane == 0) {   // packed weights: slice d's group of expert e for n-block nbl, k 0
+            const int kb = (ph == 1 ? H : I) / C::KBOX;   // boxes per group row
+            const int64_t grp0 = ((int64_t)tp.d * E + e) * ((ph == 1 ? 2 * I : H) / D / 16) + tp.nbl * (BM / 16);
+            r_wsrc = reinterpret_cast<const unsigned char *>(ph == 1 ? p.w13 : p.w2) + grp0 * kb * 2048;
+            r_wgs = kb * 2048;
+        }
         r_rows = min(BN, sh.cnt[e] - mb * BN);
         r_mbg = sh.mbp[e] + mb;
         #pragma unroll
@@ -581,7 +611,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
         r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
         bstate = 1;
-        if (lane == 0) creg = claim(ph);   // the next entry's claim, in flight
+        if (lane == 0) claim_issue(ph);   // the next entry's claim, in flight
     };
     constexpr int BK = C::BK;
     auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + BK - 1) / BK; };
@@ -601,28 +631,36 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
             const int slot = step % C::STAGES;
             const Meta<BN> &m = sh.meta[sh.stage_entry[slot] % kMeta];
-            const int Kd = m.phase == 1 ? H : I, k0 = sh.stage_k[slot] * BK;
+            // the entry's fields read at once: each asm below clobbers memory, so a field read after
+            // one is read again (and this warp's instructions per stage are what the decode tile waits on)
+            const int ph = m.phase, rows = m.rows, mbg = m.mbg, hrow = m.hrow;
+            const int Kd = ph == 1 ? H : I, k0 = sh.stage_k[slot] * BK;
             const uint32_t bytes = (uint32_t)min(BK, Kd - k0) * 2;
             const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES, bar = s_u32(&sh.full_b[slot]);
             fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
-            if (m.phase == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
+            if (ph == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
             if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
                 if (lane == 0) {
-                    const uint32_t rb = (uint32_t)m.rows * 128;
-                    const __nv_bfloat16 *src = (m.phase == 1 ? p.ximg : p.h) + img_off<BN, BK>(m.mbg, Kd, 0, k0);
+                    const uint32_t rb = (uint32_t)rows * 128;
+                    const __nv_bfloat16 *src = (ph == 1 ? p.ximg : p.h) + img_off<BN, BK>(mbg, Kd, 0, k0);
                     mbar_expect_tx(bar, rb * (BK / 64));   // lane 0's arrival
                     #pragma unroll
                     for (int b = 0; b < BK / 64; ++b) bulk_load(b_s + b * (BN * 128), src + b * (BN * 64), rb, bar);
                 }
             } else {
-                if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)m.rows);   // lane 0's arrival
                 // One bulk copy per token row (x gathered by token at GEMM1, h by pair at GEMM2):
                 // the copy engine moves the rows, not 16 bytes per lane-instruction of this warp.
-                for (int r = lane; r < m.rows; r += 32) {
-                    const __nv_bfloat16 *row = m.phase == 1 ? p.x + (int64_t)m.tok[r] * H
-                                                            : p.h + (int64_t)(sh.seg[m.e] + m.mb * BN + r) * I;
-                    bulk_load(b_s + brow<BK>(r, 0), row + k0, bytes, bar);
+                // Each lane's rows' sources first, then lane 0's arrival, then the copies.
+                const __nv_bfloat16 *src[(BN + 31) / 32];
+                #pragma unroll
+                for (int i = 0; i < (BN + 31) / 32; ++i) {
+                    const int r = lane + 32 * i;
+                    src[i] = (ph == 1 ? p.x + (int64_t)(r < rows ? m.tok[r] : 0) * H : p.h + (int64_t)(hrow + r) * I) + k0;
                 }
+                if (lane == 0) mbar_expect_tx(bar, bytes * (uint32_t)rows);   // lane 0's arrival
+                #pragma unroll
+                for (int i = 0; i < (BN + 31) / 32; ++i)
+                    if (lane + 32 * i < rows) bulk_load(b_s + brow<BK>(lane + 32 * i, 0), src[i], bytes, bar);
             }
             if (lane != 0) mbar_arrive(bar);
         };
@@ -650,9 +688,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int slot = step % C::STAGES;
             mbar_wait(s_u32(&sh.empty[slot]), ((uint32_t)(step / C::STAGES) & 1u) ^ 1u);
             const Meta<BN> &m = sh.meta[lseq % kMeta];
+            // the entry's fields read at once (see load_b)
+            const int m_tile = m.tile, m_ph = m.phase, m_ready = m.ready, m_wgs = m.wgs;
+            const unsigned char *m_wsrc = m.wsrc;
             if (lane == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
             __syncwarp();
-            if (m.tile < 0) {   // the end: flush the deferred rows, then wake the consumers
+            if (m_tile < 0) {   // the end: flush the deferred rows, then wake the consumers
                 while (pend_lo < pend_hi) {
                     ready_of(pend_lo, true);
                     load_b(pend_lo++);
@@ -661,16 +702,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 mbar_arrive(s_u32(&sh.full_b[slot]));
                 break;
             }
-            const int Kd = m.phase == 1 ? H : I, k0 = lk * BK;
+            const int Kd = m_ph == 1 ? H : I, k0 = lk * BK;
             const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
             if (p.packed) {
-                if (lane == 0) {
+                if (lane == 0) {   // the tile's boxes from m_wsrc (made per tile by the entry maker)
                     const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
-                    const int Rs = (m.phase == 1 ? 2 * I : H) / D;
-                    const int NBs = m.phase == 1 ? NBs1 : NBs2;
-                    const int d = m.nb / NBs, nbl = m.nb - d * NBs;
-                    const int64_t grp0 = ((int64_t)d * E + m.e) * (Rs / 16) + nbl * (BM / 16);
-                    const __nv_bfloat16 *w = m.phase == 1 ? p.w13 : p.w2;
+                    const unsigned char *w = m_wsrc + (int64_t)(k0 / C::KBOX) * 2048;
                     fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
                     // wgmma: every box of the stage (a half stage's second box repeats its first,
                     // finite weights against the zero token box)
@@ -678,15 +715,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     if (!C::WG) {   // a 16-row group's boxes lie together in memory and in the stage
                         #pragma unroll
                         for (int g = 0; g < BM / 16; ++g)
-                            bulk_load_hint(a_s + g * (BK / C::KBOX) * 2048,
-                                           w + ((grp0 + g) * (Kd / C::KBOX) + k0 / C::KBOX) * 1024, nbox * 2048, bar, pol);
+                            bulk_load_hint(a_s + g * (BK / C::KBOX) * 2048, w + (int64_t)g * m_wgs, nbox * 2048, bar, pol);
                     } else {        // k-box-major in the stage: one copy per box
                         #pragma unroll
                         for (int b = 0; b < BK / 64; ++b)
                             #pragma unroll
                             for (int g = 0; g < BM / 16; ++g)
-                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048,
-                                               w + ((grp0 + g) * (Kd / 64) + k0 / 64 + min(b, nbox - 1)) * 1024, 2048, bar, pol);
+                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048, w + (int64_t)g * m_wgs + min(b, nbox - 1) * 2048, 2048, bar, pol);
                     }
                 } else {
                     mbar_arrive(bar);
@@ -711,7 +746,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 }
                 asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
             }
-            if (m.phase == 1 || m.ready || known_ready == lseq) {
+            if (m_ph == 1 || m_ready || known_ready == lseq) {
                 if (pend_lo == pend_hi) load_b(step);
                 else pend_hi = step + 1;   // keep the order behind the deferred ones
             } else {
@@ -721,7 +756,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             // The next entries a step ahead, once this stage is on its way (before it, the first
             // stage of a launch would wait out the second claim's round trip).
             if (have <= lseq + 2) sched_one();
-            if (++lk == ksteps(m)) { lk = 0; ++lseq; }
+            if (++lk == (Kd + BK - 1) / BK) { lk = 0; ++lseq; }
         }
     } else if (warp < kProd) {
         // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----

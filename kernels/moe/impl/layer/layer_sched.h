@@ -19,21 +19,31 @@ namespace layer {
 
 struct TilePos {
     int e, mb, nb;   // expert, m-block of its tokens, n-block over all slices (d * NBs + nbl)
+    int d, nbl;      // the slice and the n-block within it
 };
 
 // mbp: exclusive prefix of m-blocks per expert (E + 1 entries, mbp[E] = total); 0 <= t < per * D.
-LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, int E, int NBs, int64_t per, int64_t t) {
+// Ix: the index type; the kernel decodes in 32 bits (its host refuses launches of 2^31 tiles or
+// more a phase: a claim is a 32-bit counter), the host tests in 64.
+template <typename Ix> LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, int E, int NBs, Ix per, Ix t) {
     const int d = (int)(t / per);
-    const int64_t idx = t - (int64_t)d * per;
+    const Ix idx = t - (Ix)d * per;
     int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx (never an empty one)
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if ((int64_t)mbp[mid] * NBs <= idx) lo = mid; else hi = mid - 1;
+        if ((Ix)mbp[mid] * (Ix)NBs <= idx) lo = mid; else hi = mid - 1;
     }
     const int e = lo, mbe = mbp[e + 1] - mbp[e];
-    const int64_t rem = idx - (int64_t)mbp[e] * NBs;
-    const int nbl = (int)(rem / mbe), mb = (int)(rem - (int64_t)nbl * mbe);
-    return TilePos{e, mb, d * NBs + nbl};
+    const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
+    const int nbl = (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
+    return TilePos{e, mb, d * NBs + nbl, d, nbl};
+}
+
+// Tiles a phase has at most, with the smallest tile (16 tokens x 32 weight rows; an expert's
+// partial m-block costs one more): the host refuses a launch where this reaches 2^31.
+LDMOE_LAYER_FN int64_t phase_tiles_max(int64_t pairs, int E, int H, int I) {
+    const int64_t rows = 2 * (int64_t)I > H ? 2 * (int64_t)I : H;
+    return (pairs + 16 * (int64_t)E) / 16 * (rows / 32);
 }
 
 // Aware mode: a CTA takes from its own slice's queue (position 0), and from slice q's only when
