@@ -1,6 +1,5 @@
 # one_case.py SHAPE T — four ldmoe.moe calls of one case (layer_time.py's shapes, weights packed D = 1, router), L2
-# flushed before each: what ncu-prefill.txt profiles and decode-timeline.txt traces (with a library built with
-# trace.patch). Run from the repository root on the GPU machine.
+# flushed before each: what ncu-prefill.txt profiles. Run from the repository root on the GPU machine.
 import sys, torch
 sys.path.insert(0, "kernels/moe"); sys.path.insert(0, "bench/moe")
 import ldmoe
