@@ -6,43 +6,14 @@ the weights and the rows land and released the slot). Prints medians by GEMM and
 tile (the legend says which interval is which) and the first 40 steps of two CTAs.
 Run from the repository root on the GPU machine:
   LDMOE_LIB=<traced lib> python3 bench/results/moe-layer-floor/2026-12-06-h100/stage_trace.py qwen3 1
-(--child SHAPE T 0|1: the four calls only, for ncu with an untraced library; --raw: the ST/SW lines to FILE)
+(the four calls are one_case.py's; --raw: the ST/SW lines to FILE)
 """
 import os, statistics, subprocess, sys
 
-if len(sys.argv) > 1 and sys.argv[1] == "--child":
-    import torch
-    sys.path.insert(0, "kernels/moe"); sys.path.insert(0, "bench/moe")
-    import ldmoe
-    from layer_time import SHAPES, routing, quant_blocks
-    name, T, fp8 = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-    E, k, H, I = SHAPES[name]
-    gen = torch.Generator().manual_seed(7)
-    w13 = (torch.randn((E, 2 * I, H), device="cuda") * H ** -0.5).to(torch.bfloat16)
-    w2 = (torch.randn((E, H, I), device="cuda") * I ** -0.5).to(torch.bfloat16)
-    kw = {}
-    if fp8:
-        q13, s13 = quant_blocks(w13)
-        q2, s2 = quant_blocks(w2)
-        W = ldmoe.pack_moe(q13, q2, D=1)
-        kw = {"w13_scale": s13, "w2_scale": s2}
-    else:
-        W = ldmoe.pack_moe(w13, w2, D=1)
-    big = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
-    x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
-    ids, wts = routing(gen, T, E, k)
-    out = torch.empty((T, H), device="cuda", dtype=torch.bfloat16)
-    for i in range(4):
-        big.zero_()
-        torch.cuda.synchronize()
-        print("CALL %d" % i, flush=True)
-        ldmoe.moe(x, W, None, ids, wts, out=out, **kw)
-        torch.cuda.synchronize()
-    sys.exit(0)
-
 name, T = sys.argv[1], sys.argv[2]
 fp8 = "--fp8" in sys.argv
-r = subprocess.run([sys.executable, __file__, "--child", name, T, "1" if fp8 else "0"], capture_output=True, text=True)
+one = os.path.join(os.path.dirname(os.path.abspath(__file__)), "one_case.py")   # the four calls
+r = subprocess.run([sys.executable, one, name, T] + (["--fp8"] if fp8 else []), capture_output=True, text=True)
 if r.returncode:
     sys.exit("child failed: %s" % r.stderr[-2000:])
 last = r.stdout.split("CALL 3")[-1]
