@@ -243,6 +243,27 @@ template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
+// The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/64 boxes][16 rows][64 k], bf16; a
+// group's boxes at `kb` 2 KiB steps) as a 4-D tensor (64 k, 16 rows, group, box) whose box (64, 16,
+// BM/16, BK/64) is a stage in its k-box-major order: the element order of a box, dimension 0
+// fastest, is the stage's. The boxes are stored swizzled, so they are copied as they are
+// (no TMA swizzle); a box past Kd arrives as zeros.
+static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64_t groups, int Kd,
+                            const char *what) {
+    using C = layer::Cfg<kWgBM, kImgRows>;
+    cuuint64_t dims[4] = {64, 16, (cuuint64_t)groups, (cuuint64_t)(Kd / 64)};
+    cuuint64_t strides[3] = {128, (cuuint64_t)(Kd / 64) * 2048, 2048};   // bytes, dimensions 1..3
+    cuuint32_t box[4] = {64, 16, kWgBM / 16, C::BK / 64};
+    cuuint32_t estr[4] = {1, 1, 1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return fail(LDMOE_ERR_CUDA, "cuTensorMapEncodeTiled(%s: %lld 16-row groups x %d k) failed with CUresult %d",
+                    what, (long long)groups, Kd, (int)r);
+    return LDMOE_OK;
+}
+
 // The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block or row scales, f8row: which; NULL for bf16).
 static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
@@ -288,6 +309,9 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
             g_layer_attr[dev][ci] = true;
     }
     if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, &w);
+    encode_tiled_fn enc = NULL;
+    const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
+    if (!rc && maps) rc = get_encoder(&enc);
     LParams kp = {};
     if (!rc) {
         kp.x = (const __nv_bfloat16 *)p->x;
@@ -302,6 +326,11 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
+    if (maps) {
+        if ((rc = layer_weight_map(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
+            (rc = layer_weight_map(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
+            return rc;
+    }
     kp.T = (int32_t)p->T; kp.E = p->E; kp.H = p->H; kp.I = p->I; kp.k = p->k; kp.D = D;
     kp.packed = p->layout == LDMOE_LAYOUT_PACKED;
     kp.mode = p->mode;

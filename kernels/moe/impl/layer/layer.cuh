@@ -30,8 +30,9 @@
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
 // Warp specialization: warp 8 makes the tile metadata (claims, list entries) a step ahead and
-// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
-// with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
+// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes, the wgmma tile's
+// by one tensor-map copy a stage (mbarrier full_a, with their bytes; plain weights by cp.async;
+// one warp issues every stage, so its operations per stage count), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
 // Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 256 != 0): weights on the mma's M side
@@ -89,6 +90,9 @@ enum {
 };
 
 struct LParams {
+    // The wgmma tile's packed w13 and w2 as 4-D tensors (api.cuh, layer_weight_map): a stage's
+    // weights are one box, one operation of the producer instead of one copy per 2 KiB box.
+    CUtensorMap tm13, tm2;
     const __nv_bfloat16 *x, *w13, *w2;
     const int32_t *ids;
     const float *wts;
@@ -200,8 +204,9 @@ struct Meta {
     // every stage; its instructions per stage bound the decode tile, not the bytes): packed
     // weights: the tile's first 16-row group's boxes at k 0 (wsrc) and the bytes from one group's
     // boxes to the next (wgs); GEMM2: the tile's first h row (hrow).
+    // wgrp: the wgmma tile's first 16-row group over the whole packed tensor (tm13 / tm2's third coordinate).
     const unsigned char *wsrc;
-    int32_t wgs, hrow;
+    int32_t wgs, hrow, wgrp;
     int32_t pair[BN];
     int32_t tok[BN];   // pair / k: the x row a GEMM1 tile gathers
 };
@@ -551,7 +556,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     bool ended = false;
     int bstate = 0;             // 1: an entry decoded, its list loads in registers
     int have = 0;               // entries written (warp 0's copy of sh.mwritten)
-    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0, r_wgs = 0;
+    int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0, r_wgs = 0, r_wgrp = 0;
     const unsigned char *r_wsrc = nullptr;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
@@ -566,7 +571,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (lane == 0) {
                 m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
                 m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
-                m.wsrc = r_wsrc; m.wgs = r_wgs; m.hrow = sh.seg[r_e] + r_mb * BN;
+                m.wsrc = r_wsrc; m.wgs = r_wgs; m.wgrp = r_wgrp; m.hrow = sh.seg[r_e] + r_mb * BN;
             }
             bstate = 0;
             ++have;
@@ -600,6 +605,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int64_t grp0 = ((int64_t)tp.d * E + e) * ((ph == 1 ? 2 * I : H) / D / 16) + tp.nbl * (BM / 16);
             r_wsrc = reinterpret_cast<const unsigned char *>(ph == 1 ? p.w13 : p.w2) + grp0 * kb * 2048;
             r_wgs = kb * 2048;
+            r_wgrp = (int)grp0;   // < E * max(2I, H) / 16: the host's tensor-map dims bound it
         }
         r_rows = min(BN, sh.cnt[e] - mb * BN);
         r_mbg = sh.mbp[e] + mb;
@@ -625,7 +631,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // m-block)'s GEMM1 tiles: its weights go out at once, its rows once ready (deferred, in
         // order), so the weights keep streaming; the consumers never wait on anything but these
         // barriers, so this CTA's own GEMM1 tiles finish while the producer waits.
-        const uint64_t pol = BN <= 16 ? policy_evict_first() : policy_evict_normal();
+        // Weights evict-first where experts have at most two m-blocks on average: a weight block's
+        // m-blocks are consecutive claims that run at once, so its second read still finds it,
+        // and the token images that every n-block reads stay in L2. Evict-normal otherwise.
+        const uint64_t pol = BN <= 16 || total_mb <= 2 * E ? policy_evict_first() : policy_evict_normal();
+        if (C::WG && p.packed && lane == 0) { prefetch_tensormap(&p.tm13); prefetch_tensormap(&p.tm2); }
         int lseq = 0, lk = 0;
         int pend_lo = 0, pend_hi = 0;   // steps whose token rows are deferred: [pend_lo, pend_hi)
         auto load_b = [&](int step) {   // token rows of the stage at ring step `step`
@@ -689,7 +699,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             mbar_wait(s_u32(&sh.empty[slot]), ((uint32_t)(step / C::STAGES) & 1u) ^ 1u);
             const Meta<BN> &m = sh.meta[lseq % kMeta];
             // the entry's fields read at once (see load_b)
-            const int m_tile = m.tile, m_ph = m.phase, m_ready = m.ready, m_wgs = m.wgs;
+            const int m_tile = m.tile, m_ph = m.phase, m_ready = m.ready, m_wgs = m.wgs, m_wgrp = m.wgrp;
             const unsigned char *m_wsrc = m.wsrc;
             if (lane == 0) { sh.stage_entry[slot] = lseq; sh.stage_k[slot] = lk; }
             __syncwarp();
@@ -706,22 +716,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint32_t a_s = s_u32(sh.ring[slot]), bar = s_u32(&sh.full_a[slot]);
             if (p.packed) {
                 if (lane == 0) {   // the tile's boxes from m_wsrc (made per tile by the entry maker)
-                    const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
-                    const unsigned char *w = m_wsrc + (int64_t)(k0 / C::KBOX) * 2048;
                     fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
-                    // wgmma: every box of the stage (a half stage's second box repeats its first,
-                    // finite weights against the zero token box)
-                    mbar_expect_tx(bar, (uint32_t)(BM / 16 * (C::WG ? BK / 64 : nbox) * 2048));
-                    if (!C::WG) {   // a 16-row group's boxes lie together in memory and in the stage
+                    if constexpr (C::WG) {
+                        // k-box-major in the stage: the tensor map's box (64 k, 16 rows, BM/16
+                        // groups, BK/64 boxes) lands in that order; a half stage's second box lies
+                        // past the tensor and arrives as zeros (against the zero token box).
+                        mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
+                        tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
+                    } else {   // a 16-row group's boxes lie together in memory and in the stage
+                        const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
+                        const unsigned char *w = m_wsrc + (int64_t)(k0 / C::KBOX) * 2048;
+                        mbar_expect_tx(bar, (uint32_t)(BM / 16 * nbox * 2048));
                         #pragma unroll
                         for (int g = 0; g < BM / 16; ++g)
                             bulk_load_hint(a_s + g * (BK / C::KBOX) * 2048, w + (int64_t)g * m_wgs, nbox * 2048, bar, pol);
-                    } else {        // k-box-major in the stage: one copy per box
-                        #pragma unroll
-                        for (int b = 0; b < BK / 64; ++b)
-                            #pragma unroll
-                            for (int g = 0; g < BM / 16; ++g)
-                                bulk_load_hint(a_s + (b * (BM / 16) + g) * 2048, w + (int64_t)g * m_wgs + min(b, nbox - 1) * 2048, 2048, bar, pol);
                     }
                 } else {
                     mbar_arrive(bar);
