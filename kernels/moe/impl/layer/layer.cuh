@@ -29,8 +29,10 @@
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
-// Warp specialization: warp 8 makes the tile metadata (claims, list entries) a step ahead and
-// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
+// Warp specialization: warp 11 (the scheduler) makes the tile metadata (claims, list entries) a
+// few entries ahead, so that one warp's instructions per tile and a claim's round trip stand
+// beside the stream, not in it (one warp doing both was what paced the decode tile); warp 8 (the
+// producer) fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes (mbarrier full_a,
 // with their bytes; plain weights by cp.async), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
@@ -67,10 +69,12 @@
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 352;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and
-constexpr int kConsumers = 256;          // producer; warps 9-10: the decode tile's combine warps
+constexpr int kThreads = 384;            // warps 0-7: consumers (two aligned warpgroups); warp 8: producer;
+constexpr int kConsumers = 256;          // warps 9-10: the decode tile's combine warps; warp 11: scheduler
 constexpr int kProd = 8;                 // the producer warp
 constexpr int kComb = 9;                 // the first combine warp (Cfg::CWARP; idle in the other tiles)
+constexpr int kSched = 11;               // the scheduler warp: claims and tile entries
+constexpr int kAhead = 2;                // entries the scheduler keeps made beyond the producer's
 constexpr int kCombW = 2;                // combine warps: record i goes to warp kComb + i % kCombW
 constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warps
 static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp");
@@ -156,6 +160,15 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t *p, uint32_t v) {
 __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     uint32_t v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Hand-overs between the scheduler and the producer warp through shared-memory words.
+__device__ __forceinline__ void st_release_cta(int32_t *p, int32_t v) {
+    asm volatile("st.release.cta.shared::cta.b32 [%0], %1;\n" ::"r"(s_u32(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ int32_t ld_acquire_cta(const int32_t *p) {
+    int32_t v;
+    asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];\n" : "=r"(v) : "r"(s_u32(p)) : "memory");
     return v;
 }
 // Byte offset of 16-byte chunk c of row r in a token (B) stage buffer: rows of BK k, each padded
@@ -267,7 +280,8 @@ struct Smem {
     Meta<BN> meta[kMeta];
     int32_t stage_entry[C::STAGES];   // meta sequence number a stage holds (-1: none)
     int32_t stage_k[C::STAGES];
-    int32_t mwritten;                 // meta entries written
+    int32_t mwritten;                 // meta entries written (the scheduler's)
+    int32_t pseq;                     // the entry the producer is on
     float epi_w[BN];
     int32_t epi_mask[BN];             // bit j: the token's pair j is valid
     int32_t comb[BN];                 // the token a slot write completed (-1: none)
@@ -467,6 +481,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
         sh.mwritten = 0;
+        sh.pseq = 0;
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(s_u32(&sh.full_a[s]), 32);
             mbar_init(s_u32(&sh.full_b[s]), 32);
@@ -550,12 +565,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // on the first step: no claim is resolved, so the entry maker takes the end-of-work branch.
     bool ended = false;
     int bstate = 0;             // 1: an entry decoded, its list loads in registers
-    int have = 0;               // entries written (warp 0's copy of sh.mwritten)
+    int have = 0;               // entries written (the scheduler warp's copy of sh.mwritten)
     int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0, r_wgs = 0;
     const unsigned char *r_wsrc = nullptr;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == kProd && lane == 0 && s_phase != 0) claim_issue(1);
+    if (warp == kSched && lane == 0 && s_phase != 0) claim_issue(1);
     // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
@@ -571,7 +586,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             bstate = 0;
             ++have;
             __syncwarp();
-            if (lane == 0) sh.mwritten = have;
+            if (lane == 0) st_release_cta(&sh.mwritten, have);
             return;
         }
         if (ended) return;
@@ -588,7 +603,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             ended = true;
             ++have;
             __syncwarp();
-            if (lane == 0) sh.mwritten = have;
+            if (lane == 0) st_release_cta(&sh.mwritten, have);
             return;
         }
         const int ph = s_phase;
@@ -679,7 +694,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         };
         int known_ready = -1;   // entry whose readiness was seen
         for (int step = 0;; ++step) {
-            while (have <= lseq) sched_one();
+            while (ld_acquire_cta(&sh.mwritten) <= lseq) {}   // the scheduler warp makes it
             // deferred token rows whose GEMM1 rows are now done, in order
             while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
                 known_ready = sh.stage_entry[pend_lo % C::STAGES];
@@ -753,10 +768,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (pend_lo == pend_hi) pend_lo = step;
                 pend_hi = step + 1;
             }
-            // The next entries a step ahead, once this stage is on its way (before it, the first
-            // stage of a launch would wait out the second claim's round trip).
-            if (have <= lseq + 2) sched_one();
-            if (++lk == (Kd + BK - 1) / BK) { lk = 0; ++lseq; }
+            if (++lk == (Kd + BK - 1) / BK) {
+                lk = 0;
+                ++lseq;
+                __syncwarp();   // this warp's reads of the entry before the scheduler may reuse its slot
+                if (lane == 0) st_release_cta(&sh.pseq, lseq);
+            }
         }
     } else if (warp < kProd) {
         // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
@@ -1057,6 +1074,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     sh.erec[eseq % kEpi].rows = -1;
                     mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
                 }
+    } else if (warp == kSched) {
+        // ---- scheduler: claims and tile entries, kAhead entries beyond the producer's. The ring
+        // holds kMeta entries; the producer's and the consumers' (up to STAGES steps behind it,
+        // a step an entry at least) lie within STAGES + kAhead + 1 of it. The producer waits on
+        // this warp only when it has no entry, this warp on the producer only when it has
+        // kAhead: never both. GEMM2 entries' readiness loads wait here, not in the producer. ----
+        static_assert(C::STAGES + kAhead + 2 <= kMeta, "the entry ring");
+        while (!ended) {
+            while (have > ld_acquire_cta(&sh.pseq) + kAhead) __nanosleep(64);
+            sched_one();
+        }
     } else if (C::CWARP && warp >= kComb && warp < kComb + kCombW) {
         // ---- a combine warp: each of its GEMM2 tiles' arrivals on (token, n-block), then the sums of the
         // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0
