@@ -22,21 +22,27 @@ struct TilePos {
     int d, nbl;      // the slice and the n-block within it
 };
 
+// A tile of slice d: index idx within the slice, over (expert e, n-block nbl, m-block mb) in that
+// order. e is the last expert with mbp[e] * NBs <= idx (never an empty one): decode_tile finds it
+// by bisection, the kernel by counting those e in 1..E-1 across a warp; tile_in_expert does the rest.
+// Ix: the index type, 32 bits in the kernel (its host refuses 2^31 tiles a phase), 64 in the host tests.
+template <typename Ix> LDMOE_LAYER_FN TilePos tile_in_expert(const int32_t *mbp, int e, int NBs, int d, Ix idx) {
+    const int mbe = mbp[e + 1] - mbp[e];
+    const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
+    const int nbl = mbe == 1 ? (int)rem : (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
+    return TilePos{e, mb, d * NBs + nbl, d, nbl};
+}
+
 // mbp: exclusive prefix of m-blocks per expert (E + 1 entries, mbp[E] = total); 0 <= t < per * D.
-// Ix: the index type; the kernel decodes in 32 bits (its host refuses launches of 2^31 tiles or
-// more a phase: a claim is a 32-bit counter), the host tests in 64.
 template <typename Ix> LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, int E, int NBs, Ix per, Ix t) {
     const int d = (int)(t / per);
     const Ix idx = t - (Ix)d * per;
-    int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx (never an empty one)
+    int lo = 0, hi = E - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
         if ((Ix)mbp[mid] * (Ix)NBs <= idx) lo = mid; else hi = mid - 1;
     }
-    const int e = lo, mbe = mbp[e + 1] - mbp[e];
-    const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
-    const int nbl = (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
-    return TilePos{e, mb, d * NBs + nbl, d, nbl};
+    return tile_in_expert<Ix>(mbp, lo, NBs, d, idx);
 }
 
 // Tiles a phase has at most, with the smallest tile (16 tokens x 32 weight rows; an expert's
