@@ -21,6 +21,7 @@ using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::sweep_after;
 using ldmoe::layer::TilePos;
+using ldmoe::layer::unaware_claim;
 
 static uint64_t g_rng = 88172645463325252ull;
 static uint32_t rnd(uint32_t n) {   // xorshift64, deterministic
@@ -119,7 +120,7 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
                                  float steal_waves, bool unaware, bool with_sweep = true) {
     const int G = (int)cta_dom.size();
     std::vector<int64_t> ctr(D, 0);
-    std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0);
+    std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0), first(G, 1);
     std::vector<int> active(G);
     uint32_t done = 0;   // the phase's dry-queue counter (kCtlDone1 / kCtlDone2)
     for (int i = 0; i < G; ++i) active[i] = i;
@@ -127,7 +128,8 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
         const int k = (int)rnd((uint32_t)active.size()), c = active[k];
         int64_t got = -1;
         if (unaware) {
-            const int64_t t = ctr[0]++;
+            const int64_t t = unaware_claim(first[c], (unsigned)c, (unsigned)G, first[c] ? 0u : (uint32_t)ctr[0]++);
+            first[c] = 0;
             if (t < per * D) got = t;
         } else {
             const bool steal = steal_allowed(per * D, steal_waves, (unsigned)G);

@@ -510,6 +510,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // issue no stage meanwhile.
     uint32_t c_raw = 0;   // lane 0: the claim in flight: the counter's value (static: the tile)
     int c_q = -1;         // its queue; -1: none issued (this CTA's queues of the phase are dry)
+    bool c_first = true;  // unaware: the phase's first claim (unaware_claim)
     auto claim_issue = [&](int phase) {   // lane 0
         uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
         c_q = -1;
@@ -517,7 +518,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             c_raw = blockIdx.x + s_static++ * gridDim.x;
             c_q = 0;
         } else if (mode == LDMOE_MODE_UNAWARE) {
-            c_raw = atomicAdd(qc, 1u);
+            c_raw = unaware_claim(c_first, blockIdx.x, gridDim.x, c_first ? 0u : atomicAdd(qc, 1u));
+            c_first = false;
             c_q = 0;
         } else {
             const bool steal = phase == 1 ? steal1 : steal2;
@@ -596,7 +598,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         t = __shfl_sync(0xffffffffu, t, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
-                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false;
+                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false; c_first = true;
                 if (lane == 0) claim_issue(2);
                 return;
             }
@@ -700,12 +702,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         int known_ready = -1;   // entry whose readiness was seen
         for (int step = 0;; ++step) {
             while (have <= lseq) sched_one();
-            // The launch's first two entries before its first stage: their claims' round trips then
-            // precede this CTA's (and, all CTAs starting together, the grid's) first flood of weight
-            // requests, which a claim issued behind it waits out (~5 us at T = 1) with the ring not
-            // yet filled.
-            if (step == 0)
-                while (have <= 1 && !ended) sched_one();
             // deferred token rows whose GEMM1 rows are now done, in order
             while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
                 known_ready = sh.stage_entry[pend_lo % C::STAGES];
