@@ -14,6 +14,7 @@
 #include "tests/unit/cunit_main.h"
 
 using ldmoe::layer::decode_tile;
+using ldmoe::layer::expert_count;
 using ldmoe::layer::img_blocks_cap;
 using ldmoe::layer::img_blocks_max;
 using ldmoe::layer::kImgRows;
@@ -90,7 +91,7 @@ static void test_image_bound(void) {
 }
 
 static void test_numbering(void) {
-    int bad_range = 0, bad_dup = 0, cases = 0;
+    int bad_range = 0, bad_dup = 0, bad_count = 0, cases = 0;
     for (int it = 0; it < 300; ++it) {
         const int E = 1 + (int)rnd(256), BN = rnd(2) ? 16 : 64, D = 1 + (int)rnd(4), NBs = 1 + (int)rnd(12);
         Routing r = make_routing(E, BN);
@@ -102,6 +103,12 @@ static void test_numbering(void) {
             const int mbe = p.e >= 0 && p.e < E ? r.mbp[p.e + 1] - r.mbp[p.e] : 0;
             if (p.e < 0 || p.e >= E || mbe <= 0 || p.mb < 0 || p.mb >= mbe || p.nb / NBs != d || p.nb < 0) ++bad_range;
             if (!seen.insert(std::make_tuple(p.e, p.mb, p.nb)).second) ++bad_dup;
+            if (t % 7 == 0) {   // the kernel's warp count finds the same expert
+                const int64_t idx = t - (int64_t)d * per;
+                int e = 0;
+                for (int lane = 0; lane < 32; ++lane) e += expert_count<int64_t>(r.mbp.data(), E, NBs, idx, lane, 32);
+                bad_count += e != p.e;
+            }
         }
         // every (expert with tokens, m-block, n-block) is some tile
         int64_t want = 0;
@@ -111,6 +118,7 @@ static void test_numbering(void) {
     }
     CU_ASSERT_EQUAL(bad_range, 0);
     CU_ASSERT_EQUAL(bad_dup, 0);
+    CU_ASSERT_EQUAL(bad_count, 0);
     CU_ASSERT_EQUAL(cases, 300);
 }
 

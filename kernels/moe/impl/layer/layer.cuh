@@ -518,6 +518,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             c_raw = blockIdx.x + s_static++ * gridDim.x;
             c_q = 0;
         } else if (mode == LDMOE_MODE_UNAWARE) {
+            // Every CTA makes this first claim in both phases (a cooperative launch; total_mb is the
+            // same in every CTA): unaware mode has no sweep, so a CTA leaving early would lose tile blockIdx.
             c_raw = unaware_claim(c_first, blockIdx.x, gridDim.x, c_first ? 0u : atomicAdd(qc, 1u));
             c_first = false;
             c_q = 0;
@@ -612,8 +614,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         const int ph = s_phase, NBs = ph == 1 ? NBs1 : NBs2;
         const int td = (int)(t >> 32);
         const uint32_t idx = (uint32_t)t;
-        int ce = 0;   // the tile's expert: the last e with mbp[e] * NBs <= idx (layer_sched.h), counted across the warp
-        for (int e = 1 + lane; e < E; e += 32) ce += (uint32_t)sh.mbp[e] * (uint32_t)NBs <= idx;
+        // the tile's expert: the last e with mbp[e] * NBs <= idx, counted across the warp (layer_sched.h)
+        const int ce = expert_count<uint32_t>(sh.mbp, E, NBs, idx, lane, 32);
         const TilePos tp = tile_in_expert<uint32_t>(sh.mbp, __reduce_add_sync(0xffffffffu, ce), NBs, td, idx);
         const int e = tp.e, mb = tp.mb;
         r_t = (int)idx; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;

@@ -24,13 +24,22 @@ struct TilePos {
 
 // A tile of slice d: index idx within the slice, over (expert e, n-block nbl, m-block mb) in that
 // order. e is the last expert with mbp[e] * NBs <= idx (never an empty one): decode_tile finds it
-// by bisection, the kernel by counting those e in 1..E-1 across a warp; tile_in_expert does the rest.
+// by bisection, the kernel by counting across a warp (expert_count); tile_in_expert does the rest.
 // Ix: the index type, 32 bits in the kernel (its host refuses 2^31 tiles a phase), 64 in the host tests.
 template <typename Ix> LDMOE_LAYER_FN TilePos tile_in_expert(const int32_t *mbp, int e, int NBs, int d, Ix idx) {
     const int mbe = mbp[e + 1] - mbp[e];
     const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
     const int nbl = mbe == 1 ? (int)rem : (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
     return TilePos{e, mb, d * NBs + nbl, d, nbl};
+}
+
+// The kernel's search: lane `lane` of `lanes` counts the e in 1..E-1 (1 + lane, 1 + lane + lanes,
+// ...) with mbp[e] * NBs <= idx; summed over the lanes, that is the tile's expert (mbp never
+// decreases, so those e are exactly 1..expert).
+template <typename Ix> LDMOE_LAYER_FN int expert_count(const int32_t *mbp, int E, int NBs, Ix idx, int lane, int lanes) {
+    int c = 0;
+    for (int e = 1 + lane; e < E; e += lanes) c += (Ix)mbp[e] * (Ix)NBs <= idx;
+    return c;
 }
 
 // mbp: exclusive prefix of m-blocks per expert (E + 1 entries, mbp[E] = total); 0 <= t < per * D.
