@@ -206,7 +206,7 @@ template <int BM, int BK, bool KBOX> __device__ __forceinline__ uint32_t aswz(in
 // ---- shared state ---------------------------------------------------------------------------
 template <int BN>
 struct Meta {
-    int32_t tile;     // -1: end of work
+    int32_t tile;     // the tile's index in its slice; -1: end of work
     int32_t phase;    // 1 or 2
     int32_t e, mb, nb, rows, mbg, ready;
     // Made once per tile so that a stage costs the producer only its k offset (one warp issues
@@ -500,6 +500,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
     const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
     const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
+    // what the entry maker would otherwise work out per tile (one warp makes every entry)
+    const bool steal1 = steal_allowed(per1 * D, p.steal_waves, gridDim.x), steal2 = steal_allowed(per2 * D, p.steal_waves, gridDim.x);
+    const uint32_t kmag = 0xffffffffu / (uint32_t)K;   // pair / K = token: __umulhi(pair, kmag), + 1 at most
+    const int rg1 = 2 * I / D / 16, rg2 = H / D / 16;   // 16-row groups per slice
+    const int kb1 = H / C::KBOX, kb2 = I / C::KBOX;     // boxes per group row
 
     // -- scheduler (the producer warp; lane 0 claims) --
     // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
@@ -520,6 +525,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // issue no stage meanwhile.
     uint32_t c_raw = 0;   // lane 0: the claim in flight: the counter's value (static: the tile)
     int c_q = -1;         // its queue; -1: none issued (this CTA's queues of the phase are dry)
+    bool c_first = true;  // unaware: the phase's first claim (unaware_claim)
     auto claim_issue = [&](int phase) {   // lane 0
         uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
         c_q = -1;
@@ -527,12 +533,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             c_raw = blockIdx.x + s_static++ * gridDim.x;
             c_q = 0;
         } else if (mode == LDMOE_MODE_UNAWARE) {
-            c_raw = atomicAdd(qc, 1u);
+            // Every CTA makes this first claim in both phases (a cooperative launch; total_mb is the
+            // same in every CTA): unaware mode has no sweep, so a CTA leaving early would lose tile blockIdx.
+            c_raw = unaware_claim(c_first, blockIdx.x, gridDim.x, c_first ? 0u : atomicAdd(qc, 1u));
+            c_first = false;
             c_q = 0;
         } else {
-            const bool steal = steal_allowed((phase == 1 ? per1 : per2) * D, p.steal_waves, gridDim.x);
+            const bool steal = phase == 1 ? steal1 : steal2;
             for (; s_q < D; ++s_q) {
-                const int q = (my_dom + s_q) % D;
+                const int q = my_dom + s_q - (my_dom + s_q >= D ? D : 0);
                 if (s_sweep || may_take(s_q, steal, sh.domcnt[q])) {
                     c_raw = atomicAdd(qc + q, 1u);
                     c_q = q;
@@ -541,12 +550,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     };
-    auto claim_resolve = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
+    // lane 0: the claimed tile as slice << 32 | index in the slice; -1: this phase has no more for me
+    auto claim_resolve = [&](int phase) -> int64_t {
         const uint32_t per = (uint32_t)(phase == 1 ? per1 : per2);
         for (;;) {
             if (c_q >= 0) {
-                if (mode != LDMOE_MODE_AWARE) return c_raw < per * D ? (int64_t)c_raw : -1;
-                if (c_raw < per) return (int64_t)c_q * per + c_raw;
+                if (mode != LDMOE_MODE_AWARE) {   // one queue over the slices
+                    if (c_raw >= per * D) return -1;
+                    const uint32_t d = D == 1 ? 0u : c_raw / per;
+                    return (int64_t)d << 32 | (c_raw - d * per);
+                }
+                if (c_raw < per) return (int64_t)c_q << 32 | c_raw;
                 ++s_q;                 // that queue is dry: the next one, waited for here (rare)
                 claim_issue(phase);
                 continue;
@@ -577,7 +591,13 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             Meta<BN> &m = sh.meta[have % kMeta];
             #pragma unroll
             for (int i = 0; i < (BN + 31) / 32; ++i)
-                if (lane + 32 * i < BN) { m.pair[lane + 32 * i] = r_pair[i]; m.tok[lane + 32 * i] = r_pair[i] / K; }
+                if (lane + 32 * i < BN) {
+                    const uint32_t pr = (uint32_t)r_pair[i];
+                    uint32_t tk = __umulhi(pr, kmag);
+                    tk += (tk + 1) * (uint32_t)K <= pr;
+                    m.pair[lane + 32 * i] = r_pair[i];
+                    m.tok[lane + 32 * i] = (int32_t)tk;
+                }
             if (lane == 0) {
                 m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
                 m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
@@ -595,7 +615,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         t = __shfl_sync(0xffffffffu, t, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
-                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false;
+                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false; c_first = true;
                 if (lane == 0) claim_issue(2);
                 return;
             }
@@ -606,13 +626,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (lane == 0) st_release_cta(&sh.mwritten, have);
             return;
         }
-        const int ph = s_phase;
-        const TilePos tp = decode_tile<uint32_t>(sh.mbp, E, ph == 1 ? NBs1 : NBs2, (uint32_t)(ph == 1 ? per1 : per2), (uint32_t)t);
+        const int ph = s_phase, NBs = ph == 1 ? NBs1 : NBs2;
+        const int td = (int)(t >> 32);
+        const uint32_t idx = (uint32_t)t;
+        // the tile's expert: the last e with mbp[e] * NBs <= idx, counted across the warp (layer_sched.h)
+        const int ce = expert_count<uint32_t>(sh.mbp, E, NBs, idx, lane, 32);
+        const TilePos tp = tile_in_expert<uint32_t>(sh.mbp, __reduce_add_sync(0xffffffffu, ce), NBs, td, idx);
         const int e = tp.e, mb = tp.mb;
-        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
+        r_t = (int)idx; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
         if (lane == 0) {   // packed weights: slice d's group of expert e for n-block nbl, k 0
-            const int kb = (ph == 1 ? H : I) / C::KBOX;   // boxes per group row
-            const int64_t grp0 = ((int64_t)tp.d * E + e) * ((ph == 1 ? 2 * I : H) / D / 16) + tp.nbl * (BM / 16);
+            const int kb = ph == 1 ? kb1 : kb2;   // boxes per group row
+            const int64_t grp0 = ((int64_t)td * E + e) * (ph == 1 ? rg1 : rg2) + tp.nbl * (BM / 16);
             r_wsrc = reinterpret_cast<const unsigned char *>(ph == 1 ? p.w13 : p.w2) + grp0 * kb * 2048;
             r_wgs = kb * 2048;
         }
