@@ -231,12 +231,14 @@ struct Cfg {
     // over 32 KiB of weights), 256 for the mma.sync prefill tile (its token rows are 4x larger),
     // 128 for the wgmma tile (three stages of 128 weight and 128 token rows fit; six of 64 k were
     // slower, doc/moe.md).
-    static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    // FP8 decode: 1024 (32 KiB of e4m3 weights a stage, as bf16's 512: one warp issues every stage,
+    // and its instructions per stage, not the bytes, bound a 16 KiB stage; decode-producer.txt).
+    static constexpr int BK = WG ? 128 : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
     static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM == 64) ? 4 : 3;   // FP8 decode: 65 KiB stages
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
     static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
@@ -249,7 +251,7 @@ struct Cfg {
     static constexpr bool CWARP = BN <= 16;
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
     // FP8: each consumer warp's k range in a stage is one 128-k scale block (decode 512 / 4, prefill 256 / 2)
-    static_assert(!F8 || (!WG && BK / WK == 128), "FP8 runs on the mma.sync tiles, a scale block per warp and stage");
+    static_assert(!F8 || (!WG && (BK / WK) % 128 == 0), "FP8 runs on the mma.sync tiles, whole scale blocks per warp and stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
@@ -890,60 +892,63 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             } else {
                 const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
                 if constexpr (F8) {
-                    // Weight-only FP8: this warp's 128 k of the stage (one scale block) in steps of
+                    // Weight-only FP8: this warp's k of the stage, a 128-k scale block at a time, in steps of
                     // 32: the e4m3 A tile by ldmatrix as b16 (16 rows x 32 bytes), each register's
                     // four values to two bf16x2, two m16n8k16 per step over a k order permuted alike
                     // on the token side (k 4q..4q+3 and 16+4q..16+4q+3 by two 8-byte loads). The
                     // block's partial sum is scaled into acc in fp32 (DeepSeek's promotion).
-                    const int kw = wk * (BK / C::WK);   // this warp's first k in the stage
-                    if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
-                        const int kb = (ck * BK + kw) / 128;
-                        float sa, sb;   // scales of fragment rows g and g + 8
-                        if (p.f8row) {   // a scale per weight row (each lane its rows')
-                            if (m.phase == 1) {   // row g: gate channel ch, row g + 8: its up row
-                                const int64_t ch = (int64_t)m.e * 2 * I + m.nb * (BM / 2) + wm * 8 + (lane >> 2);
-                                sa = __ldg(p.s13 + ch);
-                                sb = __ldg(p.s13 + ch + I);
+                    #pragma unroll
+                    for (int blk = 0; blk < BK / C::WK / 128; ++blk) {
+                        const int kw = wk * (BK / C::WK) + blk * 128;   // this block's first k in the stage
+                        if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
+                            const int kb = (ck * BK + kw) / 128;
+                            float sa, sb;   // scales of fragment rows g and g + 8
+                            if (p.f8row) {   // a scale per weight row (each lane its rows')
+                                if (m.phase == 1) {   // row g: gate channel ch, row g + 8: its up row
+                                    const int64_t ch = (int64_t)m.e * 2 * I + m.nb * (BM / 2) + wm * 8 + (lane >> 2);
+                                    sa = __ldg(p.s13 + ch);
+                                    sb = __ldg(p.s13 + ch + I);
+                                } else {
+                                    const int64_t r = (int64_t)m.e * H + m.nb * BM + wm * 16 + (lane >> 2);
+                                    sa = __ldg(p.s2 + r);
+                                    sb = __ldg(p.s2 + r + 8);
+                                }
+                            } else if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
+                                const int ch = m.nb * (BM / 2) + wm * 8;
+                                const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
+                                sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
+                                sb = __ldg(sc + ((I + ch) / 128) * (H / 128) + kb);
                             } else {
-                                const int64_t r = (int64_t)m.e * H + m.nb * BM + wm * 16 + (lane >> 2);
-                                sa = __ldg(p.s2 + r);
-                                sb = __ldg(p.s2 + r + 8);
+                                sa = sb = __ldg(p.s2 + ((int64_t)m.e * (H / 128) + (m.nb * BM + wm * 16) / 128) * (I / 128) + kb);
                             }
-                        } else if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
-                            const int ch = m.nb * (BM / 2) + wm * 8;
-                            const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
-                            sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
-                            sb = __ldg(sc + ((I + ch) / 128) * (H / 128) + kb);
-                        } else {
-                            sa = sb = __ldg(p.s2 + ((int64_t)m.e * (H / 128) + (m.nb * BM + wm * 16) / 128) * (I / 128) + kb);
-                        }
-                        float tmp[C::NT][4];
-                        #pragma unroll
-                        for (int j = 0; j < C::NT; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
-                        const int g = lane >> 2, q = lane & 3;
-                        #pragma unroll
-                        for (int s = 0; s < BK / C::WK / 32; ++s) {
-                            const int k32 = kw / 32 + s;
-                            uint32_t a0, a1, a2, a3, l0, h0, l1, h1, l2, h2, l3, h3;
-                            ldsm4(a_s + aswz<BM, BK / 2, false>(wm * 16 + (lane & 15), 2 * k32 + (lane >> 4)), a0, a1, a2, a3);
-                            e4m3x4_bf16(a0, l0, h0);
-                            e4m3x4_bf16(a1, l1, h1);
-                            e4m3x4_bf16(a2, l2, h2);
-                            e4m3x4_bf16(a3, l3, h3);
+                            float tmp[C::NT][4];
                             #pragma unroll
-                            for (int j = 0; j < C::NT; ++j) {
-                                if (j < nn) {
-                                    const uint32_t rb = b_s + brow<BK>(j * 8 + g, 0) + k32 * 64 + q * 8;
-                                    const uint2 u = lds64(rb), v = lds64(rb + 32);
-                                    mma16816(tmp[j], l0, l1, l2, l3, u.x, v.x);
-                                    mma16816(tmp[j], h0, h1, h2, h3, u.y, v.y);
+                            for (int j = 0; j < C::NT; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
+                            const int g = lane >> 2, q = lane & 3;
+                            #pragma unroll
+                            for (int s = 0; s < 128 / 32; ++s) {
+                                const int k32 = kw / 32 + s;
+                                uint32_t a0, a1, a2, a3, l0, h0, l1, h1, l2, h2, l3, h3;
+                                ldsm4(a_s + aswz<BM, BK / 2, false>(wm * 16 + (lane & 15), 2 * k32 + (lane >> 4)), a0, a1, a2, a3);
+                                e4m3x4_bf16(a0, l0, h0);
+                                e4m3x4_bf16(a1, l1, h1);
+                                e4m3x4_bf16(a2, l2, h2);
+                                e4m3x4_bf16(a3, l3, h3);
+                                #pragma unroll
+                                for (int j = 0; j < C::NT; ++j) {
+                                    if (j < nn) {
+                                        const uint32_t rb = b_s + brow<BK>(j * 8 + g, 0) + k32 * 64 + q * 8;
+                                        const uint2 u = lds64(rb), v = lds64(rb + 32);
+                                        mma16816(tmp[j], l0, l1, l2, l3, u.x, v.x);
+                                        mma16816(tmp[j], h0, h1, h2, h3, u.y, v.y);
+                                    }
                                 }
                             }
-                        }
-                        #pragma unroll
-                        for (int j = 0; j < C::NT; ++j) {
-                            acc[j][0] += tmp[j][0] * sa; acc[j][1] += tmp[j][1] * sa;
-                            acc[j][2] += tmp[j][2] * sb; acc[j][3] += tmp[j][3] * sb;
+                            #pragma unroll
+                            for (int j = 0; j < C::NT; ++j) {
+                                acc[j][0] += tmp[j][0] * sa; acc[j][1] += tmp[j][1] * sa;
+                                acc[j][2] += tmp[j][2] * sb; acc[j][3] += tmp[j][3] * sb;
+                            }
                         }
                     }
                 } else {
