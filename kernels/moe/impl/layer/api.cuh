@@ -16,6 +16,7 @@ namespace layer {
 // rows rather than 64 halve the token bytes each stage moves per weight byte.
 constexpr int kDecodePairs = 8;
 constexpr int kWgBM = 128;
+constexpr int kWg256Pairs = 192;
 
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 weight rows x 128
@@ -120,7 +121,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][5];   // by tile index (moe_run: 0-2 bf16, 3-4 FP8)
+bool g_layer_attr[LDMOE_MAX_DEVICES][6];   // by tile index (moe_run: 0-2, 5 bf16, 3-4 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -233,9 +234,14 @@ struct LayerCfg { const void *fn; int smem; };
 // tile and bit-identical outputs. The wgmma tile needs H % (kWgBM * D) == 0; asking for
 // kWgBM * 2 at D <= 2 makes the rule one for both. (D > 2 — no GPU has more than two domains
 // today — may still change the tile.)
-static int layer_tile(int64_t T, int k, int E, int H, int D, int major) {
+static int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return 0;
-    return major == 9 && H % (kWgBM * (D > 2 ? D : 2)) == 0 ? 2 : 1;
+    if (major != 9) return 1;
+    const int dd = D > 2 ? D : 2;
+    // 256 weight rows where the experts average >= kWg256Pairs tokens (a token box then feeds
+    // twice the weight rows: 43 multiply-adds per L2 byte against 32), 128 elsewhere.
+    if (T * k >= (int64_t)kWg256Pairs * E && H % (256 * dd) == 0 && (2 * I) % (256 * dd) == 0) return 5;
+    return H % (kWgBM * dd) == 0 ? 2 : 1;
 }
 template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
@@ -248,12 +254,13 @@ template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
 // BM/16, BK/64) is a stage in its k-box-major order: the element order of a box, dimension 0
 // fastest, is the stage's. The boxes are stored swizzled, so they are copied as they are
 // (no TMA swizzle); a box past Kd arrives as zeros.
+template <int BM>
 static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64_t groups, int Kd,
                             const char *what) {
-    using C = layer::Cfg<kWgBM, kImgRows>;
+    using C = layer::Cfg<BM, kImgRows>;
     cuuint64_t dims[4] = {64, 16, (cuuint64_t)groups, (cuuint64_t)(Kd / 64)};
     cuuint64_t strides[3] = {128, (cuuint64_t)(Kd / 64) * 2048, 2048};   // bytes, dimensions 1..3
-    cuuint32_t box[4] = {64, 16, kWgBM / 16, C::BK / 64};
+    cuuint32_t box[4] = {64, 16, BM / 16, C::BK / 64};
     cuuint32_t estr[4] = {1, 1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -291,11 +298,12 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     // FP8 (weight-only) runs on the mma.sync tiles: decode, else the 64 x 64 prefill tile.
-    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, D, 0) == 0 ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, D, major);
-    const bool wg = ci == 2;
+    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == 0 ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
+    const bool wg = ci == 2 || ci == 5;
     const LayerCfg c = ci == 0   ? layer_cfg<32, 16>()
                        : ci == 1 ? layer_cfg<64, 64>()
                        : ci == 2 ? layer_cfg<kWgBM, kImgRows>()
+                       : ci == 5 ? layer_cfg<256, kImgRows>()
                        : ci == 3 ? layer_cfg<32, 16, true>()
                                  : layer_cfg<64, 64, true>();
     int sms = 0;
@@ -327,8 +335,9 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     if (maps) {
-        if ((rc = layer_weight_map(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
-            (rc = layer_weight_map(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
+        auto mk = ci == 5 ? layer_weight_map<256> : layer_weight_map<kWgBM>;
+        if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
+            (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
             return rc;
     }
     kp.T = (int32_t)p->T; kp.E = p->E; kp.H = p->H; kp.I = p->I; kp.k = p->k; kp.D = D;

@@ -238,15 +238,16 @@ struct Cfg {
     // slower, doc/moe.md).
     // FP8 decode: 1024 (32 KiB of e4m3 weights a stage, as bf16's 512: one warp issues every stage,
     // and its instructions per stage, not the bytes, bound a 16 KiB stage; decode-producer.txt).
-    static constexpr int BK = WG ? 128 : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    // The wgmma tile of 256 weight rows: 64 (four stages).
+    static constexpr int BK = WG ? (BM == 256 ? 64 : 128) : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
     static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM == 64) ? 4 : 3;   // FP8 decode: 65 KiB stages
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? 4 : 3;   // FP8 decode: 65 KiB stages
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
-    static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
+    static_assert(!WG || ((BM == 64 || BM == 128 || BM == 256) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64, 128 or 256 x 128");
     // Decode launches of at most LOCAL pairs route in every CTA's shared memory (see the body).
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
     // The decode tile hands each GEMM2 tile's arrivals and combine to kCombW warps: two dependent
@@ -258,7 +259,7 @@ struct Cfg {
     // FP8: each consumer warp's k range in a stage is one 128-k scale block (decode 512 / 4, prefill 256 / 2)
     static_assert(!F8 || (!WG && (BK / WK) % 128 == 0), "FP8 runs on the mma.sync tiles, whole scale blocks per warp and stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
-    static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
+    static_assert(WG || (BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0), "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
 };
 
