@@ -14,6 +14,7 @@
 #include "tests/unit/cunit_main.h"
 
 using ldmoe::layer::decode_tile;
+using ldmoe::layer::expert_count;
 using ldmoe::layer::img_blocks_cap;
 using ldmoe::layer::img_blocks_max;
 using ldmoe::layer::kImgRows;
@@ -21,6 +22,7 @@ using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::sweep_after;
 using ldmoe::layer::TilePos;
+using ldmoe::layer::unaware_claim;
 
 static uint64_t g_rng = 88172645463325252ull;
 static uint32_t rnd(uint32_t n) {   // xorshift64, deterministic
@@ -89,7 +91,7 @@ static void test_image_bound(void) {
 }
 
 static void test_numbering(void) {
-    int bad_range = 0, bad_dup = 0, cases = 0;
+    int bad_range = 0, bad_dup = 0, bad_count = 0, cases = 0;
     for (int it = 0; it < 300; ++it) {
         const int E = 1 + (int)rnd(256), BN = rnd(2) ? 16 : 64, D = 1 + (int)rnd(4), NBs = 1 + (int)rnd(12);
         Routing r = make_routing(E, BN);
@@ -101,6 +103,12 @@ static void test_numbering(void) {
             const int mbe = p.e >= 0 && p.e < E ? r.mbp[p.e + 1] - r.mbp[p.e] : 0;
             if (p.e < 0 || p.e >= E || mbe <= 0 || p.mb < 0 || p.mb >= mbe || p.nb / NBs != d || p.nb < 0) ++bad_range;
             if (!seen.insert(std::make_tuple(p.e, p.mb, p.nb)).second) ++bad_dup;
+            if (t % 7 == 0) {   // the kernel's warp count finds the same expert
+                const int64_t idx = t - (int64_t)d * per;
+                int e = 0;
+                for (int lane = 0; lane < 32; ++lane) e += expert_count<int64_t>(r.mbp.data(), E, NBs, idx, lane, 32);
+                bad_count += e != p.e;
+            }
         }
         // every (expert with tokens, m-block, n-block) is some tile
         int64_t want = 0;
@@ -110,6 +118,7 @@ static void test_numbering(void) {
     }
     CU_ASSERT_EQUAL(bad_range, 0);
     CU_ASSERT_EQUAL(bad_dup, 0);
+    CU_ASSERT_EQUAL(bad_count, 0);
     CU_ASSERT_EQUAL(cases, 300);
 }
 
@@ -119,7 +128,7 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
                                  float steal_waves, bool unaware, bool with_sweep = true) {
     const int G = (int)cta_dom.size();
     std::vector<int64_t> ctr(D, 0);
-    std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0);
+    std::vector<int> taken(per * D, 0), pos(G, 0), sweep(G, 0), first(G, 1);
     std::vector<int> active(G);
     uint32_t done = 0;   // the phase's dry-queue counter (kCtlDone1 / kCtlDone2)
     for (int i = 0; i < G; ++i) active[i] = i;
@@ -127,7 +136,8 @@ static std::vector<int> simulate(int64_t per, int D, const std::vector<int> &cta
         const int k = (int)rnd((uint32_t)active.size()), c = active[k];
         int64_t got = -1;
         if (unaware) {
-            const int64_t t = ctr[0]++;
+            const int64_t t = unaware_claim(first[c], (unsigned)c, (unsigned)G, first[c] ? 0u : (uint32_t)ctr[0]++);
+            first[c] = 0;
             if (t < per * D) got = t;
         } else {
             const bool steal = steal_allowed(per * D, steal_waves, (unsigned)G);

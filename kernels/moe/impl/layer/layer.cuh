@@ -29,10 +29,12 @@
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
-// Warp specialization: warp 8 makes the tile metadata (claims, list entries) a step ahead and
-// fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes, the wgmma tile's
-// by one tensor-map copy a stage (mbarrier full_a, with their bytes; plain weights by cp.async;
-// one warp issues every stage, so its operations per stage count), token rows by one bulk copy per row (full_b, with
+// Warp specialization: warp 11 (the scheduler) makes the tile metadata (claims, list entries) a
+// few entries ahead, so that one warp's instructions per tile and a claim's round trip stand
+// beside the stream, not in it (one warp doing both was what paced the decode tile); warp 8 (the
+// producer) fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes, the wgmma
+// tile's by one tensor-map copy a stage (mbarrier full_a, with their bytes; plain weights by
+// cp.async; one warp issues every stage, so its operations per stage count), token rows by one bulk copy per row (full_b, with
 // their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
 // an expert has more than a few tokens.
 // Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 256 != 0): weights on the mma's M side
@@ -68,10 +70,12 @@
 namespace ldmoe {
 namespace layer {
 
-constexpr int kThreads = 352;            // warps 0-7: consumers (two aligned warpgroups); warp 8: scheduler and
-constexpr int kConsumers = 256;          // producer; warps 9-10: the decode tile's combine warps
+constexpr int kThreads = 384;            // warps 0-7: consumers (two aligned warpgroups); warp 8: producer;
+constexpr int kConsumers = 256;          // warps 9-10: the decode tile's combine warps; warp 11: scheduler
 constexpr int kProd = 8;                 // the producer warp
 constexpr int kComb = 9;                 // the first combine warp (Cfg::CWARP; idle in the other tiles)
+constexpr int kSched = 11;               // the scheduler warp: claims and tile entries
+constexpr int kAhead = 2;                // entries the scheduler keeps made beyond the producer's
 constexpr int kCombW = 2;                // combine warps: record i goes to warp kComb + i % kCombW
 constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warps
 static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp");
@@ -162,6 +166,15 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+// Hand-overs between the scheduler and the producer warp through shared-memory words.
+__device__ __forceinline__ void st_release_cta(int32_t *p, int32_t v) {
+    asm volatile("st.release.cta.shared::cta.b32 [%0], %1;\n" ::"r"(s_u32(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ int32_t ld_acquire_cta(const int32_t *p) {
+    int32_t v;
+    asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];\n" : "=r"(v) : "r"(s_u32(p)) : "memory");
+    return v;
+}
 // Byte offset of 16-byte chunk c of row r in a token (B) stage buffer: rows of BK k, each padded
 // by 16 bytes, so a row lands by one bulk copy and ldmatrix's 8 rows fall in 8 distinct bank groups.
 template <int BK> __device__ __forceinline__ uint32_t brow(int r, int c) {
@@ -197,7 +210,7 @@ template <int BM, int BK, bool KBOX> __device__ __forceinline__ uint32_t aswz(in
 // ---- shared state ---------------------------------------------------------------------------
 template <int BN>
 struct Meta {
-    int32_t tile;     // -1: end of work
+    int32_t tile;     // the tile's index in its slice; -1: end of work
     int32_t phase;    // 1 or 2
     int32_t e, mb, nb, rows, mbg, ready;
     // Made once per tile so that a stage costs the producer only its k offset (one warp issues
@@ -223,12 +236,14 @@ struct Cfg {
     // over 32 KiB of weights), 256 for the mma.sync prefill tile (its token rows are 4x larger),
     // 128 for the wgmma tile (three stages of 128 weight and 128 token rows fit; six of 64 k were
     // slower, doc/moe.md).
-    static constexpr int BK = WG ? 128 : BN <= 16 ? 512 : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    // FP8 decode: 1024 (32 KiB of e4m3 weights a stage, as bf16's 512: one warp issues every stage,
+    // and its instructions per stage, not the bytes, bound a 16 KiB stage; decode-producer.txt).
+    static constexpr int BK = WG ? 128 : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
     static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 || (WG && BM == 64) ? 4 : 3;
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM == 64) ? 4 : 3;   // FP8 decode: 65 KiB stages
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
     static_assert(!WG || ((BM == 64 || BM == 128) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64 or 128 x 128");
@@ -241,7 +256,7 @@ struct Cfg {
     static constexpr bool CWARP = BN <= 16;
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
     // FP8: each consumer warp's k range in a stage is one 128-k scale block (decode 512 / 4, prefill 256 / 2)
-    static_assert(!F8 || (!WG && BK / WK == 128), "FP8 runs on the mma.sync tiles, a scale block per warp and stage");
+    static_assert(!F8 || (!WG && (BK / WK) % 128 == 0), "FP8 runs on the mma.sync tiles, whole scale blocks per warp and stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0, "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
@@ -272,7 +287,8 @@ struct Smem {
     Meta<BN> meta[kMeta];
     int32_t stage_entry[C::STAGES];   // meta sequence number a stage holds (-1: none)
     int32_t stage_k[C::STAGES];
-    int32_t mwritten;                 // meta entries written
+    int32_t mwritten;                 // meta entries written (the scheduler's)
+    int32_t pseq;                     // the entry the producer is on
     float epi_w[BN];
     int32_t epi_mask[BN];             // bit j: the token's pair j is valid
     int32_t comb[BN];                 // the token a slot write completed (-1: none)
@@ -472,6 +488,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
         sh.mwritten = 0;
+        sh.pseq = 0;
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(s_u32(&sh.full_a[s]), 32);
             mbar_init(s_u32(&sh.full_b[s]), 32);
@@ -490,6 +507,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
     const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
     const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
+    // what the entry maker would otherwise work out per tile (one warp makes every entry)
+    const bool steal1 = steal_allowed(per1 * D, p.steal_waves, gridDim.x), steal2 = steal_allowed(per2 * D, p.steal_waves, gridDim.x);
+    const uint32_t kmag = 0xffffffffu / (uint32_t)K;   // pair / K = token: __umulhi(pair, kmag), + 1 at most
+    const int rg1 = 2 * I / D / 16, rg2 = H / D / 16;   // 16-row groups per slice
+    const int kb1 = H / C::KBOX, kb2 = I / C::KBOX;     // boxes per group row
 
     // -- scheduler (the producer warp; lane 0 claims) --
     // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
@@ -510,6 +532,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // issue no stage meanwhile.
     uint32_t c_raw = 0;   // lane 0: the claim in flight: the counter's value (static: the tile)
     int c_q = -1;         // its queue; -1: none issued (this CTA's queues of the phase are dry)
+    bool c_first = true;  // unaware: the phase's first claim (unaware_claim)
     auto claim_issue = [&](int phase) {   // lane 0
         uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
         c_q = -1;
@@ -517,12 +540,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             c_raw = blockIdx.x + s_static++ * gridDim.x;
             c_q = 0;
         } else if (mode == LDMOE_MODE_UNAWARE) {
-            c_raw = atomicAdd(qc, 1u);
+            // Every CTA makes this first claim in both phases (a cooperative launch; total_mb is the
+            // same in every CTA): unaware mode has no sweep, so a CTA leaving early would lose tile blockIdx.
+            c_raw = unaware_claim(c_first, blockIdx.x, gridDim.x, c_first ? 0u : atomicAdd(qc, 1u));
+            c_first = false;
             c_q = 0;
         } else {
-            const bool steal = steal_allowed((phase == 1 ? per1 : per2) * D, p.steal_waves, gridDim.x);
+            const bool steal = phase == 1 ? steal1 : steal2;
             for (; s_q < D; ++s_q) {
-                const int q = (my_dom + s_q) % D;
+                const int q = my_dom + s_q - (my_dom + s_q >= D ? D : 0);
                 if (s_sweep || may_take(s_q, steal, sh.domcnt[q])) {
                     c_raw = atomicAdd(qc + q, 1u);
                     c_q = q;
@@ -531,12 +557,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     };
-    auto claim_resolve = [&](int phase) -> int64_t {   // lane 0; -1: this phase has no more for me
+    // lane 0: the claimed tile as slice << 32 | index in the slice; -1: this phase has no more for me
+    auto claim_resolve = [&](int phase) -> int64_t {
         const uint32_t per = (uint32_t)(phase == 1 ? per1 : per2);
         for (;;) {
             if (c_q >= 0) {
-                if (mode != LDMOE_MODE_AWARE) return c_raw < per * D ? (int64_t)c_raw : -1;
-                if (c_raw < per) return (int64_t)c_q * per + c_raw;
+                if (mode != LDMOE_MODE_AWARE) {   // one queue over the slices
+                    if (c_raw >= per * D) return -1;
+                    const uint32_t d = D == 1 ? 0u : c_raw / per;
+                    return (int64_t)d << 32 | (c_raw - d * per);
+                }
+                if (c_raw < per) return (int64_t)c_q << 32 | c_raw;
                 ++s_q;                 // that queue is dry: the next one, waited for here (rare)
                 claim_issue(phase);
                 continue;
@@ -555,19 +586,25 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // on the first step: no claim is resolved, so the entry maker takes the end-of-work branch.
     bool ended = false;
     int bstate = 0;             // 1: an entry decoded, its list loads in registers
-    int have = 0;               // entries written (warp 0's copy of sh.mwritten)
+    int have = 0;               // entries written (the scheduler warp's copy of sh.mwritten)
     int r_t = 0, r_ph = 0, r_e = 0, r_mb = 0, r_nb = 0, r_rows = 0, r_mbg = 0, r_wgs = 0, r_wgrp = 0;
     const unsigned char *r_wsrc = nullptr;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == kProd && lane == 0 && s_phase != 0) claim_issue(1);
+    if (warp == kSched && lane == 0 && s_phase != 0) claim_issue(1);
     // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
             Meta<BN> &m = sh.meta[have % kMeta];
             #pragma unroll
             for (int i = 0; i < (BN + 31) / 32; ++i)
-                if (lane + 32 * i < BN) { m.pair[lane + 32 * i] = r_pair[i]; m.tok[lane + 32 * i] = r_pair[i] / K; }
+                if (lane + 32 * i < BN) {
+                    const uint32_t pr = (uint32_t)r_pair[i];
+                    uint32_t tk = __umulhi(pr, kmag);
+                    tk += (tk + 1) * (uint32_t)K <= pr;
+                    m.pair[lane + 32 * i] = r_pair[i];
+                    m.tok[lane + 32 * i] = (int32_t)tk;
+                }
             if (lane == 0) {
                 m.tile = r_t; m.phase = r_ph; m.e = r_e; m.mb = r_mb; m.nb = r_nb;
                 m.rows = r_rows; m.mbg = r_mbg; m.ready = (int32_t)r_rd;
@@ -576,7 +613,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             bstate = 0;
             ++have;
             __syncwarp();
-            if (lane == 0) sh.mwritten = have;
+            if (lane == 0) st_release_cta(&sh.mwritten, have);
             return;
         }
         if (ended) return;
@@ -585,7 +622,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         t = __shfl_sync(0xffffffffu, t, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
-                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false;
+                s_phase = 2; s_q = 0; s_static = 0; s_sweep = false; c_first = true;
                 if (lane == 0) claim_issue(2);
                 return;
             }
@@ -593,16 +630,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             ended = true;
             ++have;
             __syncwarp();
-            if (lane == 0) sh.mwritten = have;
+            if (lane == 0) st_release_cta(&sh.mwritten, have);
             return;
         }
-        const int ph = s_phase;
-        const TilePos tp = decode_tile<uint32_t>(sh.mbp, E, ph == 1 ? NBs1 : NBs2, (uint32_t)(ph == 1 ? per1 : per2), (uint32_t)t);
+        const int ph = s_phase, NBs = ph == 1 ? NBs1 : NBs2;
+        const int td = (int)(t >> 32);
+        const uint32_t idx = (uint32_t)t;
+        // the tile's expert: the last e with mbp[e] * NBs <= idx, counted across the warp (layer_sched.h)
+        const int ce = expert_count<uint32_t>(sh.mbp, E, NBs, idx, lane, 32);
+        const TilePos tp = tile_in_expert<uint32_t>(sh.mbp, __reduce_add_sync(0xffffffffu, ce), NBs, td, idx);
         const int e = tp.e, mb = tp.mb;
-        r_t = (int)t; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
+        r_t = (int)idx; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
         if (lane == 0) {   // packed weights: slice d's group of expert e for n-block nbl, k 0
-            const int kb = (ph == 1 ? H : I) / C::KBOX;   // boxes per group row
-            const int64_t grp0 = ((int64_t)tp.d * E + e) * ((ph == 1 ? 2 * I : H) / D / 16) + tp.nbl * (BM / 16);
+            const int kb = ph == 1 ? kb1 : kb2;   // boxes per group row
+            const int64_t grp0 = ((int64_t)td * E + e) * (ph == 1 ? rg1 : rg2) + tp.nbl * (BM / 16);
             r_wsrc = reinterpret_cast<const unsigned char *>(ph == 1 ? p.w13 : p.w2) + grp0 * kb * 2048;
             r_wgs = kb * 2048;
             r_wgrp = (int)grp0;   // < E * max(2I, H) / 16: the host's tensor-map dims bound it
@@ -689,7 +730,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         };
         int known_ready = -1;   // entry whose readiness was seen
         for (int step = 0;; ++step) {
-            while (have <= lseq) sched_one();
+            while (ld_acquire_cta(&sh.mwritten) <= lseq) {}   // the scheduler warp makes it
             // deferred token rows whose GEMM1 rows are now done, in order
             while (pend_lo < pend_hi && ready_of(pend_lo, step - pend_lo >= C::STAGES - 1)) {
                 known_ready = sh.stage_entry[pend_lo % C::STAGES];
@@ -761,10 +802,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (pend_lo == pend_hi) pend_lo = step;
                 pend_hi = step + 1;
             }
-            // The next entries a step ahead, once this stage is on its way (before it, the first
-            // stage of a launch would wait out the second claim's round trip).
-            if (have <= lseq + 2) sched_one();
-            if (++lk == (Kd + BK - 1) / BK) { lk = 0; ++lseq; }
+            if (++lk == (Kd + BK - 1) / BK) {
+                lk = 0;
+                ++lseq;
+                __syncwarp();   // this warp's reads of the entry before the scheduler may reuse its slot
+                if (lane == 0) st_release_cta(&sh.pseq, lseq);
+            }
         }
     } else if (warp < kProd) {
         // ---- consumers: 8 warps, WM along the weight rows, WK splitting each stage's k ----
@@ -857,60 +900,63 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             } else {
                 const uint32_t a_s = s_u32(sh.ring[slot]), b_s = a_s + C::A_BYTES;
                 if constexpr (F8) {
-                    // Weight-only FP8: this warp's 128 k of the stage (one scale block) in steps of
+                    // Weight-only FP8: this warp's k of the stage, a 128-k scale block at a time, in steps of
                     // 32: the e4m3 A tile by ldmatrix as b16 (16 rows x 32 bytes), each register's
                     // four values to two bf16x2, two m16n8k16 per step over a k order permuted alike
                     // on the token side (k 4q..4q+3 and 16+4q..16+4q+3 by two 8-byte loads). The
                     // block's partial sum is scaled into acc in fp32 (DeepSeek's promotion).
-                    const int kw = wk * (BK / C::WK);   // this warp's first k in the stage
-                    if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
-                        const int kb = (ck * BK + kw) / 128;
-                        float sa, sb;   // scales of fragment rows g and g + 8
-                        if (p.f8row) {   // a scale per weight row (each lane its rows')
-                            if (m.phase == 1) {   // row g: gate channel ch, row g + 8: its up row
-                                const int64_t ch = (int64_t)m.e * 2 * I + m.nb * (BM / 2) + wm * 8 + (lane >> 2);
-                                sa = __ldg(p.s13 + ch);
-                                sb = __ldg(p.s13 + ch + I);
+                    #pragma unroll
+                    for (int blk = 0; blk < BK / C::WK / 128; ++blk) {
+                        const int kw = wk * (BK / C::WK) + blk * 128;   // this block's first k in the stage
+                        if (ck * BK + kw < kdim) {          // K a multiple of 128: a block is whole or absent
+                            const int kb = (ck * BK + kw) / 128;
+                            float sa, sb;   // scales of fragment rows g and g + 8
+                            if (p.f8row) {   // a scale per weight row (each lane its rows')
+                                if (m.phase == 1) {   // row g: gate channel ch, row g + 8: its up row
+                                    const int64_t ch = (int64_t)m.e * 2 * I + m.nb * (BM / 2) + wm * 8 + (lane >> 2);
+                                    sa = __ldg(p.s13 + ch);
+                                    sb = __ldg(p.s13 + ch + I);
+                                } else {
+                                    const int64_t r = (int64_t)m.e * H + m.nb * BM + wm * 16 + (lane >> 2);
+                                    sa = __ldg(p.s2 + r);
+                                    sb = __ldg(p.s2 + r + 8);
+                                }
+                            } else if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
+                                const int ch = m.nb * (BM / 2) + wm * 8;
+                                const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
+                                sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
+                                sb = __ldg(sc + ((I + ch) / 128) * (H / 128) + kb);
                             } else {
-                                const int64_t r = (int64_t)m.e * H + m.nb * BM + wm * 16 + (lane >> 2);
-                                sa = __ldg(p.s2 + r);
-                                sb = __ldg(p.s2 + r + 8);
+                                sa = sb = __ldg(p.s2 + ((int64_t)m.e * (H / 128) + (m.nb * BM + wm * 16) / 128) * (I / 128) + kb);
                             }
-                        } else if (m.phase == 1) {   // rows g: gate channel ch + g, g + 8: its up row
-                            const int ch = m.nb * (BM / 2) + wm * 8;
-                            const float *sc = p.s13 + (int64_t)m.e * (2 * I / 128) * (H / 128);
-                            sa = __ldg(sc + (ch / 128) * (H / 128) + kb);
-                            sb = __ldg(sc + ((I + ch) / 128) * (H / 128) + kb);
-                        } else {
-                            sa = sb = __ldg(p.s2 + ((int64_t)m.e * (H / 128) + (m.nb * BM + wm * 16) / 128) * (I / 128) + kb);
-                        }
-                        float tmp[C::NT][4];
-                        #pragma unroll
-                        for (int j = 0; j < C::NT; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
-                        const int g = lane >> 2, q = lane & 3;
-                        #pragma unroll
-                        for (int s = 0; s < BK / C::WK / 32; ++s) {
-                            const int k32 = kw / 32 + s;
-                            uint32_t a0, a1, a2, a3, l0, h0, l1, h1, l2, h2, l3, h3;
-                            ldsm4(a_s + aswz<BM, BK / 2, false>(wm * 16 + (lane & 15), 2 * k32 + (lane >> 4)), a0, a1, a2, a3);
-                            e4m3x4_bf16(a0, l0, h0);
-                            e4m3x4_bf16(a1, l1, h1);
-                            e4m3x4_bf16(a2, l2, h2);
-                            e4m3x4_bf16(a3, l3, h3);
+                            float tmp[C::NT][4];
                             #pragma unroll
-                            for (int j = 0; j < C::NT; ++j) {
-                                if (j < nn) {
-                                    const uint32_t rb = b_s + brow<BK>(j * 8 + g, 0) + k32 * 64 + q * 8;
-                                    const uint2 u = lds64(rb), v = lds64(rb + 32);
-                                    mma16816(tmp[j], l0, l1, l2, l3, u.x, v.x);
-                                    mma16816(tmp[j], h0, h1, h2, h3, u.y, v.y);
+                            for (int j = 0; j < C::NT; ++j) tmp[j][0] = tmp[j][1] = tmp[j][2] = tmp[j][3] = 0.f;
+                            const int g = lane >> 2, q = lane & 3;
+                            #pragma unroll
+                            for (int s = 0; s < 128 / 32; ++s) {
+                                const int k32 = kw / 32 + s;
+                                uint32_t a0, a1, a2, a3, l0, h0, l1, h1, l2, h2, l3, h3;
+                                ldsm4(a_s + aswz<BM, BK / 2, false>(wm * 16 + (lane & 15), 2 * k32 + (lane >> 4)), a0, a1, a2, a3);
+                                e4m3x4_bf16(a0, l0, h0);
+                                e4m3x4_bf16(a1, l1, h1);
+                                e4m3x4_bf16(a2, l2, h2);
+                                e4m3x4_bf16(a3, l3, h3);
+                                #pragma unroll
+                                for (int j = 0; j < C::NT; ++j) {
+                                    if (j < nn) {
+                                        const uint32_t rb = b_s + brow<BK>(j * 8 + g, 0) + k32 * 64 + q * 8;
+                                        const uint2 u = lds64(rb), v = lds64(rb + 32);
+                                        mma16816(tmp[j], l0, l1, l2, l3, u.x, v.x);
+                                        mma16816(tmp[j], h0, h1, h2, h3, u.y, v.y);
+                                    }
                                 }
                             }
-                        }
-                        #pragma unroll
-                        for (int j = 0; j < C::NT; ++j) {
-                            acc[j][0] += tmp[j][0] * sa; acc[j][1] += tmp[j][1] * sa;
-                            acc[j][2] += tmp[j][2] * sb; acc[j][3] += tmp[j][3] * sb;
+                            #pragma unroll
+                            for (int j = 0; j < C::NT; ++j) {
+                                acc[j][0] += tmp[j][0] * sa; acc[j][1] += tmp[j][1] * sa;
+                                acc[j][2] += tmp[j][2] * sb; acc[j][3] += tmp[j][3] * sb;
+                            }
                         }
                     }
                 } else {
@@ -1065,6 +1111,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     sh.erec[eseq % kEpi].rows = -1;
                     mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
                 }
+    } else if (warp == kSched) {
+        // ---- scheduler: claims and tile entries, kAhead entries beyond the producer's. The ring
+        // holds kMeta entries; the producer's and the consumers' (up to STAGES steps behind it,
+        // a step an entry at least) lie within STAGES + kAhead + 1 of it. The producer waits on
+        // this warp only when it has no entry, this warp on the producer only when it has
+        // kAhead: never both. GEMM2 entries' readiness loads wait here, not in the producer. ----
+        static_assert(C::STAGES + kAhead + 2 <= kMeta, "the entry ring");
+        while (!ended) {
+            while (have > ld_acquire_cta(&sh.pseq) + kAhead) __nanosleep(64);
+            sched_one();
+        }
     } else if (C::CWARP && warp >= kComb && warp < kComb + kCombW) {
         // ---- a combine warp: each of its GEMM2 tiles' arrivals on (token, n-block), then the sums of the
         // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0

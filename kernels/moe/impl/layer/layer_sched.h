@@ -22,21 +22,36 @@ struct TilePos {
     int d, nbl;      // the slice and the n-block within it
 };
 
+// A tile of slice d: index idx within the slice, over (expert e, n-block nbl, m-block mb) in that
+// order. e is the last expert with mbp[e] * NBs <= idx (never an empty one): decode_tile finds it
+// by bisection, the kernel by counting across a warp (expert_count); tile_in_expert does the rest.
+// Ix: the index type, 32 bits in the kernel (its host refuses 2^31 tiles a phase), 64 in the host tests.
+template <typename Ix> LDMOE_LAYER_FN TilePos tile_in_expert(const int32_t *mbp, int e, int NBs, int d, Ix idx) {
+    const int mbe = mbp[e + 1] - mbp[e];
+    const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
+    const int nbl = mbe == 1 ? (int)rem : (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
+    return TilePos{e, mb, d * NBs + nbl, d, nbl};
+}
+
+// The kernel's search: lane `lane` of `lanes` counts the e in 1..E-1 (1 + lane, 1 + lane + lanes,
+// ...) with mbp[e] * NBs <= idx; summed over the lanes, that is the tile's expert (mbp never
+// decreases, so those e are exactly 1..expert).
+template <typename Ix> LDMOE_LAYER_FN int expert_count(const int32_t *mbp, int E, int NBs, Ix idx, int lane, int lanes) {
+    int c = 0;
+    for (int e = 1 + lane; e < E; e += lanes) c += (Ix)mbp[e] * (Ix)NBs <= idx;
+    return c;
+}
+
 // mbp: exclusive prefix of m-blocks per expert (E + 1 entries, mbp[E] = total); 0 <= t < per * D.
-// Ix: the index type; the kernel decodes in 32 bits (its host refuses launches of 2^31 tiles or
-// more a phase: a claim is a 32-bit counter), the host tests in 64.
 template <typename Ix> LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, int E, int NBs, Ix per, Ix t) {
     const int d = (int)(t / per);
     const Ix idx = t - (Ix)d * per;
-    int lo = 0, hi = E - 1;   // expert: the last e with mbp[e] * NBs <= idx (never an empty one)
+    int lo = 0, hi = E - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
         if ((Ix)mbp[mid] * (Ix)NBs <= idx) lo = mid; else hi = mid - 1;
     }
-    const int e = lo, mbe = mbp[e + 1] - mbp[e];
-    const Ix rem = idx - (Ix)mbp[e] * (Ix)NBs;
-    const int nbl = (int)(rem / (Ix)mbe), mb = (int)(rem - (Ix)nbl * (Ix)mbe);
-    return TilePos{e, mb, d * NBs + nbl, d, nbl};
+    return tile_in_expert<Ix>(mbp, lo, NBs, d, idx);
 }
 
 // Tiles a phase has at most, with the smallest tile (16 tokens x 32 weight rows; an expert's
@@ -44,6 +59,14 @@ template <typename Ix> LDMOE_LAYER_FN TilePos decode_tile(const int32_t *mbp, in
 LDMOE_LAYER_FN int64_t phase_tiles_max(int64_t pairs, int E, int H, int I) {
     const int64_t rows = 2 * (int64_t)I > H ? 2 * (int64_t)I : H;
     return (pairs + 16 * (int64_t)E) / 16 * (rows / 32);
+}
+
+// Unaware mode: a CTA's first claim of a phase is tile blockIdx (every CTA of the cooperative
+// launch exists, so tiles 0 .. grid-1 are each taken once), its later ones the shared counter's
+// value + grid. The first tiles then cost no atomic: a launch's CTAs, all claiming at once on one
+// counter, waited microseconds for it (~4 us at T = 1 on an H100).
+LDMOE_LAYER_FN uint32_t unaware_claim(bool first, unsigned cta, unsigned grid, uint32_t counter) {
+    return first ? cta : counter + grid;
 }
 
 // Aware mode: a CTA takes from its own slice's queue (position 0), and from slice q's only when
