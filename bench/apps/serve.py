@@ -39,9 +39,9 @@ the default sizes are multiples of 2 MiB, so PyTorch's caching allocator asks cu
 for exactly these sizes). Not modelled: rotary embeddings, sampling other than greedy.
 
 Backends for the expert GEMMs: torch (torch._grouped_mm, default), ldmoe (the project's
-kernels/moe/ldmoe.py over libldmoe.so; --moe grouped, the default: its grouped GEMM in the
-same layer as the torch backend; --moe fused: ldmoe.moe, one call from the routing to the
-combined output), loop (one matmul per expert; reference, CPU). The router (GEMM, softmax,
+kernels/moe/ldmoe.py over libldmoe.so; --moe fused, the default where it runs: ldmoe.moe, one
+call from the routing to the combined output; --moe grouped, the default with split or fp8
+weights: its grouped GEMM in the same layer as the torch backend), loop (one matmul per expert; reference, CPU). The router (GEMM, softmax,
 top-k, renormalized weights) is the same code in every backend.
 Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own, ldmoe.pack;
 --backend ldmoe only; with --moe fused the fused layer's own, ldmoe.pack_moe, which keeps the
@@ -146,10 +146,11 @@ def parse_args(argv=None):
     p.add_argument("--domains", type=int, default=2,
                    help="D of --layout split or packed (default 2)")
     p.add_argument("--moe", choices=("grouped", "fused"), default=None,
-                   help="MoE layer of --backend ldmoe: grouped (default: sort, gather, the grouped "
-                        "GEMMs over w13 and w2, SwiGLU, combine, as the torch backend) or fused "
-                        "(ldmoe.moe: the routed experts in one library call; bf16, --layout plain "
-                        "or packed)")
+                   help="MoE layer of --backend ldmoe: fused (ldmoe.moe: the routed experts in "
+                        "one library call; bf16, --layout plain or packed; the default where it "
+                        "runs) or grouped (sort, gather, the grouped GEMMs over w13 and w2, "
+                        "SwiGLU, combine, as the torch backend; the default with --layout split "
+                        "or --dtype fp8)")
     p.add_argument("--ldmoe-mode", choices=("auto", "aware", "unaware", "static"),
                    default="auto", help="scheduling mode of --backend ldmoe (default auto: "
                    "what the shim publishes for the state)")
@@ -222,7 +223,9 @@ def parse_args(argv=None):
             p.error("--dtype fp8 needs --hidden and --ffn divisible by 16 (e4m3 rows of 16-byte chunks)")
     if a.moe is not None and a.backend != "ldmoe":
         p.error("--moe %s is a choice of --backend ldmoe" % a.moe)
-    a.moe = a.moe or ("grouped" if a.backend == "ldmoe" else None)
+    if a.backend == "ldmoe" and a.moe is None:
+        # the fused layer where it runs (bf16, plain or packed weights), else the grouped GEMM
+        a.moe = "fused" if a.layout != "split" and a.dtype not in ("fp8", "fp32") and not on_cpu else "grouped"
     if a.moe == "fused":
         if a.layout == "split":
             p.error("--moe fused takes --layout plain or packed (libldmoe's fused layer reads "

@@ -155,8 +155,8 @@ class TestServeNoGpu(unittest.TestCase):
         # 8 experts, ffn 1000, hidden 520, D=2: w13 (N=2000, K=520) 8 row blocks of 128 per
         # slice (1000 rows), 12 k blocks (3 x 256 k): 2*8*8*12 boxes of 16 KiB; w2 (N=520,
         # K=1000): 3 row blocks (260 rows), 16 k blocks: 2*8*3*16.
-        sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--ffn", "1000",
-                                "--hidden", "520", "--no-attention")
+        sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "grouped",
+                                "--ffn", "1000", "--hidden", "520", "--no-attention")
         self.assertEqual(sizes, [2 * 8 * 3 * 16 * 16384, 2 * 8 * 8 * 12 * 16384])
         # --moe fused: ldmoe.pack_moe keeps the plain shapes and bytes (bf16), padding or not
         # (H = 640: the grouped GEMM's packed w13 pads k to 768)
@@ -305,10 +305,15 @@ class TestServeNoGpu(unittest.TestCase):
                                          "kernels; is CUPTI available?)\n")
 
     def test_moe_option(self):
-        """--moe: grouped by default with --backend ldmoe, nothing for the other backends;
-        fused refused where the fused layer cannot run, with the reason."""
+        """--moe: fused by default with --backend ldmoe where the fused layer runs, grouped
+        where it does not (split or fp8 weights), nothing for the other backends; fused asked
+        for where it cannot run is refused, with the reason."""
         s = load_serve()
-        for args, moe in [([], None), (["--backend", "ldmoe"], "grouped"),
+        for args, moe in [([], None), (["--backend", "ldmoe"], "fused"),
+                          (["--backend", "ldmoe", "--layout", "packed"], "fused"),
+                          (["--backend", "ldmoe", "--layout", "split"], "grouped"),
+                          (["--backend", "ldmoe", "--dtype", "fp8"], "grouped"),
+                          (["--backend", "ldmoe", "--moe", "grouped", "--layout", "packed"], "grouped"),
                           (["--backend", "ldmoe", "--moe", "fused"], "fused"),
                           (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed"], "fused")]:
             self.assertEqual(s.parse_args(args).moe, moe, args)
