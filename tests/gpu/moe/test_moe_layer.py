@@ -374,6 +374,7 @@ def main():
         (9, 8, 256, 128, 4, "dup"),
         (300, 32, 512, 256, 8, "random"),   # prefill tiles (T*k > 16 E)
         (129, 8, 256, 384, 2, "one"),       # prefill, one expert gets every token
+        (400, 8, 512, 256, 4, "random"),    # prefill of >= 192 pairs per expert, H and 2I multiples of 512: the 256-row tile
         (200, 8, 384, 128, 2, "random"),    # prefill: H % 256 != 0 takes the mma.sync 64 x 64 tile at every D
         (50, 32, 256, 128, 16, "random"),
         (7, 256, 256, 128, 8, "random"),
@@ -387,6 +388,7 @@ def main():
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
+                 lambda: run_case(gen, 400, 8, 512, 256, 4, layouts=("packed1", "packed2")),
                  lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen)]
     for st in steps:
         try:
