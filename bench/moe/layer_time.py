@@ -7,7 +7,7 @@ median over REPS replays; floor = max(touched experts' weight bytes / copy bandw
 FLOPs / dense bf16 GEMM rate), both measured in the same run (copy: a 1 GiB device-to-device
 copy, read + write bytes; GEMM: torch.matmul 8192^3 bf16). Prints one line per case:
 time (us), byte floor (us), FLOP floor (us), time / floor. --gemm-peer adds the layer's two expert
-GEMMs alone by torch._grouped_mm (cuBLAS; tokens already sorted by expert, no routing, SwiGLU,
+GEMMs alone by torch._grouped_mm (tokens already sorted by expert, no routing, SwiGLU,
 gather or combine) in the same graph set-up, and their time / floor: what the strongest grouped
 GEMM we can run reaches at that routing. The full benchmark with peers is
 bench/moe/bench_layer.py; this one only steers development.

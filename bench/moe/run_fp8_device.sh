@@ -46,7 +46,7 @@ if [ "$stage" = bench ] || [ "$stage" = all ]; then
 fi
 if [ "$stage" = serve ] || [ "$stage" = all ]; then
   for args in "--dtype fp8 --backend torch" "--dtype fp8 --backend ldmoe --layout packed" \
-              "--backend ldmoe --layout packed"; do
+              "--backend ldmoe --moe grouped --layout packed"; do
     echo "== serve.py $args --check" | tee -a "$OUTD/serve.log"
     python3 bench/apps/serve.py $args --check --no-busy 2>&1 | tee -a "$OUTD/serve.log" |
       { grep -E "^(check|decode|generated|serve.py)" || true; } || rc=1

@@ -46,8 +46,8 @@
 // (no reduction), one wgmma group in flight across stages. Its token rows reach a stage by one
 // bulk copy per 64-k box: after the routing, the routed x is written once in the stages' image
 // (img_off), and GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were
-// its limit. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode), 256
-// (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
+// its limit. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode;
+// 1024 for FP8), 256 (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
 // keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
@@ -256,7 +256,7 @@ struct Cfg {
     // 128 tokens x BM columns per tile: all consumers do it.
     static constexpr bool CWARP = BN <= 16;
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
-    // FP8: each consumer warp's k range in a stage is one 128-k scale block (decode 512 / 4, prefill 256 / 2)
+    // FP8: each consumer warp's k range in a stage is whole 128-k scale blocks (decode 1024 / 4: two, prefill 256 / 2: one)
     static_assert(!F8 || (!WG && (BK / WK) % 128 == 0), "FP8 runs on the mma.sync tiles, whole scale blocks per warp and stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(WG || (BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0), "warp layout");
@@ -514,14 +514,14 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int rg1 = 2 * I / D / 16, rg2 = H / D / 16;   // 16-row groups per slice
     const int kb1 = H / C::KBOX, kb2 = I / C::KBOX;     // boxes per group row
 
-    // -- scheduler (the producer warp; lane 0 claims) --
+    // -- scheduler (warp kSched; lane 0 claims) --
     // Queues: aware: one per slice, own first, others when stealing is allowed (the phase holds
     // steal_waves waves of tiles, or the slice's domain has no SM); unaware: one queue over all
     // slices (counter of slice 0); static: tile blockIdx.x + i * grid.
-    // The tile metadata is made in steps spread over the main loop's iterations so that no global
-    // latency stalls the CTA: lane 0 always holds the claim for the next entry in flight (its
-    // value is read an iteration later), the list loads of a decoded entry land in registers and
-    // are written to the ring an iteration after that.
+    // The tile metadata is made in steps (sched_one) so that no global latency stalls the warp:
+    // lane 0 always holds the claim for the next entry in flight (its value is read a step later),
+    // the list loads of a decoded entry land in registers and are written to the ring a step after
+    // that.
     const int mode = sh.mode;
     const int my_dom = sh.my_dom;
     int s_phase = total_mb > 0 ? 1 : 0;   // phase of the claim in flight; 0: done
@@ -529,8 +529,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     bool s_sweep = false;                 // aware: this CTA sweeps the phase's queues
     uint32_t s_static = 0;
     // A claim is issued (the counter's atomic) and resolved (its value read) apart, an entry later:
-    // its round trip is longer than a decode stage, and the producer warp waiting on it would
-    // issue no stage meanwhile.
+    // its round trip is longer than a decode stage, and the scheduler waiting on it would fall
+    // behind the producer.
     uint32_t c_raw = 0;   // lane 0: the claim in flight: the counter's value (static: the tile)
     int c_q = -1;         // its queue; -1: none issued (this CTA's queues of the phase are dry)
     bool c_first = true;  // unaware: the phase's first claim (unaware_claim)
@@ -593,7 +593,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
     if (warp == kSched && lane == 0 && s_phase != 0) claim_issue(1);
-    // One step of the producer warp's entry maker; returns after at most one global round trip it waits on.
+    // One step of the scheduler warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
             Meta<BN> &m = sh.meta[have % kMeta];
