@@ -260,7 +260,7 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
  * in ONE persistent launch: routing on the device (per-expert counts, offsets and lists: no host
  * synchronization, fixed launch shape), GEMM1 over tokens gathered from x with SwiGLU in its
  * epilogue (h = bf16(silu(g)·u), g and u accumulated in fp32), GEMM2 with the routing weight in
- * its epilogue (fp32, one slot per (token, j)), and a combine that sums a token's slots in j
+ * its epilogue (a bf16 slot per (token, j)), and a combine that sums a token's slots in fp32 in j
  * order (no float atomics): out is bit-identical run to run, whatever the grid size, SM binding
  * or placement state. GEMM2 tiles of an (expert, token block) start once that block's GEMM1
  * tiles are done (per-expert readiness, no grid barrier between the GEMMs).

@@ -110,7 +110,7 @@ struct LayerWs {
     uint32_t *ctl, *ready, *arrive;
     int32_t *list, *tokvalid;
     __nv_bfloat16 *h, *ximg;
-    float *slot;
+    __nv_bfloat16 *slot;
 };
 // The wgmma tile's stage images (layer.cuh, img_off): img_blocks_max m-blocks (layer_sched.h) of
 // kImgRows rows, stages of BK k (a half-filled last one zero-padded). A launch of `pairs` takes the
@@ -138,7 +138,7 @@ size_t layout_ws(LayerWs &w, unsigned char *base) {
     const size_t h_plain = (size_t)w.cap_pairs * w.cap_I, h_img = img_elems(w.cap_img, w.cap_E, w.cap_I);
     w.h = (__nv_bfloat16 *)take((h_plain > h_img ? h_plain : h_img) * 2);   // one layout per launch
     w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_img, w.cap_E, w.cap_H) * 2);
-    w.slot = (float *)take((size_t)w.cap_pairs * w.cap_H * 4);
+    w.slot = (__nv_bfloat16 *)take((size_t)w.cap_pairs * w.cap_H * 2);
     (void)zero_bytes;
     return off;
 }

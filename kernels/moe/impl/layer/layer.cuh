@@ -19,13 +19,14 @@
 //      wgmma tile: its image), then the (expert, m-block)'s readiness counter is incremented.
 //      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
 //      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
-//      readiness, no grid barrier). Epilogue: acc · routing weight -> slot[(t,k), H] fp32.
-//   4. combine, fused: each slot write counts an arrival on (token, n-block of H); the CTA whose
-//      arrival completes the token's valid pairs sums its k slots in k order and writes out.
-//      So the sum's order is fixed: out is bit-identical whatever CTA or SM computed what.
-//      The decode tile hands each GEMM2 tile's arrivals and sums to warps 9-10 (a 4-record ring,
-//      records taken in turn), so its consumers go on to the next tile instead of waiting out two
-//      global round trips.
+//      readiness, no grid barrier). Epilogue: bf16(acc · routing weight) -> slot[(t,k), H].
+//   4. combine: a token's valid slots summed in fp32 in k order, so out is bit-identical
+//      whatever CTA or SM computed what. mma.sync tiles: each slot write counts an arrival on
+//      (token, n-block of H) and the CTA whose arrival completes the token sums it; the decode
+//      tile hands each GEMM2 tile's arrivals and sums to warps 9-10 (a 4-record ring, records
+//      taken in turn), so its consumers go on to the next tile instead of waiting out two global
+//      round trips. The wgmma tile: every thread after a last grid barrier, one pass (those round
+//      trips per tile cost it more than the pass).
 //   5. the last CTA to leave zeroes the counters the next launch needs at zero (counts, readiness,
 //      queues); the barrier and arrival counters reset themselves. No host reset, graph-safe.
 //
@@ -108,7 +109,7 @@ struct LParams {
     uint32_t *arrive;    // [T][H / BM]
     __nv_bfloat16 *h;    // [cap][I]; the wgmma tile: the stage image of h (img_off)
     __nv_bfloat16 *ximg; // the wgmma tile: the stage image of the routed x (img_off)
-    float *slot;         // [cap][H]
+    __nv_bfloat16 *slot; // [cap][H]: a pair's w·y, bf16 (the sum is fp32; half the bytes of fp32 slots)
     const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]; rowwise [E][2I], [E][H]
     int32_t T, E, H, I, k, D, packed, mode, cap, f8row;
     float steal_waves;
@@ -330,8 +331,10 @@ __device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t ms
     #pragma unroll
     for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
         if (kk < K && ((msk >> kk) & 1)) {
-            const float4 v = __ldcg(reinterpret_cast<const float4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
-            sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+            const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p.slot + ((int64_t)t * K + kk) * H + col));
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v.y));
+            sum.x += lo.x; sum.y += lo.y; sum.z += hi.x; sum.w += hi.y;
         }
     }
     __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
@@ -1016,11 +1019,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                     __floats2bfloat162_rn(hv[0], hv[1]);
                             }
                         } else {
-                            float *sl = p.slot + (int64_t)m.pair[col] * H + m.nb * BM + 2 * q;
+                            __nv_bfloat16 *sl = p.slot + (int64_t)m.pair[col] * H + m.nb * BM + 2 * q;
                             const float w = sh.epi_w[col];
                             #pragma unroll
                             for (int j = 0; j < BM / 8; ++j)
-                                __stcg(reinterpret_cast<float2 *>(sl + 8 * j), make_float2(wacc[4 * j + 2 * hr] * w, wacc[4 * j + 2 * hr + 1] * w));
+                                __stcg(reinterpret_cast<__nv_bfloat162 *>(sl + 8 * j), __floats2bfloat162_rn(wacc[4 * j + 2 * hr] * w, wacc[4 * j + 2 * hr + 1] * w));
                         }
                     }
                 }
@@ -1064,10 +1067,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                             for (int u = 0; u < 2; ++u) {
                                 const int col = j * 8 + cc + u;
                                 if (j < nn && col < m.rows) {
-                                    float *sl = p.slot + (int64_t)m.pair[col] * H;
+                                    __nv_bfloat16 *sl = p.slot + (int64_t)m.pair[col] * H;
                                     const float w = sh.epi_w[col];
-                                    __stcg(sl + row, acc[j][u] * w);
-                                    __stcg(sl + row + 8, acc[j][2 + u] * w);
+                                    __stcg(sl + row, __float2bfloat16_rn(acc[j][u] * w));
+                                    __stcg(sl + row + 8, __float2bfloat16_rn(acc[j][2 + u] * w));
                                 }
                             }
                         }
@@ -1079,6 +1082,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (ctid == 0) red_release(p.ready + m.mbg, 1u);
                 continue;
             }
+            if constexpr (C::WG) continue;   // combined after the last GEMM2 tile (below)
             if constexpr (C::CWARP) {
                 if (ctid == 0) mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
                 ++eseq;
@@ -1157,6 +1161,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
     }
     cp_wait<0>();
+    if constexpr (C::WG) {
+        // The wgmma tiles' combine: after every GEMM2 tile (a grid barrier), all threads stream
+        // the slots, 4 columns of a token each, its valid slots summed in j order. Per GEMM2 tile,
+        // arrival atomics and slot loads would be two global round trips the tensor cores wait
+        // out; here they are one pass at the copy rate.
+        grid_barrier(ctl);
+        const int per = H / 4;
+        const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * kThreads;
+        for (int64_t w = (int64_t)blockIdx.x * kThreads + tid; w < items; w += stride) {
+            const int32_t t = (int32_t)(w / per);
+            const int32_t msk = __ldcg(p.tokvalid + t);
+            if (msk) combine4(p, t, msk, (int)(w - (int64_t)t * per) * 4);
+        }
+    }
 
     // -- 5. the last CTA out resets what the next launch needs at zero --
     __syncthreads();
