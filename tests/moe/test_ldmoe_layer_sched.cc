@@ -2,8 +2,8 @@
 // (kernels/moe/impl/layer/layer_sched.h, the functions the kernel calls) on the CPU: every tile of
 // a phase decodes to a distinct (expert, m-block, n-block) inside its slice, and CTAs claiming by
 // the kernel's rule, in random interleavings, take every tile exactly once — with unequal domains,
-// a domain without SMs, stealing on and off, and one queue (unaware); and the wgmma tile's stage
-// images are sized for every routing's m-blocks.
+// a domain without SMs, stealing on and off, and one queue (unaware); the tile a launch takes;
+// and the wgmma tile's stage images are sized for every routing's m-blocks.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,14 @@ using ldmoe::layer::decode_tile;
 using ldmoe::layer::expert_count;
 using ldmoe::layer::img_blocks_cap;
 using ldmoe::layer::img_blocks_max;
+using ldmoe::layer::kDecodePairs;
 using ldmoe::layer::kImgRows;
+using ldmoe::layer::kTileDecode;
+using ldmoe::layer::kTileMma;
+using ldmoe::layer::kTileWg;
+using ldmoe::layer::kTileWg256;
+using ldmoe::layer::kWg256Pairs;
+using ldmoe::layer::layer_tile;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::sweep_after;
@@ -231,6 +238,45 @@ static void test_rule(void) {
     CU_ASSERT_TRUE(may_take(1, false, 0));               // a slice whose domain has no SM: always
 }
 
+// The tile choice (moe_run): thresholds at their boundaries, the three model shapes, and for
+// random shapes the rule's promises: the same tile packed for one domain or two (the tiles sum in
+// different orders), whole 128- / 256-row blocks in every slice of a wgmma tile, FP8 (major 0)
+// and non-Hopper never on wgmma, more pairs never a smaller tile.
+static void test_tile_choice(void) {
+    const int E = 128, H = 2048, I = 768;   // Qwen3-30B-A3B
+    CU_ASSERT_EQUAL(layer_tile(kDecodePairs * E / 8, 8, E, H, I, 2, 9), kTileDecode);
+    CU_ASSERT_EQUAL(layer_tile(kDecodePairs * E / 8 + 1, 8, E, H, I, 2, 9), kTileWg);
+    CU_ASSERT_EQUAL(layer_tile(kWg256Pairs * E / 8 - 1, 8, E, H, I, 2, 9), kTileWg);
+    CU_ASSERT_EQUAL(layer_tile(kWg256Pairs * E / 8, 8, E, H, I, 2, 9), kTileWg256);
+    CU_ASSERT_EQUAL(layer_tile(4096, 6, 64, 2048, 1408, 2, 9), kTileWg);      // DeepSeek-V2-Lite: 2I = 2816
+    CU_ASSERT_EQUAL(layer_tile(4096, 2, 8, 4096, 14336, 2, 9), kTileWg256);   // Mixtral
+    CU_ASSERT_EQUAL(layer_tile(4096, 2, 8, 4096, 14336, 2, 10), kTileMma);    // not Hopper
+    CU_ASSERT_EQUAL(layer_tile(4096, 2, 8, 4096, 14336, 2, 0), kTileMma);     // FP8 asks with major 0
+    CU_ASSERT_EQUAL(layer_tile(4096, 8, 128, 640, 768, 1, 9), kTileMma);      // H % 256 != 0: no wgmma tile
+    CU_ASSERT_EQUAL(layer_tile(0, 8, 128, 2048, 768, 2, 9), kTileDecode);     // T = 0
+    int bad = 0, cases = 0;
+    for (int it = 0; it < 20000; ++it) {
+        const int Ex = 1 + (int)rnd(256), k = 1 + (int)rnd(16);
+        const int Hx = 128 * (1 + (int)rnd(64)), Ix = 128 * (1 + (int)rnd(128));   // the API's alignment at D = 2
+        const int64_t T = rnd(8) == 0 ? (int64_t)rnd(4) : (int64_t)rnd(60000);
+        const int major = rnd(4) == 0 ? 8 + (int)rnd(3) : 9;
+        const int t1 = layer_tile(T, k, Ex, Hx, Ix, 1, major), t2 = layer_tile(T, k, Ex, Hx, Ix, 2, major);
+        bad += t1 != t2;
+        for (int D = 1; D <= 2; ++D) {
+            if (t2 == kTileWg) bad += (Hx / D) % 128 != 0 || (2 * Ix / D) % 128 != 0;
+            if (t2 == kTileWg256) bad += (Hx / D) % 256 != 0 || (2 * Ix / D) % 256 != 0;
+        }
+        bad += (t2 == kTileWg || t2 == kTileWg256) && major != 9;
+        bad += layer_tile(T, k, Ex, Hx, Ix, 2, 0) == kTileWg || layer_tile(T, k, Ex, Hx, Ix, 2, 0) == kTileWg256;
+        const int tm = layer_tile(T + 1 + rnd(100000), k, Ex, Hx, Ix, 2, major);   // more pairs
+        const auto rank = [](int t) { return t == kTileDecode ? 0 : t == kTileWg256 ? 2 : 1; };
+        bad += rank(tm) < rank(t2);
+        ++cases;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cases, 20000);
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe layer scheduling (host)", NULL, NULL);
     CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
@@ -238,4 +284,5 @@ static void register_tests(void) {
     CU_add_test(s, "sweep: a map counting SMs where no CTA runs still has every tile taken once", test_sweep);
     CU_add_test(s, "steal rule", test_rule);
     CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
+    CU_add_test(s, "tile choice: boundaries, model shapes, one tile for D = 1 and 2 (20000 shapes)", test_tile_choice);
 }

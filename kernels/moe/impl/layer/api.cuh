@@ -9,15 +9,6 @@
 namespace ldmoe {
 namespace layer {
 
-// Tile choice (layer_tile): the decode tile up to kDecodePairs pairs per expert on average, above
-// it the wgmma tile of kWgBM weight rows on Hopper when H % (2 kWgBM) == 0 (else the mma.sync 64 x 64 one).
-// Both chosen by measurement (doc/moe.md, "The fused MoE layer"): from 8 tokens per expert the
-// decode tile's 16-token tiles stream a popular expert's weights once per 16 tokens; 128 weight
-// rows rather than 64 halve the token bytes each stage moves per weight byte.
-constexpr int kDecodePairs = 8;
-constexpr int kWgBM = 128;
-constexpr int kWg256Pairs = 192;
-
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 weight rows x 128
 // tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere.
@@ -226,23 +217,6 @@ static void layer_release_device(int dev) {
 // the API
 
 struct LayerCfg { const void *fn; int smem; };
-// The tile of a launch, by tokens per expert on average (no host sync: the routing is on the
-// device): 0 decode, 1 the mma.sync prefill tile, 2 the wgmma prefill tile (Hopper: its kernel is
-// built for sm_90a only).
-// The wgmma and mma.sync tiles sum k in different orders, so the choice must not depend on D: a
-// program packed for one domain (no map, stock) and for two (the aware states) gets the same
-// tile and bit-identical outputs. The wgmma tile needs H % (kWgBM * D) == 0; asking for
-// kWgBM * 2 at D <= 2 makes the rule one for both. (D > 2 — no GPU has more than two domains
-// today — may still change the tile.)
-static int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
-    if (T * k <= (int64_t)kDecodePairs * E) return 0;
-    if (major != 9) return 1;
-    const int dd = D > 2 ? D : 2;
-    // 256 weight rows where the experts average >= kWg256Pairs tokens (a token box then feeds
-    // twice the weight rows: 43 multiply-adds per L2 byte against 32), 128 elsewhere.
-    if (T * k >= (int64_t)kWg256Pairs * E && H % (256 * dd) == 0 && (2 * I) % (256 * dd) == 0) return 5;
-    return H % (kWgBM * dd) == 0 ? 2 : 1;
-}
 template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
@@ -298,12 +272,12 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     // FP8 (weight-only) runs on the mma.sync tiles: decode, else the 64 x 64 prefill tile.
-    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == 0 ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
-    const bool wg = ci == 2 || ci == 5;
-    const LayerCfg c = ci == 0   ? layer_cfg<32, 16>()
-                       : ci == 1 ? layer_cfg<64, 64>()
-                       : ci == 2 ? layer_cfg<kWgBM, kImgRows>()
-                       : ci == 5 ? layer_cfg<256, kImgRows>()
+    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == kTileDecode ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
+    const bool wg = ci == kTileWg || ci == kTileWg256;
+    const LayerCfg c = ci == kTileDecode ? layer_cfg<32, 16>()
+                       : ci == kTileMma  ? layer_cfg<64, 64>()
+                       : ci == kTileWg   ? layer_cfg<kWgBM, kImgRows>()
+                       : ci == kTileWg256 ? layer_cfg<256, kImgRows>()
                        : ci == 3 ? layer_cfg<32, 16, true>()
                                  : layer_cfg<64, 64, true>();
     int sms = 0;
@@ -335,7 +309,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     if (maps) {
-        auto mk = ci == 5 ? layer_weight_map<256> : layer_weight_map<kWgBM>;
+        auto mk = ci == kTileWg256 ? layer_weight_map<256> : layer_weight_map<kWgBM>;
         if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
             (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
             return rc;

@@ -82,6 +82,29 @@ LDMOE_LAYER_FN bool may_take(int pos, bool steal, int domain_sms) { return pos =
 // slices of domains no CTA runs on (usually nothing).
 LDMOE_LAYER_FN bool sweep_after(uint32_t before, unsigned grid) { return before + 1 == grid; }
 
+// The tile of a launch (api.cuh's moe_run), by pairs per expert on average (no host sync: the
+// routing is on the device): kTileDecode up to kDecodePairs (from 8 tokens per expert the decode
+// tile's 16-token tiles would stream a popular expert's weights once per 16 tokens); above it on
+// Hopper (major 9) the wgmma tile of kWgBM weight rows (128 rather than 64 halve the token bytes
+// a stage moves per weight byte), of 256 rows where experts average >= kWg256Pairs (a token box
+// then feeds twice the weight rows: 43 multiply-adds per L2 byte against 32), elsewhere the
+// mma.sync 64 x 64 tile (doc/moe.md, "The fused MoE layer"). The tiles sum k in different orders,
+// so the choice must not depend on D: a program packed for one domain (no map, stock) and for two
+// (the aware states) gets the same tile and bit-identical outputs. A wgmma tile needs whole
+// 128- (256-)row blocks in every slice; asking for them at D = 2 whenever D <= 2 makes the rule
+// one for both. (D > 2 — no GPU has more than two domains today — may still change the tile.)
+constexpr int kDecodePairs = 8;
+constexpr int kWgBM = 128;
+constexpr int kWg256Pairs = 192;
+enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileWg256 = 5 };   // moe_run's config index
+LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
+    if (T * k <= (int64_t)kDecodePairs * E) return kTileDecode;
+    if (major != 9) return kTileMma;
+    const int dd = D > 2 ? D : 2;
+    if (T * k >= (int64_t)kWg256Pairs * E && H % (256 * dd) == 0 && (2 * I) % (256 * dd) == 0) return kTileWg256;
+    return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
+}
+
 // The wgmma tile's stage images (layer.cuh, img_off) hold m-blocks of kImgRows token rows; an
 // expert's partial block costs at most one more, so a launch of `pairs` valid pairs over E experts
 // has at most pairs / kImgRows + E of them (the host sizes the images by this).
