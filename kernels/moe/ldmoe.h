@@ -291,7 +291,7 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
  * and the stream's error flag is set; ldmoe_moe_errors() reads and clears it.
  *
  * Workspace: per (device, stream), as for the grouped GEMM, sized for the largest T*k, T, E, H,
- * I seen (about T*k * (4H + 2I + 4E) bytes; at prefill on Hopper, more than 8 pairs per expert,
+ * I seen (about T*k * (2H + 2I + 4E) bytes; at prefill on Hopper, more than 8 pairs per expert,
  * also the stage images: about (T*k + 128 (E + 1)) * 2 (H + I) bytes). It grows only outside a stream capture: make one
  * call at the largest size (or ldmoe_moe_reserve) before capturing; a captured call then
  * allocates nothing and never synchronizes, and each replay runs the routing it finds in

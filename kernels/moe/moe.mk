@@ -100,13 +100,15 @@ test-moe-layer-sched: $(LDMOE_LAYER_SCHED_TEST) | $(RESULTS)
 	$(LDMOE_LAYER_SCHED_TEST) $(RESULTS)/test-moe-layer-sched
 
 # The fused layer on the GPU (tests/gpu/moe/test_moe_layer.py): plainly, then in a process bound
-# to domain 0's SMs (a smaller grid), whose outputs must equal the first run's bit for bit.
-test-gpu-moe-layer: $(LDMOE_LIB) $(SHIM_LIB) | $(RESULTS)
+# to domain 0's SMs (a smaller grid), whose outputs must equal the first run's bit for bit, and
+# which fails unless the shim did bind it. The shim by its path: shim/shim.mk is included after
+# this file, so $(SHIM_LIB) is still empty where this rule's prerequisites are read.
+test-gpu-moe-layer: $(LDMOE_LIB) $(BUILD)/libldshim.so | $(RESULTS)
 	@rm -f $(RESULTS)/test-gpu-moe-layer-*; d=$$(mktemp -d); rc=0; \
 	LDMOE_LIB=$(abspath $(LDMOE_LIB)) $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest \
 	  --result $(RESULTS)/test-gpu-moe-layer-plain || rc=1; \
-	LD_PRELOAD=$(abspath $(SHIM_LIB)) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
-	  $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest --result $(RESULTS)/test-gpu-moe-layer-bound || rc=1; \
+	LD_PRELOAD=$(abspath $(BUILD)/libldshim.so) LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$(abspath $(LDMOE_LIB)) \
+	  $(PYTHON) tests/gpu/moe/test_moe_layer.py --digest $$d/digest --bound --result $(RESULTS)/test-gpu-moe-layer-bound || rc=1; \
 	rm -rf $$d; for r in plain bound; do [ -s $(RESULTS)/test-gpu-moe-layer-$$r ] || echo "0 1" > $(RESULTS)/test-gpu-moe-layer-$$r; done; \
 	cat $(RESULTS)/test-gpu-moe-layer-plain $(RESULTS)/test-gpu-moe-layer-bound | awk '{ p += $$1; f += $$2 } END { print p, f }' \
 	  > $(RESULTS)/test-gpu-moe-layer; exit $$rc

@@ -1,9 +1,12 @@
 """`make test-gpu` without a GPU says so and exits 0; with one (a stand-in libcuda that reports a
-device) it runs the GPU suites. tests/gpu/gpu_present.py decides. Suite test-pkg-gpu-skip."""
+device) it runs the GPU suites. tests/gpu/gpu_present.py decides. A GPU suite that preloads the
+shim has make build it. Suite test-pkg-gpu-skip."""
+import glob
 import os
+import re
 import stat
 
-from pkgtest import BUILD, CUDA_HOME, PYTHON, ROOT, TmpDirCase, clean_env, make, run
+from pkgtest import BUILD, CUDA_HOME, MAKE, PYTHON, ROOT, TmpDirCase, clean_env, make, run
 
 PRESENT = os.path.join(ROOT, "tests", "gpu", "gpu_present.py")
 ONEGPU = os.path.join(BUILD, "tests", "pkg", "libonegpu.so")
@@ -96,6 +99,31 @@ class MakeTestGpu(TmpDirCase):
                  env=clean_env(LDSHIM_GPU_LIBCUDA=ONEGPU), check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("total: 0 passed, 1 failed", r.stdout)
+
+    def test_preloading_suites_build_the_shim(self):
+        # A GPU suite that runs a process under LD_PRELOAD=libldshim.so must make build the shim
+        # first: a prerequisite written as $(SHIM_LIB) in a .mk included before shim/shim.mk reads
+        # empty, the preload then fails with a warning only, and a "bound" run compares two unbound
+        # runs. The suites: every .mk recipe that sets LD_PRELOAD, and e2e (its script preloads).
+        suites = {"test-gpu-e2e"}
+        for mk in glob.glob(os.path.join(ROOT, "**", "*.mk"), recursive=True):
+            if os.path.relpath(mk, ROOT).startswith("build"):
+                continue
+            target = None
+            with open(mk) as f:
+                for line in f:
+                    m = re.match(r"^(test-gpu[\w-]*):", line)
+                    if m:
+                        target = m.group(1)
+                    elif not line.startswith("\t"):
+                        target = None
+                    elif target and "LD_PRELOAD=" in line:
+                        suites.add(target)
+        self.assertIn("test-gpu-moe-layer", suites)
+        nb = os.path.join(self.tmp, "nothing-built")
+        for t in sorted(suites):
+            r = run([MAKE, "-n", "--no-print-directory", "-C", ROOT, "BUILD=" + nb, t], env=clean_env())
+            self.assertTrue("-o %s/libldshim.so " % nb in r.stdout, "make %s does not build the shim it preloads" % t)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ changing routing; argument errors.
 
 --digest FILE writes (or, when FILE exists, compares against) a digest of every deterministic
 case's output: run once plainly and once under the shim bound to one domain (fewer SMs, a
-different grid), the two must agree bit for bit.
+different grid), the two must agree bit for bit; --bound makes the second run fail unless the
+shim did bind it.
 
-Usage: test_moe_layer.py [--result FILE] [--quick] [--seed N] [--digest FILE]
+Usage: test_moe_layer.py [--result FILE] [--quick] [--seed N] [--digest FILE] [--bound] [--tiny]
 """
 import argparse
 import hashlib
@@ -172,26 +173,30 @@ def test_t0():
 
 
 def test_bad_ids(gen):
-    T, E, H, I, k = 20, 16, 256, 128, 4
-    x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
-    w13, w2 = make_weights(gen, E, H, I)
-    ids, wts = make_routing(gen, T, E, k)
-    ldmoe.moe_errors()
-    report(ldmoe.moe_errors() == 0, "error flag clear after a read")
-    ids[3, 1] = -1
-    ids[7, 0] = E
-    ids[7, 2] = 1 << 30
-    ids[11, :] = -5   # a token with no valid id: zero row
-    ref = reference(x, w13, w2, ids, wts)
-    out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
-    ldmoe.moe(x, w13, w2, ids, wts, out=out)
-    check("out-of-range ids contribute nothing", out, ref)
-    report(bool((out[11] == 0).all()), "token with no valid id gets a zero row")
-    report(ldmoe.moe_errors() == ldmoe.MOE_ERR_BAD_ID, "error flag set by out-of-range ids")
-    report(ldmoe.moe_errors() == 0, "error flag cleared by moe_errors")
-    ids2, _ = make_routing(gen, T, E, k)
-    ldmoe.moe(x, w13, w2, ids2, wts)
-    report(ldmoe.moe_errors() == 0, "no flag from valid ids")
+    # the decode tile (its combine warps), then the wgmma tile (its one combine pass at the end)
+    for T, E, H, I, k, D in ((20, 16, 256, 128, 4, 0), (300, 4, 256, 128, 2, 2)):
+        x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+        w13, w2 = make_weights(gen, E, H, I)
+        W = (ldmoe.pack_moe(w13, w2, D=D), None) if D else (w13, w2)
+        ids, wts = make_routing(gen, T, E, k)
+        tag = "T%d E%d k%d" % (T, E, k)
+        ldmoe.moe_errors()
+        report(ldmoe.moe_errors() == 0, "%s: error flag clear after a read" % tag)
+        ids[3, 1] = -1
+        ids[7, 0] = E
+        ids[7, k - 1] = 1 << 30
+        ids[11, :] = -5        # a token with no valid id: zero row
+        ids[13::17, 0] = -1    # more tokens with part of their ids invalid
+        ref = reference(x, w13, w2, ids, wts)
+        out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ldmoe.moe(x, W[0], W[1], ids, wts, out=out)
+        check("%s: out-of-range ids contribute nothing" % tag, out, ref)
+        report(bool((out[11] == 0).all()), "%s: token with no valid id gets a zero row" % tag)
+        report(ldmoe.moe_errors() == ldmoe.MOE_ERR_BAD_ID, "%s: error flag set by out-of-range ids" % tag)
+        report(ldmoe.moe_errors() == 0, "%s: error flag cleared by moe_errors" % tag)
+        ids2, _ = make_routing(gen, T, E, k)
+        ldmoe.moe(x, W[0], W[1], ids2, wts)
+        report(ldmoe.moe_errors() == 0, "%s: no flag from valid ids" % tag)
 
 
 def test_all_invalid(gen):
@@ -354,6 +359,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--digest")
+    ap.add_argument("--bound", action="store_true",
+                    help="fail unless the shim bound this process to a subset of the SMs (the bound run of the digest pair)")
     ap.add_argument("--tiny", action="store_true", help="small cases, the bad-id tests and FP8 (for compute-sanitizer)")
     a = ap.parse_args()
     import torch as _t
@@ -363,6 +370,13 @@ def main():
     ldmoe = _l
     gen = torch.Generator().manual_seed(a.seed)
     print("ldmoe %s from %s on %s" % (ldmoe.version(), ldmoe.library_path(), torch.cuda.get_device_name()), flush=True)
+    if a.bound:   # without it, the digest comparison would compare two unbound runs and pass
+        torch.zeros(1, device="cuda")   # the first context: the shim publishes the map and the bound set
+        t = ldmoe.get_topology()
+        ok = (t.magic == ldmoe.TOPOLOGY_MAGIC and t.version >= 2 and bool(t.flags & ldmoe.TOPO_BOUND)
+              and 0 < t.bound_sms < t.num_sms)
+        report(ok, "bound: the shim published a bound set smaller than the GPU",
+               "magic %#x version %d flags %#x bound_sms %d of %d" % (t.magic, t.version, t.flags, t.bound_sms, t.num_sms))
     cases = [
         # (T, E, H, I, k, kind)
         (1, 8, 256, 128, 2, "random"),

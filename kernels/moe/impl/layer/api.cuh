@@ -10,8 +10,8 @@ namespace ldmoe {
 namespace layer {
 
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
-// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 weight rows x 128
-// tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere.
+// GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 or 256 weight rows
+// x 128 tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere (layer_tile).
 template <int BM, int BN, bool F8>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions

@@ -42,14 +42,14 @@
 // (m16n8k16, bf16 -> fp32), tokens on N, so a handful of tokens per expert costs only the n8
 // blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
 // reduced through shared memory in fixed warp order at the tile's end (deterministic).
-// The wgmma tile (prefill on Hopper, 128 weight rows x 128 tokens): each warpgroup takes 64 tokens
+// The wgmma tile (prefill on Hopper, 128 or 256 weight rows x 128 tokens): each warpgroup takes 64 tokens
 // on wgmma's M side against all the weight rows on N, both by descriptor, whole k per warpgroup
 // (no reduction), one wgmma group in flight across stages. Its token rows reach a stage by one
 // bulk copy per 64-k box: after the routing, the routed x is written once in the stages' image
 // (img_off), and GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were
 // its limit. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode;
-// 1024 for FP8), 256 (mma.sync prefill) or 128 (wgmma); the ring runs across tile and phase boundaries, so weights
-// keep streaming.
+// 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma) or 64 (its 256-row form); the ring runs across
+// tile and phase boundaries, so weights keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
 // so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for
@@ -253,8 +253,8 @@ struct Cfg {
     static constexpr int LOCAL = BN <= 16 ? 2048 : 0;
     // The decode tile hands each GEMM2 tile's arrivals and combine to kCombW warps: two dependent
     // global round trips (the arrival atomics, then the k slot loads) per tile of 32 x <= 16 that
-    // the consumers would otherwise wait out before their next tile. Prefill tiles combine up to
-    // 128 tokens x BM columns per tile: all consumers do it.
+    // the consumers would otherwise wait out before their next tile. The mma.sync prefill tile's
+    // consumers combine their tiles themselves; the wgmma tiles combine in one pass at the end.
     static constexpr bool CWARP = BN <= 16;
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
     // FP8: each consumer warp's k range in a stage is whole 128-k scale blocks (decode 1024 / 4: two, prefill 256 / 2: one)
@@ -1006,7 +1006,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         const int col = wg * 64 + wl * 16 + g + 8 * hr;   // the tile's token
                         if (col >= m.rows) continue;
                         if (m.phase == 1) {   // n8 blocks 2G (gate) and 2G + 1 (up) of 16-row group G
-                            // h goes to GEMM2's stage image (a tile's BM/2 channels lie in one stage)
+                            // h goes to GEMM2's stage image (img_off places each channel in its stage)
                             #pragma unroll
                             for (int G = 0; G < BM / 16; ++G) {
                                 float hv[2];
@@ -1165,7 +1165,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // The wgmma tiles' combine: after every GEMM2 tile (a grid barrier), all threads stream
         // the slots, 4 columns of a token each, its valid slots summed in j order. Per GEMM2 tile,
         // arrival atomics and slot loads would be two global round trips the tensor cores wait
-        // out; here they are one pass at the copy rate.
+        // out; here they are one pass over the slots.
         grid_barrier(ctl);
         const int per = H / 4;
         const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * kThreads;
