@@ -66,7 +66,7 @@ ifneq ($(SAN),1)
 # These look at the regular build (build/), which is what gets installed and documented.
 TEST_SUITES += test-pkg-install          # make install DESTDIR=... / PREFIX=...: the exact tree, pkg-config, uninstall
 TEST_SUITES += test-pkg-python           # pip install . into fresh venvs, offline: ldshim-ab, import ldmoe
-TEST_SUITES += test-pkg-gpu-skip         # make test-gpu skips without a GPU, runs with one (stand-in driver); preloading GPU suites build the shim
+TEST_SUITES += test-pkg-gpu-skip         # make test-gpu skips without a GPU, runs with one (stand-in); shim-preloading suites build it
 TEST_SUITES += test-docs                 # the shell commands of README.md and doc/*.md that can run on the CPU run
 endif
 
