@@ -25,6 +25,8 @@ using ldmoe::layer::kTileWg;
 using ldmoe::layer::kTileWg256;
 using ldmoe::layer::kWg256Pairs;
 using ldmoe::layer::layer_tile;
+using ldmoe::layer::layer_gather;
+using ldmoe::layer::kGatherNB;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::sweep_after;
@@ -277,6 +279,31 @@ static void test_tile_choice(void) {
     CU_ASSERT_EQUAL(cases, 20000);
 }
 
+// Which wgmma tiles gather GEMM1's token rows from x (layer_gather): the model shapes on the tile
+// each takes at T >= 1024 (moe-layer-floor/2026-12-07-h100/layer-time-gather.txt: gathering won on
+// Qwen3 only), the boundary, and the GPU suite's cases (test_moe_layer.py) that must cover both.
+static void test_gather_choice(void) {
+    CU_ASSERT_TRUE(layer_gather(128, 768));      // Qwen3-30B-A3B, 128-row tile: 12 n-blocks
+    CU_ASSERT_TRUE(layer_gather(256, 768));      // its 256-row tile: 6
+    CU_ASSERT_FALSE(layer_gather(128, 1408));    // DeepSeek-V2-Lite: 22
+    CU_ASSERT_FALSE(layer_gather(256, 14336));   // Mixtral: 112
+    CU_ASSERT_TRUE(layer_gather(128, kGatherNB * 64));
+    CU_ASSERT_FALSE(layer_gather(128, kGatherNB * 64 + 64));
+    CU_ASSERT_TRUE(layer_gather(256, kGatherNB * 128));
+    CU_ASSERT_FALSE(layer_gather(256, kGatherNB * 128 + 128));
+    // the GPU suite's wgmma cases: (T, E, H, I, k) -> the tile they take, gathered or not
+    CU_ASSERT_EQUAL(layer_tile(300, 8, 32, 512, 256, 2, 9), kTileWg);
+    CU_ASSERT_TRUE(layer_gather(128, 256));
+    CU_ASSERT_EQUAL(layer_tile(400, 4, 8, 512, 256, 2, 9), kTileWg256);
+    CU_ASSERT_TRUE(layer_gather(256, 256));
+    CU_ASSERT_EQUAL(layer_tile(300, 2, 8, 256, 896, 1, 9), kTileWg);
+    CU_ASSERT_FALSE(layer_gather(128, 896));
+    CU_ASSERT_EQUAL(layer_tile(700, 1, 2, 512, 1792, 1, 9), kTileWg256);
+    CU_ASSERT_FALSE(layer_gather(256, 1792));
+    CU_ASSERT_EQUAL(layer_tile(300, 2, 8, 256, 320, 1, 9), kTileWg);
+    CU_ASSERT_TRUE(layer_gather(128, 320));
+}
+
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe layer scheduling (host)", NULL, NULL);
     CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
@@ -285,4 +312,5 @@ static void register_tests(void) {
     CU_add_test(s, "steal rule", test_rule);
     CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
     CU_add_test(s, "tile choice: boundaries, model shapes, one tile for D = 1 and 2 (20000 shapes)", test_tile_choice);
+    CU_add_test(s, "gather choice: model shapes, boundary, the GPU suite's cases", test_gather_choice);
 }

@@ -389,6 +389,10 @@ def main():
         (300, 32, 512, 256, 8, "random"),   # prefill tiles (T*k > 16 E)
         (129, 8, 256, 384, 2, "one"),       # prefill, one expert gets every token
         (400, 8, 512, 256, 4, "random"),    # prefill of >= 192 pairs per expert, H and 2I multiples of 512: the 256-row tile
+        # the wgmma tiles above gather GEMM1's token rows from x (2I / rows <= 12 n-blocks, layer_gather);
+        # these two read them from the routed x's image (14 n-blocks): the 128-row tile, the 256-row tile
+        (300, 8, 256, 896, 2, "random"),
+        (700, 2, 512, 1792, 1, "random"),
         (200, 8, 384, 128, 2, "random"),    # prefill: H % 256 != 0 takes the mma.sync 64 x 64 tile at every D
         (50, 32, 256, 128, 16, "random"),
         (7, 256, 256, 128, 8, "random"),
@@ -396,6 +400,8 @@ def main():
     if a.quick:
         cases = cases[:3] + cases[7:8]
     steps = [lambda c=c: run_case(gen, *c[:5], kind=c[5], modes=("auto", "aware", "unaware", "static")) for c in cases]
+    # gathered, I % 128 = 64: GEMM2's last stage half full (h's zero box written without the x image)
+    steps += [lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1"), modes=("auto", "unaware"))]
     steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_all_invalid(gen),
               lambda: test_fp8(gen), lambda: test_graph(gen, True), lambda: test_graph(gen, False), test_errors]
     if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
@@ -403,6 +409,9 @@ def main():
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 256, 128, 1, layouts=("packed1", "packed2")),
                  lambda: run_case(gen, 400, 8, 512, 256, 4, layouts=("packed1", "packed2")),
+                 lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1")),
+                 lambda: run_case(gen, 300, 8, 256, 896, 2, layouts=("packed1",)),
+                 lambda: run_case(gen, 700, 2, 512, 1792, 1, layouts=("packed1",)),
                  lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen)]
     for st in steps:
         try:

@@ -44,10 +44,12 @@
 // reduced through shared memory in fixed warp order at the tile's end (deterministic).
 // The wgmma tile (prefill on Hopper, 128 or 256 weight rows x 128 tokens): each warpgroup takes 64 tokens
 // on wgmma's M side against all the weight rows on N, both by descriptor, whole k per warpgroup
-// (no reduction), one wgmma group in flight across stages. Its token rows reach a stage by one
-// bulk copy per 64-k box: after the routing, the routed x is written once in the stages' image
-// (img_off), and GEMM1 writes h in that image for GEMM2; per-row copies of 128 rows a stage were
-// its limit. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode;
+// (no reduction), one wgmma group in flight across stages. GEMM2's token rows (h) reach a stage by
+// one bulk copy per 64-k box: GEMM1 writes h in the stages' image (img_off); per-row copies of 128
+// rows a stage were its limit. GEMM1's come the same way from the routed x's image, written once
+// after the routing, or, where an m-block feeds few n-blocks (layer_gather), are gathered from x
+// by warps 9-10 (16-byte cp.asyncs, each lane's arrival on full_b when its copies land), which
+// saves the image's write and read. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode;
 // 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma) or 64 (its 256-row form); the ring runs across
 // tile and phase boundaries, so weights keep streaming.
 //
@@ -78,6 +80,7 @@ constexpr int kComb = 9;                 // the first combine warp (Cfg::CWARP; 
 constexpr int kSched = 11;               // the scheduler warp: claims and tile entries
 constexpr int kAhead = 2;                // entries the scheduler keeps made beyond the producer's
 constexpr int kCombW = 2;                // combine warps: record i goes to warp kComb + i % kCombW
+constexpr int kGatherT = 64;             // the wgmma tile's gathering threads (warps 9-10, layer_gather)
 constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warps
 static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp");
 constexpr int kMeta = 16;                // tile metadata ring
@@ -277,7 +280,7 @@ struct Smem {
     using C = Cfg<BM, BN, F8>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
-    uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals)
+    uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals; + kGatherT gathering threads')
     uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
     uint64_t epi_full[C::CWARP ? kEpi : 1];    // a record written (consumer thread 0, after the slot stores)
     uint64_t epi_empty[C::CWARP ? kEpi : 1];   // its combine warp has read it
@@ -344,6 +347,33 @@ __device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t ms
     *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
 }
 
+// combine4's sum over 8 columns by 16-byte loads: the wgmma tiles' final pass, which streams every
+// slot once (half the load instructions of combine4's for the same bytes).
+__device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t msk, int col) {
+    const int K = p.k, H = p.H;
+    float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    #pragma unroll
+    for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
+        if (kk < K && ((msk >> kk) & 1)) {
+            const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
+                s[2 * i] += f.x;
+                s[2 * i + 1] += f.y;
+            }
+        }
+    }
+    uint32_t o[4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        __nv_bfloat162 b = __floats2bfloat162_rn(s[2 * i], s[2 * i + 1]);
+        o[i] = *reinterpret_cast<uint32_t *>(&b);
+    }
+    *reinterpret_cast<uint4 *>(p.out + (int64_t)t * H + col) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // ---- the kernel body ------------------------------------------------------------------------
 template <int BM, int BN, bool F8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
@@ -356,6 +386,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
     const int64_t npairs = (int64_t)p.T * K;
     uint32_t *ctl = p.ctl;
+    // The wgmma tile's GEMM1 token rows gathered from x (warps 9-10) rather than from its image.
+    const bool gather = C::WG && layer_gather(BM, I);
 
     // -- 1. routing --
     // Local (decode, at most C::LOCAL pairs): every CTA reads all ids and builds the same
@@ -463,11 +495,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     }
-    if constexpr (C::WG) {
+    if (C::WG && (!gather || I % C::BK != 0)) {
         // The routed x, copied into its stage image (img_off) by a warp per expert-grouped row,
         // then a second grid barrier: every GEMM1 stage then takes its token rows by one bulk copy
         // instead of one per row (the copy's cost, T*k rows of H, is small beside GEMM1 at the
-        // token counts that take this tile).
+        // token counts that take this tile). Gathered (layer_gather), only h's zero box, where I
+        // leaves the last stage half full.
         __syncthreads();
         const int nrows = sh.seg[E];
         for (int row = blockIdx.x * (kThreads / 32) + warp; row < nrows; row += gridDim.x * (kThreads / 32)) {
@@ -481,8 +514,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
             const int mbg = sh.mbp[lo] + re / BN, r = re % BN;
             constexpr int KC = C::BK / 8;   // chunks per stage
-            for (int c = lane; c < (H + C::BK - 1) / C::BK * KC; c += 32)   // past H: the zero box
-                *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+            if (!gather)
+                for (int c = lane; c < (H + C::BK - 1) / C::BK * KC; c += 32)   // past H: the zero box
+                    *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
             for (int c = I / 8 + lane; c < (I + C::BK - 1) / C::BK * KC; c += 32)   // h's zero box
                 *reinterpret_cast<uint4 *>(p.h + img_off<BN, C::BK>(mbg, I, r, c * 8)) = make_uint4(0, 0, 0, 0);
         }
@@ -495,7 +529,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         sh.pseq = 0;
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(s_u32(&sh.full_a[s]), 32);
-            mbar_init(s_u32(&sh.full_b[s]), 32);
+            mbar_init(s_u32(&sh.full_b[s]), gather ? 32 + kGatherT : 32);
             mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
         }
         if constexpr (C::CWARP)
@@ -692,10 +726,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int Kd = ph == 1 ? H : I, k0 = sh.stage_k[slot] * BK;
             const uint32_t bytes = (uint32_t)min(BK, Kd - k0) * 2;
             const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES, bar = s_u32(&sh.full_b[slot]);
+            const bool own = !(gather && ph == 1);   // gathered: warps 9-10 fill the rows, this warp only arrives
             fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
             if (ph == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
             if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
-                if (lane == 0) {
+                if (own && lane == 0) {
                     const uint32_t rb = (uint32_t)rows * 128;
                     const __nv_bfloat16 *src = (ph == 1 ? p.ximg : p.h) + img_off<BN, BK>(mbg, Kd, 0, k0);
                     mbar_expect_tx(bar, rb * (BK / 64));   // lane 0's arrival
@@ -717,7 +752,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 for (int i = 0; i < (BN + 31) / 32; ++i)
                     if (lane + 32 * i < rows) bulk_load(b_s + brow<BK>(lane + 32 * i, 0), src[i], bytes, bar);
             }
-            if (lane != 0) mbar_arrive(bar);
+            if (lane != 0 || !own) mbar_arrive(bar);
         };
         auto ready_of = [&](int step, bool block) {   // the GEMM1 rows of this deferred stage are done
             const Meta<BN> &m = sh.meta[sh.stage_entry[step % C::STAGES] % kMeta];
@@ -846,7 +881,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
                     const int32_t pr = m.pair[ctid];
                     pre_w = __ldg(p.wts + pr);
-                    if (local) {
+                    if (C::WG) {   // the final combine pass reads tokvalid itself
+                    } else if (local) {
                         pre_mask = 0;
                         for (int j = 0; j < K; ++j) pre_mask |= (int32_t)(sh.leid[m.tok[ctid] * K + j] >= 0) << j;
                     } else {
@@ -864,9 +900,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 const int nk = ksteps(m);
                 auto issue = [&](int sl, bool first) {
                     const uint32_t a_s = s_u32(sh.ring[sl]), b_s = a_s + C::A_BYTES + wg * 64 * 128;
-                    // Plain weights land by cp.async, a generic-proxy write; wgmma reads through
-                    // the async proxy (bulk copies need no fence: both sides are async).
-                    if (!p.packed) fence_proxy_async();
+                    // Plain weights and gathered token rows land by cp.async, a generic-proxy write;
+                    // wgmma reads through the async proxy (bulk copies need no fence: both sides are async).
+                    if (!p.packed || (gather && m.phase == 1)) fence_proxy_async();
                     wg_fence_acc(wacc);
                     wg_fence();
                     #pragma unroll
@@ -1127,6 +1163,36 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             while (have > ld_acquire_cta(&sh.pseq) + kAhead) __nanosleep(64);
             sched_one();
         }
+    } else if (C::WG && gather && warp >= kComb && warp < kComb + kGatherT / 32) {
+        // ---- the gatherers (wgmma tile, layer_gather): GEMM1 stages' token rows from x, 16 bytes
+        // a thread, in the image's swizzled layout (tsw); the stages as the producer walks them.
+        // Each thread's arrival on full_b fires when its copies land (cp.async...noinc); the
+        // consumers' proxy fence then hands the generic writes to wgmma. GEMM2 stages (h, the
+        // producer's) and the end get a plain arrival. The meta entries read here lie within
+        // STAGES + 1 steps of the producer's, in the ring the scheduler keeps (kMeta). ----
+        constexpr int CHR = BK / 8;              // 16-byte chunks of a row in a stage
+        static_assert(!C::WG || kGatherT % CHR == 0, "whole rows per pass");
+        const int gt = tid - kComb * 32, gc = gt % CHR;
+        int gseq = 0, gk = 0;
+        for (int step = 0;; ++step) {
+            while (ld_acquire_cta(&sh.mwritten) <= gseq) {}
+            const int slot = step % C::STAGES;
+            const Meta<BN> &m = sh.meta[gseq % kMeta];
+            const int m_tile = m.tile, ph = m.phase, rows = m.rows;
+            const uint32_t bar = s_u32(&sh.full_b[slot]);
+            mbar_wait(s_u32(&sh.empty[slot]), ((uint32_t)(step / C::STAGES) & 1u) ^ 1u);
+            if (m_tile < 0) { mbar_arrive(bar); break; }
+            const int nk = ((ph == 1 ? H : I) + BK - 1) / BK;
+            if (ph == 1) {
+                const uint32_t b_s = s_u32(sh.ring[slot]) + C::A_BYTES;
+                const __nv_bfloat16 *xs = p.x + gk * BK + gc * 8;
+                for (int r = gt / CHR; r < rows; r += kGatherT / CHR) cp16(b_s + tsw<BN>(r, gc), xs + (int64_t)m.tok[r] * H, true);
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+            } else {
+                mbar_arrive(bar);
+            }
+            if (++gk == nk) { gk = 0; ++gseq; }
+        }
     } else if (C::CWARP && warp >= kComb && warp < kComb + kCombW) {
         // ---- a combine warp: each of its GEMM2 tiles' arrivals on (token, n-block), then the sums of the
         // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0
@@ -1167,12 +1233,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // arrival atomics and slot loads would be two global round trips the tensor cores wait
         // out; here they are one pass over the slots.
         grid_barrier(ctl);
-        const int per = H / 4;
+        const int per = H / 8;   // H % 256 == 0 on these tiles
         const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * kThreads;
         for (int64_t w = (int64_t)blockIdx.x * kThreads + tid; w < items; w += stride) {
             const int32_t t = (int32_t)(w / per);
             const int32_t msk = __ldcg(p.tokvalid + t);
-            if (msk) combine4(p, t, msk, (int)(w - (int64_t)t * per) * 4);
+            if (msk) combine8(p, t, msk, (int)(w - (int64_t)t * per) * 8);
         }
     }
 

@@ -105,6 +105,17 @@ LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int 
     return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
 }
 
+// The wgmma tile's GEMM1 token rows: gathered from x by warps 9-10 (cp.async, 16 bytes a lane) where
+// an m-block feeds at most kGatherNB n-blocks of 2I, from the routed x's stage image (one bulk copy
+// a box, after a copy pass and a grid barrier) otherwise. The image costs a write and a read of
+// every routed row once; a gather costs a row's 16-byte pieces once per n-block, from L2 when the
+// m-block's n-blocks run together: few n-blocks (Qwen3-30B-A3B's 12 or 6) make the gather the
+// cheaper, many (DeepSeek-V2-Lite's 22, Mixtral's 112) the image (moe-layer-floor/2026-12-07-h100/
+// layer-time-gather.txt: DRAM reads grew by half at Mixtral T = 1024 gathered). BM: the tile's
+// weight rows (128 or 256).
+constexpr int kGatherNB = 12;
+LDMOE_LAYER_FN bool layer_gather(int BM, int I) { return 2 * I / BM <= kGatherNB; }
+
 // The wgmma tile's stage images (layer.cuh, img_off) hold m-blocks of kImgRows token rows; an
 // expert's partial block costs at most one more, so a launch of `pairs` valid pairs over E experts
 // has at most pairs / kImgRows + E of them (the host sizes the images by this).
