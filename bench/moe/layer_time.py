@@ -9,12 +9,14 @@ copy, read + write bytes; GEMM: torch.matmul 8192^3 bf16). Prints one line per c
 time (us), byte floor (us), FLOP floor (us), time / floor. --gemm-peer adds the layer's two expert
 GEMMs alone by torch._grouped_mm (tokens already sorted by expert, no routing, SwiGLU,
 gather or combine) in the same graph set-up, and their time / floor: what the strongest grouped
-GEMM we can run reaches at that routing. The full benchmark with peers is
+GEMM we can run reaches at that routing. --bmm-peer adds the same two GEMMs by cuBLAS batched
+GEMMs (torch.bmm) over the T*k pairs spread evenly on the E experts: the vendor GEMM on the same
+FLOPs with no routing imbalance at all, a floor no routed layer is expected to pass. The full benchmark with peers is
 bench/moe/bench_layer.py; this one only steers development.
 
 Usage: layer_time.py [--shapes qwen3,dsv2lite,mixtral] [--tokens 1,4,16,64,256,1024] [--layouts packed,plain]
                      [--fp8]   (weight-only FP8: e4m3 weights with 128 x 128 block scales; bytes halve)
-                     [--gemm-peer]   (bf16 only)
+                     [--gemm-peer] [--bmm-peer]   (bf16 only)
 """
 import argparse
 import os
@@ -81,27 +83,39 @@ def routing(gen, T, E, k):
     return ids.int().cuda(), (w / w.sum(1, keepdim=True)).float().cuda()
 
 
-def gemm_peer(ids, E, H, I, w13s, w2s, ncall, reps):
+def gemm_peer(ids, E, H, I, w13s, w2s, ncall, reps, bmm=False):
     """Seconds per call of the layer's two expert GEMMs by torch._grouped_mm: the routed tokens
     sorted by expert (made once, outside the timing), [T*k, H] x w13ᵀ then [T*k, I] x w2ᵀ, each call on
-    the next weight copy, captured like the layer."""
+    the next weight copy, captured like the layer. bmm: by torch.bmm over ceil(T*k / E) tokens
+    per expert (even routing)."""
     n = ids.numel()
     counts = torch.bincount(ids.flatten().long(), minlength=E)
     offs = torch.cumsum(counts, 0).to(torch.int32)
-    xs = torch.randn((n, H), device="cuda").to(torch.bfloat16)
-    hs = torch.randn((n, I), device="cuda").to(torch.bfloat16)
+    if bmm:
+        m = (n + E - 1) // E
+        xs = torch.randn((E, m, H), device="cuda").to(torch.bfloat16)
+        hs = torch.randn((E, m, I), device="cuda").to(torch.bfloat16)
+    else:
+        xs = torch.randn((n, H), device="cuda").to(torch.bfloat16)
+        hs = torch.randn((n, I), device="cuda").to(torch.bfloat16)
+
+    def two(w13, w2):
+        if bmm:
+            torch.bmm(xs, w13.transpose(-2, -1))
+            torch.bmm(hs, w2.transpose(-2, -1))
+        else:
+            torch._grouped_mm(xs, w13.transpose(-2, -1), offs=offs)
+            torch._grouped_mm(hs, w2.transpose(-2, -1), offs=offs)
     ncopy = len(w13s)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for i in range(ncopy):
-            torch._grouped_mm(xs, w13s[i].transpose(-2, -1), offs=offs)
-            torch._grouped_mm(hs, w2s[i].transpose(-2, -1), offs=offs)
+            two(w13s[i], w2s[i])
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=s):
             for i in range(ncall):
-                torch._grouped_mm(xs, w13s[i % ncopy].transpose(-2, -1), offs=offs)
-                torch._grouped_mm(hs, w2s[i % ncopy].transpose(-2, -1), offs=offs)
+                two(w13s[i % ncopy], w2s[i % ncopy])
     torch.cuda.current_stream().wait_stream(s)
     g.replay()
     torch.cuda.synchronize()
@@ -122,17 +136,19 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--fp8", action="store_true", help="e4m3 weights with 128 x 128 block scales (packed only)")
     ap.add_argument("--gemm-peer", action="store_true", help="also time the two expert GEMMs alone by torch._grouped_mm")
+    ap.add_argument("--bmm-peer", action="store_true", help="also time them by torch.bmm (cuBLAS) over evenly routed pairs")
     a = ap.parse_args()
     if a.reps < 1 or a.reps > 1000:
         ap.error("--reps: 1..1000")
-    if a.gemm_peer and a.fp8:
-        ap.error("--gemm-peer is bf16 only")
+    if (a.gemm_peer or a.bmm_peer) and a.fp8:
+        ap.error("--gemm-peer and --bmm-peer are bf16 only")
     bw, fl = copy_bw(), gemm_rate()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     print("# %s: copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s, L2 %d MB; %s" % (
         torch.cuda.get_device_name(), bw / 1e12, fl / 1e12, l2 >> 20, ldmoe.version()), flush=True)
     print("%-9s %-6s %5s %9s %9s %9s %7s%s" % ("shape", "layout", "T", "us", "byte_us", "flop_us", "x_floor",
-                                            " %9s %7s" % ("gemm_us", "gemm_x") if a.gemm_peer else ""))
+                                            (" %9s %7s" % ("gemm_us", "gemm_x") if a.gemm_peer else "")
+                                            + (" %9s %7s" % ("bmm_us", "bmm_x") if a.bmm_peer else "")))
     gen = torch.Generator().manual_seed(7)
     for name in a.shapes.split(","):
         E, k, H, I = SHAPES[name]
@@ -190,6 +206,9 @@ def main():
                 if a.gemm_peer:
                     tg = gemm_peer(ids, E, H, I, w13s, w2s, ncall, a.reps)
                     extra = " %9.1f %7.2f" % (tg * 1e6, tg / max(bf, ff))
+                if a.bmm_peer:
+                    tb = gemm_peer(ids, E, H, I, w13s, w2s, ncall, a.reps, bmm=True)
+                    extra += " %9.1f %7.2f" % (tb * 1e6, tb / max(bf, ff))
                 print("%-9s %-6s %5d %9.1f %9.1f %9.1f %7.2f%s" % (name, lay, T, t * 1e6, bf * 1e6, ff * 1e6,
                                                                    t / max(bf, ff), extra), flush=True)
                 del g

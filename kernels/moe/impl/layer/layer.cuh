@@ -36,8 +36,9 @@
 // producer) fills a ring of stages: packed weights by bulk copies of whole 2 KiB boxes, the wgmma
 // tile's by one tensor-map copy a stage (mbarrier full_a, with their bytes; plain weights by
 // cp.async; one warp issues every stage, so its operations per stage count), token rows by one bulk copy per row (full_b, with
-// their bytes): one warp issuing 16-byte cp.asyncs for every row was what limited the layer once
-// an expert has more than a few tokens.
+// their bytes; the wgmma tile: a copy per 64-k box of an image, or warps 9-10's gather, below):
+// one warp issuing 16-byte cp.asyncs for every row was what limited the layer once an expert has
+// more than a few tokens.
 // Warps 0-7 compute. mma.sync tiles (decode; prefill off Hopper or H % 256 != 0): weights on the mma's M side
 // (m16n8k16, bf16 -> fp32), tokens on N, so a handful of tokens per expert costs only the n8
 // blocks they fill; WM = BM/16 warps along M, WK = 8/WM split each stage's k range, partial sums
