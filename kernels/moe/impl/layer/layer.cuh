@@ -540,6 +540,14 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         fence_proxy_async_global();   // these generic stores before the bulk copies that read them
         grid_barrier(ctl);
     }
+    if constexpr (CL > 1 && BK > 64) {
+        // The clustered 128-row tile loads no weight box past K (above): zero the ring once, so
+        // that box's first contents are zeros, not garbage that could hold NaN, against the
+        // zero token rows; later it holds earlier (finite) weights. Fenced for wgmma's reads.
+        for (int i = tid; i < C::STAGES * C::STAGE / 16; i += kThreads)
+            reinterpret_cast<uint4 *>(sh.ring)[i] = make_uint4(0, 0, 0, 0);
+        fence_proxy_async();
+    }
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
         sh.mwritten = 0;
@@ -857,16 +865,19 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         // past the tensor and arrives as zeros (against the zero token box).
                         if constexpr (CL > 1) {
                             // Half the stage from each rank into both CTAs (the 256-row tile: 8 of 16
-                            // row groups; the 128-row tile: one of two 64-k boxes, the one past K of
-                            // a half last stage arriving as zeros, as the whole box's second half
-                            // does). Every CTA's full_a expects both halves; its empty barrier
-                            // counted both CTAs' consumers, so the partner's slot is free too.
+                            // row groups; the 128-row tile: one of two 64-k boxes, none past K: that
+                            // box of a half last stage keeps earlier weights or the ring's zeros,
+                            // against zero token rows). Every CTA's full_a expects the halves that
+                            // land; its empty barrier counted both CTAs' consumers, so the
+                            // partner's slot is free too.
                             constexpr uint32_t kHalf = 8 * 2048;
                             static_assert(BM / 16 * (BK / 64) * 2048 == 2 * kHalf, "two halves a stage");
-                            mbar_expect_tx(bar, 2 * kHalf);
-                            tma_load_4d_mc(a_s + crank * kHalf, m_ph == 1 ? &p.tm13h : &p.tm2h, 0, 0,
-                                           m_wgrp + (BM == 256 ? 8 * crank : 0), k0 / 64 + (BM == 256 ? 0 : crank), bar,
-                                           (uint16_t)0x3, pol);
+                            const int halves = BM == 256 ? 2 : min(2, (Kd - k0) / 64);
+                            mbar_expect_tx(bar, (uint32_t)halves * kHalf);
+                            if (crank < halves)
+                                tma_load_4d_mc(a_s + crank * kHalf, m_ph == 1 ? &p.tm13h : &p.tm2h, 0, 0,
+                                               m_wgrp + (BM == 256 ? 8 * crank : 0), k0 / 64 + (BM == 256 ? 0 : crank), bar,
+                                               (uint16_t)0x3, pol);
                         } else {
                             mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
                             tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
