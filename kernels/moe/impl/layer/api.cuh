@@ -226,6 +226,8 @@ struct LayerCfg { const void *fn; int smem; int cl; };
 template <int BM, int BN, bool F8 = false, int CL = 1> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN, F8, CL>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
+    using S = Smem<BM, BN, F8, CL>;
+    static_assert(offsetof(S, ring) == 0, "the ring first: the body aligns the struct to the swizzle atom");
     return {(const void *)moe_layer_kernel<BM, BN, F8, CL>, bytes, CL};
 }
 static LayerCfg layer_cfg_of(int ci) {
@@ -304,9 +306,10 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         else
             g_layer_attr[dev][i] = true;
     };
+    if (ci != ci0 && (rc || sms < 2)) ci = ci0;
     if (ci != ci0) {   // a clustered tile, where the device holds its clusters: asked once per device
-        int &ncl = g_layer_ncl[dev][ci == kTileWgCl ? 0 : 1];
-        if (!rc && ncl == 0) {
+        int &ncl = g_layer_ncl[dev][ci == kTileWgCl ? 0 : 1];   // dev < LDMOE_MAX_DEVICES: device_sms passed
+        if (ncl == 0) {
             const LayerCfg cc = layer_cfg_of(ci);
             if (cudaFuncSetAttribute(cc.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, cc.smem) == cudaSuccess) {
                 g_layer_attr[dev][ci] = true;

@@ -282,11 +282,7 @@ struct EpiRec {
 template <int BM, int BN, bool F8 = false, int CL = 1>
 struct Smem {
     using C = Cfg<BM, BN, F8>;
-    int64_t cq[CL > 1 ? kCQ : 1];     // rank 1: the claims rank 0 resolved, in order (layer_sched.h)
-    int32_t cq_n;                     // rank 1: claims written into cq (by rank 0)
-    int32_t cq_read;                  // rank 0: claims rank 1 has read
-    int32_t pbp[CL > 1 ? kMaxE + 1 : 1];   // m-block pairs prefix per expert
-    alignas(128) unsigned char ring[C::STAGES][C::STAGE];
+    alignas(128) unsigned char ring[C::STAGES][C::STAGE];   // first: the body aligns sh to C::ALIGN (wgmma's swizzle atoms)
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals; + kGatherT gathering threads')
     uint64_t empty[C::STAGES];        // the 8 consumer warps (of each CTA of the cluster) are done with it
@@ -306,6 +302,10 @@ struct Smem {
     int32_t epi_mask[BN];             // bit j: the token's pair j is valid
     int32_t comb[BN];                 // the token a slot write completed (-1: none)
     int32_t comb_mask[BN];
+    int64_t cq[CL > 1 ? kCQ : 1];     // rank 1: the claims rank 0 resolved, in order (layer_sched.h)
+    int32_t cq_n;                     // rank 1: claims written into cq (by rank 0)
+    int32_t cq_read;                  // rank 0: claims rank 1 has read
+    int32_t pbp[CL > 1 ? kMaxE + 1 : 1];   // m-block pairs prefix per expert
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
@@ -539,14 +539,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
         fence_proxy_async_global();   // these generic stores before the bulk copies that read them
         grid_barrier(ctl);
-    }
-    if constexpr (CL > 1 && BK > 64) {
-        // The clustered 128-row tile loads no weight box past K (above): zero the ring once, so
-        // that box's first contents are zeros, not garbage that could hold NaN, against the
-        // zero token rows; later it holds earlier (finite) weights. Fenced for wgmma's reads.
-        for (int i = tid; i < C::STAGES * C::STAGE / 16; i += kThreads)
-            reinterpret_cast<uint4 *>(sh.ring)[i] = make_uint4(0, 0, 0, 0);
-        fence_proxy_async();
     }
     if (tid < C::STAGES) sh.stage_entry[tid] = -1;
     if (tid == 0) {
@@ -865,19 +857,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         // past the tensor and arrives as zeros (against the zero token box).
                         if constexpr (CL > 1) {
                             // Half the stage from each rank into both CTAs (the 256-row tile: 8 of 16
-                            // row groups; the 128-row tile: one of two 64-k boxes, none past K: that
-                            // box of a half last stage keeps earlier weights or the ring's zeros,
-                            // against zero token rows). Every CTA's full_a expects the halves that
-                            // land; its empty barrier counted both CTAs' consumers, so the
-                            // partner's slot is free too.
+                            // row groups; the 128-row tile: one of two 64-k boxes, the one past K of
+                            // a half last stage arriving as zeros with its bytes counted, as the
+                            // whole box's second half does). Every CTA's full_a expects both halves;
+                            // its empty barrier counted both CTAs' consumers, so the partner's slot
+                            // is free too.
                             constexpr uint32_t kHalf = 8 * 2048;
                             static_assert(BM / 16 * (BK / 64) * 2048 == 2 * kHalf, "two halves a stage");
-                            const int halves = BM == 256 ? 2 : min(2, (Kd - k0) / 64);
-                            mbar_expect_tx(bar, (uint32_t)halves * kHalf);
-                            if (crank < halves)
-                                tma_load_4d_mc(a_s + crank * kHalf, m_ph == 1 ? &p.tm13h : &p.tm2h, 0, 0,
-                                               m_wgrp + (BM == 256 ? 8 * crank : 0), k0 / 64 + (BM == 256 ? 0 : crank), bar,
-                                               (uint16_t)0x3, pol);
+                            mbar_expect_tx(bar, 2 * kHalf);
+                            tma_load_4d_mc(a_s + crank * kHalf, m_ph == 1 ? &p.tm13h : &p.tm2h, 0, 0,
+                                           m_wgrp + (BM == 256 ? 8 * crank : 0), k0 / 64 + (BM == 256 ? 0 : crank), bar,
+                                           (uint16_t)0x3, pol);
                         } else {
                             mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
                             tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
