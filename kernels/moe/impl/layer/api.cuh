@@ -386,7 +386,8 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     cfg.numAttrs = c.cl > 1 ? 2 : 1;
     e = cudaLaunchKernelExC(&cfg, c.fn, args);
     if (e != cudaSuccess && c.cl > 1 &&
-        (e == cudaErrorCooperativeLaunchTooLarge || e == cudaErrorLaunchOutOfResources || e == cudaErrorInvalidClusterSize)) {
+        (e == cudaErrorCooperativeLaunchTooLarge || e == cudaErrorLaunchOutOfResources || e == cudaErrorInvalidClusterSize ||
+         e == cudaErrorInvalidConfiguration)) {
         // The clusters the occupancy query promised do not fit this context (a bound SM set may
         // pair its SMs otherwise): the tile without clusters, from now on on this device.
         (void)cudaGetLastError();
