@@ -95,7 +95,7 @@ __device__ __forceinline__ uint32_t map_shared(uint32_t addr, uint32_t rank) {
     return r;
 }
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
 __device__ __forceinline__ void st_cluster_b64(uint32_t remote, int64_t v) {
     asm volatile("st.shared::cluster.b64 [%0], %1;\n" ::"r"(remote), "l"(v) : "memory");

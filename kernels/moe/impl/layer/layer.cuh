@@ -667,7 +667,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     auto cq_pop = [&]() -> int64_t {
         int64_t v = -1;
         if constexpr (CL > 1) {
-            while (ld_acquire_cluster_b32(s_u32(&sh.cq_n)) <= cq_pos) {}
+            while (ld_acquire_cluster_b32(s_u32(&sh.cq_n)) <= cq_pos) __nanosleep(32);
             v = sh.cq[cq_pos % kCQ];
             st_release_cluster_b32(map_shared(s_u32(&sh.cq_read), 0), ++cq_pos);
         }
