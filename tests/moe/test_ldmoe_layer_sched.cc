@@ -27,12 +27,6 @@ using ldmoe::layer::kWg256Pairs;
 using ldmoe::layer::layer_tile;
 using ldmoe::layer::layer_gather;
 using ldmoe::layer::kGatherNB;
-using ldmoe::layer::kClusterPairs;
-using ldmoe::layer::kTileWgCl;
-using ldmoe::layer::kTileWg256Cl;
-using ldmoe::layer::layer_cluster;
-using ldmoe::layer::null_tile;
-using ldmoe::layer::pair_blocks;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
 using ldmoe::layer::sweep_after;
@@ -310,76 +304,6 @@ static void test_gather_choice(void) {
     CU_ASSERT_TRUE(layer_gather(128, 320));
 }
 
-// Clustered tiles: numbering the tiles over m-block pairs (pair_blocks), rank r of a pair tile
-// computing m-block 2p + r unless null_tile, covers every (expert, m-block, n-block) exactly once,
-// with a null tile exactly where an expert's m-block count is odd (its last pair, rank 1); the
-// kernel's expert search over the pair prefix agrees with decode_tile's.
-static void test_cluster_pairs(void) {
-    int bad = 0, nulls_bad = 0;
-    for (int it = 0; it < 300; ++it) {
-        const int E = 1 + (int)rnd(64), NBs = 1 + (int)rnd(6), D = 1 + (int)rnd(2);
-        const Routing r = make_routing(E, 128);
-        std::vector<int32_t> pbp(E + 1, 0);
-        int64_t odd = 0;
-        for (int e = 0; e < E; ++e) {
-            const int mbe = r.mbp[e + 1] - r.mbp[e];
-            pbp[e + 1] = pbp[e] + pair_blocks(mbe, 2);
-            odd += mbe & 1;
-            bad += pair_blocks(mbe, 1) != mbe;
-        }
-        const int64_t per = (int64_t)pbp[E] * NBs;
-        std::set<std::tuple<int, int, int>> seen;
-        int64_t nulls = 0;
-        for (int64_t t = 0; t < per * D; ++t) {
-            const TilePos tp = decode_tile<int64_t>(pbp.data(), E, NBs, per, t);
-            int ce = 0;
-            for (int lane = 0; lane < 32; ++lane) ce += expert_count<int64_t>(pbp.data(), E, NBs, t - tp.d * per, lane, 32);
-            bad += ce != tp.e;
-            const int mbe = r.mbp[tp.e + 1] - r.mbp[tp.e];
-            bad += tp.mb < 0 || tp.mb >= pair_blocks(mbe, 2);
-            for (int rank = 0; rank < 2; ++rank) {
-                const int mb = tp.mb * 2 + rank;
-                if (null_tile(mbe, tp.mb, rank, 2)) {
-                    ++nulls;
-                    nulls_bad += rank != 1 || mb != mbe;
-                } else {
-                    bad += mb >= mbe || !seen.insert(std::make_tuple(tp.e, mb, tp.nb)).second;
-                }
-            }
-        }
-        bad += (int64_t)seen.size() != r.total() * NBs * D;
-        nulls_bad += nulls != odd * NBs * D;
-    }
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(nulls_bad, 0);
-}
-
-// Which launches take the clustered tiles: packed weights and >= kClusterPairs pairs per expert on
-// a wgmma tile (the model shapes: Mixtral from T = 1024, Qwen3 and DeepSeek-V2-Lite at T = 4096);
-// never the mma.sync tiles, plain weights or fewer pairs.
-static void test_cluster_choice(void) {
-    auto cl = [](int64_t T, int k, int E, int H, int I, bool packed) {
-        return layer_cluster(layer_tile(T, k, E, H, I, 2, 9), T, k, E, packed);
-    };
-    CU_ASSERT_EQUAL(cl(1024, 2, 8, 4096, 14336, true), kTileWg256Cl);    // Mixtral
-    CU_ASSERT_EQUAL(cl(768, 2, 8, 4096, 14336, true), kTileWg256);       // 192 pairs per expert
-    CU_ASSERT_EQUAL(cl(4096, 8, 128, 2048, 768, true), kTileWg256Cl);    // Qwen3-30B-A3B
-    CU_ASSERT_EQUAL(cl(1024, 8, 128, 2048, 768, true), kTileWg);         // 64 per expert
-    CU_ASSERT_EQUAL(cl(4096, 6, 64, 2048, 1408, true), kTileWgCl);       // DeepSeek-V2-Lite: the 128-row tile
-    CU_ASSERT_EQUAL(cl(4096, 6, 64, 2048, 1408, false), kTileWg);        // plain weights: no tensor maps
-    CU_ASSERT_EQUAL(cl(kClusterPairs * 8 / 2, 2, 8, 4096, 14336, true), kTileWg256Cl);   // the boundary
-    CU_ASSERT_EQUAL(cl(kClusterPairs * 8 / 2 - 1, 2, 8, 4096, 14336, true), kTileWg256);
-    CU_ASSERT_EQUAL(layer_cluster(kTileMma, 100000, 8, 8, true), kTileMma);
-    CU_ASSERT_EQUAL(layer_cluster(kTileDecode, 100000, 8, 8, true), kTileDecode);
-    // the GPU suite's clustered cases (test_moe_layer.py)
-    CU_ASSERT_EQUAL(cl(600, 2, 4, 512, 256, true), kTileWg256Cl);
-    CU_ASSERT_EQUAL(cl(700, 1, 2, 512, 1792, true), kTileWg256Cl);
-    CU_ASSERT_EQUAL(cl(1200, 1, 2, 4096, 256, true), kTileWg256Cl);
-    CU_ASSERT_EQUAL(cl(600, 2, 4, 256, 1024, true), kTileWgCl);
-    CU_ASSERT_EQUAL(layer_cluster(layer_tile(600, 2, 4, 256, 320, 1, 9), 600, 2, 4, true), kTileWgCl);
-    CU_ASSERT_EQUAL(layer_cluster(layer_tile(600, 2, 4, 256, 832, 1, 9), 600, 2, 4, true), kTileWgCl);
-}
-
 static void register_tests(void) {
     CU_pSuite s = CU_add_suite("ldmoe layer scheduling (host)", NULL, NULL);
     CU_add_test(s, "tile numbering: distinct, in range, complete (300 routings)", test_numbering);
@@ -389,6 +313,4 @@ static void register_tests(void) {
     CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
     CU_add_test(s, "tile choice: boundaries, model shapes, one tile for D = 1 and 2 (20000 shapes)", test_tile_choice);
     CU_add_test(s, "gather choice: model shapes, boundary, the GPU suite's cases", test_gather_choice);
-    CU_add_test(s, "cluster pairs: every m-block once, null tiles exactly for odd counts (300 routings)", test_cluster_pairs);
-    CU_add_test(s, "cluster choice: model shapes, boundary, the GPU suite's cases", test_cluster_choice);
 }

@@ -66,51 +66,6 @@ __device__ __forceinline__ void tma_load_4d_hint(uint32_t dst, const CUtensorMap
         " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
         ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "l"(policy) : "memory");
 }
-// The same box written at `dst` in every CTA of `mask` (a cluster), each CTA's mbarrier at `bar`
-// counting its bytes: one L2 read feeds the CTAs that share an operand (the fused layer's clustered
-// wgmma tiles). sm_90a only (the tiles that call it run only there).
-__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1, int32_t c2,
-                                               int32_t c3, uint32_t bar, uint16_t mask, uint64_t policy) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
-        " [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\n"
-        ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask), "l"(policy) : "memory");
-#else
-    (void)dst; (void)map; (void)c0; (void)c1; (void)c2; (void)c3; (void)bar; (void)mask; (void)policy;
-    __trap();
-#endif
-}
-// Cluster helpers: this CTA's rank, a shared address of this CTA mapped to CTA `rank`'s copy, an
-// arrival on another CTA's mbarrier, stores and loads between the CTAs' shared memories, and the
-// cluster-wide barrier (every thread of every CTA).
-__device__ __forceinline__ uint32_t cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ uint32_t map_shared(uint32_t addr, uint32_t rank) {
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
-}
-__device__ __forceinline__ void st_cluster_b64(uint32_t remote, int64_t v) {
-    asm volatile("st.shared::cluster.b64 [%0], %1;\n" ::"r"(remote), "l"(v) : "memory");
-}
-__device__ __forceinline__ void st_release_cluster_b32(uint32_t remote, int32_t v) {
-    asm volatile("st.release.cluster.shared::cluster.b32 [%0], %1;\n" ::"r"(remote), "r"(v) : "memory");
-}
-__device__ __forceinline__ int32_t ld_acquire_cluster_b32(uint32_t addr) {
-    int32_t v;
-    asm volatile("ld.acquire.cluster.shared::cluster.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 // A contiguous global range into shared memory (packed weights); completes on `bar`. Sizes and
 // addresses are multiples of 16 bytes.
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {

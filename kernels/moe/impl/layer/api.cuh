@@ -12,11 +12,10 @@ namespace layer {
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 or 256 weight rows
 // x 128 tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere (layer_tile).
-// CL: CTAs per cluster (2: the clustered wgmma tiles, layer_cluster).
-template <int BM, int BN, bool F8, int CL>
+template <int BM, int BN, bool F8>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
-    moe_layer_body<BM, BN, F8, CL>(p, &ldshim_topology);
+    moe_layer_body<BM, BN, F8>(p, &ldshim_topology);
 #else
     (void)p;
     __trap();
@@ -113,11 +112,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][kTileConfigs];   // by tile index (moe_run: 0-2, 5-7 bf16, 3-4 FP8)
-// Clusters of the clustered tiles (kTileWgCl, kTileWg256Cl) one device holds at once
-// (cudaOccupancyMaxActiveClusters): 0 not asked yet, -1 none (the launch takes the tile without
-// clusters).
-int g_layer_ncl[LDMOE_MAX_DEVICES][2];
+bool g_layer_attr[LDMOE_MAX_DEVICES][6];   // by tile index (moe_run: 0-2, 5 bf16, 3-4 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -216,31 +211,16 @@ static void layer_release_device(int dev) {
     g_nlws = kept;
     if (dev >= 0 && dev < LDMOE_MAX_DEVICES)
         for (bool &a : g_layer_attr[dev]) a = false;
-    if (dev >= 0 && dev < LDMOE_MAX_DEVICES) g_layer_ncl[dev][0] = g_layer_ncl[dev][1] = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
 // the API
 
-struct LayerCfg { const void *fn; int smem; int cl; };
-template <int BM, int BN, bool F8 = false, int CL = 1> static LayerCfg layer_cfg() {
-    constexpr int bytes = (int)sizeof(Smem<BM, BN, F8, CL>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
+struct LayerCfg { const void *fn; int smem; };
+template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
+    constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
-    using S = Smem<BM, BN, F8, CL>;
-    static_assert(offsetof(S, ring) == 0, "the ring first: the body aligns the struct to the swizzle atom");
-    return {(const void *)moe_layer_kernel<BM, BN, F8, CL>, bytes, CL};
-}
-static LayerCfg layer_cfg_of(int ci) {
-    switch (ci) {
-    case kTileDecode: return layer_cfg<32, 16>();
-    case kTileMma: return layer_cfg<64, 64>();
-    case kTileWg: return layer_cfg<kWgBM, kImgRows>();
-    case 3: return layer_cfg<32, 16, true>();
-    case 4: return layer_cfg<64, 64, true>();
-    case kTileWg256: return layer_cfg<256, kImgRows>();
-    case kTileWgCl: return layer_cfg<kWgBM, kImgRows, false, 2>();
-    default: return layer_cfg<256, kImgRows, false, 2>();
-    }
+    return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
 // The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/64 boxes][16 rows][64 k], bf16; a
@@ -248,12 +228,13 @@ static LayerCfg layer_cfg_of(int ci) {
 // BM/16, BK/64) is a stage in its k-box-major order: the element order of a box, dimension 0
 // fastest, is the stage's. The boxes are stored swizzled, so they are copied as they are
 // (no TMA swizzle); a box past Kd arrives as zeros.
-// GB, KB: the box's groups and 64-k boxes (a stage's, or the clustered tiles' half: 8 and 1).
+template <int BM>
 static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64_t groups, int Kd,
-                            int GB, int KB, const char *what) {
+                            const char *what) {
+    using C = layer::Cfg<BM, kImgRows>;
     cuuint64_t dims[4] = {64, 16, (cuuint64_t)groups, (cuuint64_t)(Kd / 64)};
     cuuint64_t strides[3] = {128, (cuuint64_t)(Kd / 64) * 2048, 2048};   // bytes, dimensions 1..3
-    cuuint32_t box[4] = {64, 16, (cuuint32_t)GB, (cuuint32_t)KB};
+    cuuint32_t box[4] = {64, 16, BM / 16, C::BK / 64};
     cuuint32_t estr[4] = {1, 1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -291,50 +272,24 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     // FP8 (weight-only) runs on the mma.sync tiles: decode, else the 64 x 64 prefill tile.
-    const bool packed = p->layout == LDMOE_LAYOUT_PACKED;
-    const int ci0 = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == kTileDecode ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
-    int ci = f8 ? ci0 : layer_cluster(ci0, p->T, p->k, p->E, packed);
-    const bool wg = ci0 == kTileWg || ci0 == kTileWg256;
-    int sms = 0, grid = 0;
+    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == kTileDecode ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
+    const bool wg = ci == kTileWg || ci == kTileWg256;
+    const LayerCfg c = ci == kTileDecode ? layer_cfg<32, 16>()
+                       : ci == kTileMma  ? layer_cfg<64, 64>()
+                       : ci == kTileWg   ? layer_cfg<kWgBM, kImgRows>()
+                       : ci == kTileWg256 ? layer_cfg<256, kImgRows>()
+                       : ci == 3 ? layer_cfg<32, 16, true>()
+                                 : layer_cfg<64, 64, true>();
+    int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
     rc = device_sms(dev, &sms);
-    auto set_attr = [&](int i) {
-        if (rc || dev >= LDMOE_MAX_DEVICES || g_layer_attr[dev][i]) return;
-        if ((e = cudaFuncSetAttribute(layer_cfg_of(i).fn, cudaFuncAttributeMaxDynamicSharedMemorySize, layer_cfg_of(i).smem)) != cudaSuccess)
+    if (!rc && dev < LDMOE_MAX_DEVICES && !g_layer_attr[dev][ci]) {
+        if ((e = cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem)) != cudaSuccess)
             rc = cuda_fail(e, "cudaFuncSetAttribute(max dynamic shared memory) of the layer kernel");
         else
-            g_layer_attr[dev][i] = true;
-    };
-    if (ci != ci0 && (rc || sms < 2)) ci = ci0;
-    if (ci != ci0) {   // a clustered tile, where the device holds its clusters: asked once per device
-        int &ncl = g_layer_ncl[dev][ci == kTileWgCl ? 0 : 1];   // dev < LDMOE_MAX_DEVICES: device_sms passed
-        if (ncl == 0) {
-            const LayerCfg cc = layer_cfg_of(ci);
-            if (cudaFuncSetAttribute(cc.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, cc.smem) == cudaSuccess) {
-                g_layer_attr[dev][ci] = true;
-                cudaLaunchAttribute ca[1];
-                ca[0].id = cudaLaunchAttributeClusterDimension;
-                ca[0].val.clusterDim.x = 2; ca[0].val.clusterDim.y = 1; ca[0].val.clusterDim.z = 1;
-                cudaLaunchConfig_t qc = {};
-                qc.gridDim = dim3(2 * (sms / 2));
-                qc.blockDim = dim3(kThreads);
-                qc.dynamicSmemBytes = cc.smem;
-                qc.attrs = ca;
-                qc.numAttrs = 1;
-                int n = 0;
-                ncl = cudaOccupancyMaxActiveClusters(&n, cc.fn, &qc) == cudaSuccess && n > 0 ? n : -1;
-            } else {
-                ncl = -1;
-            }
-            (void)cudaGetLastError();   // a refusal here only means no clusters
-        }
-        if (ncl > 0) grid = 2 * (sms / 2 < ncl ? sms / 2 : ncl);
-        else ci = ci0;
+            g_layer_attr[dev][ci] = true;
     }
-    const LayerCfg c = layer_cfg_of(ci);
-    set_attr(ci);
-    if (!grid) grid = sms;
     if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, &w);
     encode_tiled_fn enc = NULL;
     const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
@@ -353,15 +308,10 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
-    if (maps) {   // a stage's box; the clustered tiles' half box too
-        const int GB = ci0 == kTileWg256 ? 16 : kWgBM / 16, KB = ci0 == kTileWg256 ? 1 : layer::Cfg<kWgBM, kImgRows>::BK / 64;
-        const int64_t g13 = (int64_t)p->E * 2 * p->I / 16, g2 = (int64_t)p->E * p->H / 16;
-        if ((rc = layer_weight_map(enc, &kp.tm13, p->w13, g13, p->H, GB, KB, "packed w13")) ||
-            (rc = layer_weight_map(enc, &kp.tm2, p->w2, g2, p->I, GB, KB, "packed w2")))
-            return rc;
-        if (c.cl > 1 &&
-            ((rc = layer_weight_map(enc, &kp.tm13h, p->w13, g13, p->H, 8, 1, "packed w13, half box")) ||
-             (rc = layer_weight_map(enc, &kp.tm2h, p->w2, g2, p->I, 8, 1, "packed w2, half box"))))
+    if (maps) {
+        auto mk = ci == kTileWg256 ? layer_weight_map<256> : layer_weight_map<kWgBM>;
+        if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
+            (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
             return rc;
     }
     kp.T = (int32_t)p->T; kp.E = p->E; kp.H = p->H; kp.I = p->I; kp.k = p->k; kp.D = D;
@@ -369,45 +319,19 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     kp.mode = p->mode;
     kp.cap = (int32_t)(p->T * p->k);
     kp.steal_waves = p->steal_waves > 0.f ? p->steal_waves : LDMOE_DEFAULT_STEAL_WAVES;
-    // Cooperative: the routing's grid barrier needs every CTA resident (one per SM; clustered: two
-    // per cluster, as many clusters as the device holds at once).
+    // Cooperative: the routing's grid barrier needs every CTA resident (one per SM).
     void *args[] = {&kp};
-    cudaLaunchAttribute attr[2];
+    cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = 2; attr[1].val.clusterDim.y = 1; attr[1].val.clusterDim.z = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
+    cfg.gridDim = dim3(sms);
     cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = c.smem;
     cfg.stream = (cudaStream_t)p->stream;
     cfg.attrs = attr;
-    cfg.numAttrs = c.cl > 1 ? 2 : 1;
-    e = cudaLaunchKernelExC(&cfg, c.fn, args);
-    if (e != cudaSuccess && c.cl > 1 &&
-        (e == cudaErrorCooperativeLaunchTooLarge || e == cudaErrorLaunchOutOfResources || e == cudaErrorInvalidClusterSize ||
-         e == cudaErrorInvalidConfiguration)) {
-        // The clusters the occupancy query promised do not fit this context (a bound SM set may
-        // pair its SMs otherwise): the tile without clusters, from now on on this device.
-        (void)cudaGetLastError();
-        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing((cudaStream_t)p->stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone)
-            return fail(LDMOE_ERR_CUDA, "the clustered layer kernel was refused inside a stream capture (%s); call "
-                        "ldmoe_moe once outside the capture first", cudaGetErrorString(e));
-        pthread_mutex_lock(&g_lock);
-        g_layer_ncl[dev][ci == kTileWgCl ? 0 : 1] = -1;
-        ci = ci0;
-        set_attr(ci);
-        pthread_mutex_unlock(&g_lock);
-        if (rc) return rc;
-        const LayerCfg c1 = layer_cfg_of(ci);
-        cfg.gridDim = dim3(sms);
-        cfg.dynamicSmemBytes = c1.smem;
-        cfg.numAttrs = 1;
-        e = cudaLaunchKernelExC(&cfg, c1.fn, args);
-    }
-    if (e != cudaSuccess) return cuda_fail(e, "launch of the MoE layer kernel");
+    cfg.numAttrs = 1;
+    if ((e = cudaLaunchKernelExC(&cfg, c.fn, args)) != cudaSuccess) return cuda_fail(e, "launch of the MoE layer kernel");
     g_msg[0] = 0;
     return LDMOE_OK;
 }

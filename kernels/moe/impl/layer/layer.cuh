@@ -85,7 +85,6 @@ constexpr int kGatherT = 64;             // the wgmma tile's gathering threads (
 constexpr int kEpi = 4;                  // GEMM2 epilogue records in flight to the combine warps
 static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp");
 constexpr int kMeta = 16;                // tile metadata ring
-constexpr int kCQ = 16;                  // clustered tiles: claims rank 0 hands to rank 1
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
 
@@ -103,9 +102,6 @@ struct LParams {
     // The wgmma tile's packed w13 and w2 as 4-D tensors (api.cuh, layer_weight_map): a stage's
     // weights are one box, one operation of the producer instead of one copy per 2 KiB box.
     CUtensorMap tm13, tm2;
-    // Clustered tiles (CL = 2): the same tensors with half a stage's box (64 k, 16 rows, 8 groups,
-    // one 64-k box): the 256-row tile's rank r takes groups 8r..8r+7, the 128-row tile's its k box r.
-    CUtensorMap tm13h, tm2h;
     const __nv_bfloat16 *x, *w13, *w2;
     const int32_t *ids;
     const float *wts;
@@ -280,13 +276,13 @@ struct EpiRec {
     int32_t mask[BN];
 };
 
-template <int BM, int BN, bool F8 = false, int CL = 1>
+template <int BM, int BN, bool F8 = false>
 struct Smem {
     using C = Cfg<BM, BN, F8>;
-    alignas(128) unsigned char ring[C::STAGES][C::STAGE];   // first: the body aligns sh to C::ALIGN (wgmma's swizzle atoms)
+    alignas(128) unsigned char ring[C::STAGES][C::STAGE];
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals; + kGatherT gathering threads')
-    uint64_t empty[C::STAGES];        // the 8 consumer warps (of each CTA of the cluster) are done with it
+    uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
     uint64_t epi_full[C::CWARP ? kEpi : 1];    // a record written (consumer thread 0, after the slot stores)
     uint64_t epi_empty[C::CWARP ? kEpi : 1];   // its combine warp has read it
     EpiRec<BN> erec[C::CWARP ? kEpi : 1];
@@ -303,10 +299,6 @@ struct Smem {
     int32_t epi_mask[BN];             // bit j: the token's pair j is valid
     int32_t comb[BN];                 // the token a slot write completed (-1: none)
     int32_t comb_mask[BN];
-    int64_t cq[CL > 1 ? kCQ : 1];     // rank 1: the claims rank 0 resolved, in order (layer_sched.h)
-    int32_t cq_n;                     // rank 1: claims written into cq (by rank 0)
-    int32_t cq_read;                  // rank 0: claims rank 1 has read
-    int32_t pbp[CL > 1 ? kMaxE + 1 : 1];   // m-block pairs prefix per expert
     int32_t domcnt[kMaxD];
     int32_t my_dom;
     int32_t mode;
@@ -384,13 +376,12 @@ __device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t ms
 }
 
 // ---- the kernel body ------------------------------------------------------------------------
-template <int BM, int BN, bool F8 = false, int CL = 1>
+template <int BM, int BN, bool F8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
     using C = Cfg<BM, BN, F8>;
-    static_assert(CL == 1 || (CL == 2 && C::WG && !F8), "clusters: the wgmma tiles, packed weights");
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
-    Smem<BM, BN, F8, CL> &sh = *reinterpret_cast<Smem<BM, BN, F8, CL> *>(
+    Smem<BM, BN, F8> &sh = *reinterpret_cast<Smem<BM, BN, F8> *>(
         smem_raw + ((C::ALIGN - (s_u32(smem_raw) & (C::ALIGN - 1))) & (C::ALIGN - 1)));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
@@ -398,11 +389,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     uint32_t *ctl = p.ctl;
     // The wgmma tile's GEMM1 token rows gathered from x (warps 9-10) rather than from its image.
     const bool gather = C::WG && layer_gather(BM, I);
-    // Clusters (layer_sched.h, layer_cluster): this CTA's rank; rank 0's scheduler claims for the
-    // pair and hands each claim to rank 1, so both walk the same tiles in the same ring steps.
-    // Claims count clusters (ncl) where they counted CTAs.
-    const int crank = CL > 1 ? (int)cluster_rank() : 0;
-    const unsigned cid = blockIdx.x / CL, ncl = gridDim.x / CL;
 
     // -- 1. routing --
     // Local (decode, at most C::LOCAL pairs): every CTA reads all ids and builds the same
@@ -479,24 +465,21 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     }
     __syncthreads();
     if (warp == 0) {   // exclusive prefixes of m-blocks and rows, 32 experts per pass
-        int32_t mcarry = 0, rcarry = 0, pcarry = 0;
+        int32_t mcarry = 0, rcarry = 0;
         for (int base = 0; base < E; base += 32) {
             const int e = base + lane;
             const int32_t c = e < E ? sh.cnt[e] : 0;
-            int32_t m = (c + BN - 1) / BN, r = c, q = pair_blocks(m, CL);
+            int32_t m = (c + BN - 1) / BN, r = c;
             #pragma unroll
             for (int o = 1; o < 32; o <<= 1) {
                 const int32_t mm = __shfl_up_sync(0xffffffffu, m, o), rr = __shfl_up_sync(0xffffffffu, r, o);
-                const int32_t qq = __shfl_up_sync(0xffffffffu, q, o);
-                if (lane >= o) { m += mm; r += rr; q += qq; }
+                if (lane >= o) { m += mm; r += rr; }
             }
             if (e < E) { sh.mbp[e + 1] = mcarry + m; sh.seg[e + 1] = rcarry + r; }
-            if (CL > 1 && e < E) sh.pbp[CL > 1 ? e + 1 : 0] = pcarry + q;
             mcarry += __shfl_sync(0xffffffffu, m, 31);
             rcarry += __shfl_sync(0xffffffffu, r, 31);
-            pcarry += __shfl_sync(0xffffffffu, q, 31);
         }
-        if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; sh.pbp[0] = 0; }
+        if (lane == 0) { sh.mbp[0] = 0; sh.seg[0] = 0; }
         if (local) {   // ranks in pair order: the same list in every CTA
             __syncwarp();
             for (int base = 0; base < (int)npairs; base += 32) {
@@ -548,7 +531,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(s_u32(&sh.full_a[s]), 32);
             mbar_init(s_u32(&sh.full_b[s]), gather ? 32 + kGatherT : 32);
-            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32 * CL);
+            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
         }
         if constexpr (C::CWARP)
             for (int i = 0; i < kEpi; ++i) {
@@ -556,20 +539,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 mbar_init(s_u32(&sh.epi_empty[i]), 1);
             }
         fence_mbar_init();
-        sh.cq_n = 0;
-        sh.cq_read = 0;
     }
     __syncthreads();
-    if constexpr (CL > 1) cluster_sync();   // both CTAs' barriers initialized before any remote arrival or multicast
 
     const int32_t total_mb = sh.mbp[E];
-    const int32_t *tbp = CL > 1 ? sh.pbp : sh.mbp;      // the tiles' blocks per expert: m-blocks, or their pairs
-    const int32_t total_tb = tbp[E];
     const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
     const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
-    const int64_t per1 = (int64_t)total_tb * NBs1, per2 = (int64_t)total_tb * NBs2;   // tiles per slice
+    const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
     // what the entry maker would otherwise work out per tile (one warp makes every entry)
-    const bool steal1 = steal_allowed(per1 * D, p.steal_waves, ncl), steal2 = steal_allowed(per2 * D, p.steal_waves, ncl);
+    const bool steal1 = steal_allowed(per1 * D, p.steal_waves, gridDim.x), steal2 = steal_allowed(per2 * D, p.steal_waves, gridDim.x);
     const uint32_t kmag = 0xffffffffu / (uint32_t)K;   // pair / K = token: __umulhi(pair, kmag), + 1 at most
     const int rg1 = 2 * I / D / 16, rg2 = H / D / 16;   // 16-row groups per slice
     const int kb1 = H / C::KBOX, kb2 = I / C::KBOX;     // boxes per group row
@@ -598,12 +576,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         uint32_t *qc = ctl + (phase == 1 ? kCtlQ1 : kCtlQ2);
         c_q = -1;
         if (mode == LDMOE_MODE_STATIC) {
-            c_raw = cid + s_static++ * ncl;
+            c_raw = blockIdx.x + s_static++ * gridDim.x;
             c_q = 0;
         } else if (mode == LDMOE_MODE_UNAWARE) {
             // Every CTA makes this first claim in both phases (a cooperative launch; total_mb is the
             // same in every CTA): unaware mode has no sweep, so a CTA leaving early would lose tile blockIdx.
-            c_raw = unaware_claim(c_first, cid, ncl, c_first ? 0u : atomicAdd(qc, 1u));
+            c_raw = unaware_claim(c_first, blockIdx.x, gridDim.x, c_first ? 0u : atomicAdd(qc, 1u));
             c_first = false;
             c_q = 0;
         } else {
@@ -637,7 +615,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             // phase takes what is left in every queue. Left means a slice the map counts SMs for
             // but no CTA of this grid runs on (a map that does not describe the grid); unswept,
             // its tiles would never be claimed and GEMM2 would wait for them forever.
-            if (s_sweep || !sweep_after(atomicAdd(ctl + (phase == 1 ? kCtlDone1 : kCtlDone2), 1u), ncl)) return -1;
+            if (s_sweep || !sweep_after(atomicAdd(ctl + (phase == 1 ? kCtlDone1 : kCtlDone2), 1u), gridDim.x)) return -1;
             s_sweep = true;
             s_q = 0;
             claim_issue(phase);
@@ -652,28 +630,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const unsigned char *r_wsrc = nullptr;
     int32_t r_pair[(BN + 31) / 32];
     uint32_t r_rd = 0;
-    if (warp == kSched && lane == 0 && s_phase != 0 && crank == 0) claim_issue(1);
-    // Clusters: rank 0's lane 0 writes each resolved claim into rank 1's cq ring (a release store of
-    // the count behind it); rank 1's lane 0 reads them in order and returns its read count, so
-    // rank 0 never overwrites an unread one (it runs at most a few entries ahead: the two CTAs'
-    // rings advance together through the shared empty barriers).
-    int32_t cq_pos = 0;   // lane 0: claims sent (rank 0) or read (rank 1)
-    auto cq_push = [&](int64_t v) {
-        if constexpr (CL > 1) {
-            while (cq_pos - ld_acquire_cluster_b32(s_u32(&sh.cq_read)) >= kCQ) __nanosleep(32);
-            st_cluster_b64(map_shared(s_u32(&sh.cq[cq_pos % kCQ]), 1), v);
-            st_release_cluster_b32(map_shared(s_u32(&sh.cq_n), 1), ++cq_pos);
-        }
-    };
-    auto cq_pop = [&]() -> int64_t {
-        int64_t v = -1;
-        if constexpr (CL > 1) {
-            while (ld_acquire_cluster_b32(s_u32(&sh.cq_n)) <= cq_pos) __nanosleep(32);
-            v = sh.cq[cq_pos % kCQ];
-            st_release_cluster_b32(map_shared(s_u32(&sh.cq_read), 0), ++cq_pos);
-        }
-        return v;
-    };
+    if (warp == kSched && lane == 0 && s_phase != 0) claim_issue(1);
     // One step of the scheduler warp's entry maker; returns after at most one global round trip it waits on.
     auto sched_one = [&]() {
         if (bstate == 1) {
@@ -700,19 +657,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         }
         if (ended) return;
         int64_t t = -1;
-        if (lane == 0 && s_phase != 0) {
-            if (crank == 0) {
-                t = claim_resolve(s_phase);
-                cq_push(t);
-            } else {
-                t = cq_pop();
-            }
-        }
+        if (lane == 0 && s_phase != 0) t = claim_resolve(s_phase);
         t = __shfl_sync(0xffffffffu, t, 0);
         if (t < 0) {
             if (s_phase == 1) {   // GEMM1 queues empty for me: on to GEMM2
                 s_phase = 2; s_q = 0; s_static = 0; s_sweep = false; c_first = true;
-                if (lane == 0 && crank == 0) claim_issue(2);
+                if (lane == 0) claim_issue(2);
                 return;
             }
             if (lane == 0) sh.meta[have % kMeta].tile = -1;
@@ -726,11 +676,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         const int td = (int)(t >> 32);
         const uint32_t idx = (uint32_t)t;
         // the tile's expert: the last e with mbp[e] * NBs <= idx, counted across the warp (layer_sched.h)
-        const int ce = expert_count<uint32_t>(tbp, E, NBs, idx, lane, 32);
-        const TilePos tp = tile_in_expert<uint32_t>(tbp, __reduce_add_sync(0xffffffffu, ce), NBs, td, idx);
-        // clusters: tp.mb is the m-block pair, this rank's m-block of it may not exist (a null tile: no rows)
-        const int e = tp.e, mb = tp.mb * CL + crank;
-        const bool null_t = CL > 1 && null_tile(sh.mbp[e + 1] - sh.mbp[e], tp.mb, crank, CL);
+        const int ce = expert_count<uint32_t>(sh.mbp, E, NBs, idx, lane, 32);
+        const TilePos tp = tile_in_expert<uint32_t>(sh.mbp, __reduce_add_sync(0xffffffffu, ce), NBs, td, idx);
+        const int e = tp.e, mb = tp.mb;
         r_t = (int)idx; r_ph = ph; r_e = e; r_mb = mb; r_nb = tp.nb;
         if (lane == 0) {   // packed weights: slice d's group of expert e for n-block nbl, k 0
             const int kb = ph == 1 ? kb1 : kb2;   // boxes per group row
@@ -739,17 +687,17 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             r_wgs = kb * 2048;
             r_wgrp = (int)grp0;   // < E * max(2I, H) / 16: the host's tensor-map dims bound it
         }
-        r_rows = null_t ? 0 : min(BN, sh.cnt[e] - mb * BN);
-        r_mbg = sh.mbp[e] + (null_t ? 0 : mb);
+        r_rows = min(BN, sh.cnt[e] - mb * BN);
+        r_mbg = sh.mbp[e] + mb;
         #pragma unroll
         for (int i = 0; i < (BN + 31) / 32; ++i) {
             const int j = lane + 32 * i;
             r_pair[i] = j >= r_rows ? 0 : local ? sh.lpair[sh.seg[e] + mb * BN + j]
                                                 : __ldcg(p.list + (int64_t)e * cap + mb * BN + j);
         }
-        r_rd = ph == 2 && lane == 0 ? (null_t || ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1) : 0u;
+        r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
         bstate = 1;
-        if (lane == 0 && crank == 0) claim_issue(ph);   // the next entry's claim, in flight
+        if (lane == 0) claim_issue(ph);   // the next entry's claim, in flight
     };
     constexpr int BK = C::BK;
     auto ksteps = [&](const Meta<BN> &m) { return ((m.phase == 1 ? H : I) + BK - 1) / BK; };
@@ -784,12 +732,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (ph == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
             if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
                 if (own && lane == 0) {
-                    const uint32_t rb = (uint32_t)rows * 128;   // 0: a cluster's null tile
+                    const uint32_t rb = (uint32_t)rows * 128;
                     const __nv_bfloat16 *src = (ph == 1 ? p.ximg : p.h) + img_off<BN, BK>(mbg, Kd, 0, k0);
                     mbar_expect_tx(bar, rb * (BK / 64));   // lane 0's arrival
-                    if (rb)
-                        #pragma unroll
-                        for (int b = 0; b < BK / 64; ++b) bulk_load(b_s + b * (BN * 128), src + b * (BN * 64), rb, bar);
+                    #pragma unroll
+                    for (int b = 0; b < BK / 64; ++b) bulk_load(b_s + b * (BN * 128), src + b * (BN * 64), rb, bar);
                 }
             } else {
                 // One bulk copy per token row (x gathered by token at GEMM1, h by pair at GEMM2):
@@ -812,9 +759,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const Meta<BN> &m = sh.meta[sh.stage_entry[step % C::STAGES] % kMeta];
             uint32_t ok = 0;
             if (lane == 0) {
-                const bool none = m.rows == 0;   // a cluster's null tile: no h rows to wait for
                 do {
-                    ok = none || ld_acquire(p.ready + m.mbg) >= (uint32_t)NB1;
+                    ok = ld_acquire(p.ready + m.mbg) >= (uint32_t)NB1;
                     if (!ok && block) __nanosleep(64);
                 } while (!ok && block);
             }
@@ -856,23 +802,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         // k-box-major in the stage: the tensor map's box (64 k, 16 rows, BM/16
                         // groups, BK/64 boxes) lands in that order; a half stage's second box lies
                         // past the tensor and arrives as zeros (against the zero token box).
-                        if constexpr (CL > 1) {
-                            // Half the stage from each rank into both CTAs (the 256-row tile: 8 of 16
-                            // row groups; the 128-row tile: one of two 64-k boxes, the one past K of
-                            // a half last stage arriving as zeros with its bytes counted, as the
-                            // whole box's second half does). Every CTA's full_a expects both halves;
-                            // its empty barrier counted both CTAs' consumers, so the partner's slot
-                            // is free too.
-                            constexpr uint32_t kHalf = 8 * 2048;
-                            static_assert(BM / 16 * (BK / 64) * 2048 == 2 * kHalf, "two halves a stage");
-                            mbar_expect_tx(bar, 2 * kHalf);
-                            tma_load_4d_mc(a_s + crank * kHalf, m_ph == 1 ? &p.tm13h : &p.tm2h, 0, 0,
-                                           m_wgrp + (BM == 256 ? 8 * crank : 0), k0 / 64 + (BM == 256 ? 0 : crank), bar,
-                                           (uint16_t)0x3, pol);
-                        } else {
-                            mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
-                            tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
-                        }
+                        mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
+                        tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
                     } else {   // a 16-row group's boxes lie together in memory and in the stage
                         const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
                         const unsigned char *w = m_wsrc + (int64_t)(k0 / C::KBOX) * 2048;
@@ -981,13 +912,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                          wg_desc(a_s + (ks >> 2) * (BM * 128) + (ks & 3) * 32), first && ks == 0 ? 0 : 1);
                     wg_commit();
                 };
-                auto give = [&](int sl) {   // clusters: the partner's producer writes this slot too
-                    __syncwarp();
-                    if (lane == 0) {
-                        mbar_arrive(s_u32(&sh.empty[sl]));
-                        if constexpr (CL > 1) mbar_arrive_cluster(map_shared(s_u32(&sh.empty[sl]), (uint32_t)crank ^ 1u));
-                    }
-                };
+                auto give = [&](int sl) { __syncwarp(); if (lane == 0) mbar_arrive(s_u32(&sh.empty[sl])); };
                 auto next = [&]() {   // the tile's next stage, landed
                     ++cstep;
                     const int sl = cstep % C::STAGES;
@@ -1191,7 +1116,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
             cbar();
             if (m.phase == 1) {
-                if (ctid == 0 && m.rows > 0) red_release(p.ready + m.mbg, 1u);   // a null tile computed nothing
+                if (ctid == 0) red_release(p.ready + m.mbg, 1u);
                 continue;
             }
             if constexpr (C::WG) continue;   // combined after the last GEMM2 tile (below)
@@ -1334,7 +1259,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         if (tid == 0) ctl[kCtlExit] = ctl[kCtlDone1] = ctl[kCtlDone2] = 0;
         __threadfence();
     }
-    if constexpr (CL > 1) cluster_sync();   // no CTA leaves while its partner may still arrive on its barriers
 }
 
 }  // namespace layer

@@ -105,24 +105,6 @@ LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int 
     return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
 }
 
-// Clusters of two CTAs (the wgmma tiles, packed weights, kClusterPairs pairs per expert on
-// average): a tile is (expert, m-block pair, n-block); rank r of the cluster computes m-block
-// 2p + r against the tile's weight rows, which each rank loads half of and multicasts to both, so
-// a stage moves half its weight bytes out of L2 per SM (prefill is bound by what L2 feeds the SMs:
-// doc/moe.md, "What limits it"). An expert's last pair of an odd m-block count is half empty: rank 1
-// then has a null tile (no rows: it still loads its half of the weights for rank 0). Tiles number
-// as above over pair counts; pair_blocks is an expert's pairs, null_tile says whether rank r's
-// m-block of pair p exists. Config indexes of the clustered tiles (api.cuh's moe_run):
-constexpr int kClusterPairs = 256;
-enum { kTileWgCl = 6, kTileWg256Cl = 7, kTileConfigs = 8 };
-LDMOE_LAYER_FN int pair_blocks(int mblocks, int CL) { return (mblocks + CL - 1) / CL; }
-LDMOE_LAYER_FN bool null_tile(int mblocks, int pair, int rank, int CL) { return pair * CL + rank >= mblocks; }
-// tile: layer_tile's choice for the launch; packed: the weights are packed (the tensor maps).
-LDMOE_LAYER_FN int layer_cluster(int tile, int64_t T, int k, int E, bool packed) {
-    if (!packed || T * k < (int64_t)kClusterPairs * E) return tile;
-    return tile == kTileWg ? kTileWgCl : tile == kTileWg256 ? kTileWg256Cl : tile;
-}
-
 // The wgmma tile's GEMM1 token rows: gathered from x by warps 9-10 (cp.async, 16 bytes a lane) where
 // an m-block feeds at most kGatherNB n-blocks of 2I, from the routed x's stage image (one bulk copy
 // a box, after a copy pass and a grid barrier) otherwise. The image costs a write and a read of
