@@ -95,7 +95,8 @@ struct LayerWs {
     void *stream;
     unsigned char *base;
     int64_t cap_pairs, cap_T;   // sizes it holds
-    int64_t cap_img;            // pairs the wgmma tile's stage images hold (0: none)
+    int64_t cap_img;            // pairs the wgmma tile's stage image of h holds (0: none)
+    int64_t cap_ximg;           // pairs its image of the routed x holds (0: none; gathered launches need none)
     int32_t cap_E, cap_H, cap_I;
     // parts
     uint32_t *ctl, *ready, *arrive;
@@ -128,7 +129,7 @@ size_t layout_ws(LayerWs &w, unsigned char *base) {
     w.tokvalid = (int32_t *)take((size_t)w.cap_T * 4);
     const size_t h_plain = (size_t)w.cap_pairs * w.cap_I, h_img = img_elems(w.cap_img, w.cap_E, w.cap_I);
     w.h = (__nv_bfloat16 *)take((h_plain > h_img ? h_plain : h_img) * 2);   // one layout per launch
-    w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_img, w.cap_E, w.cap_H) * 2);
+    w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_ximg, w.cap_E, w.cap_H) * 2);
     w.slot = (__nv_bfloat16 *)take((size_t)w.cap_pairs * w.cap_H * 2);
     (void)zero_bytes;
     return off;
@@ -140,15 +141,17 @@ size_t ws_zero_bytes(const LayerWs &w) {
 
 // Caller holds g_lock. The workspace of (dev, stream) holding at least these sizes: grown (the
 // old one freed after the stream drains) when too small; never inside a stream capture.
-// img: the launch takes the wgmma tile (its stage images are sized too).
-static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, int k, bool img, LayerWs **out) {
+// img: the launch takes the wgmma tile (h's stage image is sized too); ximg: and reads GEMM1's
+// token rows from x's image (layer_gather says no).
+static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, int k, bool img, bool ximg,
+                        LayerWs **out) {
     LayerWs *w = NULL;
     for (int i = 0; i < g_nlws; ++i)
         if (g_lws[i].device == dev && g_lws[i].stream == stream) w = &g_lws[i];
     const int64_t pairs = T * k;
-    const int64_t img_pairs = img ? pairs : 0;
+    const int64_t img_pairs = img ? pairs : 0, ximg_pairs = img && ximg ? pairs : 0;
     if (w && w->cap_pairs >= pairs && w->cap_T >= T && w->cap_E >= E && w->cap_H >= H && w->cap_I >= I &&
-        w->cap_img >= img_pairs) {
+        w->cap_img >= img_pairs && w->cap_ximg >= ximg_pairs) {
         *out = w;
         return LDMOE_OK;
     }
@@ -170,6 +173,7 @@ static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, i
     n.cap_H = w && w->cap_H > H ? w->cap_H : H;
     n.cap_I = w && w->cap_I > I ? w->cap_I : I;
     n.cap_img = w && w->cap_img > img_pairs ? w->cap_img : img_pairs;
+    n.cap_ximg = w && w->cap_ximg > ximg_pairs ? w->cap_ximg : ximg_pairs;
     const size_t bytes = layout_ws(n, NULL);
     uint32_t err_word = 0;
     if (w) {   // the old one may still be in use by this stream's queued launches
@@ -290,7 +294,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         else
             g_layer_attr[dev][ci] = true;
     }
-    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, &w);
+    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, !layer_gather(ci == kTileWg256 ? 256 : kWgBM, p->I), &w);
     encode_tiled_fn enc = NULL;
     const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
     if (!rc && maps) rc = get_encoder(&enc);
@@ -370,8 +374,9 @@ LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *str
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
     // Images for any call up to these sizes that may take the wgmma tile (fewer experts or a
-    // smaller H than reserved can choose it where these sizes do not).
-    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, &w);
+    // smaller H than reserved can choose it where these sizes do not); x's image unless both
+    // wgmma tiles gather at this I (the 128-row tile gathering implies the 256-row one does).
+    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, !layer_gather(kWgBM, I), &w);
     pthread_mutex_unlock(&g_lock);
     if (!rc) g_msg[0] = 0;
     return rc;

@@ -50,9 +50,9 @@
 // rows a stage were its limit. GEMM1's come the same way from the routed x's image, written once
 // after the routing, or, where an m-block feeds few n-blocks (layer_gather), are gathered from x
 // by warps 9-10 (16-byte cp.asyncs, each lane's arrival on full_b when its copies land), which
-// saves the image's write and read. Each consumer warp releases a stage on its empty barrier. Stages of BK = 512 k (decode;
-// 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma) or 64 (its 256-row form); the ring runs across
-// tile and phase boundaries, so weights keep streaming.
+// saves the image's write and read. Each consumer warp releases a stage on its empty barrier.
+// Stages of BK = 512 k (decode; 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma) or 64 (its
+// 256-row form); the ring runs across tile and phase boundaries, so weights keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
 // so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for
