@@ -292,7 +292,8 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
  *
  * Workspace: per (device, stream), as for the grouped GEMM, sized for the largest T*k, T, E, H,
  * I seen (about T*k * (2H + 2I + 4E) bytes; at prefill on Hopper, more than 8 pairs per expert,
- * also the stage images: about (T*k + 128 (E + 1)) * 2 (H + I) bytes). It grows only outside a stream capture: make one
+ * also the stage images: about (T*k + 128 (E + 1)) * 2 (H + I) bytes, or * 2 I where the tile
+ * gathers its token rows from x: 2I / 128 <= 12). It grows only outside a stream capture: make one
  * call at the largest size (or ldmoe_moe_reserve) before capturing; a captured call then
  * allocates nothing and never synchronizes, and each replay runs the routing it finds in
  * topk_ids. All counters the launch uses are left at zero by its last CTA, so replays need no
