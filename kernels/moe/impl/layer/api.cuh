@@ -113,7 +113,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][6];   // by tile index (moe_run: 0-2, 5 bf16, 3-4 FP8)
+bool g_layer_attr[LDMOE_MAX_DEVICES][7];   // by tile index (moe_run: 0-2, 5 bf16, 3-4 and 6 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -227,18 +227,19 @@ template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
-// The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/64 boxes][16 rows][64 k], bf16; a
-// group's boxes at `kb` 2 KiB steps) as a 4-D tensor (64 k, 16 rows, group, box) whose box (64, 16,
-// BM/16, BK/64) is a stage in its k-box-major order: the element order of a box, dimension 0
-// fastest, is the stage's. The boxes are stored swizzled, so they are copied as they are
-// (no TMA swizzle); a box past Kd arrives as zeros.
-template <int BM>
+// The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/KB boxes][16 rows][128 bytes]: KB = 64
+// bf16 k or 128 e4m3 k a box row; a group's boxes at 2 KiB steps) as a 4-D tensor (a row's 64
+// 2-byte units, 16 rows, group, box) whose box (64, 16, BM/16, BK/KB) is a stage in its
+// k-box-major order: the element order of a box, dimension 0 fastest, is the stage's. The boxes
+// are stored swizzled, so they are copied as they are (no TMA swizzle); a box past Kd arrives as
+// zeros. The copy moves bytes, so e4m3 rows travel as 2-byte units.
+template <int BM, bool F8 = false>
 static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *base, int64_t groups, int Kd,
                             const char *what) {
-    using C = layer::Cfg<BM, kImgRows>;
-    cuuint64_t dims[4] = {64, 16, (cuuint64_t)groups, (cuuint64_t)(Kd / 64)};
-    cuuint64_t strides[3] = {128, (cuuint64_t)(Kd / 64) * 2048, 2048};   // bytes, dimensions 1..3
-    cuuint32_t box[4] = {64, 16, BM / 16, C::BK / 64};
+    using C = layer::Cfg<BM, kImgRows, F8>;
+    cuuint64_t dims[4] = {64, 16, (cuuint64_t)groups, (cuuint64_t)(Kd / C::KBOX)};
+    cuuint64_t strides[3] = {128, (cuuint64_t)(Kd / C::KBOX) * 2048, 2048};   // bytes, dimensions 1..3
+    cuuint32_t box[4] = {64, 16, BM / 16, C::BK / C::KBOX};
     cuuint32_t estr[4] = {1, 1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -275,15 +276,15 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 9.0 or newer (bulk copies, mbarrier "
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
-    // FP8 (weight-only) runs on the mma.sync tiles: decode, else the 64 x 64 prefill tile.
-    const int ci = f8 ? (layer_tile(p->T, p->k, p->E, p->H, p->I, D, 0) == kTileDecode ? 3 : 4) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
-    const bool wg = ci == kTileWg || ci == kTileWg256;
+    const int ci = f8 ? layer_tile_fp8(p->T, p->k, p->E, p->H, p->I, D, major) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
+    const bool wg = ci == kTileWg || ci == kTileWg256 || ci == kTileWgF8;
     const LayerCfg c = ci == kTileDecode ? layer_cfg<32, 16>()
                        : ci == kTileMma  ? layer_cfg<64, 64>()
                        : ci == kTileWg   ? layer_cfg<kWgBM, kImgRows>()
                        : ci == kTileWg256 ? layer_cfg<256, kImgRows>()
-                       : ci == 3 ? layer_cfg<32, 16, true>()
-                                 : layer_cfg<64, 64, true>();
+                       : ci == kTileDecodeF8 ? layer_cfg<32, 16, true>()
+                       : ci == kTileMmaF8 ? layer_cfg<64, 64, true>()
+                                          : layer_cfg<kWgBM, kImgRows, true>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
@@ -313,7 +314,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     if (maps) {
-        auto mk = ci == kTileWg256 ? layer_weight_map<256> : layer_weight_map<kWgBM>;
+        auto mk = ci == kTileWg256 ? layer_weight_map<256> : ci == kTileWgF8 ? layer_weight_map<kWgBM, true> : layer_weight_map<kWgBM>;
         if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
             (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
             return rc;

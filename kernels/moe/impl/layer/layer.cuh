@@ -65,6 +65,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <type_traits>
 #include "kernels/ldshim_topology.h"
 #include "kernels/moe/ldmoe.h"
 #include "kernels/moe/impl/ptx.cuh"
@@ -156,6 +157,16 @@ __device__ __forceinline__ void e4m3x4_bf16(uint32_t v, uint32_t &lo, uint32_t &
     lo = *reinterpret_cast<const uint32_t *>(&x);
     hi = *reinterpret_cast<const uint32_t *>(&y);
 }
+// The same times s, rounded once to bf16 (the FP8 wgmma tile's dequantization).
+__device__ __forceinline__ uint32_t e4m3x2_bf16_scaled(uint32_t v2, float s) {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v2 & 0xffffu), __NV_E4M3);
+    const float2 f = __half22float2(__half2(a));
+    const __nv_bfloat162 x = __floats2bfloat162_rn(f.x * s, f.y * s);
+    return *reinterpret_cast<const uint32_t *>(&x);
+}
+__device__ __forceinline__ void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
 // One thread publishes what the whole CTA wrote before a bar.sync (release is cumulative over what
 // the barrier ordered before it), and acquires what the other CTAs published.
 __device__ __forceinline__ void red_release(uint32_t *p, uint32_t v) {
@@ -230,7 +241,8 @@ struct Meta {
 };
 
 // F8: weight-only FP8 (e4m3 weights in the packed layout, a 2 KiB box = 16 rows x 128 k; 128 x 128
-// block scales; bf16 tokens), on the mma.sync tiles only.
+// block or per-row scales; bf16 tokens): the mma.sync tiles widen in registers, the wgmma tile
+// (128 weight rows) dequantizes each stage into bf16 buffers in shared memory (F8W below).
 template <int BM, int BN, bool F8 = false>
 struct Cfg {
     // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, both
@@ -262,7 +274,14 @@ struct Cfg {
     static constexpr bool CWARP = BN <= 16;
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
     // FP8: each consumer warp's k range in a stage is whole 128-k scale blocks (decode 1024 / 4: two, prefill 256 / 2: one)
-    static_assert(!F8 || (!WG && (BK / WK) % 128 == 0), "FP8 runs on the mma.sync tiles, whole scale blocks per warp and stage");
+    static_assert(!F8 || WG || (BK / WK) % 128 == 0, "FP8 on the mma.sync tiles: whole scale blocks per warp and stage");
+    // The FP8 wgmma tile: a stage is one 128-k scale block of e4m3 weights (16 KiB) and bf16 token
+    // rows; the consumers dequantize its weights a 64-k half at a time into one of CVT bf16 buffers
+    // (the wgmma B operand's layout), so that a buffer is rewritten only after every warpgroup's
+    // wgmmas that read it are done: with three, one barrier per half suffices (the body says why).
+    static constexpr bool F8W = F8 && WG;
+    static constexpr int CVT = F8W ? 3 : 0, CVT_BYTES = BM * 64 * 2;
+    static_assert(!F8W || (BM == 128 && BK == 128), "the FP8 wgmma tile: 128 weight rows, a 128-k stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(WG || (BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0), "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
@@ -280,6 +299,7 @@ template <int BM, int BN, bool F8 = false>
 struct Smem {
     using C = Cfg<BM, BN, F8>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
+    alignas(C::CVT > 0 ? 1024 : 16) unsigned char cvt[C::CVT > 0 ? C::CVT : 1][C::CVT > 0 ? C::CVT_BYTES : 16];   // F8W: dequantized weight halves
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals; + kGatherT gathering threads')
     uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
@@ -799,11 +819,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (lane == 0) {   // the tile's boxes from m_wsrc (made per tile by the entry maker)
                     fence_proxy_async();   // the consumers' generic reads of this slot's last use came first
                     if constexpr (C::WG) {
-                        // k-box-major in the stage: the tensor map's box (64 k, 16 rows, BM/16
-                        // groups, BK/64 boxes) lands in that order; a half stage's second box lies
-                        // past the tensor and arrives as zeros (against the zero token box).
-                        mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / 64) * 2048));
-                        tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / 64, bar, pol);
+                        // k-box-major in the stage: the tensor map's box (a 128-byte row of KBOX k,
+                        // 16 rows, BM/16 groups, BK/KBOX boxes) lands in that order; a half stage's
+                        // second box lies past the tensor and arrives as zeros (against the zero
+                        // token box). FP8: one box of 128 k, e4m3.
+                        mbar_expect_tx(bar, (uint32_t)(BM / 16 * (BK / C::KBOX) * 2048));
+                        tma_load_4d_hint(a_s, m_ph == 1 ? &p.tm13 : &p.tm2, 0, 0, m_wgrp, k0 / C::KBOX, bar, pol);
                     } else {   // a 16-row group's boxes lie together in memory and in the stage
                         const int nbox = min(BK / C::KBOX, (Kd - k0) / C::KBOX);
                         const unsigned char *w = m_wsrc + (int64_t)(k0 / C::KBOX) * 2048;
@@ -891,7 +912,89 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                 }
             }
-            if constexpr (C::WG) {
+            [[maybe_unused]] auto give = [&](int sl) { __syncwarp(); if (lane == 0) mbar_arrive(s_u32(&sh.empty[sl])); };
+            [[maybe_unused]] auto next = [&]() {   // the wgmma tile's next stage, landed
+                ++cstep;
+                const int sl = cstep % C::STAGES;
+                const uint32_t ph = (uint32_t)(cstep / C::STAGES) & 1u;
+                mbar_wait(s_u32(&sh.full_a[sl]), ph);
+                mbar_wait(s_u32(&sh.full_b[sl]), ph);
+                return sl;
+            };
+            if constexpr (C::F8W) {
+                // The FP8 wgmma tile, a whole tile here. Stage kk is 128-k scale block kk: its e4m3
+                // weights (the packed box layout: row r at r * 128, 16-byte chunk c at c ^ (r % 8))
+                // are dequantized times their scale into bf16 buffer hs % 3 a 64-k half hs at a time
+                // (the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each consumer thread
+                // two chunks (rows r0 and r0 + 64, chunk cc of the half); then one barrier of the 256
+                // consumers and each warpgroup's wgmmas over the half. A buffer is rewritten three
+                // halves later, after every consumer passed the barrier of the half before it, which
+                // each reached after its wg_wait<1> had retired the wgmmas of the half three back.
+                // A stage (its token rows) goes back once both halves' wgmmas are done. A warpgroup
+                // whose 64 tokens all lie past the tile's rows converts and meets the barriers too.
+                const int nk = ksteps(m);
+                const bool act = wg * 64 < m.rows;
+                const int r0 = ctid >> 2, cc = ctid & 3;
+                // the scale of this thread's row r (0 .. BM-1) at k block kb
+                auto scale = [&](int r, int kb) -> float {
+                    if (m.phase == 1) {   // 16-row group r / 16: 8 gate rows, then their 8 up rows
+                        const int ch = m.nb * (BM / 2) + (r >> 4) * 8 + (r & 7), sr = (r & 8) ? I + ch : ch;
+                        return p.f8row ? __ldg(p.s13 + (int64_t)m.e * 2 * I + sr)
+                                       : __ldg(p.s13 + ((int64_t)m.e * (2 * I / 128) + sr / 128) * (H / 128) + kb);
+                    }
+                    const int sr = m.nb * BM + r;
+                    return p.f8row ? __ldg(p.s2 + (int64_t)m.e * H + sr)
+                                   : __ldg(p.s2 + ((int64_t)m.e * (H / 128) + sr / 128) * (I / 128) + kb);
+                };
+                // Two copies of the loop, with and without the wgmmas: a branch around them inside
+                // one loop makes ptxas serialize the wgmmas (C7518).
+                auto tile_loop = [&](auto act_c) {
+                    constexpr bool ACT = decltype(act_c)::value;
+                    float na = scale(r0, 0), nb2 = scale(r0 + 64, 0);   // the next stage's, loaded a stage ahead
+                    int sl = slot, prev = slot;
+                    for (int kk = 0; kk < nk; ++kk) {
+                        if (kk > 0) sl = next();
+                        const float sa = na, sb = nb2;
+                        if (kk + 1 < nk && !p.f8row) { na = scale(r0, kk + 1); nb2 = scale(r0 + 64, kk + 1); }
+                        const uint32_t raw = s_u32(sh.ring[sl]), tok = raw + C::A_BYTES + wg * 64 * 128;
+                        #pragma unroll
+                        for (int hf = 0; hf < 2; ++hf) {
+                            const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % C::CVT]);
+                            #pragma unroll
+                            for (int i = 0; i < 2; ++i) {
+                                const int r = r0 + 64 * i, sw = r & 7, c = hf * 4 + cc;
+                                const float sc = i ? sb : sa;
+                                const uint4 v = lds128(raw + r * 128 + ((c ^ sw) << 4));
+                                sts128(buf + r * 128 + (((2 * cc) ^ sw) << 4), e4m3x2_bf16_scaled(v.x, sc), e4m3x2_bf16_scaled(v.x >> 16, sc),
+                                       e4m3x2_bf16_scaled(v.y, sc), e4m3x2_bf16_scaled(v.y >> 16, sc));
+                                sts128(buf + r * 128 + (((2 * cc + 1) ^ sw) << 4), e4m3x2_bf16_scaled(v.z, sc), e4m3x2_bf16_scaled(v.z >> 16, sc),
+                                       e4m3x2_bf16_scaled(v.w, sc), e4m3x2_bf16_scaled(v.w >> 16, sc));
+                            }
+                            fence_proxy_async();   // these generic stores (and gathered rows) before the wgmmas' async reads
+                            named_bar_sync(2, kConsumers);
+                            if constexpr (ACT) {
+                                wg_fence_acc(wacc);
+                                wg_fence();
+                                #pragma unroll
+                                for (int ks = 0; ks < 4; ++ks)
+                                    wgmma_m64k16<BM>(wacc, wg_desc(tok + hf * (BN * 128) + ks * 32), wg_desc(buf + ks * 32),
+                                                     kk == 0 && hf == 0 && ks == 0 ? 0 : 1);
+                                wg_commit();
+                                wg_wait<1>();
+                            }
+                            if (hf == 0 && kk > 0) give(prev);   // stage kk - 1's second half is done
+                        }
+                        prev = sl;
+                    }
+                    if constexpr (ACT) {
+                        wg_wait<0>();
+                        wg_fence_acc(wacc);
+                    }
+                    give(prev);
+                };
+                if (act) tile_loop(std::true_type{});
+                else tile_loop(std::false_type{});
+            } else if constexpr (C::WG) {
                 // A whole tile here, stage after stage (its stages are consecutive in the ring).
                 // Both operands by descriptor: this warpgroup's 64 token rows (M) and the BM
                 // weight rows (N); the tile's first wgmma starts from zero (scale_d 0). One group
@@ -911,15 +1014,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         wgmma_m64k16<BM>(wacc, wg_desc(b_s + (ks >> 2) * (BN * 128) + (ks & 3) * 32),
                                          wg_desc(a_s + (ks >> 2) * (BM * 128) + (ks & 3) * 32), first && ks == 0 ? 0 : 1);
                     wg_commit();
-                };
-                auto give = [&](int sl) { __syncwarp(); if (lane == 0) mbar_arrive(s_u32(&sh.empty[sl])); };
-                auto next = [&]() {   // the tile's next stage, landed
-                    ++cstep;
-                    const int sl = cstep % C::STAGES;
-                    const uint32_t ph = (uint32_t)(cstep / C::STAGES) & 1u;
-                    mbar_wait(s_u32(&sh.full_a[sl]), ph);
-                    mbar_wait(s_u32(&sh.full_b[sl]), ph);
-                    return sl;
                 };
                 if (wg * 64 < m.rows) {
                     issue(slot, true);

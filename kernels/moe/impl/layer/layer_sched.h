@@ -96,13 +96,22 @@ LDMOE_LAYER_FN bool sweep_after(uint32_t before, unsigned grid) { return before 
 constexpr int kDecodePairs = 8;
 constexpr int kWgBM = 128;
 constexpr int kWg256Pairs = 192;
-enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileWg256 = 5 };   // moe_run's config index
+enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileDecodeF8 = 3, kTileMmaF8 = 4, kTileWg256 = 5, kTileWgF8 = 6 };   // moe_run's config index
 LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return kTileDecode;
     if (major != 9) return kTileMma;
     const int dd = D > 2 ? D : 2;
     if (T * k >= (int64_t)kWg256Pairs * E && H % (256 * dd) == 0 && (2 * I) % (256 * dd) == 0) return kTileWg256;
     return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
+}
+
+// The weight-only FP8 layer's tile: the decode tile's FP8 form by the same rule; past it on Hopper
+// the FP8 wgmma tile (128 weight rows, e4m3 stages dequantized to bf16 in shared memory) wherever
+// layer_tile takes a wgmma tile, else the 64 x 64 mma.sync tile widening in registers. Like
+// layer_tile, independent of D <= 2.
+LDMOE_LAYER_FN int layer_tile_fp8(int64_t T, int k, int E, int H, int I, int D, int major) {
+    const int t = layer_tile(T, k, E, H, I, D, major);
+    return t == kTileDecode ? kTileDecodeF8 : (t == kTileWg || t == kTileWg256) ? kTileWgF8 : kTileMmaF8;
 }
 
 // The wgmma tile's GEMM1 token rows: gathered from x by warps 9-10 (cp.async, 16 bytes a lane) where
