@@ -267,8 +267,10 @@ def test_fp8(gen):
                 report(torch.equal(out.view(torch.int16), base.view(torch.int16)), "%s bit-identical to D = 1" % tag)
             base = out.clone() if base is None else base
     pk = ldmoe.pack_moe(q13, q2)
-    _, b13, _ = quant_blocks(w13)   # the last case's weights with block scales, for the refusals
+    _, b13, _ = quant_blocks(w13)   # the last case's weights with block and with row scales, for the refusals
     _, b2, _ = quant_blocks(w2)
+    _, s13, _ = quant_rowwise(w13)
+    _, s2, _ = quant_rowwise(w2)
     for kw, what in (({}, "no scales"), ({"w13_scale": b13}, "no w2_scale"),
                      ({"w13_scale": b13[:, :1].contiguous(), "w2_scale": b2}, "block w13_scale of the wrong shape"),
                      ({"w13_scale": s13[:, :1].contiguous(), "w2_scale": s2}, "rowwise w13_scale of the wrong shape"),
