@@ -13,7 +13,7 @@ namespace layer {
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 or 256 weight rows
 // x 128 tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere (layer_tile).
 template <int BM, int BN, bool F8>
-__global__ void __launch_bounds__(Cfg<BM, BN, F8>::THREADS, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
+__global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
     moe_layer_body<BM, BN, F8>(p, &ldshim_topology);
 #else
@@ -220,11 +220,11 @@ static void layer_release_device(int dev) {
 // ---------------------------------------------------------------------------------------------
 // the API
 
-struct LayerCfg { const void *fn; int smem, threads; };
+struct LayerCfg { const void *fn; int smem; };
 template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
     constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
-    return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes, layer::Cfg<BM, BN, F8>::THREADS};
+    return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
 }
 
 // The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/KB boxes][16 rows][128 bytes]: KB = 64
@@ -331,7 +331,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     attr[0].val.cooperative = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(sms);
-    cfg.blockDim = dim3(c.threads);
+    cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = c.smem;
     cfg.stream = (cudaStream_t)p->stream;
     cfg.attrs = attr;

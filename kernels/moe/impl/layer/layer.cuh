@@ -80,8 +80,6 @@ constexpr int kConsumers = 256;          // warps 9-10: the decode tile's combin
 constexpr int kProd = 8;                 // the producer warp
 constexpr int kComb = 9;                 // the first combine warp (Cfg::CWARP; idle in the other tiles)
 constexpr int kSched = 11;               // the scheduler warp: claims and tile entries
-constexpr int kConv = 12;                // the FP8 wgmma tile's converter warps: 12-15 (Cfg::THREADS)
-constexpr int kConvT = 128;
 constexpr int kAhead = 2;                // entries the scheduler keeps made beyond the producer's
 constexpr int kCombW = 2;                // combine warps: record i goes to warp kComb + i % kCombW
 constexpr int kGatherT = 64;             // the wgmma tile's gathering threads (warps 9-10, layer_gather)
@@ -278,12 +276,11 @@ struct Cfg {
     // FP8: each consumer warp's k range in a stage is whole 128-k scale blocks (decode 1024 / 4: two, prefill 256 / 2: one)
     static_assert(!F8 || WG || (BK / WK) % 128 == 0, "FP8 on the mma.sync tiles: whole scale blocks per warp and stage");
     // The FP8 wgmma tile: a stage is one 128-k scale block of e4m3 weights (16 KiB) and bf16 token
-    // rows; a fourth warpgroup (warps kConv..kConv+3) dequantizes its weights a 64-k half at a time
-    // into one of CVT bf16 buffers (the wgmma B operand's layout), up to CVT halves ahead of the
-    // consumers' wgmmas (on the consumers, the conversion stood in the tensor cores' way).
+    // rows; the consumers dequantize its weights a 64-k half at a time into one of CVT bf16 buffers
+    // (the wgmma B operand's layout), so that a buffer is rewritten only after every warpgroup's
+    // wgmmas that read it are done: with three, one barrier per half suffices (the body says why).
     static constexpr bool F8W = F8 && WG;
     static constexpr int CVT = F8W ? 3 : 0, CVT_BYTES = BM * 64 * 2;
-    static constexpr int THREADS = F8W ? kThreads + kConvT : kThreads;   // F8W: + the converter warpgroup
     static_assert(!F8W || (BM == 128 && BK == 128), "the FP8 wgmma tile: 128 weight rows, a 128-k stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(WG || (BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0), "warp layout");
@@ -305,9 +302,7 @@ struct Smem {
     alignas(C::CVT > 0 ? 1024 : 16) unsigned char cvt[C::CVT > 0 ? C::CVT : 1][C::CVT > 0 ? C::CVT_BYTES : 16];   // F8W: dequantized weight halves
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
     uint64_t full_b[C::STAGES];       // its token rows landed (32 producer-lane arrivals; + kGatherT gathering threads')
-    uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it (F8W: and the 4 converter warps)
-    uint64_t cvt_full[C::CVT > 0 ? C::CVT : 1];    // F8W: a bf16 buffer written (128 converter-thread arrivals)
-    uint64_t cvt_empty[C::CVT > 0 ? C::CVT : 1];   // F8W: the 8 consumer warps' wgmmas that read it are done
+    uint64_t empty[C::STAGES];        // the 8 consumer warps are done with it
     uint64_t epi_full[C::CWARP ? kEpi : 1];    // a record written (consumer thread 0, after the slot stores)
     uint64_t epi_empty[C::CWARP ? kEpi : 1];   // its combine warp has read it
     EpiRec<BN> erec[C::CWARP ? kEpi : 1];
@@ -404,7 +399,6 @@ __device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t ms
 template <int BM, int BN, bool F8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
     using C = Cfg<BM, BN, F8>;
-    constexpr int NCVT = C::CVT > 0 ? C::CVT : 1;   // F8W's bf16 buffers (a divisor elsewhere too)
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
     Smem<BM, BN, F8> &sh = *reinterpret_cast<Smem<BM, BN, F8> *>(
@@ -423,9 +417,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     // launch and the first weight bytes. Global: ranks by global atomics, then one grid barrier.
     const bool local = C::LOCAL > 0 && npairs <= C::LOCAL;
     if (local) {
-        for (int e = tid; e < E; e += C::THREADS) { sh.cnt[e] = 0; sh.fill[e] = 0; }
+        for (int e = tid; e < E; e += kThreads) { sh.cnt[e] = 0; sh.fill[e] = 0; }
         __syncthreads();
-        for (int i = tid; i < (int)npairs; i += C::THREADS) {
+        for (int i = tid; i < (int)npairs; i += kThreads) {
             const int32_t e = __ldg(p.ids + i);
             const bool ok = e >= 0 && e < E;
             sh.leid[i] = (int16_t)(ok ? e : -1);
@@ -433,7 +427,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             else if (blockIdx.x == 0) atomicOr(ctl + kCtlErr, 1u);
         }
         __syncthreads();
-        for (int t = blockIdx.x * C::THREADS + tid; t < p.T; t += gridDim.x * C::THREADS) {
+        for (int t = blockIdx.x * kThreads + tid; t < p.T; t += gridDim.x * kThreads) {
             int nv = 0;
             for (int j = 0; j < K; ++j) nv += sh.leid[t * K + j] >= 0;
             if (nv == 0) {
@@ -442,8 +436,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     } else {
-        const int64_t stride = (int64_t)gridDim.x * C::THREADS;
-        for (int64_t i = (int64_t)blockIdx.x * C::THREADS + tid; i < npairs; i += stride) {
+        const int64_t stride = (int64_t)gridDim.x * kThreads;
+        for (int64_t i = (int64_t)blockIdx.x * kThreads + tid; i < npairs; i += stride) {
             const int32_t e = __ldg(p.ids + i);
             if (e >= 0 && e < E) {
                 const uint32_t r = atomicAdd(ctl + kCtlCounts + e, 1u);
@@ -452,7 +446,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 atomicOr(ctl + kCtlErr, 1u);
             }
         }
-        for (int64_t t = (int64_t)blockIdx.x * C::THREADS + tid; t < p.T; t += stride) {
+        for (int64_t t = (int64_t)blockIdx.x * kThreads + tid; t < p.T; t += stride) {
             int32_t mask = 0;
             for (int j = 0; j < K; ++j) {
                 const int32_t e = __ldg(p.ids + t * K + j);
@@ -471,7 +465,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     {
         const bool published = topo->magic == LDSHIM_TOPOLOGY_MAGIC;
         const uint32_t nsm = published ? min(topo->num_sms, (uint32_t)LDSHIM_MAX_SMS) : 0u;
-        for (uint32_t s = tid; s < nsm; s += C::THREADS)
+        for (uint32_t s = tid; s < nsm; s += kThreads)
             if (ldshim_sm_is_bound(topo, s)) atomicAdd(&sh.domcnt[topo->sm_domain[s] % D], 1);
         if (tid == 0) {
             sh.my_dom = (int32_t)(ldshim_sm_domain(topo, (uint32_t)D) % (uint32_t)D);
@@ -487,7 +481,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     if (!local) {
         grid_barrier(ctl);
         // -- 2. tables --
-        for (int e = tid; e < E; e += C::THREADS) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
+        for (int e = tid; e < E; e += kThreads) sh.cnt[e] = (int32_t)__ldcg(ctl + kCtlCounts + e);
     }
     __syncthreads();
     if (warp == 0) {   // exclusive prefixes of m-blocks and rows, 32 experts per pass
@@ -530,7 +524,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // leaves the last stage half full.
         __syncthreads();
         const int nrows = sh.seg[E];
-        for (int row = blockIdx.x * (C::THREADS / 32) + warp; row < nrows; row += gridDim.x * (C::THREADS / 32)) {
+        for (int row = blockIdx.x * (kThreads / 32) + warp; row < nrows; row += gridDim.x * (kThreads / 32)) {
             int lo = 0, hi = E - 1;   // the row's expert: the last e with seg[e] <= row
             while (lo < hi) {
                 const int mid = (lo + hi + 1) >> 1;
@@ -557,11 +551,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(s_u32(&sh.full_a[s]), 32);
             mbar_init(s_u32(&sh.full_b[s]), gather ? 32 + kGatherT : 32);
-            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32 + (C::F8W ? kConvT / 32 : 0));
-        }
-        for (int b = 0; b < C::CVT; ++b) {
-            mbar_init(s_u32(&sh.cvt_full[b]), kConvT);
-            mbar_init(s_u32(&sh.cvt_empty[b]), kConsumers / 32);
+            mbar_init(s_u32(&sh.empty[s]), kConsumers / 32);
         }
         if constexpr (C::CWARP)
             for (int i = 0; i < kEpi; ++i) {
@@ -932,31 +922,57 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 return sl;
             };
             if constexpr (C::F8W) {
-                // The FP8 wgmma tile, a whole tile here: stage kk is 128-k scale block kk, its e4m3
-                // weights dequantized by the converter warps (below) into bf16 buffers, a 64-k half
-                // at a time; half hs (counted over the ring, as the converters count it) lies in
-                // buffer hs % CVT. Each warpgroup's wgmmas over a half once its buffer is full; the
-                // buffer goes back once they are done (after the next half's issue, or the tile's
-                // last wait), the stage (its token rows) once both halves' are. A warpgroup whose
-                // 64 tokens all lie past the tile's rows hands each buffer back as it fills. Two
-                // copies of the loop, with and without the wgmmas: a branch around them inside one
-                // loop made ptxas serialize them (C7518).
+                // The FP8 wgmma tile, a whole tile here. Stage kk is 128-k scale block kk: its e4m3
+                // weights (the packed box layout: row r at r * 128, 16-byte chunk c at c ^ (r % 8))
+                // are dequantized times their scale into bf16 buffer hs % 3 a 64-k half hs at a time
+                // (the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each consumer thread
+                // two chunks (rows r0 and r0 + 64, chunk cc of the half); then one barrier of the 256
+                // consumers and each warpgroup's wgmmas over the half. A buffer is rewritten three
+                // halves later, after every consumer passed the barrier of the half before it, which
+                // each reached after its wg_wait<1> had retired the wgmmas of the half three back.
+                // A stage (its token rows) goes back once both halves' wgmmas are done. A warpgroup
+                // whose 64 tokens all lie past the tile's rows converts and meets the barriers too.
                 const int nk = ksteps(m);
-                auto cvt_give = [&](int hs) { __syncwarp(); if (lane == 0) mbar_arrive(s_u32(&sh.cvt_empty[hs % NCVT])); };
+                const bool act = wg * 64 < m.rows;
+                const int r0 = ctid >> 2, cc = ctid & 3;
+                // the scale of this thread's row r (0 .. BM-1) at k block kb
+                auto scale = [&](int r, int kb) -> float {
+                    if (m.phase == 1) {   // 16-row group r / 16: 8 gate rows, then their 8 up rows
+                        const int ch = m.nb * (BM / 2) + (r >> 4) * 8 + (r & 7), sr = (r & 8) ? I + ch : ch;
+                        return p.f8row ? __ldg(p.s13 + (int64_t)m.e * 2 * I + sr)
+                                       : __ldg(p.s13 + ((int64_t)m.e * (2 * I / 128) + sr / 128) * (H / 128) + kb);
+                    }
+                    const int sr = m.nb * BM + r;
+                    return p.f8row ? __ldg(p.s2 + (int64_t)m.e * H + sr)
+                                   : __ldg(p.s2 + ((int64_t)m.e * (H / 128) + sr / 128) * (I / 128) + kb);
+                };
+                // Two copies of the loop, with and without the wgmmas: a branch around them inside
+                // one loop makes ptxas serialize the wgmmas (C7518).
                 auto tile_loop = [&](auto act_c) {
                     constexpr bool ACT = decltype(act_c)::value;
+                    float na = scale(r0, 0), nb2 = scale(r0 + 64, 0);   // the next stage's, loaded a stage ahead
                     int sl = slot, prev = slot;
                     for (int kk = 0; kk < nk; ++kk) {
                         if (kk > 0) sl = next();
-                        if (gather && m.phase == 1) fence_proxy_async();   // gathered rows: cp.async, generic proxy
-                        const uint32_t tok = s_u32(sh.ring[sl]) + C::A_BYTES + wg * 64 * 128;
-                        const int hs0 = 2 * cstep;   // next() advanced cstep: this stage's ring step
+                        const float sa = na, sb = nb2;
+                        if (kk + 1 < nk && !p.f8row) { na = scale(r0, kk + 1); nb2 = scale(r0 + 64, kk + 1); }
+                        const uint32_t raw = s_u32(sh.ring[sl]), tok = raw + C::A_BYTES + wg * 64 * 128;
                         #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
-                            const int hs = hs0 + hf;
-                            mbar_wait(s_u32(&sh.cvt_full[hs % NCVT]), (uint32_t)(hs / NCVT) & 1u);
+                            const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % C::CVT]);
+                            #pragma unroll
+                            for (int i = 0; i < 2; ++i) {
+                                const int r = r0 + 64 * i, sw = r & 7, c = hf * 4 + cc;
+                                const float sc = i ? sb : sa;
+                                const uint4 v = lds128(raw + r * 128 + ((c ^ sw) << 4));
+                                sts128(buf + r * 128 + (((2 * cc) ^ sw) << 4), e4m3x2_bf16_scaled(v.x, sc), e4m3x2_bf16_scaled(v.x >> 16, sc),
+                                       e4m3x2_bf16_scaled(v.y, sc), e4m3x2_bf16_scaled(v.y >> 16, sc));
+                                sts128(buf + r * 128 + (((2 * cc + 1) ^ sw) << 4), e4m3x2_bf16_scaled(v.z, sc), e4m3x2_bf16_scaled(v.z >> 16, sc),
+                                       e4m3x2_bf16_scaled(v.w, sc), e4m3x2_bf16_scaled(v.w >> 16, sc));
+                            }
+                            fence_proxy_async();   // these generic stores (and gathered rows) before the wgmmas' async reads
+                            named_bar_sync(2, kConsumers);
                             if constexpr (ACT) {
-                                const uint32_t buf = s_u32(sh.cvt[hs % NCVT]);
                                 wg_fence_acc(wacc);
                                 wg_fence();
                                 #pragma unroll
@@ -965,9 +981,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                                      kk == 0 && hf == 0 && ks == 0 ? 0 : 1);
                                 wg_commit();
                                 wg_wait<1>();
-                                if (kk > 0 || hf > 0) cvt_give(hs - 1);   // the half before: its wgmmas are done
-                            } else {
-                                cvt_give(hs);
                             }
                             if (hf == 0 && kk > 0) give(prev);   // stage kk - 1's second half is done
                         }
@@ -976,11 +989,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     if constexpr (ACT) {
                         wg_wait<0>();
                         wg_fence_acc(wacc);
-                        cvt_give(2 * cstep + 1);
                     }
                     give(prev);
                 };
-                if (wg * 64 < m.rows) tile_loop(std::true_type{});
+                if (act) tile_loop(std::true_type{});
                 else tile_loop(std::false_type{});
             } else if constexpr (C::WG) {
                 // A whole tile here, stage after stage (its stages are consecutive in the ring).
@@ -1276,83 +1288,6 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
             if (++gk == nk) { gk = 0; ++gseq; }
         }
-    } else if (C::F8W && warp >= kConv) {
-        // ---- the converters (FP8 wgmma tile): each stage's e4m3 weights (the packed box layout:
-        // row r at r * 128, 16-byte chunk c at c ^ (r % 8)), times their scales, into the bf16
-        // buffer of each 64-k half (half hs of the ring in buffer hs % CVT, as the consumers count;
-        // the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each thread one 16-byte chunk
-        // of 4 rows a half; the stage's raw weights go back (empty) once both halves are written.
-        // The stages as the consumers take them (full_a; the entry the producer recorded).
-        const int ct = tid - kConv * 32, r0 = ct >> 2, cc = ct & 3;   // rows r0 + 32 i, chunk cc of a half
-        // Row r's scale at k block kb. With block scales a thread's 4 rows share one: a tile's 64
-        // gate and 64 up channels (GEMM1) or 128 rows (GEMM2) lie in one 128-row block each, and
-        // r & 8 (up or gate) is r0's.
-        auto scale = [&](const Meta<BN> &mm, int r, int kb) -> float {
-            if (mm.phase == 1) {   // 16-row group r / 16: 8 gate rows, then their 8 up rows
-                const int ch = mm.nb * (BM / 2) + (r >> 4) * 8 + (r & 7), sr = (r & 8) ? I + ch : ch;
-                return p.f8row ? __ldg(p.s13 + (int64_t)mm.e * 2 * I + sr)
-                               : __ldg(p.s13 + ((int64_t)mm.e * (2 * I / 128) + sr / 128) * (H / 128) + kb);
-            }
-            const int sr = mm.nb * BM + r;
-            return p.f8row ? __ldg(p.s2 + (int64_t)mm.e * H + sr)
-                           : __ldg(p.s2 + ((int64_t)mm.e * (H / 128) + sr / 128) * (I / 128) + kb);
-        };
-        auto load = [&](const Meta<BN> &mm, int kb, float (&o)[4]) {
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) o[i] = p.f8row || i == 0 ? scale(mm, r0 + 32 * i, kb) : o[0];
-        };
-        // The next stage's scales are loaded a stage ahead (tagged by entry and k block): the
-        // tile's next k block, or at a tile's last stage the next entry's first, once written.
-        float pre[4] = {0.f, 0.f, 0.f, 0.f};
-        int tag_e = -1, tag_k = -1;
-        for (int cstep = 0;; ++cstep) {
-            const int slot = cstep % C::STAGES;
-            mbar_wait(s_u32(&sh.full_a[slot]), (uint32_t)(cstep / C::STAGES) & 1u);
-            const int se = sh.stage_entry[slot];
-            const Meta<BN> &m = sh.meta[se % kMeta];
-            if (m.tile < 0) break;
-            const int kb = sh.stage_k[slot], nk = ksteps(m);
-            float sc[4];
-            if (tag_e == se && tag_k == kb) {
-                #pragma unroll
-                for (int i = 0; i < 4; ++i) sc[i] = pre[i];
-            } else {
-                load(m, kb, sc);
-            }
-            tag_e = -1;
-            if (kb + 1 < nk) {
-                if (p.f8row) {
-                    #pragma unroll
-                    for (int i = 0; i < 4; ++i) pre[i] = sc[i];
-                } else {
-                    load(m, kb + 1, pre);
-                }
-                tag_e = se; tag_k = kb + 1;
-            } else if (ld_acquire_cta(&sh.mwritten) > se + 1 && sh.meta[(se + 1) % kMeta].tile >= 0) {
-                load(sh.meta[(se + 1) % kMeta], 0, pre);
-                tag_e = se + 1; tag_k = 0;
-            }
-            const uint32_t raw = s_u32(sh.ring[slot]);
-            #pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int hs = 2 * cstep + hf;
-                mbar_wait(s_u32(&sh.cvt_empty[hs % NCVT]), ((uint32_t)(hs / NCVT) & 1u) ^ 1u);
-                const uint32_t buf = s_u32(sh.cvt[hs % NCVT]);
-                #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int r = r0 + 32 * i, sw = r & 7, c = hf * 4 + cc;
-                    const uint4 v = lds128(raw + r * 128 + ((c ^ sw) << 4));
-                    sts128(buf + r * 128 + (((2 * cc) ^ sw) << 4), e4m3x2_bf16_scaled(v.x, sc[i]), e4m3x2_bf16_scaled(v.x >> 16, sc[i]),
-                           e4m3x2_bf16_scaled(v.y, sc[i]), e4m3x2_bf16_scaled(v.y >> 16, sc[i]));
-                    sts128(buf + r * 128 + (((2 * cc + 1) ^ sw) << 4), e4m3x2_bf16_scaled(v.z, sc[i]), e4m3x2_bf16_scaled(v.z >> 16, sc[i]),
-                           e4m3x2_bf16_scaled(v.w, sc[i]), e4m3x2_bf16_scaled(v.w >> 16, sc[i]));
-                }
-                fence_proxy_async();   // these generic stores before the consumers' wgmmas read them (async proxy)
-                mbar_arrive(s_u32(&sh.cvt_full[hs % NCVT]));
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(s_u32(&sh.empty[slot]));   // the raw weights are read
-        }
     } else if (C::CWARP && warp >= kComb && warp < kComb + kCombW) {
         // ---- a combine warp: each of its GEMM2 tiles' arrivals on (token, n-block), then the sums of the
         // tokens whose arrivals it completed. The record's mbarrier (release by consumer thread 0
@@ -1394,8 +1329,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // out; here they are one pass over the slots.
         grid_barrier(ctl);
         const int per = H / 8;   // H % 256 == 0 on these tiles
-        const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * C::THREADS;
-        for (int64_t w = (int64_t)blockIdx.x * C::THREADS + tid; w < items; w += stride) {
+        const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * kThreads;
+        for (int64_t w = (int64_t)blockIdx.x * kThreads + tid; w < items; w += stride) {
             const int32_t t = (int32_t)(w / per);
             const int32_t msk = __ldcg(p.tokvalid + t);
             if (msk) combine8(p, t, msk, (int)(w - (int64_t)t * per) * 8);
@@ -1412,8 +1347,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     }
     if (__syncthreads_or(last)) {
         __threadfence();
-        for (int e = tid; e < E; e += C::THREADS) ctl[kCtlCounts + e] = 0;
-        for (int i = tid; i < total_mb; i += C::THREADS) p.ready[i] = 0;
+        for (int e = tid; e < E; e += kThreads) ctl[kCtlCounts + e] = 0;
+        for (int i = tid; i < total_mb; i += kThreads) p.ready[i] = 0;
         if (tid < 16) ctl[kCtlQ1 + tid] = 0;
         if (tid == 0) ctl[kCtlExit] = ctl[kCtlDone1] = ctl[kCtlDone2] = 0;
         __threadfence();
