@@ -326,10 +326,11 @@ int ldmoe_moe(const ldmoe_moe_params_t *p);
  * must be LDMOE_LAYOUT_PACKED), with DeepSeek's 128 x 128 block scales (scaling LDMOE_FP8_BLOCK):
  * w13_scale [E, 2I/128, H/128] over the plain w13's rows (gate 0..I-1, up I..2I-1), w2_scale
  * [E, H/128, I/128]; or a scale per weight row (LDMOE_FP8_ROWWISE): w13_scale [E, 2I], w2_scale
- * [E, H]; fp32, 4-byte aligned; x, out bf16 as for ldmoe_moe. The e4m3 weights are widened to bf16
- * in registers (bf16 tokens, bf16 mma); each 128-k block's partial sum is scaled in fp32. H and I
- * multiples of 128 (and of 64 * D). Runs on the mma.sync tiles (decode; prefill 64 x 64). Everything else as
- * ldmoe_moe. */
+ * [E, H]; fp32, 4-byte aligned; x, out bf16 as for ldmoe_moe. bf16 tokens and bf16 MMAs: the
+ * decode and mma.sync prefill tiles widen e4m3 in registers and scale each 128-k block's partial
+ * sum in fp32; Hopper's prefill (where ldmoe_moe takes a wgmma tile) dequantizes each weight stage
+ * into shared memory, w * scale rounded once to bf16. H and I multiples of 128 (and of 64 * D).
+ * Everything else as ldmoe_moe. */
 typedef struct ldmoe_moe_fp8_params {
     ldmoe_moe_params_t base;
     int32_t        scaling;      /* LDMOE_FP8_BLOCK or LDMOE_FP8_ROWWISE                      */

@@ -1,0 +1,108 @@
+# ==== gpu56.sh ====
+# gpu56.sh — the FP8 wgmma prefill tile (new.so: main + kTileWgF8, e4m3 stages dequantized to bf16 in shared
+# memory) beside main (base.so = cd9a089: FP8 prefill on the 64 x 64 mma.sync tile), one call: --tiny first,
+# the suite plain + bound, layer_time --fp8 T 256/1024/4096 base/new x2, bf16 T 256/1024/4096 new (reference),
+# memcheck/synccheck --tiny, FP8 decode T 1-64 base/new.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v31.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu56.sh $OUT/r/
+LDMOE_LIB=$V/new.so timeout 90 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/tiny-new.log 2>&1; rc=$?
+echo "new tiny rc=$rc $(tail -1 $OUT/r/tiny-new.log) $(el)"; grep -a FAIL $OUT/r/tiny-new.log | head -8 | cut -c1-300; save
+d=$(mktemp -d)
+LDMOE_LIB=$V/new.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/suite-plain.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/suite-plain.log) $(el)"
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/new.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound > $OUT/r/suite-bound.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/suite-bound.log) $(el)"; grep -a FAIL $OUT/r/suite-*.log | head -8 | cut -c1-300; save
+i=0; for v in base new base new; do i=$((i+1)); f=$OUT/r/lt8-$i-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 150 python3 bench/moe/layer_time.py --fp8 --tokens 256,1024,4096 --reps 5 > $f 2>&1
+  echo "== fp8 $v rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+f=$OUT/r/lt-bf16-new.txt; LDMOE_LIB=$V/new.so timeout 100 python3 bench/moe/layer_time.py --tokens 256,1024,4096 --reps 5 > $f 2>&1
+echo "== bf16 new rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/new.so timeout 120 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ') $(el)"; save; done
+for v in base new; do f=$OUT/r/lt8-dec-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 60 python3 bench/moe/layer_time.py --fp8 --tokens 1,4,16,64 --reps 5 > $f 2>&1
+  echo "== fp8 dec $v $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu57.sh ====
+# gpu57.sh — what bounds the FP8 wgmma tile: new.so (34cabb3) beside d1 (no dequantization; fence and barrier kept)
+# and d2 (no dequantization, fence or barrier) -- diag-f8.patch, wrong outputs, timing only -- layer_time --fp8
+# T 256/1024/4096 alternated x2; ncu warp states of new at Qwen3 T 256 / 4096 (prof8.py); the suite with the
+# refusal test fixed (plain).
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v32.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu57.sh $V/prof8.py $V/diag-f8.patch $OUT/r/
+LDMOE_LIB=$V/new.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py > $OUT/r/suite-plain.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/suite-plain.log) $(el)"; grep -a FAIL $OUT/r/suite-*.log | head -8 | cut -c1-300; save
+i=0; for v in new d1 d2 new d1 d2; do i=$((i+1)); f=$OUT/r/lt8-$i-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 100 python3 bench/moe/layer_time.py --fp8 --tokens 256,1024,4096 --reps 5 > $f 2>&1
+  echo "== fp8 $v rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+for c in "qwen3 256" "qwen3 4096"; do f=$OUT/r/ncu-new-${c// /-}.txt
+  LDMOE_LIB=$V/new.so timeout 120 ncu -k regex:moe_layer_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --metrics smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum python3 $V/prof8.py $c > $f 2>&1
+  echo "== ncu $c rc=$? $(el)"; grep -E "Duration|Stall|Warp Cycles|Issued|Eligible|inst_executed|hmma|dram__bytes|Throughput" $f | sed 's/  */ /g' | head -30; save
+done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu58.sh ====
+# gpu58.sh — the FP8 wgmma tile with its dequantization on a fourth warpgroup (cv.so = 8f40781) beside the
+# consumers converting (new.so = 34cabb3), one call: cv --tiny, cv suite plain + bound (digests equal), layer_time
+# --fp8 T 256/1024/4096 new/cv x2, FP8 decode T 1-64 cv, bf16 T 256-4096 cv (unchanged tiles), memcheck/synccheck/
+# racecheck --tiny on cv.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v33.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu58.sh $OUT/r/
+LDMOE_LIB=$V/cv.so timeout 90 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/tiny-cv.log 2>&1; rc=$?
+echo "cv tiny rc=$rc $(tail -1 $OUT/r/tiny-cv.log) $(el)"; grep -a FAIL $OUT/r/tiny-cv.log | head -8 | cut -c1-300; save
+[ $rc = 0 ] || exit 1
+d=$(mktemp -d)
+LDMOE_LIB=$V/cv.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/suite-plain.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/suite-plain.log) $(el)"
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/cv.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound > $OUT/r/suite-bound.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/suite-bound.log) $(el)"; grep -a -E "FAIL|digest" $OUT/r/suite-*.log | head -8 | cut -c1-300; save
+i=0; for v in new cv new cv; do i=$((i+1)); f=$OUT/r/lt8-$i-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 100 python3 bench/moe/layer_time.py --fp8 --tokens 256,1024,4096 --reps 5 > $f 2>&1
+  echo "== fp8 $v rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+f=$OUT/r/lt8-dec-cv.txt; LDMOE_LIB=$V/cv.so timeout 60 python3 bench/moe/layer_time.py --fp8 --tokens 1,4,16,64 --reps 5 > $f 2>&1
+echo "== fp8 dec cv $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save
+f=$OUT/r/lt-bf16-cv.txt; LDMOE_LIB=$V/cv.so timeout 100 python3 bench/moe/layer_time.py --tokens 256,1024,4096 --reps 5 > $f 2>&1
+echo "== bf16 cv rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save
+for t in memcheck synccheck racecheck; do
+  LDMOE_LIB=$V/cv.so timeout 150 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ' | cut -c1-200) $(el)"; save; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu59.sh ====
+# gpu59.sh — the landed FP8 wgmma tile (main.so = bc91430: 34cabb3's kernel, 171366e's test): suite plain + bound
+# (digests equal), memcheck / synccheck --tiny; then the grouped GEMM's bf16 prefill against torch._grouped_mm
+# (bench_moe.py m = 512, 2048, --sched-best) on this H100.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v34.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu59.sh $OUT/r/
+d=$(mktemp -d)
+LDMOE_LIB=$V/main.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"
+echo "---- bound to domain 0 (LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0), --bound --digest" >> $OUT/r/test-gpu-moe-layer.log
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/main.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound >> $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"; grep -a -E "FAIL|digest" $OUT/r/test-gpu-moe-layer.log | head -8 | cut -c1-300; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/main.so timeout 150 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ' | cut -c1-200) $(el)"; save; done
+LDMOE_LIB=$V/main.so OUT=$OUT/r/bench timeout 300 python3 bench/moe/bench_moe.py --tokens 512,2048 --reps 40 --settle-ms 300 --sched-best --no-floor > $OUT/r/bench-moe.txt 2>&1
+echo "bench rc=$? $(el)"; grep -E "^ *[0-9]|E=|vs torch|x torch" $OUT/r/bench-moe.txt | head -40; save
+cd $OUT && tar czf r.tgz r && rm -rf r
+
