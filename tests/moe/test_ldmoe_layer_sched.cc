@@ -26,6 +26,7 @@ using ldmoe::layer::kTileWg256;
 using ldmoe::layer::kTileDecodeF8;
 using ldmoe::layer::kTileMmaF8;
 using ldmoe::layer::kTileWgF8;
+using ldmoe::layer::kTileWg256F8;
 using ldmoe::layer::kWg256Pairs;
 using ldmoe::layer::layer_tile;
 using ldmoe::layer::layer_gather;
@@ -283,9 +284,9 @@ static void test_tile_choice(void) {
     CU_ASSERT_EQUAL(cases, 20000);
 }
 
-// The FP8 layer's tile (layer_tile_fp8): the FP8 decode tile where the bf16 rule takes decode, the
-// FP8 wgmma tile where it takes either wgmma tile (Hopper), else the FP8 mma.sync tile; one tile for
-// D = 1 and 2; and the GPU suite's FP8 cases (test_moe_layer.py test_fp8) cover all three.
+// The FP8 layer's tile (layer_tile_fp8): the bf16 rule's choice in its FP8 form (decode, the 128-
+// or 256-row wgmma tile, else the mma.sync tile); one tile for D = 1 and 2; and the GPU suite's FP8
+// cases (test_moe_layer.py test_fp8) cover all four, the wgmma ones gathered and from x's image.
 static void test_tile_choice_fp8(void) {
     int bad = 0;
     for (int it = 0; it < 20000; ++it) {
@@ -295,12 +296,14 @@ static void test_tile_choice_fp8(void) {
         const int major = rnd(4) == 0 ? 8 + (int)rnd(3) : 9;
         const int t = layer_tile(T, k, Ex, Hx, Ix, 2, major), f = layer_tile_fp8(T, k, Ex, Hx, Ix, 2, major);
         bad += f != layer_tile_fp8(T, k, Ex, Hx, Ix, 1, major);
-        bad += f != (t == kTileDecode ? kTileDecodeF8 : (t == kTileWg || t == kTileWg256) ? kTileWgF8 : kTileMmaF8);
-        bad += f == kTileWgF8 && (major != 9 || Hx % 256 != 0);
+        bad += f != (t == kTileDecode ? kTileDecodeF8 : t == kTileWg ? kTileWgF8 : t == kTileWg256 ? kTileWg256F8 : kTileMmaF8);
+        bad += (f == kTileWgF8 || f == kTileWg256F8) && (major != 9 || Hx % 256 != 0);
+        bad += f == kTileWg256F8 && (Hx % 512 != 0 || (2 * Ix) % 512 != 0);
     }
     CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(layer_tile_fp8(4096, 8, 128, 2048, 768, 2, 9), kTileWgF8);    // Qwen3-30B-A3B prefill
-    CU_ASSERT_EQUAL(layer_tile_fp8(4096, 2, 8, 4096, 14336, 2, 9), kTileWgF8);    // Mixtral: 128 rows, not 256
+    CU_ASSERT_EQUAL(layer_tile_fp8(1024, 8, 128, 2048, 768, 2, 9), kTileWgF8);    // Qwen3-30B-A3B, 64 pairs an expert
+    CU_ASSERT_EQUAL(layer_tile_fp8(4096, 8, 128, 2048, 768, 2, 9), kTileWg256F8); // 256
+    CU_ASSERT_EQUAL(layer_tile_fp8(4096, 2, 8, 4096, 14336, 2, 9), kTileWg256F8); // Mixtral
     CU_ASSERT_EQUAL(layer_tile_fp8(64, 8, 128, 2048, 768, 2, 9), kTileDecodeF8);
     CU_ASSERT_EQUAL(layer_tile_fp8(4096, 2, 8, 4096, 14336, 2, 10), kTileMmaF8);  // not Hopper
     // the GPU suite's FP8 cases
@@ -311,6 +314,11 @@ static void test_tile_choice_fp8(void) {
     CU_ASSERT_EQUAL(layer_tile_fp8(333, 2, 4, 512, 1024, 2, 9), kTileWgF8);       // x from its image
     CU_ASSERT_FALSE(layer_gather(128, 1024));
     CU_ASSERT_EQUAL(layer_tile_fp8(260, 6, 16, 512, 384, 2, 9), kTileWgF8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(800, 1, 4, 512, 256, 2, 9), kTileWg256F8);
+    CU_ASSERT_TRUE(layer_gather(256, 256));
+    CU_ASSERT_EQUAL(layer_tile_fp8(450, 1, 2, 1024, 512, 2, 9), kTileWg256F8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(400, 1, 2, 512, 1792, 2, 9), kTileWg256F8);
+    CU_ASSERT_FALSE(layer_gather(256, 1792));
 }
 
 // Which wgmma tiles gather GEMM1's token rows from x (layer_gather): the model shapes on the tile
@@ -347,5 +355,5 @@ static void register_tests(void) {
     CU_add_test(s, "stage images hold every routing's m-blocks (2000 routings, worst cases)", test_image_bound);
     CU_add_test(s, "tile choice: boundaries, model shapes, one tile for D = 1 and 2 (20000 shapes)", test_tile_choice);
     CU_add_test(s, "gather choice: model shapes, boundary, the GPU suite's cases", test_gather_choice);
-    CU_add_test(s, "FP8 tile choice: the bf16 rule's tile in FP8, one tile for D = 1 and 2, the GPU suite's cases", test_tile_choice_fp8);
+    CU_add_test(s, "FP8 tile choice: the bf16 rule's tile in FP8 (four), one tile for D = 1 and 2, the GPU suite's cases", test_tile_choice_fp8);
 }

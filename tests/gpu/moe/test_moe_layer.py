@@ -241,10 +241,11 @@ def quant_rowwise(w):
 def test_fp8(gen):
     """Weight-only FP8 (ldmoe_moe_fp8): e4m3 weights with 128 x 128 block or per-row scales against the fp32
     reference of the dequantized weights; the decode tile, the mma.sync prefill tile (H % 256 != 0) and the
-    wgmma tile (gathered and from x's image), D = 1 and 2; the argument checks."""
+    128- and 256-row wgmma tiles (gathered and from x's image), D = 1 and 2; the argument checks."""
     for T, E, H, I, k, sc in ((1, 8, 256, 128, 2, "block"), (5, 16, 512, 256, 4, "block"), (200, 8, 384, 256, 2, "block"),
                               (3, 16, 256, 128, 4, "row"), (150, 8, 256, 256, 2, "row"), (333, 4, 512, 1024, 2, "block"),
-                              (260, 16, 512, 384, 6, "row"), (300, 8, 256, 256, 2, "block")):
+                              (260, 16, 512, 384, 6, "row"), (800, 4, 512, 256, 1, "block"), (450, 2, 1024, 512, 1, "row"),
+                              (400, 2, 512, 1792, 1, "block"), (300, 8, 256, 256, 2, "block")):
         x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
         w13, w2 = make_weights(gen, E, H, I)
         if sc == "row":   # rows 8x apart at most, so a row read with another row's scale is far off

@@ -113,7 +113,7 @@ size_t img_elems(int64_t pairs, int E, int K) {
 }
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][7];   // by tile index (moe_run: 0-2, 5 bf16, 3-4 and 6 FP8)
+bool g_layer_attr[LDMOE_MAX_DEVICES][8];   // by tile index (moe_run: 0-2, 5 bf16, 3-4, 6-7 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -277,14 +277,16 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
     const int ci = f8 ? layer_tile_fp8(p->T, p->k, p->E, p->H, p->I, D, major) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
-    const bool wg = ci == kTileWg || ci == kTileWg256 || ci == kTileWgF8;
+    const bool wg = ci == kTileWg || ci == kTileWg256 || ci == kTileWgF8 || ci == kTileWg256F8;
+    const int wbm = ci == kTileWg256 || ci == kTileWg256F8 ? 256 : kWgBM;   // a wgmma tile's weight rows
     const LayerCfg c = ci == kTileDecode ? layer_cfg<32, 16>()
                        : ci == kTileMma  ? layer_cfg<64, 64>()
                        : ci == kTileWg   ? layer_cfg<kWgBM, kImgRows>()
                        : ci == kTileWg256 ? layer_cfg<256, kImgRows>()
                        : ci == kTileDecodeF8 ? layer_cfg<32, 16, true>()
                        : ci == kTileMmaF8 ? layer_cfg<64, 64, true>()
-                                          : layer_cfg<kWgBM, kImgRows, true>();
+                       : ci == kTileWgF8 ? layer_cfg<kWgBM, kImgRows, true>()
+                                         : layer_cfg<256, kImgRows, true>();
     int sms = 0;
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
@@ -295,7 +297,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         else
             g_layer_attr[dev][ci] = true;
     }
-    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, !layer_gather(ci == kTileWg256 ? 256 : kWgBM, p->I), &w);
+    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, !layer_gather(wbm, p->I), &w);
     encode_tiled_fn enc = NULL;
     const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
     if (!rc && maps) rc = get_encoder(&enc);
@@ -314,7 +316,8 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     if (maps) {
-        auto mk = ci == kTileWg256 ? layer_weight_map<256> : ci == kTileWgF8 ? layer_weight_map<kWgBM, true> : layer_weight_map<kWgBM>;
+        auto mk = ci == kTileWg256 ? layer_weight_map<256> : ci == kTileWgF8 ? layer_weight_map<kWgBM, true>
+                  : ci == kTileWg256F8 ? layer_weight_map<256, true> : layer_weight_map<kWgBM>;
         if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
             (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
             return rc;

@@ -256,12 +256,12 @@ struct Cfg {
     // FP8 decode: 1024 (32 KiB of e4m3 weights a stage, as bf16's 512: one warp issues every stage,
     // and its instructions per stage, not the bytes, bound a 16 KiB stage; decode-producer.txt).
     // The wgmma tile of 256 weight rows: 64 (four stages).
-    static constexpr int BK = WG ? (BM == 256 ? 64 : 128) : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
+    static constexpr int BK = WG ? (BM == 256 && !F8 ? 64 : 128) : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
     static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? 4 : 3;   // FP8 decode: 65 KiB stages
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? (F8 ? 2 : 4) : 3;   // FP8 decode: 65 KiB stages; FP8 256-row: 64 KiB
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
     static_assert(!WG || ((BM == 64 || BM == 128 || BM == 256) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64, 128 or 256 x 128");
@@ -275,13 +275,14 @@ struct Cfg {
     static constexpr int KBOX = F8 ? 128 : 64;   // k per packed box row (128 bytes)
     // FP8: each consumer warp's k range in a stage is whole 128-k scale blocks (decode 1024 / 4: two, prefill 256 / 2: one)
     static_assert(!F8 || WG || (BK / WK) % 128 == 0, "FP8 on the mma.sync tiles: whole scale blocks per warp and stage");
-    // The FP8 wgmma tile: a stage is one 128-k scale block of e4m3 weights (16 KiB) and bf16 token
-    // rows; the consumers dequantize its weights a 64-k half at a time into one of CVT bf16 buffers
-    // (the wgmma B operand's layout), so that a buffer is rewritten only after every warpgroup's
-    // wgmmas that read it are done: with three, one barrier per half suffices (the body says why).
+    // The FP8 wgmma tiles: a stage is one 128-k scale block of e4m3 weights (BM x 128 bytes) and bf16
+    // token rows; the consumers dequantize its weights a 64-k half at a time into one of CVT bf16
+    // buffers (the wgmma B operand's layout), so that a buffer is rewritten only after every
+    // warpgroup's wgmmas that read it are done: with three (128 rows), one barrier per half
+    // suffices, with two (256 rows: two stages and two buffers fill shared memory) two (the body says why).
     static constexpr bool F8W = F8 && WG;
-    static constexpr int CVT = F8W ? 3 : 0, CVT_BYTES = BM * 64 * 2;
-    static_assert(!F8W || (BM == 128 && BK == 128), "the FP8 wgmma tile: 128 weight rows, a 128-k stage");
+    static constexpr int CVT = F8W ? (BM == 256 ? 2 : 3) : 0, CVT_BYTES = BM * 64 * 2;
+    static_assert(!F8W || ((BM == 128 || BM == 256) && BK == 128), "the FP8 wgmma tiles: 128 or 256 weight rows, a 128-k stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
     static_assert(WG || (BM % 16 == 0 && 8 % WM == 0 && (BK / 16) % WK == 0 && CH % 8 == 0), "warp layout");
     static_assert(BN % 16 == 0, "token blocks come in pairs of n8 (ldmatrix x4)");
@@ -399,6 +400,7 @@ __device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t ms
 template <int BM, int BN, bool F8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
     using C = Cfg<BM, BN, F8>;
+    constexpr int NCVT = C::CVT > 0 ? C::CVT : 1;   // F8W's bf16 buffers (a divisor in every instantiation)
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
     Smem<BM, BN, F8> &sh = *reinterpret_cast<Smem<BM, BN, F8> *>(
@@ -922,18 +924,20 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 return sl;
             };
             if constexpr (C::F8W) {
-                // The FP8 wgmma tile, a whole tile here. Stage kk is 128-k scale block kk: its e4m3
+                // The FP8 wgmma tiles, a whole tile here. Stage kk is 128-k scale block kk: its e4m3
                 // weights (the packed box layout: row r at r * 128, 16-byte chunk c at c ^ (r % 8))
-                // are dequantized times their scale into bf16 buffer hs % 3 a 64-k half hs at a time
-                // (the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each consumer thread
-                // two chunks (rows r0 and r0 + 64, chunk cc of the half); then one barrier of the 256
-                // consumers and each warpgroup's wgmmas over the half. A buffer is rewritten three
-                // halves later, after every consumer passed the barrier of the half before it, which
-                // each reached after its wg_wait<1> had retired the wgmmas of the half three back.
-                // A stage (its token rows) goes back once both halves' wgmmas are done. A warpgroup
-                // whose 64 tokens all lie past the tile's rows converts and meets the barriers too.
+                // are dequantized times their scale into bf16 buffer hs % CVT a 64-k half hs at a
+                // time (the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each consumer
+                // thread one chunk of BM / 64 rows (r0 + 64 i, chunk cc of the half); then a barrier
+                // of the 256 consumers and each warpgroup's wgmmas over the half. Buffer hs % CVT
+                // was last read by the wgmmas of half hs - CVT. With three buffers those are
+                // retired by then: every consumer passed the barrier of half hs - 1 after its
+                // wg_wait<1> of half hs - 2. With two, a second barrier after each wg_wait<1> (the
+                // half before retired in every warpgroup) precedes the next conversion. A stage
+                // (its token rows) goes back once both halves' wgmmas are done. A warpgroup whose
+                // 64 tokens all lie past the tile's rows converts and meets the barriers too.
+                constexpr int RPT = BM / 64;   // rows a thread converts per half
                 const int nk = ksteps(m);
-                const bool act = wg * 64 < m.rows;
                 const int r0 = ctid >> 2, cc = ctid & 3;
                 // the scale of this thread's row r (0 .. BM-1) at k block kb
                 auto scale = [&](int r, int kb) -> float {
@@ -950,20 +954,25 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 // one loop makes ptxas serialize the wgmmas (C7518).
                 auto tile_loop = [&](auto act_c) {
                     constexpr bool ACT = decltype(act_c)::value;
-                    float na = scale(r0, 0), nb2 = scale(r0 + 64, 0);   // the next stage's, loaded a stage ahead
+                    // Block scales: a thread's rows r0 + 64 i share one for i < RPT / 2 and one for
+                    // the rest (GEMM1's 64 or 128 gate and up channels lie in one 128-row block each,
+                    // and r & 8 is r0's; GEMM2's rows in one block per 128), loaded a stage ahead.
+                    // Row scales: loaded per row as it is converted (the same addresses every stage: L1).
+                    float nA = 0.f, nB = 0.f;
+                    if (!p.f8row) { nA = scale(r0, 0); nB = scale(r0 + 64 * (RPT / 2), 0); }
                     int sl = slot, prev = slot;
                     for (int kk = 0; kk < nk; ++kk) {
                         if (kk > 0) sl = next();
-                        const float sa = na, sb = nb2;
-                        if (kk + 1 < nk && !p.f8row) { na = scale(r0, kk + 1); nb2 = scale(r0 + 64, kk + 1); }
+                        const float sA = nA, sB = nB;
+                        if (kk + 1 < nk && !p.f8row) { nA = scale(r0, kk + 1); nB = scale(r0 + 64 * (RPT / 2), kk + 1); }
                         const uint32_t raw = s_u32(sh.ring[sl]), tok = raw + C::A_BYTES + wg * 64 * 128;
                         #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
-                            const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % C::CVT]);
-                            #pragma unroll
-                            for (int i = 0; i < 2; ++i) {
+                            const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % NCVT]);
+                            #pragma unroll 1
+                            for (int i = 0; i < RPT; ++i) {
                                 const int r = r0 + 64 * i, sw = r & 7, c = hf * 4 + cc;
-                                const float sc = i ? sb : sa;
+                                const float sc = p.f8row ? scale(r, 0) : i < RPT / 2 ? sA : sB;
                                 const uint4 v = lds128(raw + r * 128 + ((c ^ sw) << 4));
                                 sts128(buf + r * 128 + (((2 * cc) ^ sw) << 4), e4m3x2_bf16_scaled(v.x, sc), e4m3x2_bf16_scaled(v.x >> 16, sc),
                                        e4m3x2_bf16_scaled(v.y, sc), e4m3x2_bf16_scaled(v.y >> 16, sc));
@@ -982,6 +991,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                 wg_commit();
                                 wg_wait<1>();
                             }
+                            if constexpr (C::CVT == 2) named_bar_sync(3, kConsumers);   // the half before is retired everywhere
                             if (hf == 0 && kk > 0) give(prev);   // stage kk - 1's second half is done
                         }
                         prev = sl;
@@ -992,7 +1002,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                     give(prev);
                 };
-                if (act) tile_loop(std::true_type{});
+                if (wg * 64 < m.rows) tile_loop(std::true_type{});
                 else tile_loop(std::false_type{});
             } else if constexpr (C::WG) {
                 // A whole tile here, stage after stage (its stages are consecutive in the ring).

@@ -96,7 +96,7 @@ LDMOE_LAYER_FN bool sweep_after(uint32_t before, unsigned grid) { return before 
 constexpr int kDecodePairs = 8;
 constexpr int kWgBM = 128;
 constexpr int kWg256Pairs = 192;
-enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileDecodeF8 = 3, kTileMmaF8 = 4, kTileWg256 = 5, kTileWgF8 = 6 };   // moe_run's config index
+enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileDecodeF8 = 3, kTileMmaF8 = 4, kTileWg256 = 5, kTileWgF8 = 6, kTileWg256F8 = 7 };   // moe_run's config index
 LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return kTileDecode;
     if (major != 9) return kTileMma;
@@ -105,13 +105,12 @@ LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int 
     return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
 }
 
-// The weight-only FP8 layer's tile: the decode tile's FP8 form by the same rule; past it on Hopper
-// the FP8 wgmma tile (128 weight rows, e4m3 stages dequantized to bf16 in shared memory) wherever
-// layer_tile takes a wgmma tile, else the 64 x 64 mma.sync tile widening in registers. Like
-// layer_tile, independent of D <= 2.
+// The weight-only FP8 layer's tile: layer_tile's choice in its FP8 form: the FP8 decode tile, the
+// FP8 wgmma tiles of 128 or 256 weight rows (e4m3 stages dequantized to bf16 in shared memory) or
+// the 64 x 64 mma.sync tile widening in registers. Like layer_tile, independent of D <= 2.
 LDMOE_LAYER_FN int layer_tile_fp8(int64_t T, int k, int E, int H, int I, int D, int major) {
     const int t = layer_tile(T, k, E, H, I, D, major);
-    return t == kTileDecode ? kTileDecodeF8 : (t == kTileWg || t == kTileWg256) ? kTileWgF8 : kTileMmaF8;
+    return t == kTileDecode ? kTileDecodeF8 : t == kTileWg ? kTileWgF8 : t == kTileWg256 ? kTileWg256F8 : kTileMmaF8;
 }
 
 // The wgmma tile's GEMM1 token rows: gathered from x by warps 9-10 (cp.async, 16 bytes a lane) where
