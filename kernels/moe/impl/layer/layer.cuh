@@ -957,9 +957,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     // Block scales: a thread's rows r0 + 64 i share one for i < RPT / 2 and one for
                     // the rest (GEMM1's 64 or 128 gate and up channels lie in one 128-row block each,
                     // and r & 8 is r0's; GEMM2's rows in one block per 128), loaded a stage ahead.
-                    // Row scales: loaded per row as it is converted (the same addresses every stage: L1).
-                    float nA = 0.f, nB = 0.f;
-                    if (!p.f8row) { nA = scale(r0, 0); nB = scale(r0 + 64 * (RPT / 2), 0); }
+                    // Row scales: sA and sB are the 128-row tile's two rows'; the 256-row tile loads
+                    // each row's as it converts it (the same addresses every stage: L1).
+                    float nA = scale(r0, 0), nB = scale(r0 + 64 * (RPT / 2), 0);
                     int sl = slot, prev = slot;
                     for (int kk = 0; kk < nk; ++kk) {
                         if (kk > 0) sl = next();
@@ -969,10 +969,11 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
                             const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % NCVT]);
-                            #pragma unroll 1
+                            // The 256-row tile converts a row at a time (its registers are the wgmmas'); unrolled it spilled more.
+                            #pragma unroll (RPT == 2 ? 2 : 1)
                             for (int i = 0; i < RPT; ++i) {
                                 const int r = r0 + 64 * i, sw = r & 7, c = hf * 4 + cc;
-                                const float sc = p.f8row ? scale(r, 0) : i < RPT / 2 ? sA : sB;
+                                const float sc = RPT == 2 || !p.f8row ? (i < RPT / 2 ? sA : sB) : scale(r, 0);
                                 const uint4 v = lds128(raw + r * 128 + ((c ^ sw) << 4));
                                 sts128(buf + r * 128 + (((2 * cc) ^ sw) << 4), e4m3x2_bf16_scaled(v.x, sc), e4m3x2_bf16_scaled(v.x >> 16, sc),
                                        e4m3x2_bf16_scaled(v.y, sc), e4m3x2_bf16_scaled(v.y >> 16, sc));
