@@ -51,8 +51,8 @@
 // after the routing, or, where an m-block feeds few n-blocks (layer_gather), are gathered from x
 // by warps 9-10 (16-byte cp.asyncs, each lane's arrival on full_b when its copies land), which
 // saves the image's write and read. Each consumer warp releases a stage on its empty barrier.
-// Stages of BK = 512 k (decode; 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma) or 64 (its
-// 256-row form); the ring runs across tile and phase boundaries, so weights keep streaming.
+// Stages of BK = 512 k (decode; 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma, FP8's too) or 64
+// (bf16's 256-row form); the ring runs across tile and phase boundaries, so weights keep streaming.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
 // so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for
@@ -255,7 +255,7 @@ struct Cfg {
     // slower, doc/moe.md).
     // FP8 decode: 1024 (32 KiB of e4m3 weights a stage, as bf16's 512: one warp issues every stage,
     // and its instructions per stage, not the bytes, bound a 16 KiB stage; decode-producer.txt).
-    // The wgmma tile of 256 weight rows: 64 (four stages).
+    // The bf16 wgmma tile of 256 weight rows: 64 (four stages); FP8's: 128 (two).
     static constexpr int BK = WG ? (BM == 256 && !F8 ? 64 : 128) : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks

@@ -106,3 +106,69 @@ LDMOE_LIB=$V/main.so OUT=$OUT/r/bench timeout 300 python3 bench/moe/bench_moe.py
 echo "bench rc=$? $(el)"; grep -E "^ *[0-9]|E=|vs torch|x torch" $OUT/r/bench-moe.txt | head -40; save
 cd $OUT && tar czf r.tgz r && rm -rf r
 
+# ==== gpu60.sh ====
+# gpu60.sh — the FP8 256-row wgmma tile (f256.so = feca4ff) beside the 128-row one alone (prev.so = bc91430), one
+# call: f256 --tiny, suite plain + bound (digests equal), layer_time --fp8 T 256/1024/4096 prev/f256 x2, memcheck /
+# synccheck --tiny on f256.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v35.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu60.sh $OUT/r/
+LDMOE_LIB=$V/f256.so timeout 90 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/tiny.log 2>&1; rc=$?
+echo "f256 tiny rc=$rc $(tail -1 $OUT/r/tiny.log) $(el)"; grep -a FAIL $OUT/r/tiny.log | head -8 | cut -c1-300; save
+[ $rc = 0 ] || exit 1
+d=$(mktemp -d)
+LDMOE_LIB=$V/f256.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"
+echo "---- bound to domain 0 (LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0), --bound --digest" >> $OUT/r/test-gpu-moe-layer.log
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/f256.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound >> $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"; grep -a -E "FAIL|digest" $OUT/r/test-gpu-moe-layer.log | head -8 | cut -c1-300; save
+i=0; for v in prev f256 prev f256; do i=$((i+1)); f=$OUT/r/lt8-$i-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 100 python3 bench/moe/layer_time.py --fp8 --tokens 256,1024,4096 --reps 5 > $f 2>&1
+  echo "== fp8 $v rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/f256.so timeout 150 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ' | cut -c1-200) $(el)"; save; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu61.sh ====
+# gpu61.sh — the FP8 wgmma tiles: fa (b630511: the 128-row tile unrolled again, the 256-row tile a row at a time)
+# and fb (fa with the 256-row tile unrolled too: fb.patch, 84 bytes spilled) beside prev (bc91430: the 128-row tile
+# alone), one call: layer_time --fp8 T 256/1024/4096 prev/fa/fb x2; fa --tiny.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v36.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu61.sh $OUT/r/
+LDMOE_LIB=$V/fa.so timeout 90 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/tiny-fa.log 2>&1; rc=$?
+echo "fa tiny rc=$rc $(tail -1 $OUT/r/tiny-fa.log) $(el)"; grep -a FAIL $OUT/r/tiny-fa.log | head -8 | cut -c1-300; save
+i=0; for v in prev fa fb prev fa fb; do i=$((i+1)); f=$OUT/r/lt8-$i-$v.txt
+  LDMOE_LIB=$V/$v.so timeout 100 python3 bench/moe/layer_time.py --fp8 --tokens 256,1024,4096 --reps 5 > $f 2>&1
+  echo "== fp8 $v rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; save; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu62.sh ====
+# gpu62.sh — the landed FP8 wgmma tiles (final.so = the tree after gpu61: 128- and 256-row tiles, both unrolled): the
+# suite plain + bound (digests equal), memcheck / synccheck --tiny, layer_time --fp8 T 1-4096 once.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v37.tgz -C .carry; V=$PWD/.carry/v
+cp $V/gpu62.sh $OUT/r/
+d=$(mktemp -d)
+LDMOE_LIB=$V/final.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"
+echo "---- bound to domain 0 (LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0), --bound --digest" >> $OUT/r/test-gpu-moe-layer.log
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/final.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound >> $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"; grep -a -E "FAIL|digest" $OUT/r/test-gpu-moe-layer.log | head -8 | cut -c1-300; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/final.so timeout 150 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ' | cut -c1-200) $(el)"; save; done
+f=$OUT/r/lt8-final.txt; LDMOE_LIB=$V/final.so timeout 100 python3 bench/moe/layer_time.py --fp8 --tokens 1,4,16,64,256,1024,4096 --reps 5 > $f 2>&1
+echo "== fp8 final rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'
+cd $OUT && tar czf r.tgz r && rm -rf r
+
