@@ -172,3 +172,14 @@ f=$OUT/r/lt8-final.txt; LDMOE_LIB=$V/final.so timeout 100 python3 bench/moe/laye
 echo "== fp8 final rc=$? $(el)"; grep packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'
 cd $OUT && tar czf r.tgz r && rm -rf r
 
+# ==== gpu63.sh ====
+# gpu63.sh — serve.py end to end on the landed tree (final.so = f82d897's kernel): `E2E_LAYOUTS=fused` of
+# test-gpu-e2e (serve.py --moe fused under the shim in every placement state, graphs and eager).
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v37.tgz -C .carry; V=$PWD/.carry/v
+cp $V/final.so build/libldmoe.so; cp $V/libldshim.so build/libldshim.so; cp .carry/gpu63.sh $OUT/r/
+E2E_LAYOUTS=fused timeout 400 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e-fused.log 2>&1
+echo "e2e fused rc=$? $(tail -2 $OUT/r/test-gpu-e2e-fused.log | tr '\n' ' ') $(el)"; grep -a -E "FAIL" $OUT/r/test-gpu-e2e-fused.log | head -5
+cd $OUT && tar czf r.tgz r && rm -rf r
