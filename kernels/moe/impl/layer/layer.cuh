@@ -241,8 +241,8 @@ struct Meta {
 };
 
 // F8: weight-only FP8 (e4m3 weights in the packed layout, a 2 KiB box = 16 rows x 128 k; 128 x 128
-// block or per-row scales; bf16 tokens): the mma.sync tiles widen in registers, the wgmma tile
-// (128 weight rows) dequantizes each stage into bf16 buffers in shared memory (F8W below).
+// block or per-row scales; bf16 tokens): the mma.sync tiles widen in registers, the wgmma tiles
+// (128 or 256 weight rows) dequantize each stage into bf16 buffers in shared memory (F8W below).
 template <int BM, int BN, bool F8 = false>
 struct Cfg {
     // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, both
