@@ -16,6 +16,8 @@ bench/moe/bench_layer.py; this one only steers development.
 
 Usage: layer_time.py [--shapes qwen3,dsv2lite,mixtral] [--tokens 1,4,16,64,256,1024] [--layouts packed,plain]
                      [--fp8]   (weight-only FP8: e4m3 weights with 128 x 128 block scales; bytes halve)
+                     [--fp8-tokens]   (--fp8 with tokens="fp8": w8a8 on the wgmma tiles; adds the
+                                       FLOP floor at the dense FP8 rate, torch._scaled_mm 8192^3)
                      [--gemm-peer] [--bmm-peer]   (bf16 only)
 """
 import argparse
@@ -62,6 +64,21 @@ def gemm_rate():
     for _ in range(10):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record(); a @ b; e.record(); e.synchronize()
+        ts.append(s.elapsed_time(e) * 1e-3)
+    return 2 * n ** 3 / med(ts)
+
+
+def fp8_rate():
+    n = 8192
+    a = torch.randn((n, n), device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn((n, n), device="cuda").to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    mm = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    mm()
+    ts = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); mm(); e.record(); e.synchronize()
         ts.append(s.elapsed_time(e) * 1e-3)
     return 2 * n ** 3 / med(ts)
 
@@ -135,19 +152,25 @@ def main():
     ap.add_argument("--layouts", default="packed")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--fp8", action="store_true", help="e4m3 weights with 128 x 128 block scales (packed only)")
+    ap.add_argument("--fp8-tokens", action="store_true", help="--fp8 with FP8 tokens (w8a8 on the wgmma tiles)")
     ap.add_argument("--gemm-peer", action="store_true", help="also time the two expert GEMMs alone by torch._grouped_mm")
     ap.add_argument("--bmm-peer", action="store_true", help="also time them by torch.bmm (cuBLAS) over evenly routed pairs")
     a = ap.parse_args()
     if a.reps < 1 or a.reps > 1000:
         ap.error("--reps: 1..1000")
+    a.fp8 = a.fp8 or a.fp8_tokens
     if (a.gemm_peer or a.bmm_peer) and a.fp8:
         ap.error("--gemm-peer and --bmm-peer are bf16 only")
     bw, fl = copy_bw(), gemm_rate()
+    fl8 = fp8_rate() if a.fp8_tokens else 0.0
+    if fl8:
+        print("# dense FP8 GEMM %.0f TFLOP/s (torch._scaled_mm 8192^3)" % (fl8 / 1e12))
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     print("# %s: copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s, L2 %d MB; %s" % (
         torch.cuda.get_device_name(), bw / 1e12, fl / 1e12, l2 >> 20, ldmoe.version()), flush=True)
     print("%-9s %-6s %5s %9s %9s %9s %7s%s" % ("shape", "layout", "T", "us", "byte_us", "flop_us", "x_floor",
                                             (" %9s %7s" % ("gemm_us", "gemm_x") if a.gemm_peer else "")
+                                            + (" %9s %7s" % ("f8flop_us", "x_f8") if fl8 else "")
                                             + (" %9s %7s" % ("bmm_us", "bmm_x") if a.bmm_peer else "")))
     gen = torch.Generator().manual_seed(7)
     for name in a.shapes.split(","):
@@ -166,7 +189,7 @@ def main():
                     q13, s13 = quant_blocks(w13s[i])
                     q2, s2 = quant_blocks(w2s[i])
                     Ws.append((ldmoe.pack_moe(q13, q2, D=1), None))
-                    SC.append({"w13_scale": s13, "w2_scale": s2})
+                    SC.append({"w13_scale": s13, "w2_scale": s2, "tokens": "fp8" if a.fp8_tokens else "bf16"})
                     del q13, q2
             elif lay == "packed":
                 Ws = [(ldmoe.pack_moe(w13s[i], w2s[i], D=1), None) for i in range(ncopy)]
@@ -203,6 +226,9 @@ def main():
                 bf = bytes_ / bw
                 ff = T * k * (2 * H * 2 * I + 2 * I * H) / fl
                 extra = ""
+                if fl8:   # the FLOP floor at the FP8 rate (the byte floor as before)
+                    f8 = T * k * (2 * H * 2 * I + 2 * I * H) / fl8
+                    extra = " %9.1f %7.2f" % (f8 * 1e6, t / max(bf, f8))
                 if a.gemm_peer:
                     tg = gemm_peer(ids, E, H, I, w13s, w2s, ncall, a.reps)
                     extra = " %9.1f %7.2f" % (tg * 1e6, tg / max(bf, ff))

@@ -329,13 +329,19 @@ int ldmoe_moe(const ldmoe_moe_params_t *p);
  * [E, H]; fp32, 4-byte aligned; x, out bf16 as for ldmoe_moe. bf16 tokens and bf16 MMAs: the
  * decode and mma.sync prefill tiles widen e4m3 in registers and scale each 128-k block's partial
  * sum in fp32; Hopper's prefill (where ldmoe_moe takes a wgmma tile) dequantizes each weight stage
- * into shared memory, w * scale rounded once to bf16. H and I multiples of 128 (and of 64 * D).
- * Everything else as ldmoe_moe. */
+ * into shared memory, w * scale rounded once to bf16. tokens LDMOE_FP8_TOKENS_E4M3 (w8a8): where
+ * a wgmma tile runs, the routed x and h are quantized to e4m3 inside the launch, a scale per token
+ * and 64 k (amax / 448), and both GEMMs run e4m3 x e4m3 wgmmas (128 weight rows) whose 64-k
+ * partial sums are promoted in fp32 times both scales; the decode and mma.sync tiles keep bf16
+ * tokens. H and I multiples of 128 (and of 64 * D). Everything else as ldmoe_moe. */
+#define LDMOE_FP8_TOKENS_BF16 0   /* weight-only FP8: bf16 tokens, bf16 MMAs                   */
+#define LDMOE_FP8_TOKENS_E4M3 1   /* w8a8 where a wgmma tile runs (below)                      */
 typedef struct ldmoe_moe_fp8_params {
     ldmoe_moe_params_t base;
     int32_t        scaling;      /* LDMOE_FP8_BLOCK or LDMOE_FP8_ROWWISE                      */
     const float   *w13_scale;
     const float   *w2_scale;
+    int32_t        tokens;       /* LDMOE_FP8_TOKENS_BF16 (0) or LDMOE_FP8_TOKENS_E4M3        */
 } ldmoe_moe_fp8_params_t;
 int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p);
 /* e4m3 w13 [E, 2I, H] and w2 [E, H, I] -> the FP8 packed layout (the bf16 one over half as many

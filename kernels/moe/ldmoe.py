@@ -147,7 +147,7 @@ class _MoeParams(ctypes.Structure):
 
 class _MoeFp8Params(ctypes.Structure):
     _fields_ = [("base", _MoeParams), ("scaling", ctypes.c_int32), ("w13_scale", ctypes.c_void_p),
-                ("w2_scale", ctypes.c_void_p)]
+                ("w2_scale", ctypes.c_void_p), ("tokens", ctypes.c_int32)]
 
 
 class _Params(ctypes.Structure):
@@ -508,7 +508,7 @@ def pack_moe(w13, w2, D=None):
 
 
 def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_waves=0.0, w13_scale=None,
-        w2_scale=None):
+        w2_scale=None, tokens="bf16"):
     """The whole MoE layer in one launch: out[t] = sum_j topk_weights[t, j] *
     (silu(x[t] @ gate_e.T) * (x[t] @ up_e.T)) @ w2_e.T with e = topk_ids[t, j] (ldmoe.h ldmoe_moe).
 
@@ -517,8 +517,11 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     out [T, H] bf16 (allocated when None). H and I multiples of 64 * D, E <= 256, k <= 16.
     Ids outside [0, E) contribute nothing and set a flag that moe_errors() returns. FP8 weights
     (a MoePacked of e4m3 tensors) take w13_scale [E, 2I/128, H/128] and w2_scale [E, H/128, I/128]
-    fp32 (ldmoe_moe_fp8; H and I multiples of 128), or a scale per weight row, [E, 2I] and [E, H]. Runs on the current stream; the first call at a size must come before a CUDA graph capture
-    (or call moe_reserve)."""
+    fp32 (ldmoe_moe_fp8; H and I multiples of 128), or a scale per weight row, [E, 2I] and [E, H];
+    tokens="fp8" with them: w8a8 where a wgmma tile runs (x and h quantized to e4m3 inside, a scale
+    per token and 64 k; LDMOE_FP8_TOKENS_E4M3), "bf16" (the default) weight-only. Runs on the
+    current stream; the first call at a size must come before a CUDA graph capture (or call
+    moe_reserve)."""
     _need_torch("moe")
     lib = _moe_lib()
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
@@ -571,6 +574,10 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     p.mode = _enum(MODES, mode, "mode")
     p.steal_waves = float(steal_waves)
     f8 = isinstance(w13, MoePacked) and w13.fp8
+    if tokens not in ("bf16", "fp8"):
+        raise ValueError("tokens must be 'bf16' or 'fp8', got %r" % (tokens,))
+    if tokens == "fp8" and not f8:
+        raise ValueError("tokens='fp8' needs FP8 weights (pack_moe of float8_e4m3fn tensors)")
     if f8:
         if H % 128 or I % 128:
             raise ValueError("FP8 weights: H = %d and I = %d must be multiples of 128" % (H, I))
@@ -586,6 +593,7 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
         f = _MoeFp8Params()
         f.base, f.scaling = p, 1 if row else 2   # LDMOE_FP8_ROWWISE / LDMOE_FP8_BLOCK
         f.w13_scale, f.w2_scale = w13_scale.data_ptr(), w2_scale.data_ptr()
+        f.tokens = 1 if tokens == "fp8" else 0   # LDMOE_FP8_TOKENS_E4M3 / _BF16
     elif w13_scale is not None or w2_scale is not None:
         raise ValueError("w13_scale / w2_scale are for FP8 weights (pack_moe of float8_e4m3fn tensors)")
     with torch.cuda.device(dev):

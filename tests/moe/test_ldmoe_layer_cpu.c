@@ -75,6 +75,10 @@ static void test_layer_fp8_validation(void) {
     f.scaling = 0; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_BLOCK");
     f.scaling = 7; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_ROWWISE");
     f.scaling = LDMOE_FP8_ROWWISE; fp8_call(&f, LDMOE_OK, NULL);   /* a scale per weight row */
+    f.tokens = 2; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_TOKENS_E4M3");
+    f.tokens = -1; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_TOKENS_BF16");
+    f.tokens = LDMOE_FP8_TOKENS_E4M3; fp8_call(&f, LDMOE_OK, NULL);   /* w8a8 */
+    f.tokens = LDMOE_FP8_TOKENS_BF16;
     f.scaling = LDMOE_FP8_BLOCK;
     f.base.layout = LDMOE_LAYOUT_PLAIN; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "packed");
     f.base = good(); f.base.num_domains = 1; f.base.I = 192; fp8_call(&f, LDMOE_ERR_ALIGNMENT, "multiples of 128");

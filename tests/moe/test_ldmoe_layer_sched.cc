@@ -31,6 +31,7 @@ using ldmoe::layer::kWg256Pairs;
 using ldmoe::layer::layer_tile;
 using ldmoe::layer::layer_gather;
 using ldmoe::layer::layer_tile_fp8;
+using ldmoe::layer::kTileWgA8;
 using ldmoe::layer::kGatherNB;
 using ldmoe::layer::may_take;
 using ldmoe::layer::steal_allowed;
@@ -299,6 +300,10 @@ static void test_tile_choice_fp8(void) {
         bad += f != (t == kTileDecode ? kTileDecodeF8 : t == kTileWg ? kTileWgF8 : t == kTileWg256 ? kTileWg256F8 : kTileMmaF8);
         bad += (f == kTileWgF8 || f == kTileWg256F8) && (major != 9 || Hx % 256 != 0);
         bad += f == kTileWg256F8 && (Hx % 512 != 0 || (2 * Ix) % 512 != 0);
+        // FP8 tokens: the 128-row e4m3 tile wherever a wgmma tile runs, the weight-only tile elsewhere; one for D = 1 and 2
+        const int a = layer_tile_fp8(T, k, Ex, Hx, Ix, 2, major, true);
+        bad += a != layer_tile_fp8(T, k, Ex, Hx, Ix, 1, major, true);
+        bad += a != (f == kTileWgF8 || f == kTileWg256F8 ? kTileWgA8 : f);
     }
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(layer_tile_fp8(1024, 8, 128, 2048, 768, 2, 9), kTileWgF8);    // Qwen3-30B-A3B, 64 pairs an expert
@@ -319,6 +324,14 @@ static void test_tile_choice_fp8(void) {
     CU_ASSERT_EQUAL(layer_tile_fp8(450, 1, 2, 1024, 512, 2, 9), kTileWg256F8);
     CU_ASSERT_EQUAL(layer_tile_fp8(400, 1, 2, 512, 1792, 2, 9), kTileWg256F8);
     CU_ASSERT_FALSE(layer_gather(256, 1792));
+    // the GPU suite's FP8-token cases (test_fp8_tokens): the e4m3 tile from either weight-only wgmma
+    // tile's shapes, and a decode and an mma.sync case that keep bf16 tokens
+    CU_ASSERT_EQUAL(layer_tile_fp8(333, 2, 4, 512, 1024, 2, 9, true), kTileWgA8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(800, 1, 4, 512, 256, 2, 9, true), kTileWgA8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(600, 4, 8, 512, 256, 2, 9, true), kTileWgA8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(260, 6, 16, 512, 384, 2, 9, true), kTileWgA8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(5, 4, 16, 512, 256, 2, 9, true), kTileDecodeF8);
+    CU_ASSERT_EQUAL(layer_tile_fp8(200, 2, 8, 384, 256, 2, 9, true), kTileMmaF8);
 }
 
 // Which wgmma tiles gather GEMM1's token rows from x (layer_gather): the model shapes on the tile

@@ -283,6 +283,102 @@ def test_fp8(gen):
             report(True, "fp8 with %s refused" % what)
 
 
+def quant64(v):
+    """[R, K] fp32 -> the values the FP8-token tile computes with: e4m3 of v * (448 / amax) per row and
+    64 k, times amax / 448 (the kernel's quantization of the routed x and of h)."""
+    R, K = v.shape
+    b = v.float().view(R, K // 64, 64)
+    amax = b.abs().amax(dim=2, keepdim=True)
+    inv = torch.where(amax > 0, 448.0 / amax, torch.zeros_like(amax))
+    q = (b * inv).to(torch.float8_e4m3fn).float()
+    return (q * (amax / 448.0)).view(R, K)
+
+
+def reference_a8(x, w13, w2, ids, wts):
+    """The w8a8 layer's reference: x and h (fp32, unrounded) quantized as quant64, fp32 otherwise."""
+    T, H = x.shape
+    E, I2, _ = w13.shape
+    I = I2 // 2
+    k = ids.shape[1]
+    xq = quant64(x.float())
+    flat = ids.reshape(-1).long()
+    tok = torch.arange(T, device=x.device).repeat_interleave(k)
+    wflat = wts.reshape(-1)
+    slots = torch.zeros((T * k, H), dtype=torch.float32, device=x.device)
+    for e in range(E):
+        sel = (flat == e).nonzero().flatten()
+        if sel.numel() == 0:
+            continue
+        xe = xq[tok[sel]]
+        g = xe @ w13[e, :I].float().T
+        u = xe @ w13[e, I:].float().T
+        h = quant64(g * torch.sigmoid(g) * u)
+        slots[sel] = (h @ w2[e].float().T) * wflat[sel, None]
+    return slots.view(T, k, H).sum(dim=1)
+
+
+def test_fp8_tokens(gen):
+    """FP8 tokens (tokens="fp8", LDMOE_FP8_TOKENS_E4M3): where a wgmma tile runs, the 128-row e4m3 x e4m3
+    tile against reference_a8 (x and h quantized per 64 k as the kernel does; a rounding flip of an h
+    value moves out by one e4m3 step of that term, so TOL_A8 = 3e-2) and, looser (1e-1), against the
+    unquantized reference: a wrong scale or block would be far off both. Cases from both weight-only
+    wgmma tiles' shapes, block and row scales, k = 1..6, all tokens on one expert, D = 1 and 2 bit for
+    bit, repeats bit for bit; a decode and an mma.sync case keep bf16 tokens (weight-only reference);
+    the refusals."""
+    TOL_A8 = 3e-2
+    for T, E, H, I, k, sc, kind in ((333, 4, 512, 1024, 2, "block", "random"), (800, 4, 512, 256, 1, "block", "random"),
+                                    (600, 8, 512, 256, 4, "row", "one"), (260, 16, 512, 384, 6, "row", "random"),
+                                    (5, 16, 512, 256, 4, "block", "random"), (200, 8, 384, 256, 2, "block", "random")):
+        wgmma = T * k > 8 * E and H % 256 == 0   # layer_tile's wgmma rule at D <= 2 (test-moe-layer-sched)
+        x = torch.randn((T, H), generator=gen).to(torch.bfloat16).cuda()
+        w13, w2 = make_weights(gen, E, H, I)
+        if sc == "row":
+            w13 = (w13.float() * 2.0 ** torch.randint(-3, 1, (E, 2 * I, 1), generator=gen).cuda()).to(torch.bfloat16)
+            w2 = (w2.float() * 2.0 ** torch.randint(-3, 1, (E, H, 1), generator=gen).cuda()).to(torch.bfloat16)
+        qf = quant_blocks if sc == "block" else quant_rowwise
+        q13, s13, d13 = qf(w13)
+        q2, s2, d2 = qf(w2)
+        ids, wts = make_routing(gen, T, E, k, kind)
+        ref8 = reference_a8(x, d13, d2, ids, wts) if wgmma else reference(x, d13, d2, ids, wts)
+        tag = "fp8 tokens %s T%d E%d H%d I%d k%d %s%s" % (sc, T, E, H, I, k, kind, "" if wgmma else " (bf16 tokens: not a wgmma tile)")
+        base = None
+        for D in (1, 2):
+            pk = ldmoe.pack_moe(q13, q2, D=D)
+            out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.moe(x, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, tokens="fp8")
+            t = "%s D%d" % (tag, D)
+            global TOL_REL
+            saved, TOL_REL = TOL_REL, TOL_A8 if wgmma else TOL_REL
+            try:
+                ok = check(t, out, ref8)
+            finally:
+                TOL_REL = saved
+            if ok and wgmma:
+                ref = reference(x, d13, d2, ids, wts)
+                err = (out.float() - ref).abs().max().item()
+                report(err <= 1e-1 * ref.abs().max().item(), "%s near the unquantized reference" % t, "max err %.3g" % err)
+            if ok:
+                again = torch.full_like(out, float("nan"))
+                ldmoe.moe(x, pk, None, ids, wts, out=again, w13_scale=s13, w2_scale=s2, tokens="fp8")
+                report(torch.equal(out.view(torch.int16), again.view(torch.int16)), "%s repeat bit-identical" % t)
+            if ok and base is not None:
+                report(torch.equal(out.view(torch.int16), base.view(torch.int16)), "%s bit-identical to D = 1" % t)
+            if ok:
+                DIGESTS.append("%s %s" % (t, hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()))
+            base = out.clone() if base is None else base
+    for kw, what in (({"tokens": "int8", "w13_scale": s13, "w2_scale": s2}, "tokens='int8'"),):
+        try:
+            ldmoe.moe(x, ldmoe.pack_moe(q13, q2), None, ids, wts, **kw)
+            report(False, "fp8 with %s refused" % what)
+        except ValueError:
+            report(True, "fp8 with %s refused" % what)
+    try:
+        ldmoe.moe(x, ldmoe.pack_moe(w13, w2), None, ids, wts, tokens="fp8")
+        report(False, "tokens='fp8' with bf16 weights refused")
+    except ValueError:
+        report(True, "tokens='fp8' with bf16 weights refused")
+
+
 def test_graph(gen, decode):
     E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
     T = 3 if decode else 200
@@ -407,7 +503,8 @@ def main():
     # gathered, I % 128 = 64: GEMM2's last stage half full (h's zero box written without the x image)
     steps += [lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1"), modes=("auto", "unaware"))]
     steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_all_invalid(gen),
-              lambda: test_fp8(gen), lambda: test_graph(gen, True), lambda: test_graph(gen, False), test_errors]
+              lambda: test_fp8(gen), lambda: test_fp8_tokens(gen), lambda: test_graph(gen, True), lambda: test_graph(gen, False),
+              test_errors]
     if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 100, 4, 128, 64, 1, kind="one", layouts=("plain", "packed1")),
@@ -416,7 +513,7 @@ def main():
                  lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 300, 8, 256, 896, 2, layouts=("packed1",)),
                  lambda: run_case(gen, 700, 2, 512, 1792, 1, layouts=("packed1",)),
-                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen)]
+                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen), lambda: test_fp8_tokens(gen)]
     for st in steps:
         try:
             st()

@@ -12,10 +12,10 @@ namespace layer {
 // Tile configurations: decode (few tokens per expert: 32 weight rows, i.e. 16 h channels of
 // GEMM1, x 16 tokens: fine-grained tiles that fill every SM) and prefill: 128 or 256 weight rows
 // x 128 tokens on wgmma (sm_90a only), 64 x 64 on mma.sync elsewhere (layer_tile).
-template <int BM, int BN, bool F8>
+template <int BM, int BN, bool F8, bool A8>
 __global__ void __launch_bounds__(kThreads, 1) moe_layer_kernel(const __grid_constant__ LParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900   // bulk copies, mbarrier transactions
-    moe_layer_body<BM, BN, F8>(p, &ldshim_topology);
+    moe_layer_body<BM, BN, F8, A8>(p, &ldshim_topology);
 #else
     (void)p;
     __trap();
@@ -102,6 +102,7 @@ struct LayerWs {
     uint32_t *ctl, *ready, *arrive;
     int32_t *list, *tokvalid;
     __nv_bfloat16 *h, *ximg;
+    float *hsc, *xsc;           // the FP8-token tile's scales of the two images
     __nv_bfloat16 *slot;
 };
 // The wgmma tile's stage images (layer.cuh, img_off): img_blocks_max m-blocks (layer_sched.h) of
@@ -111,9 +112,13 @@ constexpr int kImgBK = layer::Cfg<kWgBM, kImgRows>::BK;
 size_t img_elems(int64_t pairs, int E, int K) {
     return (size_t)img_blocks_cap(pairs, E, kDecodePairs) * kImgRows * (size_t)((K + kImgBK - 1) / kImgBK) * kImgBK;
 }
+// Their scales (FP8 tokens): a float per image row and 64 k.
+size_t scl_elems(int64_t pairs, int E, int K) {
+    return (size_t)img_blocks_cap(pairs, E, kDecodePairs) * kImgRows * (size_t)(K / 64);
+}
 LayerWs g_lws[LDMOE_MAX_WORKSPACES];
 int g_nlws;
-bool g_layer_attr[LDMOE_MAX_DEVICES][8];   // by tile index (moe_run: 0-2, 5 bf16, 3-4, 6-7 FP8)
+bool g_layer_attr[LDMOE_MAX_DEVICES][9];   // by tile index (moe_run: 0-2, 5 bf16, 3-4, 6-8 FP8)
 
 size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -130,6 +135,8 @@ size_t layout_ws(LayerWs &w, unsigned char *base) {
     const size_t h_plain = (size_t)w.cap_pairs * w.cap_I, h_img = img_elems(w.cap_img, w.cap_E, w.cap_I);
     w.h = (__nv_bfloat16 *)take((h_plain > h_img ? h_plain : h_img) * 2);   // one layout per launch
     w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_ximg, w.cap_E, w.cap_H) * 2);
+    w.hsc = (float *)take(scl_elems(w.cap_img, w.cap_E, w.cap_I) * 4);
+    w.xsc = (float *)take(scl_elems(w.cap_ximg, w.cap_E, w.cap_H) * 4);
     w.slot = (__nv_bfloat16 *)take((size_t)w.cap_pairs * w.cap_H * 2);
     (void)zero_bytes;
     return off;
@@ -221,10 +228,10 @@ static void layer_release_device(int dev) {
 // the API
 
 struct LayerCfg { const void *fn; int smem; };
-template <int BM, int BN, bool F8 = false> static LayerCfg layer_cfg() {
-    constexpr int bytes = (int)sizeof(Smem<BM, BN, F8>) + layer::Cfg<BM, BN, F8>::ALIGN;   // slack: the body aligns its ring
+template <int BM, int BN, bool F8 = false, bool A8 = false> static LayerCfg layer_cfg() {
+    constexpr int bytes = (int)sizeof(Smem<BM, BN, F8, A8>) + layer::Cfg<BM, BN, F8, A8>::ALIGN;   // slack: the body aligns its ring
     static_assert(bytes <= 232448, "the layer's shared memory fits an sm_90 block");
-    return {(const void *)moe_layer_kernel<BM, BN, F8>, bytes};
+    return {(const void *)moe_layer_kernel<BM, BN, F8, A8>, bytes};
 }
 
 // The wgmma tile's packed weights ([D][E][R/D/16 groups][Kd/KB boxes][16 rows][128 bytes]: KB = 64
@@ -250,8 +257,9 @@ static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *bas
     return LDMOE_OK;
 }
 
-// The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block or row scales, f8row: which; NULL for bf16).
-static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row) {
+// The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block or row scales, f8row: which; NULL for
+// bf16; a8: FP8 tokens where a wgmma tile runs).
+static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row, bool a8) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
     int rc = moe_check_dims(p->T, p->E, p->H, p->I, p->k, p->layout, p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1);
     if (rc) return rc;
@@ -276,8 +284,8 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         return fail(LDMOE_ERR_UNSUPPORTED, "the layer needs compute capability 9.0 or newer (bulk copies, mbarrier "
                     "transactions); this device has %d.x", major);
     // Tokens per expert, on average, picks the tile (no host sync: the routing is on the device).
-    const int ci = f8 ? layer_tile_fp8(p->T, p->k, p->E, p->H, p->I, D, major) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
-    const bool wg = ci == kTileWg || ci == kTileWg256 || ci == kTileWgF8 || ci == kTileWg256F8;
+    const int ci = f8 ? layer_tile_fp8(p->T, p->k, p->E, p->H, p->I, D, major, a8) : layer_tile(p->T, p->k, p->E, p->H, p->I, D, major);
+    const bool wg = ci == kTileWg || ci == kTileWg256 || ci == kTileWgF8 || ci == kTileWg256F8 || ci == kTileWgA8;
     const int wbm = ci == kTileWg256 || ci == kTileWg256F8 ? 256 : kWgBM;   // a wgmma tile's weight rows
     const LayerCfg c = ci == kTileDecode ? layer_cfg<32, 16>()
                        : ci == kTileMma  ? layer_cfg<64, 64>()
@@ -286,6 +294,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
                        : ci == kTileDecodeF8 ? layer_cfg<32, 16, true>()
                        : ci == kTileMmaF8 ? layer_cfg<64, 64, true>()
                        : ci == kTileWgF8 ? layer_cfg<kWgBM, kImgRows, true>()
+                       : ci == kTileWgA8 ? layer_cfg<kWgBM, kImgRows, true, true>()
                                          : layer_cfg<256, kImgRows, true>();
     int sms = 0;
     LayerWs *w = NULL;
@@ -297,7 +306,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         else
             g_layer_attr[dev][ci] = true;
     }
-    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, !layer_gather(wbm, p->I), &w);
+    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, ci == kTileWgA8 || !layer_gather(wbm, p->I), &w);
     encode_tiled_fn enc = NULL;
     const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
     if (!rc && maps) rc = get_encoder(&enc);
@@ -311,12 +320,13 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         kp.out = (__nv_bfloat16 *)p->out;
         kp.ctl = w->ctl; kp.ready = w->ready; kp.list = w->list; kp.tokvalid = w->tokvalid;
         kp.arrive = w->arrive; kp.h = w->h; kp.ximg = w->ximg; kp.slot = w->slot;
+        kp.hsc = w->hsc; kp.xsc = w->xsc;
         kp.s13 = s13; kp.s2 = s2; kp.f8row = f8row ? 1 : 0;
     }
     pthread_mutex_unlock(&g_lock);
     if (rc) return rc;
     if (maps) {
-        auto mk = ci == kTileWg256 ? layer_weight_map<256> : ci == kTileWgF8 ? layer_weight_map<kWgBM, true>
+        auto mk = ci == kTileWg256 ? layer_weight_map<256> : ci == kTileWgF8 || ci == kTileWgA8 ? layer_weight_map<kWgBM, true>
                   : ci == kTileWg256F8 ? layer_weight_map<256, true> : layer_weight_map<kWgBM>;
         if ((rc = mk(enc, &kp.tm13, p->w13, (int64_t)p->E * 2 * p->I / 16, p->H, "packed w13")) ||
             (rc = mk(enc, &kp.tm2, p->w2, (int64_t)p->E * p->H / 16, p->I, "packed w2")))
@@ -346,7 +356,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
 
 LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    return moe_run(p, false, NULL, NULL, false);
+    return moe_run(p, false, NULL, NULL, false, false);
 }
 
 LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
@@ -362,7 +372,10 @@ LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
     if (b->T > 0 && (!p->w13_scale || !p->w2_scale)) return fail(LDMOE_ERR_INVALID_ARG, "w13_scale and w2_scale must be non-NULL");
     if (((uintptr_t)p->w13_scale & 3u) || ((uintptr_t)p->w2_scale & 3u))
         return fail(LDMOE_ERR_ALIGNMENT, "w13_scale and w2_scale must be 4-byte aligned");
-    return moe_run(b, true, p->w13_scale, p->w2_scale, p->scaling == LDMOE_FP8_ROWWISE);
+    if (p->tokens != LDMOE_FP8_TOKENS_BF16 && p->tokens != LDMOE_FP8_TOKENS_E4M3)
+        return fail(LDMOE_ERR_INVALID_ARG, "tokens %d: LDMOE_FP8_TOKENS_BF16 (0, weight-only FP8) or "
+                    "LDMOE_FP8_TOKENS_E4M3 (1, tokens quantized to e4m3 on the wgmma tiles)", p->tokens);
+    return moe_run(b, true, p->w13_scale, p->w2_scale, p->scaling == LDMOE_FP8_ROWWISE, p->tokens == LDMOE_FP8_TOKENS_E4M3);
 }
 
 LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream) {
@@ -378,9 +391,9 @@ LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *str
     LayerWs *w = NULL;
     pthread_mutex_lock(&g_lock);
     // Images for any call up to these sizes that may take the wgmma tile (fewer experts or a
-    // smaller H than reserved can choose it where these sizes do not); x's image unless both
-    // wgmma tiles gather at this I (the 128-row tile gathering implies the 256-row one does).
-    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, !layer_gather(kWgBM, I), &w);
+    // smaller H than reserved can choose it where these sizes do not); x's image always (the
+    // FP8-token tile reads it; the bf16 tiles unless both gather at this I).
+    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, true, &w);
     pthread_mutex_unlock(&g_lock);
     if (!rc) g_msg[0] = 0;
     return rc;

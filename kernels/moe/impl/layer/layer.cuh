@@ -88,6 +88,7 @@ static_assert(kEpi % kCombW == 0, "each record slot belongs to one combine warp"
 constexpr int kMeta = 16;                // tile metadata ring
 constexpr int kMaxE = 256;               // LDMOE_MOE_MAX_EXPERTS
 constexpr int kMaxD = LDMOE_MAX_DOMAINS;
+constexpr int kA8Scl = 2 * kImgRows * 4;   // FP8 tokens: a stage's token scales (two 64-k halves x 128 rows, fp32)
 
 // Control words of the workspace (uint32). The rest of the workspace is laid out by the host.
 enum {
@@ -116,6 +117,9 @@ struct LParams {
     __nv_bfloat16 *ximg; // the wgmma tile: the stage image of the routed x (img_off)
     __nv_bfloat16 *slot; // [cap][H]: a pair's w·y, bf16 (the sum is fp32; half the bytes of fp32 slots)
     const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]; rowwise [E][2I], [E][H]
+    // FP8 tokens (the A8 tile): ximg and h hold e4m3 images (img8_off), these their scales, one per
+    // token row and 64 k: [image m-block][K/64][kImgRows], so a stage's two halves lie together.
+    float *xsc, *hsc;
     int32_t T, E, H, I, k, D, packed, mode, cap, f8row;
     float steal_waves;
 };
@@ -164,6 +168,23 @@ __device__ __forceinline__ uint32_t e4m3x2_bf16_scaled(uint32_t v2, float s) {
     const __nv_bfloat162 x = __floats2bfloat162_rn(f.x * s, f.y * s);
     return *reinterpret_cast<const uint32_t *>(&x);
 }
+// FP8 tokens: two floats times inv -> e4m3x2 (saturating: a block's amax maps to 448 exactly,
+// rounding may not exceed it), eight bf16 -> float, eight floats -> e4m3x8.
+__device__ __forceinline__ uint32_t e4m3x2(float a, float b, float inv) {
+    return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(a * inv, b * inv), __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ void bf16x8_float(uint4 v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+__device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float inv) {
+    return make_uint2(e4m3x2(f[0], f[1], inv) | e4m3x2(f[2], f[3], inv) << 16, e4m3x2(f[4], f[5], inv) | e4m3x2(f[6], f[7], inv) << 16);
+}
 __device__ __forceinline__ void sts128(uint32_t a, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
     asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};\n" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
@@ -209,6 +230,12 @@ template <int BN, int BK> __device__ __forceinline__ int64_t img_off(int mbg, in
     const int kk = k % BK;
     return (int64_t)(mbg * ((K + BK - 1) / BK) + k / BK) * (BN * BK) + tsw<BN>(r, kk >> 3) / 2 + (kk & 7);
 }
+// The e4m3 image (FP8 tokens): a stage is one box of 128 k, 128 bytes a row; byte offset of (r, k)
+// (K a multiple of 128).
+template <int BN> __device__ __forceinline__ int64_t img8_off(int mbg, int K, int r, int k) {
+    const int kk = k % 128;
+    return (int64_t)(mbg * (K / 128) + k / 128) * (BN * 128) + tsw<BN>(r, kk >> 4) + (kk & 15);
+}
 // The h rows other CTAs stored (generic proxy) and this one acquired are ordered before this
 // thread's later bulk copies of them (async proxy).
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
@@ -243,7 +270,7 @@ struct Meta {
 // F8: weight-only FP8 (e4m3 weights in the packed layout, a 2 KiB box = 16 rows x 128 k; 128 x 128
 // block or per-row scales; bf16 tokens): the mma.sync tiles widen in registers, the wgmma tiles
 // (128 or 256 weight rows) dequantize each stage into bf16 buffers in shared memory (F8W below).
-template <int BM, int BN, bool F8 = false>
+template <int BM, int BN, bool F8 = false, bool A8 = false>
 struct Cfg {
     // WG: the wgmma tile (sm_90a): two warpgroups of 64 tokens each x the BM weight rows, both
     // operands by descriptor. Otherwise mma.sync.
@@ -259,9 +286,10 @@ struct Cfg {
     static constexpr int BK = WG ? (BM == 256 && !F8 ? 64 : 128) : BN <= 16 ? (F8 ? 1024 : 512) : 256, CH = BK / 8;   // CH: 16-byte chunks of a row
     static constexpr int KSTEP = BK / 16 / WK;    // k16 steps per warp per stage
     static constexpr int NT = BN / 8;             // n8 blocks
-    static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = WG ? BN * BK * 2 : BN * (BK * 2 + 16);
+    // A8: e4m3 token rows (one 128-byte box row of 128 k each) and their two 64-k halves' scales (kA8Scl).
+    static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = A8 ? BN * BK + kA8Scl : WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? (F8 ? 2 : 4) : 3;   // FP8 decode: 65 KiB stages; FP8 256-row: 64 KiB
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? (F8 ? 2 : 4) : A8 ? 5 : 3;   // FP8 decode: 65 KiB stages; FP8 256-row: 64 KiB
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
     static_assert(!WG || ((BM == 64 || BM == 128 || BM == 256) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64, 128 or 256 x 128");
@@ -280,7 +308,8 @@ struct Cfg {
     // buffers (the wgmma B operand's layout), so that a buffer is rewritten only after every
     // warpgroup's wgmmas that read it are done: with three (128 rows), one barrier per half
     // suffices, with two (256 rows: two stages and two buffers fill shared memory) two (the body says why).
-    static constexpr bool F8W = F8 && WG;
+    static constexpr bool F8W = F8 && WG && !A8;
+    static_assert(!A8 || (F8 && WG && BM == 128 && BK == 128), "the FP8-token tile: e4m3 x e4m3 wgmma, 128 weight rows, a 128-k stage");
     static constexpr int CVT = F8W ? (BM == 256 ? 2 : 3) : 0, CVT_BYTES = BM * 64 * 2;
     static_assert(!F8W || ((BM == 128 || BM == 256) && BK == 128), "the FP8 wgmma tiles: 128 or 256 weight rows, a 128-k stage");
     static_assert(!CWARP || BN <= 32, "the combine warp takes a record's rows one per lane");
@@ -296,9 +325,9 @@ struct EpiRec {
     int32_t mask[BN];
 };
 
-template <int BM, int BN, bool F8 = false>
+template <int BM, int BN, bool F8 = false, bool A8 = false>
 struct Smem {
-    using C = Cfg<BM, BN, F8>;
+    using C = Cfg<BM, BN, F8, A8>;
     alignas(128) unsigned char ring[C::STAGES][C::STAGE];
     alignas(C::CVT > 0 ? 1024 : 16) unsigned char cvt[C::CVT > 0 ? C::CVT : 1][C::CVT > 0 ? C::CVT_BYTES : 16];   // F8W: dequantized weight halves
     uint64_t full_a[C::STAGES];       // the stage's weights landed (32 producer-lane arrivals + bytes)
@@ -397,20 +426,20 @@ __device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t ms
 }
 
 // ---- the kernel body ------------------------------------------------------------------------
-template <int BM, int BN, bool F8 = false>
+template <int BM, int BN, bool F8 = false, bool A8 = false>
 __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) {
-    using C = Cfg<BM, BN, F8>;
+    using C = Cfg<BM, BN, F8, A8>;
     constexpr int NCVT = C::CVT > 0 ? C::CVT : 1;   // F8W's bf16 buffers (a divisor in every instantiation)
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The launch gives C::ALIGN bytes of slack (api.cuh) for this alignment of the ring.
-    Smem<BM, BN, F8> &sh = *reinterpret_cast<Smem<BM, BN, F8> *>(
+    Smem<BM, BN, F8, A8> &sh = *reinterpret_cast<Smem<BM, BN, F8, A8> *>(
         smem_raw + ((C::ALIGN - (s_u32(smem_raw) & (C::ALIGN - 1))) & (C::ALIGN - 1)));
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int E = p.E, H = p.H, I = p.I, K = p.k, D = p.D, cap = p.cap;
     const int64_t npairs = (int64_t)p.T * K;
     uint32_t *ctl = p.ctl;
     // The wgmma tile's GEMM1 token rows gathered from x (warps 9-10) rather than from its image.
-    const bool gather = C::WG && layer_gather(BM, I);
+    const bool gather = C::WG && !A8 && layer_gather(BM, I);
 
     // -- 1. routing --
     // Local (decode, at most C::LOCAL pairs): every CTA reads all ids and builds the same
@@ -537,7 +566,27 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
             const int mbg = sh.mbp[lo] + re / BN, r = re % BN;
             constexpr int KC = C::BK / 8;   // chunks per stage
-            if (!gather)
+            if constexpr (A8) {
+                // e4m3 with a scale per 64 k (8 lanes' chunks; H % 128 == 0, so a pass's lanes past
+                // H are whole groups of 8): amax / 448, the FP8 range, as DeepSeek's 1 x 128 scheme.
+                unsigned char *xi = reinterpret_cast<unsigned char *>(p.ximg);
+                for (int c0 = 0; c0 < H / 8; c0 += 32) {
+                    const int c = c0 + lane;
+                    const uint4 v = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+                    float f[8];
+                    bf16x8_float(v, f);
+                    float amax = 0.f;
+                    #pragma unroll
+                    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+                    #pragma unroll
+                    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+                    if (c < H / 8) {
+                        const float inv = amax > 0.f ? 448.f / amax : 0.f;
+                        *reinterpret_cast<uint2 *>(xi + img8_off<BN>(mbg, H, r, c * 8)) = e4m3x8(f, inv);
+                        if ((c & 7) == 0) p.xsc[((int64_t)mbg * (H / 64) + c / 8) * BN + r] = amax / 448.f;
+                    }
+                }
+            } else if (!gather)
                 for (int c = lane; c < (H + C::BK - 1) / C::BK * KC; c += 32)   // past H: the zero box
                     *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
             for (int c = I / 8 + lane; c < (I + C::BK - 1) / C::BK * KC; c += 32)   // h's zero box
@@ -752,7 +801,16 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const bool own = !(gather && ph == 1);   // gathered: warps 9-10 fill the rows, this warp only arrives
             fence_proxy_async();   // this slot's last generic reads (ordered by its empty barrier) first
             if (ph == 2 && k0 == 0) fence_proxy_async_global();   // once per tile, after its readiness
-            if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
+            if constexpr (A8) {   // one e4m3 box and the stage's 1 KiB of token scales
+                if (lane == 0) {
+                    const uint32_t rb = (uint32_t)rows * 128;
+                    const unsigned char *src = reinterpret_cast<const unsigned char *>(ph == 1 ? p.ximg : p.h) + img8_off<BN>(mbg, Kd, 0, k0);
+                    const float *scl = (ph == 1 ? p.xsc : p.hsc) + ((int64_t)mbg * (Kd / 64) + k0 / 64) * BN;
+                    mbar_expect_tx(bar, rb + kA8Scl);   // lane 0's arrival
+                    bulk_load(b_s, src, rb, bar);
+                    bulk_load(b_s + BN * BK, scl, kA8Scl, bar);
+                }
+            } else if constexpr (C::WG) {   // a box's rows lie together in the image: one copy per box
                 if (own && lane == 0) {
                     const uint32_t rb = (uint32_t)rows * 128;
                     const __nv_bfloat16 *src = (ph == 1 ? p.ximg : p.h) + img_off<BN, BK>(mbg, Kd, 0, k0);
@@ -923,7 +981,78 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 mbar_wait(s_u32(&sh.full_b[sl]), ph);
                 return sl;
             };
-            if constexpr (C::F8W) {
+            if constexpr (A8) {
+                // FP8 tokens, a whole tile here: e4m3 x e4m3 wgmmas (twice bf16's rate, half its
+                // bytes a stage) of each 64-k half into tacc, then promoted in fp32 (DeepSeek's
+                // scheme): wacc += tacc * token scale of the half * the weight block's scale (block
+                // scales; row scales multiply the columns in the epilogue). Each half's group is
+                // waited for before its promotion; the other warpgroup's wgmmas fill the gap.
+                const int nk = ksteps(m);
+                if (wg * 64 < m.rows) {
+                    const int g = lane >> 2;
+                    float tacc[BM / 2];
+                    #pragma unroll
+                    for (int i = 0; i < BM / 2; ++i) wacc[i] = 0.f;
+                    // block scales at k block kb: GEMM1's gate rows (n8 blocks 2G) and up rows (2G + 1)
+                    // each lie in one 128-row block, GEMM2's BM rows in one
+                    auto wsc = [&](int kb, bool up) -> float {
+                        if (p.f8row) return 1.f;
+                        if (m.phase == 1) {
+                            const int sr = m.nb * (BM / 2) + (up ? I : 0);
+                            return __ldg(p.s13 + ((int64_t)m.e * (2 * I / 128) + sr / 128) * (H / 128) + kb);
+                        }
+                        return __ldg(p.s2 + ((int64_t)m.e * (H / 128) + m.nb * BM / 128) * (I / 128) + kb);
+                    };
+                    float nA = wsc(0, false), nB = wsc(0, m.phase == 1);
+                    int sl = slot;
+                    for (int kk = 0; kk < nk; ++kk) {
+                        if (kk > 0) sl = next();
+                        const float wA = nA, wB = nB;
+                        if (kk + 1 < nk) { nA = wsc(kk + 1, false); nB = wsc(kk + 1, m.phase == 1); }
+                        const uint32_t wts = s_u32(sh.ring[sl]), tok = wts + C::A_BYTES + wg * 64 * 128;
+                        const float *scl = reinterpret_cast<const float *>(sh.ring[sl] + C::A_BYTES + BN * BK) + wg * 64 + wl * 16 + g;
+                        #pragma unroll
+                        for (int hf = 0; hf < 2; ++hf) {
+                            wg_fence_acc(tacc);
+                            wg_fence();
+                            #pragma unroll
+                            for (int ks = 0; ks < 2; ++ks)
+                                wgmma_m64k32_e4m3<BM>(tacc, wg_desc(tok + (2 * hf + ks) * 32), wg_desc(wts + (2 * hf + ks) * 32), ks);
+                            wg_commit();
+                            const float s0 = scl[hf * BN], s1 = scl[hf * BN + 8];
+                            wg_wait<0>();
+                            wg_fence_acc(tacc);
+                            if (hf == 1) give(sl);
+                            const float a0 = s0 * wA, a1 = s1 * wA, b0 = s0 * wB, b1 = s1 * wB;
+                            #pragma unroll
+                            for (int j = 0; j < BM / 8; ++j) {
+                                const bool up = m.phase == 1 && (j & 1);
+                                const float c0 = up ? b0 : a0, c1 = up ? b1 : a1;
+                                wacc[4 * j] += tacc[4 * j] * c0;
+                                wacc[4 * j + 1] += tacc[4 * j + 1] * c0;
+                                wacc[4 * j + 2] += tacc[4 * j + 2] * c1;
+                                wacc[4 * j + 3] += tacc[4 * j + 3] * c1;
+                            }
+                        }
+                    }
+                    if (p.f8row) {   // a scale per weight row: column 8 j + 2 q + u of the tile
+                        const int q = lane & 3;
+                        #pragma unroll
+                        for (int j = 0; j < BM / 8; ++j)
+                            #pragma unroll
+                            for (int u = 0; u < 2; ++u) {
+                                const int ch = m.nb * (BM / 2) + (j >> 1) * 8 + 2 * q + u;
+                                const float sc = m.phase == 1 ? __ldg(p.s13 + (int64_t)m.e * 2 * I + ((j & 1) ? I + ch : ch))
+                                                              : __ldg(p.s2 + (int64_t)m.e * H + m.nb * BM + 8 * j + 2 * q + u);
+                                wacc[4 * j + u] *= sc;
+                                wacc[4 * j + 2 + u] *= sc;
+                            }
+                    }
+                } else {
+                    give(slot);
+                    for (int kk = 1; kk < nk; ++kk) give(next());
+                }
+            } else if constexpr (C::F8W) {
                 // The FP8 wgmma tiles, a whole tile here. Stage kk is 128-k scale block kk: its e4m3
                 // weights (the packed box layout: row r at r * 128, 16-byte chunk c at c ^ (r % 8))
                 // are dequantized times their scale into bf16 buffer hs % CVT a 64-k half hs at a
@@ -1143,7 +1272,35 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if constexpr (C::WG) {
                 cbar();
                 const int g = lane >> 2, q = lane & 3;
-                if (wg * 64 < m.rows) {
+                if (A8 && m.phase == 1 && wg * 64 < m.rows) {
+                    // h in e4m3 for GEMM2's FP8 tokens: this tile's 64 channels of a token are its one
+                    // 64-k scale block, spread over the 4 lanes of a quad (amax by two shuffles).
+                    #pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const int col = wg * 64 + wl * 16 + g + 8 * hr;
+                        float hv[BM / 16][2];
+                        float amax = 0.f;
+                        #pragma unroll
+                        for (int G = 0; G < BM / 16; ++G)
+                            #pragma unroll
+                            for (int u = 0; u < 2; ++u) {
+                                const float gt = wacc[8 * G + 2 * hr + u], up = wacc[8 * G + 4 + 2 * hr + u];
+                                hv[G][u] = gt / (1.f + __expf(-gt)) * up;
+                                amax = fmaxf(amax, fabsf(hv[G][u]));
+                            }
+                        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+                        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+                        if (col < m.rows) {
+                            const float inv = amax > 0.f ? 448.f / amax : 0.f;
+                            unsigned char *hi = reinterpret_cast<unsigned char *>(p.h);
+                            #pragma unroll
+                            for (int G = 0; G < BM / 16; ++G)
+                                *reinterpret_cast<uint16_t *>(hi + img8_off<BN>(m.mbg, I, col, m.nb * (BM / 2) + 8 * G + 2 * q)) =
+                                    (uint16_t)e4m3x2(hv[G][0], hv[G][1], inv);
+                            if (q == 0) p.hsc[((int64_t)m.mbg * (I / 64) + m.nb) * BN + col] = amax / 448.f;
+                        }
+                    }
+                } else if (wg * 64 < m.rows) {
                     #pragma unroll
                     for (int hr = 0; hr < 2; ++hr) {
                         const int col = wg * 64 + wl * 16 + g + 8 * hr;   // the tile's token

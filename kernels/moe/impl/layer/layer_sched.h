@@ -96,7 +96,8 @@ LDMOE_LAYER_FN bool sweep_after(uint32_t before, unsigned grid) { return before 
 constexpr int kDecodePairs = 8;
 constexpr int kWgBM = 128;
 constexpr int kWg256Pairs = 192;
-enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileDecodeF8 = 3, kTileMmaF8 = 4, kTileWg256 = 5, kTileWgF8 = 6, kTileWg256F8 = 7 };   // moe_run's config index
+enum { kTileDecode = 0, kTileMma = 1, kTileWg = 2, kTileDecodeF8 = 3, kTileMmaF8 = 4, kTileWg256 = 5, kTileWgF8 = 6, kTileWg256F8 = 7,
+       kTileWgA8 = 8 };   // moe_run's config index
 LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int major) {
     if (T * k <= (int64_t)kDecodePairs * E) return kTileDecode;
     if (major != 9) return kTileMma;
@@ -105,11 +106,15 @@ LDMOE_LAYER_FN int layer_tile(int64_t T, int k, int E, int H, int I, int D, int 
     return H % (kWgBM * dd) == 0 ? kTileWg : kTileMma;
 }
 
-// The weight-only FP8 layer's tile: layer_tile's choice in its FP8 form: the FP8 decode tile, the
-// FP8 wgmma tiles of 128 or 256 weight rows (e4m3 stages dequantized to bf16 in shared memory) or
-// the 64 x 64 mma.sync tile widening in registers. Like layer_tile, independent of D <= 2.
-LDMOE_LAYER_FN int layer_tile_fp8(int64_t T, int k, int E, int H, int I, int D, int major) {
+// The FP8 layer's tile: layer_tile's choice in its FP8 form: the FP8 decode tile, the FP8 wgmma
+// tiles of 128 or 256 weight rows (e4m3 stages dequantized to bf16 in shared memory) or the 64 x 64
+// mma.sync tile widening in registers. With FP8 tokens (a8), both wgmma choices take the 128-row
+// e4m3 x e4m3 tile (kTileWgA8: its fp32 promotion needs a second accumulator, which 256 rows
+// leave no registers for); the decode and mma.sync tiles keep bf16 tokens. Like layer_tile,
+// independent of D <= 2.
+LDMOE_LAYER_FN int layer_tile_fp8(int64_t T, int k, int E, int H, int I, int D, int major, bool a8 = false) {
     const int t = layer_tile(T, k, E, H, I, D, major);
+    if (a8 && (t == kTileWg || t == kTileWg256)) return kTileWgA8;
     return t == kTileDecode ? kTileDecodeF8 : t == kTileWg ? kTileWgF8 : t == kTileWg256 ? kTileWg256F8 : kTileMmaF8;
 }
 
