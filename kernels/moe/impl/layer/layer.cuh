@@ -53,6 +53,8 @@
 // saves the image's write and read. Each consumer warp releases a stage on its empty barrier.
 // Stages of BK = 512 k (decode; 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma, FP8's too) or 64
 // (bf16's 256-row form); the ring runs across tile and phase boundaries, so weights keep streaming.
+// FP8 tokens (A8, the 128-row wgmma tile only): x's image and h are e4m3 with a scale per row and
+// 64 k beside them; a stage carries its token scales (kA8Scl) after the rows.
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
 // so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for

@@ -183,3 +183,32 @@ cp $V/final.so build/libldmoe.so; cp $V/libldshim.so build/libldshim.so; cp .car
 E2E_LAYOUTS=fused timeout 400 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e-fused.log 2>&1
 echo "e2e fused rc=$? $(tail -2 $OUT/r/test-gpu-e2e-fused.log | tr '\n' ' ') $(el)"; grep -a -E "FAIL" $OUT/r/test-gpu-e2e-fused.log | head -5
 cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu64.sh (2026-12-07 ~11:33 UTC, H100; v38.tgz held a8.so = 54f4fe9's libldmoe.so) ====
+# gpu64.sh — FP8 tokens (w8a8 wgmma tile) first run: test_fp8_tokens alone, then layer_time --fp8 vs --fp8-tokens T 256-4096.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v38.tgz -C .carry; V=$PWD/.carry/v
+cp .carry/gpu64.sh $OUT/r/
+LDMOE_LIB=$V/a8.so timeout 120 python3 .carry/a8t.py > $OUT/r/a8t.log 2>&1
+echo "a8t rc=$? $(tail -1 $OUT/r/a8t.log) $(el)"; grep -a -E "FAIL|Error|error" $OUT/r/a8t.log | head -12 | cut -c1-250
+grep -a "PASS" $OUT/r/a8t.log | head -30 | cut -c1-160
+for m in fp8 fp8-tokens fp8 fp8-tokens; do
+  f=$OUT/r/lt-$m.txt; LDMOE_LIB=$V/a8.so timeout 100 python3 bench/moe/layer_time.py --$m --tokens 256,1024,4096 --reps 5 >> $f 2>&1
+  echo "== $m rc=$? $(el)"; grep -a packed $f | tail -9 | awk '{printf "%s/%s %s %s %s; ", $1, $3, $4, $7, $9} END {print ""}'; grep -a -i "error\|Trace" $f | head -3
+done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== a8t.py (run by gpu64.sh as .carry/a8t.py) ====
+# # a8t.py — run test_moe_layer.py's test_fp8_tokens alone (LDMOE_LIB picks the library)
+# import os, sys
+# sys.path.insert(0, "tests/gpu/moe"); sys.path.insert(0, "kernels/moe")
+# import torch, ldmoe
+# import test_moe_layer as t
+# t.torch, t.ldmoe = torch, ldmoe
+# gen = torch.Generator().manual_seed(int(os.environ.get("SEED", "1234")))
+# print("ldmoe %s from %s on %s" % (ldmoe.version(), ldmoe.library_path(), torch.cuda.get_device_name()), flush=True)
+# t.test_fp8_tokens(gen)
+# print("%d passed, %d failed" % (t.PASSED, t.FAILED))
+# sys.exit(1 if t.FAILED else 0)
