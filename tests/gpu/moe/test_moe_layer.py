@@ -73,14 +73,14 @@ def make_routing(gen, T, E, k, kind="random"):
     return ids.to(torch.int32).cuda(), w.float().cuda()
 
 
-def reference(x, w13, w2, ids, wts):
-    """fp32 reference; h rounded to bf16 as the kernel stores it; invalid ids contribute nothing."""
+def reference(x, w13, w2, ids, wts, quant=None):
+    """fp32 reference; h rounded to bf16 as the kernel stores it; invalid ids contribute nothing.
+    quant (the FP8-token layer's, quant64): x and h (fp32, unrounded) pass through it instead."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
     k = ids.shape[1]
-    out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
-    xf = x.float()
+    xf = x.float() if quant is None else quant(x.float())
     flat = ids.reshape(-1).long()
     tok = torch.arange(T, device=x.device).repeat_interleave(k)
     wflat = wts.reshape(-1)
@@ -92,10 +92,10 @@ def reference(x, w13, w2, ids, wts):
         xe = xf[tok[sel]]
         g = xe @ w13[e, :I].float().T
         u = xe @ w13[e, I:].float().T
-        h = (g * torch.sigmoid(g) * u).to(torch.bfloat16).float()
+        h = g * torch.sigmoid(g) * u
+        h = h.to(torch.bfloat16).float() if quant is None else quant(h)
         slots[sel] = (h @ w2[e].float().T) * wflat[sel, None]
-    out = slots.view(T, k, H).sum(dim=1)   # j order; invalid slots stay zero
-    return out
+    return slots.view(T, k, H).sum(dim=1)   # j order; invalid slots stay zero
 
 
 def check(name, out, ref, detail=""):
@@ -294,32 +294,9 @@ def quant64(v):
     return (q * (amax / 448.0)).view(R, K)
 
 
-def reference_a8(x, w13, w2, ids, wts):
-    """The w8a8 layer's reference: x and h (fp32, unrounded) quantized as quant64, fp32 otherwise."""
-    T, H = x.shape
-    E, I2, _ = w13.shape
-    I = I2 // 2
-    k = ids.shape[1]
-    xq = quant64(x.float())
-    flat = ids.reshape(-1).long()
-    tok = torch.arange(T, device=x.device).repeat_interleave(k)
-    wflat = wts.reshape(-1)
-    slots = torch.zeros((T * k, H), dtype=torch.float32, device=x.device)
-    for e in range(E):
-        sel = (flat == e).nonzero().flatten()
-        if sel.numel() == 0:
-            continue
-        xe = xq[tok[sel]]
-        g = xe @ w13[e, :I].float().T
-        u = xe @ w13[e, I:].float().T
-        h = quant64(g * torch.sigmoid(g) * u)
-        slots[sel] = (h @ w2[e].float().T) * wflat[sel, None]
-    return slots.view(T, k, H).sum(dim=1)
-
-
 def test_fp8_tokens(gen):
     """FP8 tokens (tokens="fp8", LDMOE_FP8_TOKENS_E4M3): where a wgmma tile runs, the 128-row e4m3 x e4m3
-    tile against reference_a8 (x and h quantized per 64 k as the kernel does; a rounding flip of an h
+    tile against reference(quant=quant64) (x and h quantized per 64 k as the kernel does; a rounding flip of an h
     value moves out by one e4m3 step of that term, so TOL_A8 = 3e-2) and, looser (1e-1), against the
     unquantized reference: a wrong scale or block would be far off both. Cases from both weight-only
     wgmma tiles' shapes, block and row scales, k = 1..6, all tokens on one expert, D = 1 and 2 bit for
@@ -339,7 +316,7 @@ def test_fp8_tokens(gen):
         q13, s13, d13 = qf(w13)
         q2, s2, d2 = qf(w2)
         ids, wts = make_routing(gen, T, E, k, kind)
-        ref8 = reference_a8(x, d13, d2, ids, wts) if wgmma else reference(x, d13, d2, ids, wts)
+        ref8 = reference(x, d13, d2, ids, wts, quant64 if wgmma else None)
         tag = "fp8 tokens %s T%d E%d H%d I%d k%d %s%s" % (sc, T, E, H, I, k, kind, "" if wgmma else " (bf16 tokens: not a wgmma tile)")
         base = None
         for D in (1, 2):
