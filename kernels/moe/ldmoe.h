@@ -331,9 +331,9 @@ int ldmoe_moe(const ldmoe_moe_params_t *p);
  * sum in fp32; Hopper's prefill (where ldmoe_moe takes a wgmma tile) dequantizes each weight stage
  * into shared memory, w * scale rounded once to bf16. tokens LDMOE_FP8_TOKENS_E4M3 (w8a8): where
  * a wgmma tile runs, the routed x and h are quantized to e4m3 inside the launch, a scale per token
- * and 64 k (amax / 448), and both GEMMs run e4m3 x e4m3 wgmmas (128 weight rows) whose 64-k
- * partial sums are promoted in fp32 times both scales; the decode and mma.sync tiles keep bf16
- * tokens. H and I multiples of 128 (and of 64 * D). Everything else as ldmoe_moe. */
+ * and 128 k of x (DeepSeek's 1 x 128) and per token and 64 k of h (amax / 448), and both GEMMs run
+ * e4m3 x e4m3 wgmmas (128 weight rows) whose partial sums over a token scale's k are promoted in
+ * fp32 times both scales; the decode and mma.sync tiles keep bf16 tokens. H and I multiples of 128 (and of 64 * D). Everything else as ldmoe_moe. */
 #define LDMOE_FP8_TOKENS_BF16 0   /* weight-only FP8: bf16 tokens, bf16 MMAs                   */
 #define LDMOE_FP8_TOKENS_E4M3 1   /* w8a8 where a wgmma tile runs (below)                      */
 typedef struct ldmoe_moe_fp8_params {

@@ -519,7 +519,7 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     (a MoePacked of e4m3 tensors) take w13_scale [E, 2I/128, H/128] and w2_scale [E, H/128, I/128]
     fp32 (ldmoe_moe_fp8; H and I multiples of 128), or a scale per weight row, [E, 2I] and [E, H];
     tokens="fp8" with them: w8a8 where a wgmma tile runs (x and h quantized to e4m3 inside, a scale
-    per token and 64 k; LDMOE_FP8_TOKENS_E4M3), "bf16" (the default) weight-only. Runs on the
+    per token and 128 k of x, 64 k of h; LDMOE_FP8_TOKENS_E4M3), "bf16" (the default) weight-only. Runs on the
     current stream; the first call at a size must come before a CUDA graph capture (or call
     moe_reserve)."""
     _need_torch("moe")

@@ -75,12 +75,13 @@ def make_routing(gen, T, E, k, kind="random"):
 
 def reference(x, w13, w2, ids, wts, quant=None):
     """fp32 reference; h rounded to bf16 as the kernel stores it; invalid ids contribute nothing.
-    quant (the FP8-token layer's, quant64): x and h (fp32, unrounded) pass through it instead."""
+    quant (the FP8-token layer's, quant_tokens): x (by 128 k) and h (by 64) pass through it instead,
+    fp32 and unrounded."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
     k = ids.shape[1]
-    xf = x.float() if quant is None else quant(x.float())
+    xf = x.float() if quant is None else quant(x.float(), 128)
     flat = ids.reshape(-1).long()
     tok = torch.arange(T, device=x.device).repeat_interleave(k)
     wflat = wts.reshape(-1)
@@ -93,7 +94,7 @@ def reference(x, w13, w2, ids, wts, quant=None):
         g = xe @ w13[e, :I].float().T
         u = xe @ w13[e, I:].float().T
         h = g * torch.sigmoid(g) * u
-        h = h.to(torch.bfloat16).float() if quant is None else quant(h)
+        h = h.to(torch.bfloat16).float() if quant is None else quant(h, 64)
         slots[sel] = (h @ w2[e].float().T) * wflat[sel, None]
     return slots.view(T, k, H).sum(dim=1)   # j order; invalid slots stay zero
 
@@ -283,11 +284,11 @@ def test_fp8(gen):
             report(True, "fp8 with %s refused" % what)
 
 
-def quant64(v):
+def quant_tokens(v, blk):
     """[R, K] fp32 -> the values the FP8-token tile computes with: e4m3 of v * (448 / amax) per row and
-    64 k, times amax / 448 (the kernel's quantization of the routed x and of h)."""
+    blk k, times amax / 448 (the kernel's quantization of the routed x, blk 128, and of h, blk 64)."""
     R, K = v.shape
-    b = v.float().view(R, K // 64, 64)
+    b = v.float().view(R, K // blk, blk)
     amax = b.abs().amax(dim=2, keepdim=True)
     inv = torch.where(amax > 0, 448.0 / amax, torch.zeros_like(amax))
     q = (b * inv).to(torch.float8_e4m3fn).float()
@@ -296,7 +297,7 @@ def quant64(v):
 
 def test_fp8_tokens(gen):
     """FP8 tokens (tokens="fp8", LDMOE_FP8_TOKENS_E4M3): where a wgmma tile runs, the 128-row e4m3 x e4m3
-    tile against reference(quant=quant64) (x and h quantized per 64 k as the kernel does; a rounding flip of an h
+    tile against reference(quant=quant_tokens) (x and h quantized per 128 and 64 k as the kernel does; a rounding flip of an h
     value moves out by one e4m3 step of that term, so TOL_A8 = 3e-2) and, looser (1e-1), against the
     unquantized reference: a wrong scale or block would be far off both. Cases from both weight-only
     wgmma tiles' shapes, block and row scales, k = 1..6, all tokens on one expert, D = 1 and 2 bit for
@@ -316,7 +317,7 @@ def test_fp8_tokens(gen):
         q13, s13, d13 = qf(w13)
         q2, s2, d2 = qf(w2)
         ids, wts = make_routing(gen, T, E, k, kind)
-        ref8 = reference(x, d13, d2, ids, wts, quant64 if wgmma else None)
+        ref8 = reference(x, d13, d2, ids, wts, quant_tokens if wgmma else None)
         tag = "fp8 tokens %s T%d E%d H%d I%d k%d %s%s" % (sc, T, E, H, I, k, kind, "" if wgmma else " (bf16 tokens: not a wgmma tile)")
         base = None
         for D in (1, 2):

@@ -54,7 +54,7 @@
 // Stages of BK = 512 k (decode; 1024 for FP8), 256 (mma.sync prefill), 128 (wgmma, FP8's too) or 64
 // (bf16's 256-row form); the ring runs across tile and phase boundaries, so weights keep streaming.
 // FP8 tokens (A8, the 128-row wgmma tile only): x's image and h are e4m3 with a scale per row and
-// 64 k beside them; a stage carries its token scales (kA8Scl) after the rows.
+// 64 k beside them (x's equal in pairs: one per 128 k); a stage carries its token scales (kA8Scl).
 //
 // Deadlock freedom: a CTA claims GEMM2 tiles only once the GEMM1 queues it may take from are dry,
 // so its GEMM1 entries precede its GEMM2 entries in its ring; only its producer waits for
@@ -120,7 +120,8 @@ struct LParams {
     __nv_bfloat16 *slot; // [cap][H]: a pair's w·y, bf16 (the sum is fp32; half the bytes of fp32 slots)
     const float *s13, *s2;   // FP8: block scales [E][2I/128][H/128] and [E][H/128][I/128]; rowwise [E][2I], [E][H]
     // FP8 tokens (the A8 tile): ximg and h hold e4m3 images (img8_off), these their scales, one per
-    // token row and 64 k: [image m-block][K/64][kImgRows], so a stage's two halves lie together.
+    // token row and 64 k (x's two of a 128-k block equal): [image m-block][K/64][kImgRows], so a
+    // stage's two halves lie together.
     float *xsc, *hsc;
     int32_t T, E, H, I, k, D, packed, mode, cap, f8row;
     float steal_waves;
@@ -291,7 +292,7 @@ struct Cfg {
     // A8: e4m3 token rows (one 128-byte box row of 128 k each) and their two 64-k halves' scales (kA8Scl).
     static constexpr int A_BYTES = BM * BK * (F8 ? 1 : 2), B_BYTES = A8 ? BN * BK + kA8Scl : WG ? BN * BK * 2 : BN * (BK * 2 + 16);
     static constexpr int STAGE = A_BYTES + B_BYTES;
-    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? (F8 ? 2 : 4) : A8 ? 5 : 3;   // FP8 decode: 65 KiB stages; FP8 256-row: 64 KiB
+    static constexpr int STAGES = BN <= 16 ? (F8 ? 3 : 4) : (WG && BM != 128) ? (F8 ? 2 : 4) : A8 ? 6 : 3;   // FP8 decode: 65 KiB stages; FP8 256-row: 64 KiB
     static constexpr int RED_FLOATS = WG ? 0 : (WK - 1) * WM * 32 * NT * 4;
     static constexpr int ALIGN = WG ? 1024 : 128;   // wgmma's swizzle atoms: 1024-byte aligned
     static_assert(!WG || ((BM == 64 || BM == 128 || BM == 256) && BN == kImgRows && STAGE % 1024 == 0), "the wgmma tile: 64, 128 or 256 x 128");
@@ -569,8 +570,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             const int mbg = sh.mbp[lo] + re / BN, r = re % BN;
             constexpr int KC = C::BK / 8;   // chunks per stage
             if constexpr (A8) {
-                // e4m3 with a scale per 64 k (8 lanes' chunks; H % 128 == 0, so a pass's lanes past
-                // H are whole groups of 8): amax / 448, the FP8 range, as DeepSeek's 1 x 128 scheme.
+                // e4m3 with a scale per 128 k (16 lanes' chunks; H % 128 == 0, so a pass's lanes past
+                // H are whole groups of 16): amax / 448, the FP8 range, DeepSeek's 1 x 128 scheme. The
+                // scale is stored for both 64-k halves (the images' scale layout is h's, per 64 k).
                 unsigned char *xi = reinterpret_cast<unsigned char *>(p.ximg);
                 for (int c0 = 0; c0 < H / 8; c0 += 32) {
                     const int c = c0 + lane;
@@ -581,7 +583,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     #pragma unroll
                     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
                     #pragma unroll
-                    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+                    for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
                     if (c < H / 8) {
                         const float inv = amax > 0.f ? 448.f / amax : 0.f;
                         *reinterpret_cast<uint2 *>(xi + img8_off<BN>(mbg, H, r, c * 8)) = e4m3x8(f, inv);
@@ -985,10 +987,12 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             };
             if constexpr (A8) {
                 // FP8 tokens, a whole tile here: e4m3 x e4m3 wgmmas (twice bf16's rate, half its
-                // bytes a stage) of each 64-k half into tacc, then promoted in fp32 (DeepSeek's
-                // scheme): wacc += tacc * token scale of the half * the weight block's scale (block
-                // scales; row scales multiply the columns in the epilogue). Each half's group is
-                // waited for before its promotion; the other warpgroup's wgmmas fill the gap.
+                // bytes a stage) into tacc, then promoted in fp32 (DeepSeek's scheme): wacc += tacc *
+                // the tokens' scale * the weight block's scale (block scales; row scales multiply
+                // the columns in the epilogue). GEMM1's token scales are per 128 k (x's 1 x 128),
+                // so one group a stage; GEMM2's per 64 (h's come one GEMM1 tile of 64 channels at
+                // a time), so two. Each group is waited for before its promotion; the other
+                // warpgroup's wgmmas fill the gap. Two loop copies (NH), as for F8W (C7518).
                 const int nk = ksteps(m);
                 if (wg * 64 < m.rows) {
                     const int g = lane >> 2;
@@ -1005,38 +1009,44 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         }
                         return __ldg(p.s2 + ((int64_t)m.e * (H / 128) + m.nb * BM / 128) * (I / 128) + kb);
                     };
-                    float nA = wsc(0, false), nB = wsc(0, m.phase == 1);
-                    int sl = slot;
-                    for (int kk = 0; kk < nk; ++kk) {
-                        if (kk > 0) sl = next();
-                        const float wA = nA, wB = nB;
-                        if (kk + 1 < nk) { nA = wsc(kk + 1, false); nB = wsc(kk + 1, m.phase == 1); }
-                        const uint32_t wts = s_u32(sh.ring[sl]), tok = wts + C::A_BYTES + wg * 64 * 128;
-                        const float *scl = reinterpret_cast<const float *>(sh.ring[sl] + C::A_BYTES + BN * BK) + wg * 64 + wl * 16 + g;
-                        #pragma unroll
-                        for (int hf = 0; hf < 2; ++hf) {
-                            wg_fence_acc(tacc);
-                            wg_fence();
+                    auto tile_a8 = [&](auto nh_c) {
+                        constexpr int NH = decltype(nh_c)::value, KS = 4 / NH;   // groups a stage, k32 steps a group
+                        const bool gate_up = NH == 1;   // GEMM1
+                        float nA = wsc(0, false), nB = wsc(0, gate_up);
+                        int sl = slot;
+                        for (int kk = 0; kk < nk; ++kk) {
+                            if (kk > 0) sl = next();
+                            const float wA = nA, wB = nB;
+                            if (kk + 1 < nk) { nA = wsc(kk + 1, false); nB = wsc(kk + 1, gate_up); }
+                            const uint32_t wts = s_u32(sh.ring[sl]), tok = wts + C::A_BYTES + wg * 64 * 128;
+                            const float *scl = reinterpret_cast<const float *>(sh.ring[sl] + C::A_BYTES + BN * BK) + wg * 64 + wl * 16 + g;
                             #pragma unroll
-                            for (int ks = 0; ks < 2; ++ks)
-                                wgmma_m64k32_e4m3<BM>(tacc, wg_desc(tok + (2 * hf + ks) * 32), wg_desc(wts + (2 * hf + ks) * 32), ks);
-                            wg_commit();
-                            const float s0 = scl[hf * BN], s1 = scl[hf * BN + 8];
-                            wg_wait<0>();
-                            wg_fence_acc(tacc);
-                            if (hf == 1) give(sl);
-                            const float a0 = s0 * wA, a1 = s1 * wA, b0 = s0 * wB, b1 = s1 * wB;
-                            #pragma unroll
-                            for (int j = 0; j < BM / 8; ++j) {
-                                const bool up = m.phase == 1 && (j & 1);
-                                const float c0 = up ? b0 : a0, c1 = up ? b1 : a1;
-                                wacc[4 * j] += tacc[4 * j] * c0;
-                                wacc[4 * j + 1] += tacc[4 * j + 1] * c0;
-                                wacc[4 * j + 2] += tacc[4 * j + 2] * c1;
-                                wacc[4 * j + 3] += tacc[4 * j + 3] * c1;
+                            for (int hf = 0; hf < NH; ++hf) {
+                                wg_fence_acc(tacc);
+                                wg_fence();
+                                #pragma unroll
+                                for (int ks = 0; ks < KS; ++ks)
+                                    wgmma_m64k32_e4m3<BM>(tacc, wg_desc(tok + (KS * hf + ks) * 32), wg_desc(wts + (KS * hf + ks) * 32), ks);
+                                wg_commit();
+                                const float s0 = scl[hf * BN], s1 = scl[hf * BN + 8];
+                                wg_wait<0>();
+                                wg_fence_acc(tacc);
+                                if (hf == NH - 1) give(sl);
+                                const float a0 = s0 * wA, a1 = s1 * wA, b0 = s0 * wB, b1 = s1 * wB;
+                                #pragma unroll
+                                for (int j = 0; j < BM / 8; ++j) {
+                                    const bool up = gate_up && (j & 1);
+                                    const float c0 = up ? b0 : a0, c1 = up ? b1 : a1;
+                                    wacc[4 * j] += tacc[4 * j] * c0;
+                                    wacc[4 * j + 1] += tacc[4 * j + 1] * c0;
+                                    wacc[4 * j + 2] += tacc[4 * j + 2] * c1;
+                                    wacc[4 * j + 3] += tacc[4 * j + 3] * c1;
+                                }
                             }
                         }
-                    }
+                    };
+                    if (m.phase == 1) tile_a8(std::integral_constant<int, 1>{});
+                    else tile_a8(std::integral_constant<int, 2>{});
                     if (p.f8row) {   // a scale per weight row: column 8 j + 2 q + u of the tile
                         const int q = lane & 3;
                         #pragma unroll
