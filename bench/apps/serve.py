@@ -477,14 +477,25 @@ def quantize_rowwise(torch, t):
     return (tf / scale.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale
 
 
+def untagged(torch, shape, dtype, dev):
+    """An empty tensor of `shape` that is a view of a buffer 2 MiB larger: a temporary of a weight's
+    size that no size rule of a policy tags (and whose cached block PyTorch cannot hand to a
+    weight of that size while it is held)."""
+    n = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+    return torch.empty(n + 2 * MiB, device=dev, dtype=torch.uint8)[:n].view(dtype).view(shape)
+
+
 def quantize_rowwise_into(torch, t, q):
-    """quantize_rowwise of t [..., K] (overwritten) into q (float8_e4m3fn, t's shape) without a
-    temporary of t's size; returns the fp32 scales. t is scaled in its own dtype first, so a
-    value can round twice (the scales and q are what every reader of the weights uses)."""
+    """quantize_rowwise of t [..., K] into q (float8_e4m3fn, t's shape), the same values, with no
+    temporary of t's size: rows go through fp32 about 512 KiB at a time (a row at a time where
+    one is larger). Returns the fp32 scales."""
     amax = torch.maximum(t.amax(dim=-1), -t.amin(dim=-1)).float()
     scale = torch.where(amax > 0, amax * (1.0 / 448.0), torch.ones_like(amax))
-    t.div_(scale.unsqueeze(-1)).clamp_(-448.0, 448.0)
-    q.copy_(t)
+    K = t.shape[-1]
+    t2, q2, s1 = t.reshape(-1, K), q.view(-1, K), scale.reshape(-1)
+    step = max(1, (512 * 1024) // (4 * K))
+    for r in range(0, t2.shape[0], step):
+        q2[r:r + step].copy_((t2[r:r + step].float() / s1[r:r + step, None]).clamp(-448.0, 448.0))
     return scale
 
 
@@ -531,21 +542,18 @@ class Model:
             self.init_fp8(torch, a, dev, dtype)
         elif packed:
             # Drawn as plain [E, n, k] in a temporary, then packed (into the buffer allocated
-            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). Each temporary
-            # is a view of a buffer 2 MiB larger than the weights, so that no size rule of a
-            # policy tags it (nor does PyTorch's cache hand its block to a weight later).
+            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). The temporaries
+            # are untagged().
             ldmoe = load_ldmoe()
             for name, n, k in expert_weights(F, H):
                 if not fused_packed and \
                         ldmoe.packed_bytes(E, n, k, a.domains) != getattr(self, name)[0].numel():
                     fail("packed size mismatch with libldmoe for E=%d N=%d K=%d D=%d"
                          % (E, n, k, a.domains), 1)
-            slack = 2 * MiB // torch.tensor([], dtype=dtype).element_size()
             for layer in range(a.layers):
                 plain = {}
                 for name, n, k in expert_weights(F, H):
-                    tmp = torch.empty(E * n * k + slack, device=dev, dtype=dtype)
-                    plain[name] = tmp[:E * n * k].view(E, n, k)
+                    plain[name] = untagged(torch, (E, n, k), dtype, dev)
                     plain[name].normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
                     if not fused_packed:
                         getattr(self, name)[layer] = ldmoe.pack(plain[name], a.domains,
@@ -593,7 +601,7 @@ class Model:
 
     def init_fp8(self, torch, a, dev, dtype):
         """--dtype fp8: the scales after the weight buffers (allocation_plan's order), then each
-        weight drawn in a temporary of the model dtype, quantized rowwise and stored in its buffer
+        weight drawn in an untagged() temporary of the model dtype, quantized rowwise and stored in its buffer
         in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order)."""
         E, H, F, D = a.experts, a.hidden, a.ffn, a.domains
         if a.moe == "fused":
@@ -607,9 +615,10 @@ class Model:
             if ldmoe is not None and ldmoe.packed_bytes(E, n, k, D, torch.float8_e4m3fn) != ws[0].numel():
                 fail("packed size mismatch with libldmoe for e4m3 E=%d N=%d K=%d D=%d" % (E, n, k, D), 1)
             for layer in range(a.layers):
-                tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
+                tmp = untagged(torch, (E, n, k), dtype, dev)
                 tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
-                q, sc = quantize_rowwise(torch, tmp)
+                q = untagged(torch, (E, n, k), torch.float8_e4m3fn, dev)
+                sc = quantize_rowwise_into(torch, tmp, q)
                 del tmp
                 s = scales[name][layer]
                 if a.layout == "plain":
@@ -630,19 +639,17 @@ class Model:
         """--dtype fp8 --moe fused (--layout packed): layer by layer, w13 and w2 drawn as
         init_fp8 draws them, quantized rowwise in place into e4m3 temporaries, packed by
         ldmoe.pack_moe into tensors of its own; self.wX[layer] = (packed, scales [E, n]). As in
-        the bf16 fused path, every temporary is a view of a buffer 2 MiB larger than a weight
-        (no size rule tags it) and all of a layer's are held while pack_moe allocates (so
-        PyTorch's cache has no block to hand a weight)."""
+        the bf16 fused path, the temporaries are untagged() and all of a layer's are held while
+        pack_moe allocates (so PyTorch's cache has no block to hand a weight)."""
         E, H, F = a.experts, a.hidden, a.ffn
         ldmoe = load_ldmoe()
         for layer in range(a.layers):
             q, sc = {}, {}
             for name, n, k in expert_weights(F, H):
                 sc[name] = torch.empty((E, n), device=dev, dtype=torch.float32)
-                tmp = torch.empty(E * n * k + MiB, device=dev, dtype=dtype)[:E * n * k].view(E, n, k)
+                tmp = untagged(torch, (E, n, k), dtype, dev)
                 tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
-                buf = torch.empty(E * n * k + 2 * MiB, device=dev, dtype=torch.uint8)
-                q[name] = buf[:E * n * k].view(torch.float8_e4m3fn).view(E, n, k)
+                q[name] = untagged(torch, (E, n, k), torch.float8_e4m3fn, dev)
                 sc[name].copy_(quantize_rowwise_into(torch, tmp, q[name]))
                 q[name + ".tmp"] = tmp
             self.w13[layer], self.w2[layer] = pack_fused(ldmoe, q["w13"], q["w2"], a.domains)
