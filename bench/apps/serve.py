@@ -47,15 +47,17 @@ Weight layouts: plain [E, N, K], split [D, E, N/D, K], or packed (libldmoe's own
 --backend ldmoe only; with --moe fused the fused layer's own, ldmoe.pack_moe, which keeps the
 plain shapes and bytes). split and packed keep slice d in the d-th 1/D of each weight tensor,
 which is what a split placement homes in domain d. --moe fused takes plain or packed bf16
-weights (not split, not fp8).
+weights, or packed fp8 (not split).
 
 --dtype fp8: the expert weights in float8 e4m3 with a scale per output channel (rowwise),
 quantized once at load; before every expert GEMM the tokens are quantized the same way, one
 scale per token; everything else stays bf16 (fp32 on the CPU). The torch backend runs
 torch._scaled_grouped_mm on tokens quantized by torch's eager ops; ldmoe hands the bf16 tokens
 to ldmoe.grouped_mm_fp8, which quantizes them in one kernel and runs libldmoe's FP8 tiles
-(compute capability 9.0); loop the dequantized reference (x8*sx) @ (w8*sw)^T per expert, which
-is also the CPU path.
+(compute capability 9.0); --moe fused (--layout packed) hands them to ldmoe.moe with
+tokens="fp8", which quantizes x and h per token and 64 k where its w8a8 tiles run and keeps
+bf16 tokens in its decode tiles; loop the dequantized reference (x8*sx) @ (w8*sw)^T per
+expert, which is also the CPU path.
 """
 
 import argparse
@@ -147,10 +149,10 @@ def parse_args(argv=None):
                    help="D of --layout split or packed (default 2)")
     p.add_argument("--moe", choices=("grouped", "fused"), default=None,
                    help="MoE layer of --backend ldmoe: fused (ldmoe.moe: the routed experts in "
-                        "one library call; bf16, --layout plain or packed; the default where it "
-                        "runs) or grouped (sort, gather, the grouped GEMMs over w13 and w2, "
-                        "SwiGLU, combine, as the torch backend; the default with --layout split "
-                        "or --dtype fp8)")
+                        "one library call; bf16 with --layout plain or packed, fp8 with packed; "
+                        "the default but with split or fp8) or grouped (sort, gather, the "
+                        "grouped GEMMs over w13 and w2, SwiGLU, combine, as the torch backend; "
+                        "the default with --layout split or --dtype fp8)")
     p.add_argument("--ldmoe-mode", choices=("auto", "aware", "unaware", "static"),
                    default="auto", help="scheduling mode of --backend ldmoe (default auto: "
                    "what the shim publishes for the state)")
@@ -230,8 +232,14 @@ def parse_args(argv=None):
         if a.layout == "split":
             p.error("--moe fused takes --layout plain or packed (libldmoe's fused layer reads "
                     "plain weights or its own packed layout, not split ones)")
-        if a.dtype in ("fp8", "fp32"):
-            p.error("--moe fused runs bf16 weights (use --moe grouped for --dtype %s)" % a.dtype)
+        if a.dtype == "fp32":
+            p.error("--moe fused runs bf16 or fp8 weights (use --moe grouped for --dtype fp32)")
+        if a.dtype == "fp8" and a.layout != "packed":
+            p.error("--moe fused --dtype fp8 needs --layout packed (the fused layer reads e4m3 "
+                    "weights in its packed layout only)")
+        if a.dtype == "fp8" and (a.hidden % 128 or a.ffn % 128):
+            p.error("--moe fused --dtype fp8 needs --hidden and --ffn divisible by 128 (the "
+                    "fused layer's FP8 tiles)")
     if a.layout == "packed":
         if a.backend != "ldmoe":
             p.error("--layout packed is libldmoe's layout: it needs --backend ldmoe")
@@ -278,8 +286,8 @@ def expert_weight_shape(a, n, k):
     E, D = a.experts, a.domains
     fp8 = a.dtype == "fp8"
     elem = 1 if fp8 else model_elem(a)
-    if a.layout == "packed" and a.moe == "fused":   # ldmoe.pack_moe: bf16 tensors, plain shapes
-        return [E, n, k], E * n * k * 2
+    if a.layout == "packed" and a.moe == "fused":   # ldmoe.pack_moe: plain shapes, bf16 or e4m3
+        return [E, n, k], E * n * k * (1 if fp8 else 2)
     if a.layout == "packed":
         nbytes = packed_bytes(E, n, k, D, fp8)
         return [nbytes], nbytes
@@ -307,7 +315,8 @@ def allocation_plan(a):
     if a.dtype == "fp8":   # fp32 scales per output channel, in the weights' row order
         for w, n, _ in expert_weights(F, H):
             for layer in range(a.layers):
-                shape = [E, n] if a.layout == "plain" else [a.domains, E, n // a.domains]
+                # a scale per weight row: [E, n] plain and for the fused layer, else by slice
+                shape = [E, n] if a.layout == "plain" or a.moe == "fused" else [a.domains, E, n // a.domains]
                 plan.append(("layer%d.%s_scale" % (layer, w), shape, E * n * 4))
     plan.append(("embed", [a.vocab, H], a.vocab * H * elem))
     plan.append(("lm_head", [a.vocab, H], a.vocab * H * elem))
@@ -400,8 +409,12 @@ class Gemm:
     def fused(self, h, topv, topi, w13, w2):
         """The routed experts in one call of libldmoe's fused layer (--moe fused): routing
         weights applied in its GEMM2 epilogue, the k rows of a token summed in a fixed order."""
+        kw = {}
+        if isinstance(w13, tuple):   # --dtype fp8: (packed e4m3, scales per weight row); w8a8
+            (w13, kw["w13_scale"]), (w2, kw["w2_scale"]) = w13, w2
+            kw["tokens"] = "fp8"
         return self.ldmoe.moe(h.contiguous(), w13, w2, topi.to(self.torch.int32).contiguous(),
-                              topv.contiguous(), mode=self.ldmoe_mode)
+                              topv.contiguous(), mode=self.ldmoe_mode, **kw)
 
     def __call__(self, x, w, offs):
         t = self.torch
@@ -464,6 +477,28 @@ def quantize_rowwise(torch, t):
     return (tf / scale.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale
 
 
+def untagged(torch, shape, dtype, dev):
+    """An empty tensor of `shape` that is a view of a buffer 2 MiB larger: a temporary of a weight's
+    size that no size rule of a policy tags (and whose cached block PyTorch cannot hand to a
+    weight of that size while it is held)."""
+    n = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+    return torch.empty(n + 2 * MiB, device=dev, dtype=torch.uint8)[:n].view(dtype).view(shape)
+
+
+def quantize_rowwise_into(torch, t, q):
+    """quantize_rowwise of t [..., K] into q (float8_e4m3fn, t's shape), the same values, with no
+    temporary of t's size: rows go through fp32 about 512 KiB at a time (a row at a time where
+    one is larger). Returns the fp32 scales."""
+    amax = torch.maximum(t.amax(dim=-1), -t.amin(dim=-1)).float()
+    scale = torch.where(amax > 0, amax * (1.0 / 448.0), torch.ones_like(amax))
+    K = t.shape[-1]
+    t2, q2, s1 = t.reshape(-1, K), q.view(-1, K), scale.reshape(-1)
+    step = max(1, (512 * 1024) // (4 * K))
+    for r in range(0, t2.shape[0], step):
+        q2[r:r + step].copy_((t2[r:r + step].float() / s1[r:r + step, None]).clamp(-448.0, 448.0))
+    return scale
+
+
 def loop_grouped_mm(torch, x, w, offs):
     """Reference: one matmul per expert (syncs on offs; for checks and the CPU)."""
     ends = offs.tolist()
@@ -507,21 +542,18 @@ class Model:
             self.init_fp8(torch, a, dev, dtype)
         elif packed:
             # Drawn as plain [E, n, k] in a temporary, then packed (into the buffer allocated
-            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). Each temporary
-            # is a view of a buffer 2 MiB larger than the weights, so that no size rule of a
-            # policy tags it (nor does PyTorch's cache hand its block to a weight later).
+            # above; --moe fused: by ldmoe.pack_moe into tensors of its own). The temporaries
+            # are untagged().
             ldmoe = load_ldmoe()
             for name, n, k in expert_weights(F, H):
                 if not fused_packed and \
                         ldmoe.packed_bytes(E, n, k, a.domains) != getattr(self, name)[0].numel():
                     fail("packed size mismatch with libldmoe for E=%d N=%d K=%d D=%d"
                          % (E, n, k, a.domains), 1)
-            slack = 2 * MiB // torch.tensor([], dtype=dtype).element_size()
             for layer in range(a.layers):
                 plain = {}
                 for name, n, k in expert_weights(F, H):
-                    tmp = torch.empty(E * n * k + slack, device=dev, dtype=dtype)
-                    plain[name] = tmp[:E * n * k].view(E, n, k)
+                    plain[name] = untagged(torch, (E, n, k), dtype, dev)
                     plain[name].normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
                     if not fused_packed:
                         getattr(self, name)[layer] = ldmoe.pack(plain[name], a.domains,
@@ -569,9 +601,11 @@ class Model:
 
     def init_fp8(self, torch, a, dev, dtype):
         """--dtype fp8: the scales after the weight buffers (allocation_plan's order), then each
-        weight drawn in a temporary of the model dtype, quantized rowwise and stored in its buffer
+        weight drawn in an untagged() temporary of the model dtype, quantized rowwise and stored in its buffer
         in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order)."""
         E, H, F, D = a.experts, a.hidden, a.ffn, a.domains
+        if a.moe == "fused":
+            return self.init_fp8_fused(torch, a, dev, dtype)
         sshape = (lambda n: (E, n)) if a.layout == "plain" else (lambda n: (D, E, n // D))
         scales = {name: [torch.empty(sshape(n), device=dev, dtype=torch.float32) for _ in range(a.layers)]
                   for name, n, _ in expert_weights(F, H)}
@@ -581,9 +615,10 @@ class Model:
             if ldmoe is not None and ldmoe.packed_bytes(E, n, k, D, torch.float8_e4m3fn) != ws[0].numel():
                 fail("packed size mismatch with libldmoe for e4m3 E=%d N=%d K=%d D=%d" % (E, n, k, D), 1)
             for layer in range(a.layers):
-                tmp = torch.empty((E, n, k), device=dev, dtype=dtype)
+                tmp = untagged(torch, (E, n, k), dtype, dev)
                 tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
-                q, sc = quantize_rowwise(torch, tmp)
+                q = untagged(torch, (E, n, k), torch.float8_e4m3fn, dev)
+                sc = quantize_rowwise_into(torch, tmp, q)
                 del tmp
                 s = scales[name][layer]
                 if a.layout == "plain":
@@ -599,6 +634,35 @@ class Model:
                     setattr(self, ref, (q, sc))
                 ws[layer] = (ws[layer], s)
                 del q, sc
+
+    def init_fp8_fused(self, torch, a, dev, dtype):
+        """--dtype fp8 --moe fused (--layout packed): layer by layer, w13 and w2 drawn as
+        init_fp8 draws them, quantized rowwise in place into e4m3 temporaries, packed by
+        ldmoe.pack_moe into tensors of its own; self.wX[layer] = (packed, scales [E, n]). As in
+        the bf16 fused path, the temporaries are untagged() and all of a layer's are held while
+        pack_moe allocates (so PyTorch's cache has no block to hand a weight)."""
+        E, H, F = a.experts, a.hidden, a.ffn
+        ldmoe = load_ldmoe()
+        for layer in range(a.layers):
+            q, sc = {}, {}
+            for name, n, k in expert_weights(F, H):
+                sc[name] = torch.empty((E, n), device=dev, dtype=torch.float32)
+                tmp = untagged(torch, (E, n, k), dtype, dev)
+                tmp.normal_(0.0, 1.0 / math.sqrt(k), generator=self.wgen(name, layer))
+                q[name] = untagged(torch, (E, n, k), torch.float8_e4m3fn, dev)
+                sc[name].copy_(quantize_rowwise_into(torch, tmp, q[name]))
+                q[name + ".tmp"] = tmp
+            self.w13[layer], self.w2[layer] = pack_fused(ldmoe, q["w13"], q["w2"], a.domains)
+            for name, n, k in expert_weights(F, H):
+                w = getattr(self, name)[layer]
+                w = getattr(w, name, w)        # the tensor a MoePacked holds
+                if w.numel() * w.element_size() != expert_weight_shape(a, n, k)[1]:
+                    fail("ldmoe.pack_moe made %s of %d bytes, not the %d that --print-sizes "
+                         "lists" % (name, w.numel() * w.element_size(), expert_weight_shape(a, n, k)[1]), 1)
+                getattr(self, name)[layer] = (getattr(self, name)[layer], sc[name])
+            if layer == 0 and a.check:
+                self.ref_w13, self.ref_w2 = (q["w13"], sc["w13"]), (q["w2"], sc["w2"])
+            del q
 
     @staticmethod
     def rms(t, x):
@@ -1045,8 +1109,11 @@ def run_check(torch, model, gemm, dev, dtype):
     ref = Gemm(torch, "loop", "plain" if packed else a.layout)
     w13r, w2r = (model.ref_w13, model.ref_w2) if packed else (model.w13[0], model.w2[0])
     tol = 2e-2 if dtype != torch.float32 else 1e-4
+    fused = getattr(gemm, "moe", None) == "fused"
     if a.dtype == "fp8":   # both sides read the same e4m3 values; bf16 output rounding, fp32 sums
         tol = 3e-2 if a.backend != "loop" else 1e-4
+        if fused:   # tokens kept (decode tiles) or per 64 k (w8a8 tiles), the reference's unquantized
+            tol = 1e-1
 
     def rel(y, r):
         y, r = y.float(), r.float()
@@ -1054,7 +1121,7 @@ def run_check(torch, model, gemm, dev, dtype):
             return float("inf")
         return ((y - r).abs().max() / r.abs().max().clamp_min(1e-6)).item()
     worst = 0.0
-    if getattr(gemm, "moe", None) != "fused":
+    if not fused:
         counts = torch.bincount(torch.randint(0, a.experts, (T * a.topk,), device=dev, generator=g),
                                 minlength=a.experts)
         offs = torch.cumsum(counts, 0).to(torch.int32)
@@ -1066,7 +1133,7 @@ def run_check(torch, model, gemm, dev, dtype):
     h = torch.randn((T, a.hidden), device=dev, dtype=dtype, generator=g)
     topv, topi = route(torch, h, model.gate[0], a.topk)
     y = moe_layer(torch, h, topv, topi, model.w13[0], model.w2[0], gemm)
-    r = reference_layer(torch, h, topv, topi, w13r, w2r, a.dtype == "fp8")
+    r = reference_layer(torch, h, topv, topi, w13r, w2r, a.dtype == "fp8" and not fused)
     err = rel(y, r)
     worst = max(worst, err)
     what = "ldmoe %s" % gemm.moe if a.backend == "ldmoe" else a.backend

@@ -167,6 +167,13 @@ class TestServeNoGpu(unittest.TestCase):
         sizes, _ = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "grouped",
                                 "--ffn", "2048", "--hidden", "640", "--no-attention")
         self.assertEqual(sizes[1], 2 * 8 * 16 * 12 * 16384)
+        # --moe fused --dtype fp8: pack_moe of e4m3 keeps the plain shapes, one byte a weight,
+        # and the layer takes a scale per weight row, [E, n] (not by slice)
+        sizes, text = expert_sizes("--layout", "packed", "--backend", "ldmoe", "--moe", "fused",
+                                   "--dtype", "fp8")
+        self.assertEqual(sizes, [939524096 // 2, 1879048192 // 2])
+        self.assertRegex(text, r"(?m)^  layer0\.w13 +8x28672x4096 +939524096 ")
+        self.assertRegex(text, r"(?m)^  layer1\.w2_scale +8x4096 +131072 ")
         s = load_serve()
         lib_path = os.environ.get("LDMOE_LIB") or os.path.join(ROOT, "build", "libldmoe.so")
         self.assertTrue(os.path.exists(lib_path), "%s missing: run make" % lib_path)
@@ -315,14 +322,21 @@ class TestServeNoGpu(unittest.TestCase):
                           (["--backend", "ldmoe", "--dtype", "fp8"], "grouped"),
                           (["--backend", "ldmoe", "--moe", "grouped", "--layout", "packed"], "grouped"),
                           (["--backend", "ldmoe", "--moe", "fused"], "fused"),
-                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed"], "fused")]:
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed"], "fused"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed", "--dtype", "fp8"],
+                           "fused")]:
             self.assertEqual(s.parse_args(args).moe, moe, args)
         for args, msg in [(["--moe", "fused"], "--moe fused is a choice of --backend ldmoe"),
                           (["--moe", "grouped", "--backend", "loop"], "is a choice of --backend ldmoe"),
                           (["--backend", "ldmoe", "--moe", "fused", "--layout", "split"],
                            "--moe fused takes --layout plain or packed"),
                           (["--backend", "ldmoe", "--moe", "fused", "--dtype", "fp8"],
-                           "--moe fused runs bf16 weights"),
+                           "--moe fused --dtype fp8 needs --layout packed"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--dtype", "fp32"],
+                           "--moe fused runs bf16 or fp8 weights"),
+                          (["--backend", "ldmoe", "--moe", "fused", "--layout", "packed", "--dtype",
+                            "fp8", "--hidden", "4160", "--heads", "26", "--kv-heads", "13"],
+                           "--hidden and --ffn divisible by 128"),
                           (["--backend", "ldmoe", "--moe", "sparse"], "invalid choice")]:
             r = subprocess.run([sys.executable, SERVE, "--print-sizes"] + args,
                                capture_output=True, text=True)

@@ -8,12 +8,13 @@
 # The same for the torch backend (torch._grouped_mm over plain [E, N, K] weights: a kernel that
 # never reads the map, so the split states change only where its weights live) and for
 # libldmoe's fused layer (--moe fused: ldmoe.moe over weights packed by ldmoe.pack_moe into the
-# buffers serve.py allocates up front, so the policy tags them as it tags the others).
+# buffers serve.py allocates up front, so the policy tags them as it tags the others), bf16 and
+# FP8 (fused8: --dtype fp8, e4m3 weights with row scales, w8a8 where its wgmma tiles run).
 # Every layout has two tagged expert weights per layer, w13 (gate and up fused) and w2; the
 # grouped layouts' prefill intermediates ([T*k, 2*ffn] and [T*k, ffn] bf16 at batch 32 x 256
 # tokens, top-2) have expert sizes too, so a report may count more tagged ranges, all live.
 #   bash tests/gpu/e2e/run.sh RESULT_FILE     (make test-gpu-e2e)
-# E2E_LAYOUTS="fused torch" runs only those of split packed torch fused (default all), and
+# E2E_LAYOUTS="fused torch" runs only those of split packed torch fused fused8 (default all), and
 # E2E_STATES="stock full" only those states (default stock memory full mismatch eager; stock first).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -22,7 +23,7 @@ log=${OUT:-/tmp}/e2e; mkdir -p "$log"
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-for lay in ${E2E_LAYOUTS:-split packed torch fused}; do
+for lay in ${E2E_LAYOUTS:-split packed torch fused fused8}; do
 for st0 in ${E2E_STATES:-stock memory full mismatch eager}; do
   st=$lay-$st0
   rep=$log/report-$st.json
@@ -32,6 +33,7 @@ for st0 in ${E2E_STATES:-stock memory full mismatch eager}; do
   case $lay in
     torch) be="--backend torch" ;;
     fused) be="--backend ldmoe --moe fused --layout packed" ;;
+    fused8) be="--backend ldmoe --moe fused --layout packed --dtype fp8" ;;
     *)     be="--backend ldmoe --moe grouped --layout $lay" ;;
   esac
   timeout 300 env LD_PRELOAD=$PWD/build/libldshim.so LDSHIM_POLICY=policy/examples/serve.policy LDSHIM_STATE=$state \
