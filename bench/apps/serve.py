@@ -601,8 +601,9 @@ class Model:
 
     def init_fp8(self, torch, a, dev, dtype):
         """--dtype fp8: the scales after the weight buffers (allocation_plan's order), then each
-        weight drawn in an untagged() temporary of the model dtype, quantized rowwise and stored in its buffer
-        in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order)."""
+        weight drawn in an untagged() temporary of the model dtype, quantized rowwise and stored in
+        its buffer in --layout; self.wX[layer] becomes (e4m3 weights, scales in the same row order).
+        --moe fused: init_fp8_fused."""
         E, H, F, D = a.experts, a.hidden, a.ffn, a.domains
         if a.moe == "fused":
             return self.init_fp8_fused(torch, a, dev, dtype)
@@ -637,7 +638,7 @@ class Model:
 
     def init_fp8_fused(self, torch, a, dev, dtype):
         """--dtype fp8 --moe fused (--layout packed): layer by layer, w13 and w2 drawn as
-        init_fp8 draws them, quantized rowwise in place into e4m3 temporaries, packed by
+        init_fp8 draws them, quantized rowwise into e4m3 temporaries, packed by
         ldmoe.pack_moe into tensors of its own; self.wX[layer] = (packed, scales [E, n]). As in
         the bf16 fused path, the temporaries are untagged() and all of a layer's are held while
         pack_moe allocates (so PyTorch's cache has no block to hand a weight)."""
