@@ -212,3 +212,57 @@ cd $OUT && tar czf r.tgz r && rm -rf r
 # t.test_fp8_tokens(gen)
 # print("%d passed, %d failed" % (t.PASSED, t.FAILED))
 # sys.exit(1 if t.FAILED else 0)
+
+# ==== gpu69a.sh, gpu69b.sh and a third command, 2026-12-07 ~14:41-14:50 UTC, one warm H100 ====
+# .carry/v40.tgz: libldshim.so, a8.so (d1c994c), a8c.so (d1c994c + git revert c259525 = 5fba591's kernel) and
+# a8c/test_moe_layer.py (that tree's test); a8t.py now takes A8T_DIR (the test's folder). The serve.py of 3c52811.
+# gpu69a.sh — (1) the 1 x 128 x-scale variant (a8c: git revert c259525) correct? (2) a8 (main) vs a8c timing,
+# alternated twice, bf16 peer; (3) serve.py --moe fused --dtype fp8 on the Qwen3-like config, batch 1 and 32,
+# beside torch bf16/fp8, ldmoe fused bf16, ldmoe grouped fp8 (--check each); (4) test-gpu-e2e's fused8 layout.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v40.tgz -C .carry; V=$PWD/.carry/v
+cp $V/a8.so build/libldmoe.so; cp $V/libldshim.so build/libldshim.so; cp .carry/gpu69a.sh .carry/a8t.py $OUT/r/
+A8T_DIR=$V/a8c LDMOE_LIB=$V/a8c.so timeout 90 python3 .carry/a8t.py > $OUT/r/a8t-a8c.log 2>&1
+echo "a8t a8c rc=$? $(tail -1 $OUT/r/a8t-a8c.log) $(el)"; grep -a -E "FAIL|Error|error" $OUT/r/a8t-a8c.log | head -6 | cut -c1-250
+run() { f=$OUT/r/lt-$1-$2.txt; LDMOE_LIB=$V/$2.so timeout 60 python3 bench/moe/layer_time.py $3 --tokens 256,1024,4096 --reps 5 >> $f 2>&1
+  echo "== $1 $2 rc=$? $(el)"; grep -a packed $f | tail -9 | awk '{printf "%s/%s %s %s %s; ", $1, $3, $4, $7, $9} END {print ""}'; grep -a -i "error\|Trace" $f | head -3; }
+run a8 a8 --fp8-tokens; run a8 a8c --fp8-tokens; run a8 a8 --fp8-tokens; run a8 a8c --fp8-tokens; run bf16 a8
+save
+Q="--experts 128 --topk 8 --hidden 2048 --ffn 768 --heads 32 --kv-heads 4 --layers 4 --steps 64 --no-busy --check"
+f=$OUT/r/serve-fp8.txt
+for b in 1 32; do
+ for be in "ldmoe --moe fused --layout packed --dtype fp8" "torch" "ldmoe --moe fused --layout packed" "torch --dtype fp8" "ldmoe --moe grouped --layout packed --dtype fp8"; do
+  echo "== batch $b: --backend $be" >> $f
+  LDMOE_LIB=$PWD/build/libldmoe.so timeout 90 python3 bench/apps/serve.py --backend $be $Q --batch $b >> $f 2>&1
+  echo "b$b [$be] rc=$? $(grep -a -E '^decode|check.*MoE' $f | tail -2 | cut -c1-100 | tr '\n' ' ') $(el)"
+ done; save; done
+E2E_LAYOUTS=fused8 timeout 240 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e-fused8.log 2>&1
+echo "e2e fused8 rc=$? $(tail -2 $OUT/r/test-gpu-e2e-fused8.log | tr '\n' ' ') $(el)"; grep -a -E "FAIL" $OUT/r/test-gpu-e2e-fused8.log | head -5
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# (run as `B=a8c bash .carry/gpu69b.sh`: on a8c, with a8c's test file)
+# gpu69b.sh — main's (a8 = d1c994c's kernel) whole GPU layer suite plain + bound (digests equal); FP8 tokens over
+# T 1-4096; compute-sanitizer memcheck / synccheck --tiny.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v40.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu69b.sh $OUT/r/
+B=${B:-a8}; d=$(mktemp -d); [ -f $V/$B/test_moe_layer.py ] && cp $V/$B/test_moe_layer.py tests/gpu/moe/test_moe_layer.py
+LDMOE_LIB=$V/$B.so timeout 170 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg > $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "plain rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"; grep -a FAIL $OUT/r/test-gpu-moe-layer.log | head -5 | cut -c1-250; save
+echo "---- bound to domain 0 (LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0), --bound --digest" >> $OUT/r/test-gpu-moe-layer.log
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/$B.so timeout 170 python3 tests/gpu/moe/test_moe_layer.py --digest $d/dg --bound >> $OUT/r/test-gpu-moe-layer.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/test-gpu-moe-layer.log) $(el)"; grep -a -E "FAIL|digest" $OUT/r/test-gpu-moe-layer.log | head -8 | cut -c1-300; save
+f=$OUT/r/lt-all-fp8-tokens.txt; LDMOE_LIB=$V/$B.so timeout 60 python3 bench/moe/layer_time.py --fp8-tokens --tokens 1,4,16,64,256,1024,4096 --reps 5 > $f 2>&1
+echo "== all fp8-tokens rc=$? $(el)"; grep -a packed $f | awk '{printf "%s/%s %s %s %s; ", $1, $3, $4, $7, $9} END {print ""}'; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/$B.so timeout 110 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(tail -2 $OUT/r/san-$t.log | tr '\n' ' ' | cut -c1-200) $(el)"; save; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# gpu69c (inline): the whole test-gpu-e2e on 5fba591's kernel and 3c52811's serve.py -- 65 passed, 0 failed
+export PYTHONUNBUFFERED=1; mkdir -p $OUT/r build; tar xzf .carry/v40.tgz -C .carry; cp .carry/v/a8c.so build/libldmoe.so; cp .carry/v/libldshim.so build/libldshim.so; timeout 420 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e.log 2>&1
