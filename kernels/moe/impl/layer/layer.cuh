@@ -401,31 +401,45 @@ __device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t ms
     *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
 }
 
-// combine4's sum over 8 columns by 16-byte loads: the wgmma tiles' final pass, which streams every
-// slot once (half the load instructions of combine4's for the same bytes).
-__device__ __forceinline__ void combine8(const LParams &p, int32_t t, int32_t msk, int col) {
+// combine4's sum over 8 columns by 16-byte loads, for NI (token, columns) items at once: the
+// wgmma tiles' final pass, which streams every slot once (half the load instructions of combine4's
+// for the same bytes). The items' slot loads are issued together, so a thread waits on memory once
+// per NI items; each item's valid slots are summed in j order as ever.
+template <int NI>
+__device__ __forceinline__ void combine8(const LParams &p, const int32_t (&t)[NI], const int32_t (&msk)[NI], const int (&col)[NI]) {
     const int K = p.k, H = p.H;
-    float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float s[NI][8];
+    #pragma unroll
+    for (int n = 0; n < NI; ++n)
+        #pragma unroll
+        for (int i = 0; i < 8; ++i) s[n][i] = 0.f;
     #pragma unroll
     for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
-        if (kk < K && ((msk >> kk) & 1)) {
-            const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.slot + ((int64_t)t * K + kk) * H + col));
-            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
-                s[2 * i] += f.x;
-                s[2 * i + 1] += f.y;
+        if (kk >= K) break;
+        #pragma unroll
+        for (int n = 0; n < NI; ++n)
+            if ((msk[n] >> kk) & 1) {
+                const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.slot + ((int64_t)t[n] * K + kk) * H + col[n]));
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
+                    s[n][2 * i] += f.x;
+                    s[n][2 * i + 1] += f.y;
+                }
             }
-        }
     }
-    uint32_t o[4];
     #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        __nv_bfloat162 b = __floats2bfloat162_rn(s[2 * i], s[2 * i + 1]);
-        o[i] = *reinterpret_cast<uint32_t *>(&b);
+    for (int n = 0; n < NI; ++n) {
+        if (!msk[n]) continue;
+        uint32_t o[4];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            __nv_bfloat162 b = __floats2bfloat162_rn(s[n][2 * i], s[n][2 * i + 1]);
+            o[i] = *reinterpret_cast<uint32_t *>(&b);
+        }
+        *reinterpret_cast<uint4 *>(p.out + (int64_t)t[n] * H + col[n]) = make_uint4(o[0], o[1], o[2], o[3]);
     }
-    *reinterpret_cast<uint4 *>(p.out + (int64_t)t * H + col) = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // ---- the kernel body ------------------------------------------------------------------------
@@ -558,43 +572,77 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // leaves the last stage half full.
         __syncthreads();
         const int nrows = sh.seg[E];
-        for (int row = blockIdx.x * (kThreads / 32) + warp; row < nrows; row += gridDim.x * (kThreads / 32)) {
-            int lo = 0, hi = E - 1;   // the row's expert: the last e with seg[e] <= row
-            while (lo < hi) {
-                const int mid = (lo + hi + 1) >> 1;
-                if (sh.seg[mid] <= row) lo = mid; else hi = mid - 1;
+        // A warp's rows are row0, row0 + ws, ...; lane l finds the l-th of each 32 (its expert by
+        // bisection, its token from the list) so that the list loads of 32 rows overlap, and each
+        // row's x chunks are loaded kU at a time before any is used: a row then waits on memory
+        // about twice, not once per 512 bytes.
+        constexpr int kU = 4;
+        const int ws = gridDim.x * (kThreads / 32);
+        for (int row0 = blockIdx.x * (kThreads / 32) + warp; row0 < nrows; row0 += 32 * ws) {
+            int l_tok = 0, l_mbg = 0, l_r = 0;
+            if (const int row = row0 + lane * ws; row < nrows) {
+                int lo = 0, hi = E - 1;   // the row's expert: the last e with seg[e] <= row
+                while (lo < hi) {
+                    const int mid = (lo + hi + 1) >> 1;
+                    if (sh.seg[mid] <= row) lo = mid; else hi = mid - 1;
+                }
+                const int re = row - sh.seg[lo];
+                l_tok = __ldcg(p.list + (int64_t)lo * cap + re) / K;
+                l_mbg = sh.mbp[lo] + re / BN;
+                l_r = re % BN;
             }
-            const int re = row - sh.seg[lo];
-            const int32_t tok = __ldcg(p.list + (int64_t)lo * cap + re) / K;
-            const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
-            const int mbg = sh.mbp[lo] + re / BN, r = re % BN;
-            constexpr int KC = C::BK / 8;   // chunks per stage
-            if constexpr (A8) {
-                // e4m3 with a scale per 128 k (16 lanes' chunks; H % 128 == 0, so a pass's lanes past
-                // H are whole groups of 16): amax / 448, the FP8 range, DeepSeek's 1 x 128 scheme. The
-                // scale is stored for both 64-k halves (the images' scale layout is h's, per 64 k).
-                unsigned char *xi = reinterpret_cast<unsigned char *>(p.ximg);
-                for (int c0 = 0; c0 < H / 8; c0 += 32) {
-                    const int c = c0 + lane;
-                    const uint4 v = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
-                    float f[8];
-                    bf16x8_float(v, f);
-                    float amax = 0.f;
-                    #pragma unroll
-                    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
-                    #pragma unroll
-                    for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-                    if (c < H / 8) {
-                        const float inv = amax > 0.f ? 448.f / amax : 0.f;
-                        *reinterpret_cast<uint2 *>(xi + img8_off<BN>(mbg, H, r, c * 8)) = e4m3x8(f, inv);
-                        if ((c & 7) == 0) p.xsc[((int64_t)mbg * (H / 64) + c / 8) * BN + r] = amax / 448.f;
+            const int nr = min(32, (nrows - row0 + ws - 1) / ws);
+            for (int i = 0; i < nr; ++i) {
+                const int tok = __shfl_sync(0xffffffffu, l_tok, i), mbg = __shfl_sync(0xffffffffu, l_mbg, i),
+                          r = __shfl_sync(0xffffffffu, l_r, i);
+                const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
+                constexpr int KC = C::BK / 8;   // chunks per stage
+                if constexpr (A8) {
+                    // e4m3 with a scale per 128 k (16 lanes' chunks; H % 128 == 0, so a pass's lanes past
+                    // H are whole groups of 16): amax / 448, the FP8 range, DeepSeek's 1 x 128 scheme. The
+                    // scale is stored for both 64-k halves (the images' scale layout is h's, per 64 k).
+                    unsigned char *xi = reinterpret_cast<unsigned char *>(p.ximg);
+                    for (int c0 = 0; c0 < H / 8; c0 += 32 * kU) {
+                        uint4 v[kU];
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u) {
+                            const int c = c0 + 32 * u + lane;
+                            v[u] = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+                        }
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u) {
+                            const int c = c0 + 32 * u + lane;
+                            float f[8];
+                            bf16x8_float(v[u], f);
+                            float amax = 0.f;
+                            #pragma unroll
+                            for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+                            #pragma unroll
+                            for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+                            if (c < H / 8) {
+                                const float inv = amax > 0.f ? 448.f / amax : 0.f;
+                                *reinterpret_cast<uint2 *>(xi + img8_off<BN>(mbg, H, r, c * 8)) = e4m3x8(f, inv);
+                                if ((c & 7) == 0) p.xsc[((int64_t)mbg * (H / 64) + c / 8) * BN + r] = amax / 448.f;
+                            }
+                        }
+                    }
+                } else if (!gather) {
+                    const int nc = (H + C::BK - 1) / C::BK * KC;   // past H: the zero box
+                    for (int c0 = lane; c0 < nc; c0 += 32 * kU) {
+                        uint4 v[kU];
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u) {
+                            const int c = c0 + 32 * u;
+                            v[u] = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
+                        }
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u)
+                            if (const int c = c0 + 32 * u; c < nc) *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = v[u];
                     }
                 }
-            } else if (!gather)
-                for (int c = lane; c < (H + C::BK - 1) / C::BK * KC; c += 32)   // past H: the zero box
-                    *reinterpret_cast<uint4 *>(p.ximg + img_off<BN, C::BK>(mbg, H, r, c * 8)) = c < H / 8 ? __ldg(src + c) : make_uint4(0, 0, 0, 0);
-            for (int c = I / 8 + lane; c < (I + C::BK - 1) / C::BK * KC; c += 32)   // h's zero box
-                *reinterpret_cast<uint4 *>(p.h + img_off<BN, C::BK>(mbg, I, r, c * 8)) = make_uint4(0, 0, 0, 0);
+                for (int c = I / 8 + lane; c < (I + C::BK - 1) / C::BK * KC; c += 32)   // h's zero box
+                    *reinterpret_cast<uint4 *>(p.h + img_off<BN, C::BK>(mbg, I, r, c * 8)) = make_uint4(0, 0, 0, 0);
+            }
         }
         fence_proxy_async_global();   // these generic stores before the bulk copies that read them
         grid_barrier(ctl);
@@ -999,25 +1047,30 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     float tacc[BM / 2];
                     #pragma unroll
                     for (int i = 0; i < BM / 2; ++i) wacc[i] = 0.f;
-                    // block scales at k block kb: GEMM1's gate rows (n8 blocks 2G) and up rows (2G + 1)
-                    // each lie in one 128-row block, GEMM2's BM rows in one
-                    auto wsc = [&](int kb, bool up) -> float {
-                        if (p.f8row) return 1.f;
+                    // Block scales: the rows of k blocks that GEMM1's gate rows (n8 blocks 2G) and up
+                    // rows (2G + 1) lie in, one 128-row block each; GEMM2's BM rows lie in one. Found
+                    // once a tile: the entry's fields in shared memory would be read again after every
+                    // asm below. Row scales: none here (the epilogue's).
+                    const float *bsA = nullptr, *bsB = nullptr;
+                    if (!p.f8row) {
                         if (m.phase == 1) {
-                            const int sr = m.nb * (BM / 2) + (up ? I : 0);
-                            return __ldg(p.s13 + ((int64_t)m.e * (2 * I / 128) + sr / 128) * (H / 128) + kb);
+                            const int64_t rb = (int64_t)m.e * (2 * I / 128) + m.nb * (BM / 2) / 128;
+                            bsA = p.s13 + rb * (H / 128);
+                            bsB = p.s13 + (rb + I / 128) * (H / 128);
+                        } else {
+                            bsA = bsB = p.s2 + ((int64_t)m.e * (H / 128) + m.nb * BM / 128) * (I / 128);
                         }
-                        return __ldg(p.s2 + ((int64_t)m.e * (H / 128) + m.nb * BM / 128) * (I / 128) + kb);
-                    };
+                    }
+                    auto wsc = [](const float *bs, int kb) -> float { return bs ? __ldg(bs + kb) : 1.f; };
                     auto tile_a8 = [&](auto nh_c) {
                         constexpr int NH = decltype(nh_c)::value, KS = 4 / NH;   // groups a stage, k32 steps a group
                         const bool gate_up = NH == 1;   // GEMM1
-                        float nA = wsc(0, false), nB = wsc(0, gate_up);
+                        float nA = wsc(bsA, 0), nB = wsc(bsB, 0);
                         int sl = slot;
                         for (int kk = 0; kk < nk; ++kk) {
                             if (kk > 0) sl = next();
                             const float wA = nA, wB = nB;
-                            if (kk + 1 < nk) { nA = wsc(kk + 1, false); nB = wsc(kk + 1, gate_up); }
+                            if (kk + 1 < nk) { nA = wsc(bsA, kk + 1); nB = wsc(bsB, kk + 1); }
                             const uint32_t wts = s_u32(sh.ring[sl]), tok = wts + C::A_BYTES + wg * 64 * 128;
                             const float *scl = reinterpret_cast<const float *>(sh.ring[sl] + C::A_BYTES + BN * BK) + wg * 64 + wl * 16 + g;
                             #pragma unroll
@@ -1511,10 +1564,18 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         grid_barrier(ctl);
         const int per = H / 8;   // H % 256 == 0 on these tiles
         const int64_t items = (int64_t)p.T * per, stride = (int64_t)gridDim.x * kThreads;
-        for (int64_t w = (int64_t)blockIdx.x * kThreads + tid; w < items; w += stride) {
-            const int32_t t = (int32_t)(w / per);
-            const int32_t msk = __ldcg(p.tokvalid + t);
-            if (msk) combine8(p, t, msk, (int)(w - (int64_t)t * per) * 8);
+        constexpr int NI = 2;
+        for (int64_t w0 = (int64_t)blockIdx.x * kThreads + tid; w0 < items; w0 += NI * stride) {
+            int32_t t[NI], msk[NI];
+            int col[NI];
+            #pragma unroll
+            for (int n = 0; n < NI; ++n) {
+                const int64_t w = w0 + n * stride;
+                t[n] = (int32_t)(w < items ? w / per : 0);
+                col[n] = (int)(w - (int64_t)t[n] * per) * 8;
+                msk[n] = w < items ? __ldcg(p.tokvalid + t[n]) : 0;
+            }
+            combine8<NI>(p, t, msk, col);
         }
     }
 
