@@ -668,6 +668,10 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
     const int32_t total_mb = sh.mbp[E];
     const int NB1 = 2 * I / BM, NB2 = H / BM;           // n-blocks per expert (all slices)
     const int NBs1 = NB1 / D, NBs2 = NB2 / D;           // per slice
+    // An (expert, m-block)'s readiness count when its h is whole: a GEMM1 tile adds one per consumer
+    // warp on the wgmma tiles (each warp releases its own stores: no barrier between the warpgroups
+    // at a tile's end), one per tile elsewhere (after the consumers' barrier).
+    const uint32_t ready_full = (uint32_t)NB1 * (C::WG ? kConsumers / 32 : 1);
     const int64_t per1 = (int64_t)total_mb * NBs1, per2 = (int64_t)total_mb * NBs2;   // tiles per slice
     // what the entry maker would otherwise work out per tile (one warp makes every entry)
     const bool steal1 = steal_allowed(per1 * D, p.steal_waves, gridDim.x), steal2 = steal_allowed(per2 * D, p.steal_waves, gridDim.x);
@@ -818,7 +822,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             r_pair[i] = j >= r_rows ? 0 : local ? sh.lpair[sh.seg[e] + mb * BN + j]
                                                 : __ldcg(p.list + (int64_t)e * cap + mb * BN + j);
         }
-        r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= (uint32_t)NB1 : 0u;
+        r_rd = ph == 2 && lane == 0 ? ld_acquire(p.ready + r_mbg) >= ready_full : 0u;
         bstate = 1;
         if (lane == 0) claim_issue(ph);   // the next entry's claim, in flight
     };
@@ -892,7 +896,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             uint32_t ok = 0;
             if (lane == 0) {
                 do {
-                    ok = ld_acquire(p.ready + m.mbg) >= (uint32_t)NB1;
+                    ok = ld_acquire(p.ready + m.mbg) >= ready_full;
                     if (!ok && block) __nanosleep(64);
                 } while (!ok && block);
             }
@@ -995,7 +999,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         float wacc[C::WG ? BM / 2 : 1];
         #pragma unroll
         for (int i = 0; i < (C::WG ? BM / 2 : 1); ++i) wacc[i] = 0.f;
-        float pre_w = 0.f;
+        float pre_w = 0.f, pre_w2[2] = {0.f, 0.f};   // pre_w2: the wgmma tile's (its epilogue's tokens)
         int32_t pre_mask = 0;
         int eseq = 0;   // GEMM2 epilogue records handed to the combine warps (Cfg::CWARP)
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
@@ -1012,11 +1016,16 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             if (ck == 0) {
                 #pragma unroll
                 for (int j = 0; j < C::NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-                if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
+                if (C::WG && m.phase == 2) {   // the routing weights of this thread's two epilogue tokens, early
+                    #pragma unroll
+                    for (int hr = 0; hr < 2; ++hr) {
+                        const int col = wg * 64 + wl * 16 + (lane >> 2) + 8 * hr;
+                        pre_w2[hr] = col < m.rows ? __ldg(p.wts + m.pair[col]) : 0.f;
+                    }
+                } else if (m.phase == 2 && ctid < m.rows) {   // the epilogue's per-token values, early
                     const int32_t pr = m.pair[ctid];
                     pre_w = __ldg(p.wts + pr);
-                    if (C::WG) {   // the final combine pass reads tokvalid itself
-                    } else if (local) {
+                    if (local) {
                         pre_mask = 0;
                         for (int j = 0; j < K; ++j) pre_mask |= (int32_t)(sh.leid[m.tok[ctid] * K + j] >= 0) << j;
                     } else {
@@ -1326,7 +1335,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 if (ck + 1 < ksteps(m)) continue;
             }
             // -- epilogue: reduce the k-split warps in fixed order, then store --
-            if (m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
+            if (!C::WG && m.phase == 2 && ctid < m.rows) { sh.epi_w[ctid] = pre_w; sh.epi_mask[ctid] = pre_mask; }
             if constexpr (C::CWARP)
                 if (m.phase == 2) {   // the record for a combine warp (published after the stores' bar.sync)
                     const int ei = eseq % kEpi;
@@ -1334,8 +1343,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     if (ctid < m.rows) { sh.erec[ei].tok[ctid] = m.tok[ctid]; sh.erec[ei].mask[ctid] = pre_mask; }
                     if (ctid == 0) { sh.erec[ei].nb = m.nb; sh.erec[ei].rows = m.rows; }
                 }
-            if constexpr (C::WG) {
-                cbar();
+            if constexpr (C::WG) {   // every value it needs is this thread's or the entry's: no barrier
                 const int g = lane >> 2, q = lane & 3;
                 if (A8 && m.phase == 1 && wg * 64 < m.rows) {
                     // h in e4m3 for GEMM2's FP8 tokens: this tile's 64 channels of a token are its one
@@ -1385,7 +1393,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                             }
                         } else {
                             __nv_bfloat16 *sl = p.slot + (int64_t)m.pair[col] * H + m.nb * BM + 2 * q;
-                            const float w = sh.epi_w[col];
+                            const float w = pre_w2[hr];
                             #pragma unroll
                             for (int j = 0; j < BM / 8; ++j)
                                 __stcg(reinterpret_cast<__nv_bfloat162 *>(sl + 8 * j), __floats2bfloat162_rn(wacc[4 * j + 2 * hr] * w, wacc[4 * j + 2 * hr + 1] * w));
@@ -1442,12 +1450,18 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                     }
                 }
             }
+            if constexpr (C::WG) {   // GEMM2: combined after the last GEMM2 tile (below)
+                if (m.phase == 1) {   // this warp's h stores, then its share of the readiness count
+                    __syncwarp();
+                    if (lane == 0) red_release(p.ready + m.mbg, 1u);
+                }
+                continue;
+            }
             cbar();
             if (m.phase == 1) {
                 if (ctid == 0) red_release(p.ready + m.mbg, 1u);
                 continue;
             }
-            if constexpr (C::WG) continue;   // combined after the last GEMM2 tile (below)
             if constexpr (C::CWARP) {
                 if (ctid == 0) mbar_arrive(s_u32(&sh.epi_full[eseq % kEpi]));
                 ++eseq;
