@@ -266,3 +266,188 @@ cd $OUT && tar czf r.tgz r && rm -rf r
 
 # gpu69c (inline): the whole test-gpu-e2e on 5fba591's kernel and 3c52811's serve.py -- 65 passed, 0 failed
 export PYTHONUNBUFFERED=1; mkdir -p $OUT/r build; tar xzf .carry/v40.tgz -C .carry; cp .carry/v/a8c.so build/libldmoe.so; cp .carry/v/libldshim.so build/libldshim.so; timeout 420 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e.log 2>&1
+
+# ==== prof8.py (run by gpu57.sh and gpu58.sh as $V/prof8.py) ====
+# prof8.py SHAPE T — four FP8 ldmoe.moe calls of one case (e4m3 weights, 128 x 128 block scales, packed D = 1,
+# layer_time.py's router) for ncu; run from the repository root.
+import sys, torch
+sys.path.insert(0, "kernels/moe"); sys.path.insert(0, "bench/moe")
+import ldmoe
+from layer_time import SHAPES, routing
+E, k, H, I = SHAPES[sys.argv[1]]; T = int(sys.argv[2])
+gen = torch.Generator().manual_seed(7)
+q13 = (torch.randn((E, 2 * I, H), device="cuda") * 64).to(torch.float8_e4m3fn)
+q2 = (torch.randn((E, H, I), device="cuda") * 64).to(torch.float8_e4m3fn)
+s13 = torch.full((E, 2 * I // 128, H // 128), H ** -0.5 / 64, device="cuda")
+s2 = torch.full((E, H // 128, I // 128), I ** -0.5 / 64, device="cuda")
+W = ldmoe.pack_moe(q13, q2, D=1)
+x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
+ids, wts = routing(gen, T, E, k)
+out = torch.empty((T, H), device="cuda", dtype=torch.bfloat16)
+for _ in range(4):
+    ldmoe.moe(x, W, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2)
+torch.cuda.synchronize()
+print("ok", sys.argv[1], T, out.float().abs().mean().item())
+
+# ==== gpu70.sh, gpu71.sh, gpu72.sh, gpu73.sh, 2026-12-07 ~15:46-16:22 UTC, H100s (v41.tgz: a8.so = 5fba591's libldmoe.so; v42/v43: opt.so = 8ce01f9's, nb.so = 5a14167's, libldshim.so) ====
+# ---- gpu70.sh ----
+# gpu70.sh — ncu of 5fba591's fused layer: what bounds the FP8-token (w8a8, 128-row) tile against the bf16 256-row tile
+# (SpeedOfLight, warp states, L2 and DRAM bytes, pipe use) at Qwen3 T 1024 / 4096 and Mixtral T 1024.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v41.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu70.sh .carry/profm.py $OUT/r/
+ncu --query-metrics 2>/dev/null | grep -E "^sm__pipe_tensor_op_(g|h)mma_cycles_active |^sm__inst_executed_pipe_tensor" | cut -c1-90 > $OUT/r/metrics.txt
+M=dram__bytes_read.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+grep -q gmma $OUT/r/metrics.txt && M=$M,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+for c in "qwen3 4096 a8" "qwen3 4096 bf16" "mixtral 1024 a8" "qwen3 1024 a8" "mixtral 1024 bf16"; do f=$OUT/r/ncu-${c// /-}.txt
+  LDMOE_LIB=$V/a8.so timeout 150 ncu -k regex:moe_layer_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+    --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --metrics $M python3 .carry/profm.py $c > $f 2>&1
+  echo "== ncu $c rc=$? $(el)"; grep -E "Duration|Stall|Warp Cycles Per Issued|Eligible Warps|Issued Warp|dram__bytes|lts__t|mma_cycles|L2 Cache Throughput|DRAM Throughput|Compute \(SM\)|Memory Throughput|Executed Ipc A" $f | sed 's/  */ /g' | head -28; save
+done
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu71.sh ----
+# gpu71.sh — where the FP8-token (128-row w8a8) layer kernel's warps stall: ncu source-level warp-state sampling
+# (SASS with line info) at Qwen3 T 4096, plus per-reason stall ratios; 5fba591's kernel.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v41.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu71.sh $OUT/r/
+ncu --version | tail -1
+for c in "qwen3 4096 a8"; do f=$OUT/r/src-${c// /-}
+  LDMOE_LIB=$V/a8.so timeout 200 ncu -k regex:moe_layer_kernel --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters \
+    -o $f python3 .carry/profm.py $c > $f.log 2>&1
+  echo "== ncu $c rc=$? $(el)"; tail -3 $f.log
+  timeout 120 ncu -i $f.ncu-rep --page source --csv --print-source sass > $f-sass.csv 2> $f-sass.err; echo "source rc=$? $(wc -c < $f-sass.csv) $(el)"; head -c 600 $f-sass.csv; head -3 $f-sass.err
+  timeout 60 ncu -i $f.ncu-rep --page details --print-details all > $f-details.txt 2>&1; grep -i "stall" $f-details.txt | head -30
+  gzip $f-sass.csv
+done
+rm -f $OUT/r/*.ncu-rep
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu72.sh ----
+# gpu72.sh — the layer's prefill passes (prefill-passes branch) against 5fba591 (a8): opt (8ce01f9: the routed-x image
+# pass batched, the final combine two items a thread, A8 block-scale rows once a tile), nb (+ no barrier between the
+# consumer warpgroups at a tile's end); layer_time FP8 tokens and bf16, alternated twice; the suite on nb.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v42.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu72.sh $OUT/r/
+run() { f=$OUT/r/lt-$1-$2.txt; LDMOE_LIB=$V/$2.so timeout 80 python3 bench/moe/layer_time.py $3 --tokens 256,1024,4096 --reps 3 >> $f 2>&1
+  echo "== $1 $2 rc=$? $(el)"; grep -a packed $f | tail -9 | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; grep -a -i "error\|Trace" $f | head -3; }
+LDMOE_LIB=$V/nb.so timeout 200 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig-nb.txt > $OUT/r/suite-nb.log 2>&1
+echo "suite nb rc=$? $(tail -1 $OUT/r/suite-nb.log) $(el)"; grep -a -E "FAIL" $OUT/r/suite-nb.log | head -5; save
+for l in a8 opt nb; do run a8 $l --fp8-tokens; done; for l in a8 opt nb; do run bf16 $l; done; save
+for l in a8 nb; do run a8 $l --fp8-tokens; done; for l in a8 nb; do run bf16 $l; done; save
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu73.sh ----
+# gpu73.sh — nb (prefill-passes 2bc branch head): the suite bound to domain 0 (digests against gpu72's plain run), memcheck, synccheck, racecheck over --tiny
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v43.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu73.sh $OUT/r/
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/nb.so timeout 150 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig-nb-bound.txt --bound > $OUT/r/suite-nb-bound.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/suite-nb-bound.log) $(el)"; grep -a FAIL $OUT/r/suite-nb-bound.log | head -3; save
+for t in memcheck synccheck racecheck; do
+  LDMOE_LIB=$V/nb.so timeout 150 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(grep -a -E 'ERROR SUMMARY|passed' $OUT/r/san-$t.log | tail -2 | tr '\n' ' ') $(el)"; save
+done
+cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== profm.py (run by gpu70.sh and gpu71.sh as .carry/profm.py) ====
+# profm.py SHAPE T MODE — four ldmoe.moe calls of one case for ncu (MODE bf16 | a8: e4m3 block-scaled weights, tokens="fp8"); repo root.
+import sys, torch
+sys.path.insert(0, "kernels/moe"); sys.path.insert(0, "bench/moe")
+import ldmoe
+from layer_time import SHAPES, routing, quant_blocks
+E, k, H, I = SHAPES[sys.argv[1]]; T = int(sys.argv[2]); mode = sys.argv[3]
+gen = torch.Generator().manual_seed(7)
+w13 = (torch.randn((E, 2 * I, H), device="cuda") * H ** -0.5).to(torch.bfloat16)
+w2 = (torch.randn((E, H, I), device="cuda") * I ** -0.5).to(torch.bfloat16)
+kw = {}
+if mode == "a8":
+    q13, s13 = quant_blocks(w13); q2, s2 = quant_blocks(w2)
+    W = ldmoe.pack_moe(q13, q2, D=1); kw = {"w13_scale": s13, "w2_scale": s2, "tokens": "fp8"}
+else:
+    W = ldmoe.pack_moe(w13, w2, D=1)
+x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
+ids, wts = routing(gen, T, E, k)
+out = torch.empty((T, H), device="cuda", dtype=torch.bfloat16)
+for _ in range(4):
+    ldmoe.moe(x, W, None, ids, wts, out=out, **kw)
+torch.cuda.synchronize()
+print("ok", sys.argv[1:], out.float().abs().mean().item())
+
+# ==== attr.py (on this machine: nvdisasm -gi -c of the same build's ldmoe_api.sm_90a.cubin, then python3 attr.py DIS CSV.gz KERNEL layer.cuh@5fba591 REGIONS) ====
+# attr.py DIS CSV.gz KERNEL_MANGLED LAYER_CUH_COPY — ncu source-page stall samples per layer.cuh region
+import re, csv, gzip, collections, sys
+dis, csvf, kern, src = sys.argv[1:5]
+lines = open(dis).read().split('\n')
+start = next(i for i, l in enumerate(lines) if l.startswith('.text.' + kern + ':'))
+cur = None; off2 = {}; grp = []
+for l in lines[start + 1:]:
+    if l.startswith('.text.') or l.startswith('.section'): break
+    if '//## File' in l:
+        grp += re.findall(r'"([^"]+)", line (\d+)', l)
+        continue
+    m = re.search(r'/\*([0-9a-f]{4,})\*/\s+(.*?);', l)
+    if m:
+        if grp:
+            lay = [int(n) for f, n in grp if f.endswith('layer.cuh')]
+            cur = lay[0] if lay else ('other', grp[0][0].split('/')[-1], grp[0][1])
+            grp = []
+        off2[int(m.group(1), 16)] = cur
+rows = list(csv.reader(gzip.open(csvf, 'rt'))); hdr = rows[1]; data = rows[2:]
+ia = hdr.index("Address"); iall = hdr.index("Warp Stall Sampling (All Samples)")
+reasons = [h for h in hdr if h.startswith('stall_') and 'Not Issued' not in h]
+base = int(data[0][ia], 16)
+src_lines = open(src).read().split('\n')
+# regions: from markers in the source
+def find(pat, after=0):
+    for i in range(after, len(src_lines)):
+        if pat in src_lines[i]: return i + 1
+    raise SystemExit('marker not found: ' + pat)
+body = find('__device__ void moe_layer_body(')
+sched = find('// -- scheduler (warp kSched', body)
+prod = find('if (warp == kProd) {', sched)
+cons = find('} else if (warp < kProd) {', prod)
+epi = find('// -- epilogue: reduce the k-split warps', cons)
+schedw = find('} else if (warp == kSched) {', epi)
+after = find('cp_wait<0>();', schedw)
+gb = find('__device__ __forceinline__ void grid_barrier', 0)
+def region(ln):
+    if not isinstance(ln, int): return 'helper:' + ln[1]
+    if gb <= ln < gb + 20: return 'grid_barrier'
+    if ln < body: return 'helpers(layer.cuh)'
+    if ln < sched: return 'routing+images'
+    if ln < prod: return 'scheduler(claims)'
+    if ln < cons: return 'producer'
+    if ln < epi: return 'consumer loop'
+    if ln < schedw: return 'consumer epilogue'
+    if ln < after: return 'sched/gather/comb warps'
+    return 'final combine'
+reg = collections.defaultdict(collections.Counter); tot = 0
+for r in data:
+    s = int(r[iall] or 0); tot += s
+    g = region(off2.get(int(r[ia], 16) - base))
+    reg[g]['all'] += s
+    for rr in reasons: reg[g][rr] += int(r[hdr.index(rr)] or 0)
+print('total samples', tot)
+for g, c in sorted(reg.items(), key=lambda x: -x[1]['all']):
+    top = ', '.join('%s %d' % (k[6:], v) for k, v in c.most_common(6) if k != 'all')
+    print('%-26s %5.1f%%  %s' % (g, 100 * c['all'] / tot, top))
+if len(sys.argv) > 5:
+    want = sys.argv[5].split(',')
+    byl = collections.defaultdict(collections.Counter)
+    for r in data:
+        s = int(r[iall] or 0)
+        ln = off2.get(int(r[ia], 16) - base)
+        if region(ln) in want:
+            byl[ln]['all'] += s
+            for rr in reasons: byl[ln][rr] += int(r[hdr.index(rr)] or 0)
+    for ln, c in sorted(byl.items(), key=lambda x: -x[1]['all'])[:30]:
+        txt = src_lines[ln - 1].strip()[:70] if isinstance(ln, int) else str(ln)
+        print('%5s %5.1f%% %-40s | %s' % (ln if isinstance(ln, int) else '-', 100 * c['all'] / tot,
+              ', '.join('%s %d' % (k[6:], v) for k, v in c.most_common(4) if k != 'all'), txt))
