@@ -16,7 +16,8 @@
 //      8-15 up, so one mma fragment holds both and SwiGLU happens in registers) x BN routed
 //      tokens, gathered from x by the loader (the wgmma tile: from the image below). h =
 //      bf16(silu(g)·u) goes to h[pos, I] (pos: the pair's row in the expert-grouped order; the
-//      wgmma tile: its image), then the (expert, m-block)'s readiness counter is incremented.
+//      wgmma tile: its image), then the (expert, m-block)'s readiness counter is incremented
+//      (on the wgmma tiles by each consumer warp for its own stores: no tile-end barrier).
 //      GEMM2 tile (e, m-block, n-block of H): its weight stages are loaded as soon as it is
 //      claimed; its h rows only once the (e, m-block)'s GEMM1 tiles are all done (per-expert
 //      readiness, no grid barrier). Epilogue: bf16(acc · routing weight) -> slot[(t,k), H].
@@ -1048,8 +1049,9 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 // the tokens' scale * the weight block's scale (block scales; row scales multiply
                 // the columns in the epilogue). GEMM1's token scales are per 128 k (x's 1 x 128),
                 // so one group a stage; GEMM2's per 64 (h's come one GEMM1 tile of 64 channels at
-                // a time), so two. Each group is waited for before its promotion; the other
-                // warpgroup's wgmmas fill the gap. Two loop copies (NH), as for F8W (C7518).
+                // a time), so two. Each group is waited for before its promotion: ptxas serializes
+                // the wgmmas if a warpgroup reads one accumulator while it has another in flight
+                // (C7514), so no half promotes during the next. Two loop copies (NH), as for F8W (C7518).
                 const int nk = ksteps(m);
                 if (wg * 64 < m.rows) {
                     const int g = lane >> 2;
