@@ -18,6 +18,7 @@ Usage: layer_time.py [--shapes qwen3,dsv2lite,mixtral] [--tokens 1,4,16,64,256,1
                      [--fp8]   (weight-only FP8: e4m3 weights with 128 x 128 block scales; bytes halve)
                      [--fp8-tokens]   (--fp8 with tokens="fp8": w8a8 on the wgmma tiles; adds the
                                        FLOP floor at the dense FP8 rate, torch._scaled_mm 8192^3)
+                     [--fp8-x]   (--fp8-tokens with x given in e4m3 and its 1 x 128 scales, x_scale)
                      [--gemm-peer] [--bmm-peer]   (bf16 only)
 """
 import argparse
@@ -153,11 +154,13 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--fp8", action="store_true", help="e4m3 weights with 128 x 128 block scales (packed only)")
     ap.add_argument("--fp8-tokens", action="store_true", help="--fp8 with FP8 tokens (w8a8 on the wgmma tiles)")
+    ap.add_argument("--fp8-x", action="store_true", help="--fp8-tokens with x given in e4m3 with its 1 x 128 scales")
     ap.add_argument("--gemm-peer", action="store_true", help="also time the two expert GEMMs alone by torch._grouped_mm")
     ap.add_argument("--bmm-peer", action="store_true", help="also time them by torch.bmm (cuBLAS) over evenly routed pairs")
     a = ap.parse_args()
     if a.reps < 1 or a.reps > 1000:
         ap.error("--reps: 1..1000")
+    a.fp8_tokens = a.fp8_tokens or a.fp8_x
     a.fp8 = a.fp8 or a.fp8_tokens
     if (a.gemm_peer or a.bmm_peer) and a.fp8:
         ap.error("--gemm-peer and --bmm-peer are bf16 only")
@@ -198,6 +201,12 @@ def main():
             SC = SC if lay == "packed" and a.fp8 else [sc] * ncopy
             for T in [int(t) for t in a.tokens.split(",")]:
                 x = torch.randn((T, H), device="cuda").to(torch.bfloat16)
+                xkw = {}
+                if a.fp8_x:   # x in e4m3, a scale per token and 128 k (amax / 448)
+                    xb = x.float().view(T, H // 128, 128)
+                    xs = (xb.abs().amax(dim=2) / 448.0).clamp(min=1e-12)
+                    x = (xb / xs[:, :, None]).to(torch.float8_e4m3fn).view(T, H)
+                    xkw = {"x_scale": xs.contiguous()}
                 ids, wts = routing(gen, T, E, k)
                 touched = len(set(ids.flatten().tolist()))
                 bytes_ = touched * per_expert
@@ -209,11 +218,11 @@ def main():
                 with torch.cuda.stream(s):
                     ldmoe.moe_reserve(T, E, H, I, k)
                     for i in range(ncopy):
-                        ldmoe.moe(x, Ws[i][0], Ws[i][1], ids, wts, out=out, **SC[i])
+                        ldmoe.moe(x, Ws[i][0], Ws[i][1], ids, wts, out=out, **SC[i], **xkw)
                     g = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(g, stream=s):
                         for i in range(ncall):
-                            ldmoe.moe(x, Ws[i % ncopy][0], Ws[i % ncopy][1], ids, wts, out=out, **SC[i % ncopy])
+                            ldmoe.moe(x, Ws[i % ncopy][0], Ws[i % ncopy][1], ids, wts, out=out, **SC[i % ncopy], **xkw)
                 torch.cuda.current_stream().wait_stream(s)
                 g.replay()
                 torch.cuda.synchronize()

@@ -303,7 +303,7 @@ int ldmoe_quantize_fp8(const void *x, int64_t T, int K, int scaling, void *x8, f
 #define LDMOE_MOE_ERR_BAD_ID  1u    /* ldmoe_moe_errors: a topk id was outside [0, E) */
 
 typedef struct ldmoe_moe_params {
-    const void    *x;            /* [T, H] bf16                                              */
+    const void    *x;            /* [T, H] bf16 (e4m3: ldmoe_moe_fp8, LDMOE_FP8_TOKENS_E4M3_X)  */
     const void    *w13;          /* [E, 2I, H] bf16 (PLAIN) or packed                        */
     const void    *w2;           /* [E, H, I] bf16 (PLAIN) or packed                         */
     const int32_t *topk_ids;     /* [T, k] int32                                             */
@@ -333,15 +333,22 @@ int ldmoe_moe(const ldmoe_moe_params_t *p);
  * a wgmma tile runs, the routed x and h are quantized to e4m3 inside the launch, a scale per token
  * and 128 k of x (DeepSeek's 1 x 128) and per token and 64 k of h (amax / 448), and both GEMMs run
  * e4m3 x e4m3 wgmmas (128 weight rows) whose partial sums over a token scale's k are promoted in
- * fp32 times both scales; the decode and mma.sync tiles keep bf16 tokens. H and I multiples of 128 (and of 64 * D). Everything else as ldmoe_moe. */
-#define LDMOE_FP8_TOKENS_BF16 0   /* weight-only FP8: bf16 tokens, bf16 MMAs                   */
-#define LDMOE_FP8_TOKENS_E4M3 1   /* w8a8 where a wgmma tile runs (below)                      */
+ * fp32 times both scales; the decode and mma.sync tiles keep bf16 tokens. H and I multiples of 128 (and of 64 * D).
+ * tokens LDMOE_FP8_TOKENS_E4M3_X: the same with x already e4m3 ([T, H], 16-byte aligned) and its
+ * scales in x_scale ([T, H/128] fp32, 4-byte aligned, one per token and 128 k: DeepSeek's 1 x 128;
+ * x[t, c] stands for x_e4m3[t, c] * x_scale[t, c / 128]): the wgmma tile takes x as it is, the
+ * decode and mma.sync tiles x * x_scale rounded once to bf16 (written into the workspace inside the
+ * launch; on the decode tile one more grid barrier). x_scale is read only with this value. Everything else as ldmoe_moe. */
+#define LDMOE_FP8_TOKENS_BF16   0   /* weight-only FP8: bf16 tokens, bf16 MMAs                 */
+#define LDMOE_FP8_TOKENS_E4M3   1   /* w8a8 where a wgmma tile runs (below)                    */
+#define LDMOE_FP8_TOKENS_E4M3_X 2   /* as E4M3, x given in e4m3 with x_scale                   */
 typedef struct ldmoe_moe_fp8_params {
     ldmoe_moe_params_t base;
     int32_t        scaling;      /* LDMOE_FP8_BLOCK or LDMOE_FP8_ROWWISE                      */
     const float   *w13_scale;
     const float   *w2_scale;
-    int32_t        tokens;       /* LDMOE_FP8_TOKENS_BF16 (0) or LDMOE_FP8_TOKENS_E4M3        */
+    int32_t        tokens;       /* LDMOE_FP8_TOKENS_BF16 (0), _E4M3 (1) or _E4M3_X (2)      */
+    const float   *x_scale;      /* tokens _E4M3_X: [T, H/128] fp32 (read only then)          */
 } ldmoe_moe_fp8_params_t;
 int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p);
 /* e4m3 w13 [E, 2I, H] and w2 [E, H, I] -> the FP8 packed layout (the bf16 one over half as many

@@ -147,7 +147,7 @@ class _MoeParams(ctypes.Structure):
 
 class _MoeFp8Params(ctypes.Structure):
     _fields_ = [("base", _MoeParams), ("scaling", ctypes.c_int32), ("w13_scale", ctypes.c_void_p),
-                ("w2_scale", ctypes.c_void_p), ("tokens", ctypes.c_int32)]
+                ("w2_scale", ctypes.c_void_p), ("tokens", ctypes.c_int32), ("x_scale", ctypes.c_void_p)]
 
 
 class _Params(ctypes.Structure):
@@ -508,7 +508,7 @@ def pack_moe(w13, w2, D=None):
 
 
 def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_waves=0.0, w13_scale=None,
-        w2_scale=None, tokens="bf16"):
+        w2_scale=None, tokens=None, x_scale=None):
     """The whole MoE layer in one launch: out[t] = sum_j topk_weights[t, j] *
     (silu(x[t] @ gate_e.T) * (x[t] @ up_e.T)) @ w2_e.T with e = topk_ids[t, j] (ldmoe.h ldmoe_moe).
 
@@ -519,7 +519,9 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     (a MoePacked of e4m3 tensors) take w13_scale [E, 2I/128, H/128] and w2_scale [E, H/128, I/128]
     fp32 (ldmoe_moe_fp8; H and I multiples of 128), or a scale per weight row, [E, 2I] and [E, H];
     tokens="fp8" with them: w8a8 where a wgmma tile runs (x and h quantized to e4m3 inside, a scale
-    per token and 128 k of x, 64 k of h; LDMOE_FP8_TOKENS_E4M3), "bf16" (the default) weight-only. Runs on the
+    per token and 128 k of x, 64 k of h; LDMOE_FP8_TOKENS_E4M3), "bf16" (the default) weight-only.
+    x may come in float8_e4m3fn with x_scale [T, H/128] fp32 (DeepSeek's 1 x 128: x[t, c] stands for
+    x[t, c] * x_scale[t, c // 128]; LDMOE_FP8_TOKENS_E4M3_X): w8a8, tokens "fp8" (or None). Runs on the
     current stream; the first call at a size must come before a CUDA graph capture (or call
     moe_reserve)."""
     _need_torch("moe")
@@ -527,8 +529,11 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError("x must be a CUDA tensor")
     dev = x.device
-    _need(x, "x", torch.bfloat16, dev, 2)
+    x8 = x.dtype == getattr(torch, "float8_e4m3fn", None)
+    _need(x, "x", x.dtype if x8 else torch.bfloat16, dev, 2)
     T, H = x.shape
+    if tokens is None:
+        tokens = "fp8" if x8 else "bf16"
     if isinstance(w13, MoePacked):
         if w2 is not None and w2 is not w13 and w2 is not w13.w2:
             raise ValueError("w13 is a MoePacked: pass w2=None (it holds both)")
@@ -578,6 +583,10 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
         raise ValueError("tokens must be 'bf16' or 'fp8', got %r" % (tokens,))
     if tokens == "fp8" and not f8:
         raise ValueError("tokens='fp8' needs FP8 weights (pack_moe of float8_e4m3fn tensors)")
+    if x8 and tokens != "fp8":
+        raise ValueError("x in float8_e4m3fn runs w8a8: tokens must be 'fp8' (or None), got %r" % (tokens,))
+    if x8 != (x_scale is not None):
+        raise ValueError("x_scale [T, H/128] fp32 goes with x in float8_e4m3fn, and only with it")
     if f8:
         if H % 128 or I % 128:
             raise ValueError("FP8 weights: H = %d and I = %d must be multiples of 128" % (H, I))
@@ -593,7 +602,12 @@ def moe(x, w13, w2, topk_ids, topk_weights, *, out=None, mode="auto", steal_wave
         f = _MoeFp8Params()
         f.base, f.scaling = p, 1 if row else 2   # LDMOE_FP8_ROWWISE / LDMOE_FP8_BLOCK
         f.w13_scale, f.w2_scale = w13_scale.data_ptr(), w2_scale.data_ptr()
-        f.tokens = 1 if tokens == "fp8" else 0   # LDMOE_FP8_TOKENS_E4M3 / _BF16
+        f.tokens = 2 if x8 else 1 if tokens == "fp8" else 0   # LDMOE_FP8_TOKENS_E4M3_X / _E4M3 / _BF16
+        if x8:
+            _need(x_scale, "x_scale", torch.float32, dev, 2)
+            if tuple(x_scale.shape) != (T, H // 128):
+                raise ValueError("x_scale must be [T, H/128] = [%d, %d], got %s" % (T, H // 128, tuple(x_scale.shape)))
+            f.x_scale = x_scale.data_ptr()
     elif w13_scale is not None or w2_scale is not None:
         raise ValueError("w13_scale / w2_scale are for FP8 weights (pack_moe of float8_e4m3fn tensors)")
     with torch.cuda.device(dev):

@@ -75,9 +75,15 @@ static void test_layer_fp8_validation(void) {
     f.scaling = 0; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_BLOCK");
     f.scaling = 7; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_ROWWISE");
     f.scaling = LDMOE_FP8_ROWWISE; fp8_call(&f, LDMOE_OK, NULL);   /* a scale per weight row */
-    f.tokens = 2; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_TOKENS_E4M3");
+    f.tokens = 3; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_TOKENS_E4M3_X");
     f.tokens = -1; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "LDMOE_FP8_TOKENS_BF16");
     f.tokens = LDMOE_FP8_TOKENS_E4M3; fp8_call(&f, LDMOE_OK, NULL);   /* w8a8 */
+    /* x given in e4m3: x_scale is read (and checked) only with LDMOE_FP8_TOKENS_E4M3_X */
+    f.x_scale = (const float *)P(0x90002); fp8_call(&f, LDMOE_OK, NULL);
+    f.tokens = LDMOE_FP8_TOKENS_E4M3_X; fp8_call(&f, LDMOE_ERR_ALIGNMENT, "x_scale must be 4-byte");
+    f.x_scale = NULL; fp8_call(&f, LDMOE_OK, NULL);   /* T = 0: nothing read */
+    f.base.T = 4; fp8_call(&f, LDMOE_ERR_INVALID_ARG, "x_scale must be non-NULL");
+    f.base.T = 0; f.x_scale = (const float *)P(0x90000); fp8_call(&f, LDMOE_OK, NULL);
     f.tokens = LDMOE_FP8_TOKENS_BF16;
     f.scaling = LDMOE_FP8_BLOCK;
     f.base.layout = LDMOE_LAYOUT_PLAIN; fp8_call(&f, LDMOE_ERR_UNSUPPORTED, "packed");

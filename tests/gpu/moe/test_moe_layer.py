@@ -357,6 +357,99 @@ def test_fp8_tokens(gen):
         report(True, "tokens='fp8' with bf16 weights refused")
 
 
+def test_fp8_x(gen):
+    """x given in e4m3 with its 1 x 128 scales (LDMOE_FP8_TOKENS_E4M3_X). Exact cases: each 128-k block of x
+    holds +-448 and a power-of-two scale, so x * s is exact in bf16 and the kernel's own quantization of that
+    bf16 x gives back the same e4m3 and scales: out must equal the bf16-x call's (tokens="fp8") bit for bit on
+    every tile (the FP8-token tile copies x as it is; decode and mma.sync read it dequantized). Random scales:
+    against the reference of x8 * s (h through quant_tokens on the FP8-token tile: TOL_A8), repeats bit for bit. A CUDA graph
+    replay and the refusals."""
+    f8 = torch.float8_e4m3fn
+
+    def make_x(T, H, exact):
+        q = (torch.randn((T, H), generator=gen) * 120).clamp(-448, 448)
+        if exact:   # one element of each 128-k block at +-448: the block's amax
+            q.view(T, H // 128, 128)[:, :, 0] = 448.0 * torch.sign(torch.randn((T, H // 128), generator=gen) + 1e-3)
+            s = 2.0 ** torch.randint(-9, -3, (T, H // 128), generator=gen).float()
+        else:
+            s = torch.rand((T, H // 128), generator=gen) * 0.01 + 1e-3
+        q8 = q.to(f8).cuda()
+        s = s.cuda().contiguous()
+        xb = (q8.float() * s.repeat_interleave(128, dim=1)).to(torch.bfloat16)
+        return q8, s, xb
+
+    TOL_A8 = 3e-2
+    for T, E, H, I, k, sc in ((333, 4, 512, 1024, 2, "block"), (600, 8, 512, 256, 4, "row"), (1, 8, 256, 128, 2, "block"),
+                              (5, 16, 512, 256, 4, "block"), (200, 8, 384, 256, 2, "block")):
+        wgmma = T * k > 8 * E and H % 256 == 0
+        w13, w2 = make_weights(gen, E, H, I)
+        qf = quant_blocks if sc == "block" else quant_rowwise
+        q13, s13, d13 = qf(w13)
+        q2, s2, d2 = qf(w2)
+        ids, wts = make_routing(gen, T, E, k)
+        tag = "fp8 x %s T%d E%d H%d I%d k%d (%s)" % (sc, T, E, H, I, k, "the FP8-token tile" if wgmma else "bf16 tokens")
+        for D in (1, 2):
+            pk = ldmoe.pack_moe(q13, q2, D=D)
+            q8, s, xb = make_x(T, H, True)
+            out = torch.full((T, H), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)
+            want = torch.full_like(out, float("nan"))
+            ldmoe.moe(xb, pk, None, ids, wts, out=want, w13_scale=s13, w2_scale=s2, tokens="fp8")
+            ok = bool(torch.isfinite(out.float()).all()) and torch.equal(out.view(torch.int16), want.view(torch.int16))
+            report(ok, "%s D%d exact: bit-identical to bf16 x = x8 * s" % (tag, D),
+                   "" if ok else "max diff %.3g" % (out.float() - want.float()).abs().max().item())
+            q8, s, xb = make_x(T, H, False)
+            ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)
+            # the FP8-token tile computes with x8 * s unrounded (and h quantized as quant_tokens), the others with xb
+            xq = (q8.float() * s.repeat_interleave(128, dim=1)) if wgmma else xb
+            ref = reference(xq, d13, d2, ids, wts, (lambda v, blk: v if blk == 128 else quant_tokens(v, blk)) if wgmma else None)
+            global TOL_REL
+            saved, TOL_REL = TOL_REL, TOL_A8 if wgmma else TOL_REL
+            try:
+                ok = check("%s D%d random scales" % (tag, D), out, ref)
+            finally:
+                TOL_REL = saved
+            if ok:
+                again = torch.full_like(out, float("nan"))
+                ldmoe.moe(q8, pk, None, ids, wts, out=again, w13_scale=s13, w2_scale=s2, tokens="fp8", x_scale=s)
+                report(torch.equal(out.view(torch.int16), again.view(torch.int16)), "%s D%d repeat bit-identical" % (tag, D))
+                DIGESTS.append("%s D%d %s" % (tag, D, hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()))
+    # a graph captured once replays new x and scales (the decode tile: its extra grid barrier and the workspace)
+    T, E, H, I, k = 5, 16, 512, 256, 4
+    w13, w2 = make_weights(gen, E, H, I)
+    q13, s13, _ = quant_blocks(w13)
+    q2, s2, _ = quant_blocks(w2)
+    pk = ldmoe.pack_moe(q13, q2)
+    ids, wts = make_routing(gen, T, E, k)
+    q8, s, _ = make_x(T, H, False)
+    out = torch.empty((T, H), dtype=torch.bfloat16, device="cuda")
+    ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)   # sizes the workspace
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)
+    n8, ns, _ = make_x(T, H, False)
+    q8.copy_(n8)
+    s.copy_(ns)
+    g.replay()
+    want = torch.empty_like(out)
+    ldmoe.moe(q8, pk, None, ids, wts, out=want, w13_scale=s13, w2_scale=s2, x_scale=s)
+    torch.cuda.synchronize()
+    report(torch.equal(out.view(torch.int16), want.view(torch.int16)), "fp8 x graph replay of new x and scales bit-identical")
+    xb = q8.float().to(torch.bfloat16)
+    for args, kw, what in (((q8,), {"w13_scale": s13, "w2_scale": s2}, "e4m3 x without x_scale"),
+                           ((xb,), {"w13_scale": s13, "w2_scale": s2, "x_scale": s, "tokens": "fp8"}, "x_scale with bf16 x"),
+                           ((q8,), {"w13_scale": s13, "w2_scale": s2, "x_scale": s, "tokens": "bf16"}, "e4m3 x with tokens='bf16'"),
+                           ((q8,), {"w13_scale": s13, "w2_scale": s2, "x_scale": s[:, :1].contiguous()}, "x_scale of the wrong shape"),
+                           ((q8,), {"w13_scale": s13, "w2_scale": s2, "x_scale": s.double()}, "x_scale not fp32"),
+                           ((q8,), {"x_scale": s}, "e4m3 x with bf16 weights")):
+        try:
+            ldmoe.moe(args[0], pk if "w13_scale" in kw else ldmoe.pack_moe(w13, w2), None, ids, wts, **kw)
+            report(False, "fp8 x: %s refused" % what)
+        except (ValueError, TypeError):
+            report(True, "fp8 x: %s refused" % what)
+
+
 def test_graph(gen, decode):
     E, H, I, k = (64, 512, 256, 6) if decode else (8, 256, 384, 2)
     T = 3 if decode else 200
@@ -481,7 +574,8 @@ def main():
     # gathered, I % 128 = 64: GEMM2's last stage half full (h's zero box written without the x image)
     steps += [lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1"), modes=("auto", "unaware"))]
     steps += [lambda: test_repeat(gen), test_t0, lambda: test_bad_ids(gen), lambda: test_all_invalid(gen),
-              lambda: test_fp8(gen), lambda: test_fp8_tokens(gen), lambda: test_graph(gen, True), lambda: test_graph(gen, False),
+              lambda: test_fp8(gen), lambda: test_fp8_tokens(gen), lambda: test_fp8_x(gen), lambda: test_graph(gen, True),
+              lambda: test_graph(gen, False),
               test_errors]
     if a.tiny:   # a local-routing decode case, global-routing prefill cases (each prefill tile), the bad ids
         steps = [lambda: run_case(gen, 5, 16, 512, 192, 4, layouts=("plain", "packed1")),
@@ -491,7 +585,8 @@ def main():
                  lambda: run_case(gen, 300, 8, 256, 320, 2, layouts=("plain", "packed1")),
                  lambda: run_case(gen, 300, 8, 256, 896, 2, layouts=("packed1",)),
                  lambda: run_case(gen, 700, 2, 512, 1792, 1, layouts=("packed1",)),
-                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen), lambda: test_fp8_tokens(gen)]
+                 lambda: test_bad_ids(gen), lambda: test_all_invalid(gen), lambda: test_fp8(gen), lambda: test_fp8_tokens(gen),
+                 lambda: test_fp8_x(gen)]
     for st in steps:
         try:
             st()

@@ -97,6 +97,7 @@ struct LayerWs {
     int64_t cap_pairs, cap_T;   // sizes it holds
     int64_t cap_img;            // pairs the wgmma tile's stage image of h holds (0: none)
     int64_t cap_ximg;           // pairs its image of the routed x holds (0: none; gathered launches need none)
+    int64_t cap_xdq;            // tokens of bf16 x it holds in the same place (x given in e4m3, a bf16 tile)
     int32_t cap_E, cap_H, cap_I;
     // parts
     uint32_t *ctl, *ready, *arrive;
@@ -134,7 +135,9 @@ size_t layout_ws(LayerWs &w, unsigned char *base) {
     w.tokvalid = (int32_t *)take((size_t)w.cap_T * 4);
     const size_t h_plain = (size_t)w.cap_pairs * w.cap_I, h_img = img_elems(w.cap_img, w.cap_E, w.cap_I);
     w.h = (__nv_bfloat16 *)take((h_plain > h_img ? h_plain : h_img) * 2);   // one layout per launch
-    w.ximg = (__nv_bfloat16 *)take(img_elems(w.cap_ximg, w.cap_E, w.cap_H) * 2);
+    // x's image and the dequantized x: a launch takes the FP8-token tile (the image) or a bf16 one
+    const size_t x_img = img_elems(w.cap_ximg, w.cap_E, w.cap_H), x_dq = (size_t)w.cap_xdq * w.cap_H;
+    w.ximg = (__nv_bfloat16 *)take((x_img > x_dq ? x_img : x_dq) * 2);
     w.hsc = (float *)take(scl_elems(w.cap_img, w.cap_E, w.cap_I) * 4);
     w.xsc = (float *)take(scl_elems(w.cap_ximg, w.cap_E, w.cap_H) * 4);
     w.slot = (__nv_bfloat16 *)take((size_t)w.cap_pairs * w.cap_H * 2);
@@ -149,16 +152,16 @@ size_t ws_zero_bytes(const LayerWs &w) {
 // Caller holds g_lock. The workspace of (dev, stream) holding at least these sizes: grown (the
 // old one freed after the stream drains) when too small; never inside a stream capture.
 // img: the launch takes the wgmma tile (h's stage image is sized too); ximg: and reads GEMM1's
-// token rows from x's image (layer_gather says no).
+// token rows from x's image (layer_gather says no); xdq: x comes in e4m3 to a bf16 tile.
 static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, int k, bool img, bool ximg,
-                        LayerWs **out) {
+                        bool xdq, LayerWs **out) {
     LayerWs *w = NULL;
     for (int i = 0; i < g_nlws; ++i)
         if (g_lws[i].device == dev && g_lws[i].stream == stream) w = &g_lws[i];
     const int64_t pairs = T * k;
-    const int64_t img_pairs = img ? pairs : 0, ximg_pairs = img && ximg ? pairs : 0;
+    const int64_t img_pairs = img ? pairs : 0, ximg_pairs = img && ximg ? pairs : 0, xdq_T = xdq ? T : 0;
     if (w && w->cap_pairs >= pairs && w->cap_T >= T && w->cap_E >= E && w->cap_H >= H && w->cap_I >= I &&
-        w->cap_img >= img_pairs && w->cap_ximg >= ximg_pairs) {
+        w->cap_img >= img_pairs && w->cap_ximg >= ximg_pairs && w->cap_xdq >= xdq_T) {
         *out = w;
         return LDMOE_OK;
     }
@@ -181,6 +184,7 @@ static int layer_ws_get(int dev, void *stream, int64_t T, int E, int H, int I, i
     n.cap_I = w && w->cap_I > I ? w->cap_I : I;
     n.cap_img = w && w->cap_img > img_pairs ? w->cap_img : img_pairs;
     n.cap_ximg = w && w->cap_ximg > ximg_pairs ? w->cap_ximg : ximg_pairs;
+    n.cap_xdq = w && w->cap_xdq > xdq_T ? w->cap_xdq : xdq_T;
     const size_t bytes = layout_ws(n, NULL);
     uint32_t err_word = 0;
     if (w) {   // the old one may still be in use by this stream's queued launches
@@ -258,8 +262,9 @@ static int layer_weight_map(encode_tiled_fn enc, CUtensorMap *m, const void *bas
 }
 
 // The launch of ldmoe_moe and ldmoe_moe_fp8 (s13, s2: FP8 block or row scales, f8row: which; NULL for
-// bf16; a8: FP8 tokens where a wgmma tile runs).
-static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row, bool a8) {
+// bf16; a8: FP8 tokens where a wgmma tile runs; xs: x is e4m3 with these 1 x 128 scales).
+static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const float *s2, bool f8row, bool a8,
+                   const float *xs) {
     const int D = p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1;
     int rc = moe_check_dims(p->T, p->E, p->H, p->I, p->k, p->layout, p->layout == LDMOE_LAYOUT_PACKED ? p->num_domains : 1);
     if (rc) return rc;
@@ -306,13 +311,18 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
         else
             g_layer_attr[dev][ci] = true;
     }
-    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, ci == kTileWgA8 || !layer_gather(wbm, p->I), &w);
+    const bool xdq = xs && ci != kTileWgA8;   // a bf16 tile reads x dequantized into the workspace
+    if (!rc) rc = layer_ws_get(dev, p->stream, p->T, p->E, p->H, p->I, p->k, wg, ci == kTileWgA8 || !layer_gather(wbm, p->I),
+                               xdq, &w);
     encode_tiled_fn enc = NULL;
     const bool maps = wg && p->layout == LDMOE_LAYOUT_PACKED;
     if (!rc && maps) rc = get_encoder(&enc);
     LParams kp = {};
     if (!rc) {
-        kp.x = (const __nv_bfloat16 *)p->x;
+        kp.x = xdq ? w->ximg : (const __nv_bfloat16 *)p->x;
+        kp.x8 = xs ? (const unsigned char *)p->x : NULL;
+        kp.x8s = xs;
+        kp.xdq = xdq ? w->ximg : NULL;
         kp.w13 = (const __nv_bfloat16 *)p->w13;
         kp.w2 = (const __nv_bfloat16 *)p->w2;
         kp.ids = p->topk_ids;
@@ -356,7 +366,7 @@ static int moe_run(const ldmoe_moe_params_t *p, bool f8, const float *s13, const
 
 LDMOE_API int ldmoe_moe(const ldmoe_moe_params_t *p) {
     if (!p) return fail(LDMOE_ERR_INVALID_ARG, "params is NULL");
-    return moe_run(p, false, NULL, NULL, false, false);
+    return moe_run(p, false, NULL, NULL, false, false, NULL);
 }
 
 LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
@@ -372,10 +382,18 @@ LDMOE_API int ldmoe_moe_fp8(const ldmoe_moe_fp8_params_t *p) {
     if (b->T > 0 && (!p->w13_scale || !p->w2_scale)) return fail(LDMOE_ERR_INVALID_ARG, "w13_scale and w2_scale must be non-NULL");
     if (((uintptr_t)p->w13_scale & 3u) || ((uintptr_t)p->w2_scale & 3u))
         return fail(LDMOE_ERR_ALIGNMENT, "w13_scale and w2_scale must be 4-byte aligned");
-    if (p->tokens != LDMOE_FP8_TOKENS_BF16 && p->tokens != LDMOE_FP8_TOKENS_E4M3)
-        return fail(LDMOE_ERR_INVALID_ARG, "tokens %d: LDMOE_FP8_TOKENS_BF16 (0, weight-only FP8) or "
-                    "LDMOE_FP8_TOKENS_E4M3 (1, tokens quantized to e4m3 on the wgmma tiles)", p->tokens);
-    return moe_run(b, true, p->w13_scale, p->w2_scale, p->scaling == LDMOE_FP8_ROWWISE, p->tokens == LDMOE_FP8_TOKENS_E4M3);
+    if (p->tokens != LDMOE_FP8_TOKENS_BF16 && p->tokens != LDMOE_FP8_TOKENS_E4M3 && p->tokens != LDMOE_FP8_TOKENS_E4M3_X)
+        return fail(LDMOE_ERR_INVALID_ARG, "tokens %d: LDMOE_FP8_TOKENS_BF16 (0, weight-only FP8), LDMOE_FP8_TOKENS_E4M3 "
+                    "(1, tokens quantized to e4m3 on the wgmma tiles) or LDMOE_FP8_TOKENS_E4M3_X (2, x given in e4m3 "
+                    "with x_scale)", p->tokens);
+    const float *xs = NULL;
+    if (p->tokens == LDMOE_FP8_TOKENS_E4M3_X) {
+        if (b->T > 0 && !p->x_scale) return fail(LDMOE_ERR_INVALID_ARG, "x_scale must be non-NULL with LDMOE_FP8_TOKENS_E4M3_X");
+        if ((uintptr_t)p->x_scale & 3u) return fail(LDMOE_ERR_ALIGNMENT, "x_scale must be 4-byte aligned");
+        xs = p->x_scale;
+    }
+    return moe_run(b, true, p->w13_scale, p->w2_scale, p->scaling == LDMOE_FP8_ROWWISE, p->tokens != LDMOE_FP8_TOKENS_BF16,
+                   xs);
 }
 
 LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *stream) {
@@ -392,8 +410,9 @@ LDMOE_API int ldmoe_moe_reserve(int64_t T, int E, int H, int I, int k, void *str
     pthread_mutex_lock(&g_lock);
     // Images for any call up to these sizes that may take the wgmma tile (fewer experts or a
     // smaller H than reserved can choose it where these sizes do not); x's image always (the
-    // FP8-token tile reads it; the bf16 tiles unless both gather at this I).
-    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, true, &w);
+    // FP8-token tile reads it; the bf16 tiles unless both gather at this I), and room for T rows
+    // of x dequantized in the same place (x given in e4m3; past the image only at decode sizes).
+    rc = layer_ws_get(dev, stream, T, E, H, I, k, major == 9 && T * k > kDecodePairs, true, true, &w);
     pthread_mutex_unlock(&g_lock);
     if (!rc) g_msg[0] = 0;
     return rc;

@@ -124,6 +124,12 @@ struct LParams {
     // token row and 64 k (x's two of a 128-k block equal): [image m-block][K/64][kImgRows], so a
     // stage's two halves lie together.
     float *xsc, *hsc;
+    // x given in e4m3 (LDMOE_FP8_TOKENS_E4M3_X): x8 [T][H] and its scales x8s [T][H/128]. The
+    // FP8-token tile's image pass copies them; the other tiles read x (== xdq, in the workspace),
+    // which the launch fills with x8 * x8s rounded to bf16 before its tiles start.
+    const unsigned char *x8;
+    const float *x8s;
+    __nv_bfloat16 *xdq;
     int32_t T, E, H, I, k, D, packed, mode, cap, f8row;
     float steal_waves;
 };
@@ -508,6 +514,26 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
             }
         }
     }
+    // x given in e4m3: the bf16 tiles' token rows, x8 * x8s rounded once to bf16 (as torch's
+    // (x8.float() * s).bfloat16()), before the routing's grid barrier; a local launch has none, so
+    // it meets one here. The stores are read by the producers' bulk copies (async proxy).
+    if (!A8 && p.x8 != nullptr) {
+        const int cpr = H / 16;   // 16-byte chunks of e4m3 a row
+        const int64_t n = (int64_t)p.T * cpr;
+        for (int64_t i = (int64_t)blockIdx.x * kThreads + tid; i < n; i += (int64_t)gridDim.x * kThreads) {
+            const int64_t t = i / cpr;
+            const int c = (int)(i - t * cpr);
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p.x8 + t * H) + c);
+            const float s = __ldg(p.x8s + t * (H / 128) + c / 8);
+            uint4 *o = reinterpret_cast<uint4 *>(p.xdq + t * H) + 2 * c;
+            o[0] = make_uint4(e4m3x2_bf16_scaled(v.x, s), e4m3x2_bf16_scaled(v.x >> 16, s), e4m3x2_bf16_scaled(v.y, s),
+                              e4m3x2_bf16_scaled(v.y >> 16, s));
+            o[1] = make_uint4(e4m3x2_bf16_scaled(v.z, s), e4m3x2_bf16_scaled(v.z >> 16, s), e4m3x2_bf16_scaled(v.w, s),
+                              e4m3x2_bf16_scaled(v.w >> 16, s));
+        }
+        fence_proxy_async_global();
+        if (local) grid_barrier(ctl);
+    }
     // This SM's domain and the SMs per domain the scheduler may count on (bound set).
     if (tid < kMaxD) sh.domcnt[tid] = 0;
     __syncthreads();
@@ -598,7 +624,27 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                           r = __shfl_sync(0xffffffffu, l_r, i);
                 const uint4 *src = reinterpret_cast<const uint4 *>(p.x + (int64_t)tok * H);
                 constexpr int KC = C::BK / 8;   // chunks per stage
-                if constexpr (A8) {
+                if (A8 && p.x8 != nullptr) {
+                    // x given in e4m3: its rows and 1 x 128 scales as they are (16 k a lane's chunk),
+                    // each scale stored for both 64-k halves.
+                    unsigned char *xi = reinterpret_cast<unsigned char *>(p.ximg);
+                    const uint4 *src8 = reinterpret_cast<const uint4 *>(p.x8 + (int64_t)tok * H);
+                    for (int c0 = 0; c0 < H / 16; c0 += 32 * kU) {
+                        uint4 v[kU];
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u) {
+                            const int c = c0 + 32 * u + lane;
+                            v[u] = c < H / 16 ? __ldg(src8 + c) : make_uint4(0, 0, 0, 0);
+                        }
+                        #pragma unroll
+                        for (int u = 0; u < kU; ++u)
+                            if (const int c = c0 + 32 * u + lane; c < H / 16) {
+                                *reinterpret_cast<uint4 *>(xi + img8_off<BN>(mbg, H, r, c * 16)) = v[u];
+                                if ((c & 3) == 0)
+                                    p.xsc[((int64_t)mbg * (H / 64) + c / 4) * BN + r] = __ldg(p.x8s + (int64_t)tok * (H / 128) + c / 8);
+                            }
+                    }
+                } else if constexpr (A8) {
                     // e4m3 with a scale per 128 k (16 lanes' chunks; H % 128 == 0, so a pass's lanes past
                     // H are whole groups of 16): amax / 448, the FP8 range, DeepSeek's 1 x 128 scheme. The
                     // scale is stored for both 64-k halves (the images' scale layout is h's, per 64 k).
