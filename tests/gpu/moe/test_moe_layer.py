@@ -423,10 +423,13 @@ def test_fp8_x(gen):
     ids, wts = make_routing(gen, T, E, k)
     q8, s, _ = make_x(T, H, False)
     out = torch.empty((T, H), dtype=torch.bfloat16, device="cuda")
-    ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)   # sizes the workspace
-    torch.cuda.synchronize()
+    st = torch.cuda.Stream()   # the workspace is per stream: sized on the capturing one
+    st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)
+    st.synchronize()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=st):
         ldmoe.moe(q8, pk, None, ids, wts, out=out, w13_scale=s13, w2_scale=s2, x_scale=s)
     n8, ns, _ = make_x(T, H, False)
     q8.copy_(n8)
