@@ -178,6 +178,10 @@ __device__ __forceinline__ uint32_t e4m3x2_bf16_scaled(uint32_t v2, float s) {
     const __nv_bfloat162 x = __floats2bfloat162_rn(f.x * s, f.y * s);
     return *reinterpret_cast<const uint32_t *>(&x);
 }
+// SwiGLU's silu(g) * u. The quotient by the approximate divide (a reciprocal and a multiply): the
+// IEEE division is a call with a slow path, and GEMM1's epilogue does one per h value. g far below
+// zero makes the divisor infinite (or past 2^126): the quotient is then 0, as silu is there.
+__device__ __forceinline__ float silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
 // FP8 tokens: two floats times inv -> e4m3x2 (saturating: a block's amax maps to 448 exactly,
 // rounding may not exceed it), eight bf16 -> float, eight floats -> e4m3x8.
 __device__ __forceinline__ uint32_t e4m3x2(float a, float b, float inv) {
@@ -1406,7 +1410,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                             #pragma unroll
                             for (int u = 0; u < 2; ++u) {
                                 const float gt = wacc[8 * G + 2 * hr + u], up = wacc[8 * G + 4 + 2 * hr + u];
-                                hv[G][u] = gt / (1.f + __expf(-gt)) * up;
+                                hv[G][u] = silu_mul(gt, up);
                                 amax = fmaxf(amax, fabsf(hv[G][u]));
                             }
                         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
@@ -1434,7 +1438,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                 #pragma unroll
                                 for (int u = 0; u < 2; ++u) {
                                     const float gt = wacc[8 * G + 2 * hr + u], up = wacc[8 * G + 4 + 2 * hr + u];
-                                    hv[u] = gt / (1.f + __expf(-gt)) * up;
+                                    hv[u] = silu_mul(gt, up);
                                 }
                                 *reinterpret_cast<__nv_bfloat162 *>(p.h + img_off<BN, BK>(m.mbg, I, col, m.nb * (BM / 2) + 8 * G + 2 * q)) =
                                     __floats2bfloat162_rn(hv[0], hv[1]);
@@ -1475,7 +1479,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                                 const int col = j * 8 + cc + u;
                                 if (j < nn && col < m.rows) {
                                     const float gt = acc[j][u], up = acc[j][2 + u];
-                                    const float hv = gt / (1.f + __expf(-gt)) * up;
+                                    const float hv = silu_mul(gt, up);
                                     p.h[(pos0 + col) * I + ch] = __float2bfloat16_rn(hv);
                                 }
                             }
