@@ -390,55 +390,79 @@ __device__ __forceinline__ void grid_barrier(uint32_t *ctl) {
     __syncthreads();
 }
 
-// out[t, col .. col + 3] = bf16 of the sum of token t's valid slots (msk) in pair order: the fixed
-// sum order that makes out bit-identical whichever CTA completes the token. The k loads are all
-// in flight at once.
-__device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t msk, int col) {
+// Token t's valid slots (msk) at columns col .. col + 3 added to sum in pair order, KB slot loads
+// at once: each load is unconditional (j clamped below k: inside the token's slots), so no
+// predicate or branch stands between them and a thread waits on memory once per KB slots.
+template <int KB>
+__device__ __forceinline__ void slots4(const LParams &p, int32_t t, int32_t msk, int col, float4 &sum) {
     const int K = p.k, H = p.H;
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    #pragma unroll
-    for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
-        if (kk < K && ((msk >> kk) & 1)) {
-            const uint2 v = __ldcg(reinterpret_cast<const uint2 *>(p.slot + ((int64_t)t * K + kk) * H + col));
-            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v.x));
-            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v.y));
-            sum.x += lo.x; sum.y += lo.y; sum.z += hi.x; sum.w += hi.y;
-        }
+    for (int k0 = 0; k0 < K; k0 += KB) {   // k <= 16
+        uint2 v[KB];
+        #pragma unroll
+        for (int kk = 0; kk < KB; ++kk)
+            v[kk] = __ldcg(reinterpret_cast<const uint2 *>(p.slot + ((int64_t)t * K + min(k0 + kk, K - 1)) * H + col));
+        #pragma unroll
+        for (int kk = 0; kk < KB; ++kk)
+            if ((msk >> (k0 + kk)) & 1) {   // no mask bit at or past k
+                const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v[kk].x));
+                const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&v[kk].y));
+                sum.x += lo.x; sum.y += lo.y; sum.z += hi.x; sum.w += hi.y;
+            }
     }
+}
+
+// out[t, col .. col + 3] = bf16 of the sum of token t's valid slots (msk) in pair order: the fixed
+// sum order that makes out bit-identical whichever CTA completes the token. Batches the size of
+// k (to 8), so that few loads are wasted on clamped j.
+__device__ __forceinline__ void combine4(const LParams &p, int32_t t, int32_t msk, int col) {
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p.k <= 2) slots4<2>(p, t, msk, col, sum);
+    else if (p.k <= 4) slots4<4>(p, t, msk, col, sum);
+    else slots4<8>(p, t, msk, col, sum);
     __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
     uint2 o;
     o.x = *reinterpret_cast<uint32_t *>(&lo);
     o.y = *reinterpret_cast<uint32_t *>(&hi);
-    *reinterpret_cast<uint2 *>(p.out + (int64_t)t * H + col) = o;
+    *reinterpret_cast<uint2 *>(p.out + (int64_t)t * p.H + col) = o;
 }
 
 // combine4's sum over 8 columns by 16-byte loads, for NI (token, columns) items at once: the
 // wgmma tiles' final pass, which streams every slot once (half the load instructions of combine4's
-// for the same bytes). The items' slot loads are issued together, so a thread waits on memory once
-// per NI items; each item's valid slots are summed in j order as ever.
+// for the same bytes). The slot loads of a batch of 8 j, for all NI items, are issued before the
+// first is summed: each is a select of a load, so no branch stands between them and a thread
+// waits on memory once per batch (a branch per slot made it wait once per slot). Each item's valid
+// slots are summed in j order as ever.
 template <int NI>
 __device__ __forceinline__ void combine8(const LParams &p, const int32_t (&t)[NI], const int32_t (&msk)[NI], const int (&col)[NI]) {
     const int K = p.k, H = p.H;
+    constexpr int KB = 8;
     float s[NI][8];
     #pragma unroll
     for (int n = 0; n < NI; ++n)
         #pragma unroll
         for (int i = 0; i < 8; ++i) s[n][i] = 0.f;
-    #pragma unroll
-    for (int kk = 0; kk < LDMOE_MOE_MAX_TOPK; ++kk) {
-        if (kk >= K) break;
+    for (int k0 = 0; k0 < K; k0 += KB) {   // k <= 16: one or two batches
+        uint4 v[KB][NI];
         #pragma unroll
-        for (int n = 0; n < NI; ++n)
-            if ((msk[n] >> kk) & 1) {
-                const uint4 v = __ldcg(reinterpret_cast<const uint4 *>(p.slot + ((int64_t)t[n] * K + kk) * H + col[n]));
-                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
-                    s[n][2 * i] += f.x;
-                    s[n][2 * i + 1] += f.y;
+        for (int kk = 0; kk < KB; ++kk)
+            #pragma unroll
+            for (int n = 0; n < NI; ++n)   // no mask bit at or past k: j < k wherever a load is made
+                v[kk][n] = (msk[n] >> (k0 + kk)) & 1
+                               ? __ldcg(reinterpret_cast<const uint4 *>(p.slot + ((int64_t)t[n] * K + k0 + kk) * H + col[n]))
+                               : make_uint4(0, 0, 0, 0);
+        #pragma unroll
+        for (int kk = 0; kk < KB; ++kk)
+            #pragma unroll
+            for (int n = 0; n < NI; ++n)
+                if ((msk[n] >> (k0 + kk)) & 1) {
+                    const uint32_t w[4] = {v[kk][n].x, v[kk][n].y, v[kk][n].z, v[kk][n].w};
+                    #pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w[i]));
+                        s[n][2 * i] += f.x;
+                        s[n][2 * i + 1] += f.y;
+                    }
                 }
-            }
     }
     #pragma unroll
     for (int n = 0; n < NI; ++n) {
@@ -606,8 +630,8 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         // A warp's rows are row0, row0 + ws, ...; lane l finds the l-th of each 32 (its expert by
         // bisection, its token from the list) so that the list loads of 32 rows overlap, and each
         // row's x chunks are loaded kU at a time before any is used: a row then waits on memory
-        // about twice, not once per 512 bytes.
-        constexpr int kU = 4;
+        // once per 4 KiB of bf16 x (once a row at H = 2048), not once per 512 bytes.
+        constexpr int kU = 8;
         const int ws = gridDim.x * (kThreads / 32);
         for (int row0 = blockIdx.x * (kThreads / 32) + warp; row0 < nrows; row0 += 32 * ws) {
             int l_tok = 0, l_mbg = 0, l_r = 0;
