@@ -504,3 +504,79 @@ for c in "qwen3 4096 a8" "mixtral 1024 bf16"; do f=$OUT/r/src-${c// /-}
   echo "ncu $c $(wc -c < $f-sass.csv) $(grep -E 'Duration|L2 Cache Throughput' $f-details.txt | tr -s ' ' | tr '\n' ' ') $(el)"; gzip $f-sass.csv; rm -f $f.ncu-rep; save
 done
 cd $OUT && tar czf r.tgz r && rm -rf r
+
+# ==== gpu80.sh-gpu83.sh, 2026-12-07 19:21-19:53 UTC: gpu80, gpu81 on one H100 (v48/v49.tgz: sw.so = dba7f7e's libldmoe.so, co.so = branch comb-ovl 4b037d5's, tlsw.so / tlco.so = the same with diag-tl.patch, libldshim.so); gpu82, gpu83 on another (v50.tgz: sw.so, cb.so = cf05098's, tlcb.so = cf05098 + diag-tl.patch). tl.py is diag-tl.patch's bench/moe/tl_diag.py ====
+# ---- gpu80.sh ----
+# gpu80.sh — co (branch comb-ovl 4b037d5: the wgmma tiles combine a token a warp once its GEMM2 counts are full, no
+# last grid barrier) against sw (main dba7f7e's kernel): digests of sw's suite, then co's suite compared with them
+# (the combine's sum order is unchanged: the same bits), co bound, memcheck and synccheck over --tiny; then
+# layer_time bf16 and FP8 tokens at T 256..4096, sw / co alternated twice.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v49.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu80.sh $OUT/r/
+LDMOE_LIB=$V/sw.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt > $OUT/r/suite-sw.log 2>&1; echo "sw rc=$? $(tail -1 $OUT/r/suite-sw.log) $(el)"
+LDMOE_LIB=$V/co.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt > $OUT/r/suite-co.log 2>&1; echo "co rc=$? $(tail -1 $OUT/r/suite-co.log) $(el)"; grep -a -E "FAIL|digests" $OUT/r/suite-co.log | head -5
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/co.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt --bound > $OUT/r/suite-co-bound.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/suite-co-bound.log) $(el)"; grep -a -E "FAIL|digests" $OUT/r/suite-co-bound.log | head -5; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/co.so timeout 120 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(grep -a -E 'ERROR SUMMARY|passed' $OUT/r/san-$t.log | tail -2 | tr '\n' ' ') $(el)"; save
+done
+run() { f=$OUT/r/lt-$1-$2.txt; LDMOE_LIB=$V/$2.so timeout 80 python3 bench/moe/layer_time.py $3 --tokens 256,1024,4096 --reps 5 >> $f 2>&1
+  echo "== $1 $2 rc=$? $(el)"; grep -a packed $f | tail -9 | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; grep -a -i "error\|Trace" $f | head -3; }
+for l in sw co sw co; do run bf16 $l; run a8 $l --fp8-tokens; done; save
+for l in sw co; do run f8 $l --fp8; done; save
+# decode (the decode tile's code is the same in both): the table's T 1..64 of sw
+dec() { f=$OUT/r/dec-$1.txt; LDMOE_LIB=$V/sw.so timeout 80 python3 bench/moe/layer_time.py $2 --tokens 1,4,16,64 --reps 5 >> $f 2>&1
+  echo "== dec $1 rc=$? $(el)"; grep -a packed $f | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; }
+dec bf16; dec f8 --fp8; dec a8 --fp8-tokens; save
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu81.sh ----
+# gpu81.sh — DIAGNOSTIC phase stamps (branch tl: tlsw = main + stamps, tlco = comb-ovl + stamps; LDMOE_TL=1, eager
+# calls, weights over 3 copies): per launch, min-max over CTAs of the time (us from the first CTA's start) at which
+# the routing's barrier, the image pass's barrier, the first GEMM2 tile, the last tile and the CTA's end are passed.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+mkdir -p $OUT/r; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v49.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu81.sh .carry/tl.py $OUT/r/
+for l in tlsw tlco; do for m in bf16 a8; do
+  LDMOE_TL=1 LDMOE_LIB=$V/$l.so timeout 120 python3 .carry/tl.py $m qwen3,dsv2lite,mixtral 256,1024,4096 > $OUT/r/tl-$l-$m.txt 2>&1
+  echo "$l $m rc=$? $(grep -c '^TL' $OUT/r/tl-$l-$m.txt) lines $(el)"; grep -a -i "error\|Trace" $OUT/r/tl-$l-$m.txt | head -3
+done; done
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu82.sh ----
+# gpu82.sh — cb (branch comb-batch: the combines' slot loads batched, 8 in flight; the image pass 8 chunks a lane)
+# against sw (main dba7f7e): sw's digests, cb's suite compared (same sum order: the same bits), cb bound, memcheck and
+# synccheck --tiny; layer_time bf16 / FP8 tokens T 256..4096 and decode T 1..64, sw / cb alternated twice; weight-only
+# FP8 once each; phase stamps of tlcb (cb + the tl stamps) beside gpu81's.
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+save() { (cd $OUT && tar czf r.tgz r); }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v50.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu82.sh $OUT/r/
+LDMOE_LIB=$V/sw.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt > $OUT/r/suite-sw.log 2>&1; echo "sw rc=$? $(tail -1 $OUT/r/suite-sw.log) $(el)"
+LDMOE_LIB=$V/cb.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt > $OUT/r/suite-cb.log 2>&1; echo "cb rc=$? $(tail -1 $OUT/r/suite-cb.log) $(el)"; grep -a -E "FAIL|digests" $OUT/r/suite-cb.log | head -5
+LD_PRELOAD=$V/libldshim.so LDSHIM_STATE=compute-only LDSHIM_DOMAIN=0 LDMOE_LIB=$V/cb.so timeout 100 python3 tests/gpu/moe/test_moe_layer.py --digest $OUT/r/dig.txt --bound > $OUT/r/suite-cb-bound.log 2>&1
+echo "bound rc=$? $(tail -1 $OUT/r/suite-cb-bound.log) $(el)"; grep -a -E "FAIL|digests" $OUT/r/suite-cb-bound.log | head -5; save
+for t in memcheck synccheck; do
+  LDMOE_LIB=$V/cb.so timeout 120 compute-sanitizer --tool $t --error-exitcode 9 python3 tests/gpu/moe/test_moe_layer.py --tiny > $OUT/r/san-$t.log 2>&1
+  echo "$t rc=$? $(grep -a -E 'ERROR SUMMARY|passed' $OUT/r/san-$t.log | tail -2 | tr '\n' ' ') $(el)"; save
+done
+run() { f=$OUT/r/lt-$1-$2.txt; LDMOE_LIB=$V/$2.so timeout 80 python3 bench/moe/layer_time.py $4 --tokens $3 --reps 5 >> $f 2>&1
+  echo "== $1 $2 rc=$? $(el)"; grep -a packed $f | tail -9 | awk '{printf "%s/%s %s %s; ", $1, $3, $4, $7} END {print ""}'; grep -a -i "error\|Trace" $f | head -3; }
+for l in sw cb sw cb; do run bf16 $l 256,1024,4096; run a8 $l 256,1024,4096 --fp8-tokens; run dec $l 1,4,16,64; done; save
+for l in sw cb; do run f8 $l 256,1024,4096 --fp8; done; save
+LDMOE_TL=1 LDMOE_LIB=$V/tlcb.so timeout 120 python3 .carry/tl.py bf16 qwen3,dsv2lite,mixtral 256,1024,4096 > $OUT/r/tl-tlcb-bf16.txt 2>&1; echo "tl bf16 rc=$? $(el)"
+LDMOE_TL=1 LDMOE_LIB=$V/tlcb.so timeout 120 python3 .carry/tl.py a8 qwen3,dsv2lite,mixtral 256,1024,4096 > $OUT/r/tl-tlcb-a8.txt 2>&1; echo "tl a8 rc=$? $(el)"
+cd $OUT && tar czf r.tgz r && rm -rf r
+# ---- gpu83.sh ----
+# gpu83.sh — test-gpu-e2e (serve.py in every state, fused bf16 and FP8) on cb (branch comb-batch's libldmoe)
+export PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
+mkdir -p $OUT/r build; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/r/gpu.txt
+tar xzf .carry/v50.tgz -C .carry; V=$PWD/.carry/v; cp .carry/gpu83.sh $OUT/r/
+cp $V/cb.so build/libldmoe.so; cp $V/libldshim.so build/libldshim.so
+timeout 420 bash tests/gpu/e2e/run.sh $OUT/r/e2e > $OUT/r/test-gpu-e2e.log 2>&1; echo "e2e rc=$? $(tail -1 $OUT/r/test-gpu-e2e.log) $(el)"; grep -a -E "^FAIL|^not ok|bad" $OUT/r/test-gpu-e2e.log | head -5
+cd $OUT && tar czf r.tgz r && rm -rf r
