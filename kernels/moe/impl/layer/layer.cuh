@@ -1077,6 +1077,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
         float pre_w = 0.f, pre_w2[2] = {0.f, 0.f};   // pre_w2: the wgmma tile's (its epilogue's tokens)
         int32_t pre_mask = 0;
         int eseq = 0;   // GEMM2 epilogue records handed to the combine warps (Cfg::CWARP)
+        int cvt0 = 0;   // F8W: the halves converted in the tiles before, mod CVT (the buffers' sequence)
         auto cbar = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); };
         for (int cstep = 0;; ++cstep) {
             const int slot = cstep % C::STAGES;
@@ -1209,12 +1210,15 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 // time (the wgmma B layout: 128-byte rows, chunk c at c ^ (r % 8)), each consumer
                 // thread one chunk of BM / 64 rows (r0 + 64 i, chunk cc of the half); then a barrier
                 // of the 256 consumers and each warpgroup's wgmmas over the half. Buffer hs % CVT
-                // was last read by the wgmmas of half hs - CVT. With three buffers those are
-                // retired by then: every consumer passed the barrier of half hs - 1 after its
-                // wg_wait<1> of half hs - 2. With two, a second barrier after each wg_wait<1> (the
-                // half before retired in every warpgroup) precedes the next conversion. A stage
-                // (its token rows) goes back once both halves' wgmmas are done. A warpgroup whose
-                // 64 tokens all lie past the tile's rows converts and meets the barriers too.
+                // was last read by the wgmmas of half hs - CVT; hs counts on across tiles, since
+                // nothing between two tiles waits for the other warpgroup's last wgmmas (counted
+                // from 0 in each tile, a first half could take the buffer they read). With three
+                // buffers those are retired by then: every consumer passed the barrier of half
+                // hs - 1 after its wg_wait<1> of half hs - 2 (or its tile's wg_wait<0>). With two,
+                // a second barrier after each wg_wait<1> (the half before retired in every
+                // warpgroup) precedes the next conversion. A stage (its token rows) goes back once
+                // both halves' wgmmas are done. A warpgroup whose 64 tokens all lie past the tile's
+                // rows converts and meets the barriers too.
                 constexpr int RPT = BM / 64;   // rows a thread converts per half
                 const int nk = ksteps(m);
                 const int r0 = ctid >> 2, cc = ctid & 3;
@@ -1247,7 +1251,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                         const uint32_t raw = s_u32(sh.ring[sl]), tok = raw + C::A_BYTES + wg * 64 * 128;
                         #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
-                            const uint32_t buf = s_u32(sh.cvt[(2 * kk + hf) % NCVT]);
+                            const uint32_t buf = s_u32(sh.cvt[(cvt0 + 2 * kk + hf) % NCVT]);
                             // Unrolled: the 256-row tile then spills a few registers and still runs faster
                             // than converting a row at a time (layer-time-fp8.txt).
                             #pragma unroll
@@ -1285,6 +1289,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 };
                 if (wg * 64 < m.rows) tile_loop(std::true_type{});
                 else tile_loop(std::false_type{});
+                cvt0 = (cvt0 + 2 * nk) % NCVT;
             } else if constexpr (C::WG) {
                 // A whole tile here, stage after stage (its stages are consecutive in the ring).
                 // Both operands by descriptor: this warpgroup's 64 token rows (M) and the BM
