@@ -1289,7 +1289,7 @@ __device__ void moe_layer_body(const LParams &p, const ldshim_topology_t *topo) 
                 };
                 if (wg * 64 < m.rows) tile_loop(std::true_type{});
                 else tile_loop(std::false_type{});
-                cvt0 = (cvt0 + 2 * nk) % NCVT;
+                if constexpr (NCVT % 2) cvt0 = (cvt0 + 2 * nk) % NCVT;   // (an even count: always 0)
             } else if constexpr (C::WG) {
                 // A whole tile here, stage after stage (its stages are consecutive in the ring).
                 // Both operands by descriptor: this warpgroup's 64 token rows (M) and the BM
